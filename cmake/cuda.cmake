@@ -1,0 +1,21 @@
+# TRAINER_CUDA: AUTO turns the CUDA language on when nvcc is found, ON requires it.
+# The CUDA backend's sources belong to runtime/kernels/cuda; until they exist this
+# only checks that the toolchain is usable, so a broken toolkit fails at configure.
+set(TRAINER_WITH_CUDA OFF)
+if(TRAINER_CUDA STREQUAL "ON" OR TRAINER_CUDA STREQUAL "AUTO")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    set(TRAINER_WITH_CUDA ON)
+  elseif(TRAINER_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TRAINER_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+message(STATUS "trainer: CUDA toolchain ${TRAINER_WITH_CUDA} (TRAINER_CUDA=${TRAINER_CUDA})")

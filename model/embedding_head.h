@@ -1,0 +1,49 @@
+// The ends of the GPT: token + position embedding with dropout (first stage)
+// and final layernorm + tied output head + cross entropy (last stage). Each
+// keeps a small named stash; parameter gradients accumulate (+=).
+#pragma once
+
+#include "model/gpt_config.h"
+#include "model/layer.h"
+
+namespace model {
+
+struct EmbeddingStash {
+  Tensor tokens;        // (T, B) i32
+  Tensor dropout_mask;  // (T, B, C) u8, with hidden dropout
+};
+
+struct HeadStash {
+  Tensor input;     // (T, B, C) final_layernorm input = last layer output
+  Tensor lnf_mean;  // (T*B) f32
+  Tensor lnf_rstd;  // (T*B) f32
+  Tensor lnf_out;   // (T, B, C) head input
+  Tensor logits;    // (T, B, padded V) f32
+  Tensor lse;       // (T*B) f32 logsumexp of each row's real logits
+  Tensor targets;   // (T, B) i32
+};
+
+// Bytes the two stashes keep between forward and backward (for the memory model).
+int64_t embedding_stash_bytes(const LayerDims& dims);
+int64_t head_stash_bytes(const LayerDims& dims, int64_t padded_vocab);
+
+// out (T, B, C) = dropout(wte[tokens] + wpe[t]); caller allocates out.
+void embedding_forward(const Tensor& out, EmbeddingStash& stash, const Tensor& tokens,
+                       const GptParams& params, const GptConfig& config, const LayerDims& dims,
+                       const LayerContext& context, runtime::Allocator& allocator);
+// Accumulates dwte, dwpe from dout; releases the stash.
+void embedding_backward(const GptParams& grads, const Tensor& dout, EmbeddingStash& stash,
+                        const GptConfig& config, const LayerDims& dims);
+
+// Writes per-token losses (T*B) of the last layer's output `input` (kept in the
+// stash when keep_for_backward, otherwise freed on return).
+void head_forward(float* losses, HeadStash& stash, const Tensor& input, const Tensor& targets,
+                  const GptParams& params, const GptConfig& config, const LayerDims& dims,
+                  bool keep_for_backward, runtime::Allocator& allocator);
+// d(sum of losses * loss_scale) / d(input): returns dinput (=); accumulates into
+// dwte and the final layernorm's gradients; releases the stash.
+Tensor head_backward(HeadStash& stash, const GptParams& params, const GptParams& grads,
+                     const GptConfig& config, const LayerDims& dims, float loss_scale,
+                     runtime::Allocator& allocator);
+
+}  // namespace model

@@ -1,0 +1,32 @@
+// FLOP counts from the same shapes the layer's GEMMs use.
+#include "model/flops.h"
+
+namespace model {
+
+LayerFlops layer_forward_flops(const LayerDims& d) {
+  const int64_t rows = d.seq * d.micro_batch, C = d.hidden, HD = d.heads * d.head_dim;
+  const int64_t BH = d.micro_batch * d.heads, T = d.seq, D = d.head_dim;
+  LayerFlops f;
+  f.qkv = 2 * rows * C * 3 * HD;
+  f.scores = 2 * BH * T * T * D;
+  f.context = 2 * BH * T * T * D;
+  f.proj = 2 * rows * HD * C;
+  f.fc1 = 2 * rows * C * d.ffn;
+  f.fc2 = 2 * rows * d.ffn * C;
+  return f;
+}
+
+int64_t head_forward_flops(const LayerDims& d, int64_t padded_vocab) {
+  return 2 * d.seq * d.micro_batch * d.hidden * padded_vocab;
+}
+
+int64_t selective_recompute_flops(const LayerDims& d, const LayerRecompute& entry) {
+  if (entry.mode != RecomputeMode::selective) return 0;
+  const LayerFlops f = layer_forward_flops(d);
+  int64_t flops = 0;
+  if (entry.modules.core_attn) flops += f.scores;
+  if (entry.modules.mlp) flops += f.fc1;
+  return flops;
+}
+
+}  // namespace model

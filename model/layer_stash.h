@@ -1,0 +1,74 @@
+// What a transformer layer keeps from forward for backward (its stash), and the
+// spec of that stash under a plan entry. The spec is the single list both the
+// layer (when it allocates) and the memory model in recompute/ (when it
+// predicts) read, so predicted and allocated bytes cannot drift apart.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/recompute_policy.h"
+#include "runtime/kernels/cpu/gelu.h"
+#include "runtime/tensor.h"
+
+namespace model {
+
+using runtime::Tensor;
+
+// Shapes of one layer on one rank for one microbatch.
+struct LayerDims {
+  int64_t seq = 0;          // T
+  int64_t micro_batch = 0;  // B
+  int64_t hidden = 0;       // C
+  int64_t heads = 0;        // H (local)
+  int64_t head_dim = 0;     // D
+  int64_t ffn = 0;          // F (local)
+  float layernorm_eps = 1e-5f;
+  runtime::cpu::GeluKind gelu = runtime::cpu::GeluKind::tanh;
+  float hidden_dropout = 0.f;     // 0 in evaluation
+  float attention_dropout = 0.f;  // 0 in evaluation
+  runtime::DType activation_dtype = runtime::DType::f32;
+};
+
+struct LayerStash {
+  Tensor input;          // (T, B, C)    layer input = input_layernorm input
+  Tensor ln1_mean;       // (T*B) f32
+  Tensor ln1_rstd;       // (T*B) f32
+  Tensor ln1_out;        // (T, B, C)    qkv input                  dropped by: layernorm
+  Tensor q;              // (B, H, T, D)
+  Tensor k;              // (B, H, T, D)
+  Tensor v;              // (B, H, T, D)
+  Tensor probs;          // (B, H, T, T) softmax output             dropped by: core_attn
+  Tensor attn_mask;      // (B, H, T, T) u8, with attention dropout dropped by: core_attn
+  Tensor probs_drop;     // (B, H, T, T) context input, with dropout dropped by: core_attn
+  Tensor ctx;            // (T, B, C)    proj input
+  Tensor attn_out_mask;  // (T, B, C) u8, with hidden dropout
+  Tensor residual;       // (T, B, C)    pre_mlp_layernorm input
+  Tensor ln2_mean;       // (T*B) f32
+  Tensor ln2_rstd;       // (T*B) f32
+  Tensor ln2_out;        // (T, B, C)    fc1 input                  dropped by: layernorm
+  Tensor fc1_out;        // (T, B, F)    GELU input                 dropped by: mlp
+  Tensor gelu_out;       // (T, B, F)    fc2 input                  dropped by: act, mlp
+  Tensor mlp_out_mask;   // (T, B, C) u8, with hidden dropout
+};
+
+struct StashTensorSpec {
+  const char* name;
+  Tensor LayerStash::*member;
+  runtime::Shape shape;
+  runtime::DType dtype;
+  bool kept;  // kept from forward to backward under the plan entry
+
+  int64_t bytes() const { return runtime::shape_numel(shape) * runtime::dtype_size(dtype); }
+};
+
+// Every tensor the layer's forward produces for backward, in forward order,
+// with whether `entry` keeps it. Under `full` nothing is kept: the checkpoint
+// group's executor keeps the group input.
+std::vector<StashTensorSpec> layer_stash_spec(const LayerDims& dims, const LayerRecompute& entry);
+
+// Bytes kept from forward to backward, and bytes rebuilt at the start of backward.
+int64_t stash_kept_bytes(const std::vector<StashTensorSpec>& spec);
+int64_t stash_dropped_bytes(const std::vector<StashTensorSpec>& spec);
+
+}  // namespace model

@@ -1,0 +1,78 @@
+// Rank layout arithmetic, MPI group splitting, MPI lifetime and job abort.
+#include "parallel/process_groups.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "parallel/mpi_check.h"
+#include "parallel/mpi_communicator.h"
+
+namespace parallel {
+
+RankCoordinates rank_coordinates(int64_t rank, const ParallelConfig& c) {
+  RankCoordinates r;
+  r.tp = rank % c.tensor;
+  r.dp = (rank / c.tensor) % c.data;
+  r.pp = rank / (c.tensor * c.data);
+  return r;
+}
+
+int64_t rank_of(const RankCoordinates& r, const ParallelConfig& c) {
+  return r.tp + c.tensor * (r.dp + c.data * r.pp);
+}
+
+ProcessGroups ProcessGroups::single() {
+  ProcessGroups g;
+  g.world = std::make_unique<SelfCommunicator>();
+  g.tp = std::make_unique<SelfCommunicator>();
+  g.dp = std::make_unique<SelfCommunicator>();
+  g.pp = std::make_unique<SelfCommunicator>();
+  return g;
+}
+
+ProcessGroups ProcessGroups::from_mpi(const ParallelConfig& config) {
+  ProcessGroups g;
+  g.config = config;
+  int rank = 0, size = 0;
+  TRAINER_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  TRAINER_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  TRAINER_ASSERT(size == config.world_size(), "world " << size << " vs " << config.world_size());
+  g.world_rank = rank;
+  g.coordinates = rank_coordinates(rank, config);
+  auto split = [&](int64_t color, int64_t key) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    TRAINER_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color),
+                                     static_cast<int>(key), &comm));
+    return std::make_unique<MpiCommunicator>(reinterpret_cast<void*>(comm));
+  };
+  const RankCoordinates& r = g.coordinates;
+  g.world = split(0, rank);
+  g.tp = split(r.dp + config.data * r.pp, r.tp);
+  g.dp = split(r.tp + config.tensor * r.pp, r.dp);
+  g.pp = split(r.tp + config.tensor * r.dp, r.pp);
+  return g;
+}
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  TRAINER_MPI_CHECK(MPI_Init(argc, argv));
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  TRAINER_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  TRAINER_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void abort_job(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
+}
+
+}  // namespace parallel

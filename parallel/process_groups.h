@@ -1,0 +1,57 @@
+// The world split into tensor x data x pipeline groups, tp fastest, then dp,
+// then pp (Megatron's order). With tp 2, dp 2, pp 2 on 8 ranks:
+//   rank:  0  1  2  3  4  5  6  7
+//   tp:    0  1  0  1  0  1  0  1     tp groups {0,1} {2,3} {4,5} {6,7}
+//   dp:    0  0  1  1  0  0  1  1     dp groups {0,2} {1,3} {4,6} {5,7}
+//   pp:    0  0  0  0  1  1  1  1     pp groups {0,4} {1,5} {2,6} {3,7}
+// One ProcessGroups object is passed explicitly to whoever needs a group.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "parallel/communicator.h"
+#include "parallel/parallel_config.h"
+
+namespace parallel {
+
+struct RankCoordinates {
+  int64_t tp = 0, dp = 0, pp = 0;
+};
+
+RankCoordinates rank_coordinates(int64_t rank, const ParallelConfig& config);
+int64_t rank_of(const RankCoordinates& coordinates, const ParallelConfig& config);
+
+struct ProcessGroups {
+  ParallelConfig config;
+  int64_t world_rank = 0;
+  RankCoordinates coordinates;
+  std::unique_ptr<Communicator> world, tp, dp, pp;
+
+  int64_t world_size() const { return config.world_size(); }
+  bool is_logging_rank() const { return world_rank == 0; }
+
+  // One process, every group of size 1.
+  static ProcessGroups single();
+  // Splits MPI_COMM_WORLD (MPI must be initialized, world size must match).
+  static ProcessGroups from_mpi(const ParallelConfig& config);
+};
+
+// Owns MPI_Init / MPI_Finalize for the process.
+class MpiRuntime {
+ public:
+  MpiRuntime(int* argc, char*** argv);
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+  int world_rank() const { return rank_; }
+  int world_size() const { return size_; }
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
+// Ends every rank of the job (MPI_Abort when MPI is up, exit otherwise).
+[[noreturn]] void abort_job(int exit_code);
+
+}  // namespace parallel

@@ -1,0 +1,156 @@
+// The checkpoint-group executor: forward keeps per plan, backward rebuilds.
+#include "recompute/executor.h"
+
+#include <vector>
+
+#include "model/flops.h"
+
+namespace recompute {
+
+using model::LayerRecompute;
+using model::RecomputeMode;
+
+model::LayerDims layer_dims(const model::GptConfig& config, int64_t micro_batch, bool training) {
+  model::LayerDims d;
+  d.seq = config.seq_length;
+  d.micro_batch = micro_batch;
+  d.hidden = config.hidden_size;
+  d.heads = config.num_attention_heads;
+  d.head_dim = config.head_dim();
+  d.ffn = config.ffn();
+  d.layernorm_eps = config.layernorm_epsilon;
+  d.gelu = config.activation == model::Activation::gelu ? runtime::cpu::GeluKind::erf
+                                                         : runtime::cpu::GeluKind::tanh;
+  d.hidden_dropout = training ? config.hidden_dropout : 0.f;
+  d.attention_dropout = training ? config.attention_dropout : 0.f;
+  return d;
+}
+
+ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
+                             const model::GptParams& grads, RecomputePlan plan,
+                             int64_t micro_batch, runtime::Allocator& allocator)
+    : config_(config),
+      params_(params),
+      grads_(grads),
+      plan_(std::move(plan)),
+      train_dims_(layer_dims(config, micro_batch, true)),
+      eval_dims_(layer_dims(config, micro_batch, false)),
+      allocator_(allocator) {
+  TRAINER_ASSERT(plan_.num_layers() == config.num_layers,
+                 "plan has " << plan_.num_layers() << " layers, model " << config.num_layers);
+}
+
+Tensor ChunkExecutor::hidden(bool keep) const {
+  return Tensor::empty(allocator_, {train_dims_.seq, train_dims_.micro_batch, train_dims_.hidden},
+                       train_dims_.activation_dtype,
+                       keep ? runtime::MemoryCategory::activation
+                            : runtime::MemoryCategory::workspace);
+}
+
+model::LayerContext ChunkExecutor::layer_context(const model::LayerContext& base,
+                                                 int64_t layer) const {
+  model::LayerContext c = base;
+  c.layer = layer;
+  return c;
+}
+
+double ChunkExecutor::forward_step(Microbatch batch, const StepInfo& step) {
+  const int64_t L = plan_.num_layers();
+  InFlight& state = in_flight_.emplace_back();
+  state.layers.resize(static_cast<size_t>(L));
+  state.group_inputs.resize(static_cast<size_t>(L));
+  state.context.seed = step.seed;
+  state.context.step = step.step;
+  state.context.sample_offset = batch.sample_offset;
+
+  Tensor x = hidden(L == 0 || plan_.keeps_input(0));
+  model::embedding_forward(x, state.embedding, batch.tokens, params_, config_, train_dims_,
+                           state.context, allocator_);
+  for (int64_t i = 0; i < L; ++i) {
+    const size_t li = static_cast<size_t>(i);
+    if (plan_.is_full(i) && plan_.group_start(i) == i) state.group_inputs[li] = x;
+    Tensor out = hidden(i + 1 == L || plan_.keeps_input(i + 1));
+    model::layer_forward(out, state.layers[li], x, params_.layers[li], train_dims_,
+                         plan_.layers[li], layer_context(state.context, i), allocator_);
+    x = out;
+  }
+  Tensor losses = Tensor::empty(allocator_, {train_dims_.seq * train_dims_.micro_batch},
+                                runtime::DType::f32, runtime::MemoryCategory::workspace);
+  model::head_forward(losses.f32(), state.head, x, batch.targets, params_, config_, train_dims_,
+                      /*keep_for_backward=*/true, allocator_);
+  double sum = 0;
+  for (int64_t i = 0; i < losses.numel(); ++i) sum += losses.f32()[i];
+  return sum;
+}
+
+void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last, Tensor& dx) {
+  // Rebuild: one forward of the group from its checkpoint, keeping everything.
+  const LayerRecompute keep_all{};
+  Tensor x = state.group_inputs[static_cast<size_t>(first)];
+  for (int64_t j = first; j <= last; ++j) {
+    const size_t lj = static_cast<size_t>(j);
+    Tensor out = hidden(j < last);  // the last output is the next group's checkpoint
+    model::layer_forward(out, state.layers[lj], x, params_.layers[lj], train_dims_, keep_all,
+                         layer_context(state.context, j), allocator_);
+    recompute_flops_ += model::layer_forward_flops(train_dims_).total();
+    x = out;
+  }
+  x = Tensor();
+  state.group_inputs[static_cast<size_t>(first)] = Tensor();
+  for (int64_t j = last; j >= first; --j) {
+    const size_t lj = static_cast<size_t>(j);
+    dx = model::layer_backward(state.layers[lj], dx, params_.layers[lj], grads_.layers[lj],
+                               train_dims_, keep_all, layer_context(state.context, j), allocator_);
+  }
+}
+
+void ChunkExecutor::backward_step(float loss_scale) {
+  TRAINER_ASSERT(!in_flight_.empty(), "backward_step with no microbatch in flight");
+  InFlight& state = in_flight_.front();
+  Tensor dx = model::head_backward(state.head, params_, grads_, config_, train_dims_, loss_scale,
+                                   allocator_);
+  for (int64_t i = plan_.num_layers() - 1; i >= 0;) {
+    const size_t li = static_cast<size_t>(i);
+    if (plan_.is_full(i)) {
+      const int64_t first = plan_.group_start(i);
+      backward_group(state, first, i, dx);
+      i = first - 1;
+    } else {
+      recompute_flops_ += model::selective_recompute_flops(train_dims_, plan_.layers[li]);
+      dx = model::layer_backward(state.layers[li], dx, params_.layers[li], grads_.layers[li],
+                                 train_dims_, plan_.layers[li], layer_context(state.context, i),
+                                 allocator_);
+      --i;
+    }
+  }
+  model::embedding_backward(grads_, dx, state.embedding, config_, train_dims_);
+  in_flight_.pop_front();
+}
+
+double ChunkExecutor::evaluate(const Microbatch& batch) {
+  const LayerRecompute keep_nothing{RecomputeMode::full, {}};
+  model::LayerContext context;
+  context.sample_offset = batch.sample_offset;
+  model::EmbeddingStash embedding;
+  Tensor x = hidden(false);
+  model::embedding_forward(x, embedding, batch.tokens, params_, config_, eval_dims_, context,
+                           allocator_);
+  embedding = model::EmbeddingStash();
+  for (int64_t i = 0; i < plan_.num_layers(); ++i) {
+    model::LayerStash stash;
+    Tensor out = hidden(false);
+    model::layer_forward(out, stash, x, params_.layers[static_cast<size_t>(i)], eval_dims_,
+                         keep_nothing, layer_context(context, i), allocator_);
+    x = out;
+  }
+  Tensor losses = Tensor::empty(allocator_, {eval_dims_.seq * eval_dims_.micro_batch},
+                                runtime::DType::f32, runtime::MemoryCategory::workspace);
+  model::HeadStash head;
+  model::head_forward(losses.f32(), head, x, batch.targets, params_, config_, eval_dims_,
+                      /*keep_for_backward=*/false, allocator_);
+  double sum = 0;
+  for (int64_t i = 0; i < losses.numel(); ++i) sum += losses.f32()[i];
+  return sum;
+}
+
+}  // namespace recompute

@@ -1,0 +1,61 @@
+// The activation memory model: a replay of the executor's allocations in bytes.
+#include "recompute/memory_model.h"
+
+#include <algorithm>
+
+#include "model/embedding_head.h"
+
+namespace recompute {
+
+ActivationMemory predict_activation_memory(const model::GptConfig& config,
+                                           const model::LayerDims& dims,
+                                           const RecomputePlan& plan, int64_t in_flight) {
+  const int64_t L = plan.num_layers();
+  const int64_t hidden_bytes =
+      dims.seq * dims.micro_batch * dims.hidden * runtime::dtype_size(dims.activation_dtype);
+  const model::LayerRecompute keep_all{};
+  const int64_t full_stash = model::stash_kept_bytes(model::layer_stash_spec(dims, keep_all));
+
+  ActivationMemory m;
+  m.embedding = model::embedding_stash_bytes(dims);
+  m.head = model::head_stash_bytes(dims, config.padded_vocab());
+  m.layers.resize(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) {
+    LayerMemory& layer = m.layers[static_cast<size_t>(i)];
+    const auto spec = model::layer_stash_spec(dims, plan.layers[static_cast<size_t>(i)]);
+    if (plan.is_full(i)) {
+      layer.checkpoint = plan.group_start(i) == i ? hidden_bytes : 0;
+    } else {
+      layer.kept = model::stash_kept_bytes(spec);
+      layer.rebuilt = model::stash_dropped_bytes(spec);
+    }
+  }
+
+  // below[i]: bytes kept by layers [0, i) plus the embedding.
+  std::vector<int64_t> below(static_cast<size_t>(L) + 1, m.embedding);
+  for (int64_t i = 0; i < L; ++i) {
+    const LayerMemory& layer = m.layers[static_cast<size_t>(i)];
+    below[static_cast<size_t>(i) + 1] = below[static_cast<size_t>(i)] + layer.kept + layer.checkpoint;
+  }
+  m.forward_end = below[static_cast<size_t>(L)] + m.head;
+
+  // Backward: the head is gone; layer i (or group [first, i]) is being rebuilt.
+  for (int64_t i = L - 1; i >= 0;) {
+    if (plan.is_full(i)) {
+      const int64_t first = plan.group_start(i);
+      // The group's checkpoint becomes the first layer's stash input: count it once.
+      const int64_t rebuilt = (i - first + 1) * full_stash - hidden_bytes;
+      m.backward_peak = std::max(m.backward_peak, below[static_cast<size_t>(first) + 1] + rebuilt);
+      i = first - 1;
+    } else {
+      m.backward_peak = std::max(m.backward_peak, below[static_cast<size_t>(i) + 1] +
+                                                      m.layers[static_cast<size_t>(i)].rebuilt);
+      --i;
+    }
+  }
+  m.backward_peak = std::max(m.backward_peak, m.embedding);
+  m.peak = (in_flight - 1) * m.forward_end + std::max(m.forward_end, m.backward_peak);
+  return m;
+}
+
+}  // namespace recompute

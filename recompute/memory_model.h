@@ -1,0 +1,36 @@
+// Predicts the peak of the `activation` memory category for a plan, from the
+// same stash specs the layers allocate with (model/layer_stash.h). The
+// prediction follows the executor's order of allocation exactly: forward keeps
+// per plan; backward frees the head, then walks layers down, rebuilding one
+// layer's dropped tensors (selective) or one group's full stashes (full).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/gpt_config.h"
+#include "model/layer_stash.h"
+#include "recompute/plan.h"
+
+namespace recompute {
+
+struct LayerMemory {
+  int64_t kept = 0;         // bytes the layer keeps from forward to backward
+  int64_t checkpoint = 0;   // bytes of its group's input when it starts a full group
+  int64_t rebuilt = 0;      // bytes live only while its backward rebuilds (selective)
+};
+
+struct ActivationMemory {
+  std::vector<LayerMemory> layers;
+  int64_t embedding = 0;      // tokens and the embedding dropout mask
+  int64_t head = 0;           // final layernorm, logits, targets, last layer output
+  int64_t forward_end = 0;    // one microbatch: everything kept at the end of forward
+  int64_t backward_peak = 0;  // one microbatch: the largest point during backward
+  int64_t peak = 0;           // with `in_flight` microbatches held at once
+};
+
+ActivationMemory predict_activation_memory(const model::GptConfig& config,
+                                           const model::LayerDims& dims,
+                                           const RecomputePlan& plan, int64_t in_flight = 1);
+
+}  // namespace recompute

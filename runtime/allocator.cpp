@@ -1,0 +1,98 @@
+// Host caching allocator and the statistics bookkeeping shared by every allocator.
+#include "runtime/allocator.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "runtime/error.h"
+
+namespace runtime {
+
+std::string_view category_name(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::param: return "param";
+    case MemoryCategory::grad: return "grad";
+    case MemoryCategory::optimizer: return "optimizer";
+    case MemoryCategory::activation: return "activation";
+    case MemoryCategory::workspace: return "workspace";
+    case MemoryCategory::comm: return "comm";
+  }
+  return "?";
+}
+
+void MemoryStat::add(int64_t bytes) {
+  current += bytes;
+  allocated += bytes;
+  if (current > peak) peak = current;
+}
+
+void MemoryStat::remove(int64_t bytes) {
+  current -= bytes;
+  freed += bytes;
+  TRAINER_ASSERT(current >= 0, "memory stat went negative: " << current);
+}
+
+namespace {
+int64_t round_up(int64_t bytes) {
+  const int64_t a = Allocator::kAlignmentBytes;
+  return (bytes + a - 1) / a * a;
+}
+}  // namespace
+
+CpuAllocator::~CpuAllocator() { release_cache(); }
+
+void* CpuAllocator::allocate(int64_t bytes, MemoryCategory category) {
+  TRAINER_ASSERT(bytes >= 0, "negative allocation " << bytes);
+  if (bytes == 0) return nullptr;
+  const int64_t block = round_up(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* ptr = nullptr;
+  auto it = free_blocks_.find(block);
+  if (it != free_blocks_.end() && !it->second.empty()) {
+    ptr = it->second.back();
+    it->second.pop_back();
+  } else {
+    ptr = std::aligned_alloc(kAlignmentBytes, static_cast<size_t>(block));
+    if (ptr == nullptr) {
+      throw LibraryError(TRAINER_STR("[rank " << error_rank() << "] out of host memory: "
+                                              << bytes << " bytes for category "
+                                              << category_name(category) << " (live "
+                                              << stats_.reserved.current << " bytes reserved)"));
+    }
+    stats_.reserved.add(block);
+    ++stats_.system_allocations;
+  }
+  stats_.by_category[static_cast<int>(category)].add(bytes);
+  return ptr;
+}
+
+void CpuAllocator::deallocate(void* ptr, int64_t bytes, MemoryCategory category) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.by_category[static_cast<int>(category)].remove(bytes);
+  free_blocks_[round_up(bytes)].push_back(ptr);
+}
+
+AllocatorStats CpuAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CpuAllocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (MemoryStat& stat : stats_.by_category) stat.peak = stat.current;
+  stats_.reserved.peak = stats_.reserved.current;
+}
+
+void CpuAllocator::release_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [block, ptrs] : free_blocks_) {
+    for (void* ptr : ptrs) {
+      std::free(ptr);
+      stats_.reserved.remove(block);
+    }
+  }
+  free_blocks_.clear();
+}
+
+}  // namespace runtime

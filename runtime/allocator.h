@@ -1,0 +1,83 @@
+// Device memory with per-category statistics (c10's Stat idea). Every byte the
+// trainer holds is requested under one MemoryCategory; stats count requested bytes
+// exactly, whatever the allocator caches underneath (reserved is reported apart).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace runtime {
+
+enum class MemoryCategory : uint8_t { param, grad, optimizer, activation, workspace, comm };
+inline constexpr int kNumMemoryCategories = 6;
+inline constexpr std::array<MemoryCategory, kNumMemoryCategories> kAllMemoryCategories = {
+    MemoryCategory::param,      MemoryCategory::grad,      MemoryCategory::optimizer,
+    MemoryCategory::activation, MemoryCategory::workspace, MemoryCategory::comm};
+
+std::string_view category_name(MemoryCategory category);
+
+// Bytes: live now, the most ever live at once, and cumulative totals.
+struct MemoryStat {
+  int64_t current = 0;
+  int64_t peak = 0;
+  int64_t allocated = 0;  // cumulative bytes handed out
+  int64_t freed = 0;      // cumulative bytes given back
+
+  void add(int64_t bytes);
+  void remove(int64_t bytes);  // asserts current never goes negative
+};
+
+struct AllocatorStats {
+  std::array<MemoryStat, kNumMemoryCategories> by_category;
+  MemoryStat reserved;           // bytes held from the system (caches included)
+  int64_t system_allocations = 0;  // calls that had to go to the system (cache misses)
+
+  const MemoryStat& operator[](MemoryCategory category) const {
+    return by_category[static_cast<int>(category)];
+  }
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual DeviceKind device() const = 0;
+  // Returns memory aligned to kAlignmentBytes; bytes == 0 returns nullptr.
+  virtual void* allocate(int64_t bytes, MemoryCategory category) = 0;
+  virtual void deallocate(void* ptr, int64_t bytes, MemoryCategory category) = 0;
+  virtual AllocatorStats stats() const = 0;
+  // Starts a new peak window: every category's peak becomes its current value.
+  virtual void reset_peaks() = 0;
+
+  static constexpr int64_t kAlignmentBytes = 64;
+};
+
+// Host allocator. Freed blocks are kept in exact-size free lists, so a training
+// step that allocates the same shapes as the previous one never calls the system.
+class CpuAllocator final : public Allocator {
+ public:
+  CpuAllocator() = default;
+  ~CpuAllocator() override;
+  CpuAllocator(const CpuAllocator&) = delete;
+  CpuAllocator& operator=(const CpuAllocator&) = delete;
+
+  DeviceKind device() const override { return DeviceKind::cpu; }
+  void* allocate(int64_t bytes, MemoryCategory category) override;
+  void deallocate(void* ptr, int64_t bytes, MemoryCategory category) override;
+  AllocatorStats stats() const override;
+  void reset_peaks() override;
+  // Returns every cached block to the system.
+  void release_cache();
+
+ private:
+  mutable std::mutex mutex_;
+  AllocatorStats stats_;
+  std::unordered_map<int64_t, std::vector<void*>> free_blocks_;  // rounded size -> blocks
+};
+
+}  // namespace runtime

@@ -1,0 +1,17 @@
+# Shared by the scripts: repo root, build helpers and the root-safe mpirun flags.
+# Source it; it defines functions only.
+repo_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
+
+# configure_and_build BUILD_DIR [cmake args...]: Release build of every target.
+configure_and_build() {
+  local build_dir=$1; shift
+  cmake -S "$(repo_root)" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake --build "$build_dir" --parallel "$(nproc)"
+}
+
+# mpirun with the flags this machine needs: root is allowed, ranks may exceed cores.
+mpirun_flags() {
+  local flags=(--oversubscribe --bind-to none)
+  if [ "$(id -u)" -eq 0 ]; then flags+=(--allow-run-as-root); fi
+  echo "${flags[@]}"
+}

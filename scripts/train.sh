@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Train on a config: scripts/train.sh [CONFIG.yaml] [--np N] [--set key=value ...]
+# Sets up, builds (Release) if needed, prepares the synthetic default corpus when
+# the config uses it and it is missing, then launches `trainer train` with mpirun.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+root=$(repo_root)
+config="$root/configs/tiny.yaml"
+np=""
+if [ $# -gt 0 ] && [[ "$1" != --* ]]; then config=$1; shift; fi
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --np) np=$2; shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+
+"$root/scripts/setup.sh"
+configure_and_build "$root/build/release"
+trainer="$root/build/release/trainer/trainer"
+
+# The bundled configs train on a generated corpus under data/; make it once.
+data_path=$(sed -n 's/^ *path: *\(data\/synthetic[^ ]*\).*/\1/p' "$config" | head -1)
+if [ -n "$data_path" ] && [ ! -f "$root/$data_path.idx" ]; then
+  (cd "$root" && "$trainer" prepare-data --synthetic --output-prefix "$data_path")
+fi
+
+# Ranks: --np N, else 1 (the trainer checks N against tensor x pipeline x data).
+np=${np:-1}
+cd "$root"
+exec mpirun $(mpirun_flags) -np "$np" "$trainer" train --config "$config" "${args[@]+"${args[@]}"}"

@@ -1,0 +1,96 @@
+// The `trainer` command: train, prepare-data, --help, --version. Errors are
+// printed with a rank prefix and end the whole job, so no rank hangs.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "parallel/process_groups.h"
+#include "runtime/error.h"
+#include "trainer/config.h"
+#include "trainer/prepare_data.h"
+#include "trainer/train.h"
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+const char* kUsage =
+    "usage: trainer <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train --config FILE.yaml [--set a.b=value ...]\n"
+    "        Train a GPT as the config says (launch with mpirun -np N).\n"
+    "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
+    "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
+    "        Write a Megatron indexed dataset (.bin/.idx); see `trainer prepare-data --help`.\n"
+    "  --help, --version\n";
+
+struct TrainArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;
+};
+
+TrainArgs parse_train_args(const std::vector<std::string>& args) {
+  TrainArgs parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw runtime::InputError("train: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--config") parsed.config_path = value();
+    else if (a == "--set") parsed.overrides.push_back(value());
+    else if (a.rfind("--set=", 0) == 0) parsed.overrides.push_back(a.substr(6));
+    else throw runtime::InputError("train: unknown argument '" + a + "'\n" + kUsage);
+  }
+  if (parsed.config_path.empty()) throw runtime::InputError("train: --config FILE is required");
+  return parsed;
+}
+
+int run_train(int argc, char** argv, const std::vector<std::string>& args) {
+  parallel::MpiRuntime mpi(&argc, &argv);
+  runtime::set_error_rank(mpi.world_rank());
+  try {
+    const TrainArgs train_args = parse_train_args(args);
+    const trainer::Config config = trainer::load_config(train_args.config_path, train_args.overrides);
+    trainer::validate_launch(config, mpi.world_size());
+    trainer::check_supported(config);
+    parallel::ProcessGroups groups = parallel::ProcessGroups::from_mpi(config.parallel);
+    runtime::CpuAllocator allocator;
+    std::ostringstream discard;
+    std::ostream& log = groups.is_logging_rank() ? std::cout : discard;
+    trainer::Trainer trainer(config, groups, allocator, log);
+    trainer.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] error: %s\n", mpi.world_rank(), e.what());
+    std::fflush(stderr);
+    if (mpi.world_size() > 1) parallel::abort_job(1);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    std::printf("trainer %s\n", kVersion);
+    return 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "train") return run_train(argc, argv, rest);
+  try {
+    if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
+    throw runtime::InputError("unknown command '" + args[0] + "'\n" + kUsage);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,41 @@
+// Per-step metrics: one JSON object per line in <run dir>/metrics.jsonl, written
+// by the logging rank only, flushed every line so a killed run keeps its curve.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "runtime/allocator.h"
+
+namespace trainer {
+
+struct StepMetrics {
+  int64_t step = 0;            // 1-based
+  double loss = 0;             // mean token loss of the batch this step trained on, before its update
+  double lr = 0;
+  double grad_norm = 0;        // before clipping
+  double tokens_per_s = 0;
+  double step_ms = 0;
+  double model_tflops = 0;     // model FLOPs / time (MFU numerator), this rank
+  double hardware_tflops = 0;  // (model + recompute FLOPs) / time (HFU numerator), this rank
+  int64_t recompute_flops = 0;
+  int64_t predicted_activation_peak = 0;
+  runtime::AllocatorStats memory;  // peaks of this step
+  std::optional<double> val_loss;
+};
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);  // truncates; InputError if unwritable
+  void write(const StepMetrics& metrics);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+std::string format_bytes(int64_t bytes);  // "12.3 MiB"
+
+}  // namespace trainer

@@ -1,0 +1,78 @@
+// The training loop: builds the model, data, optimizer and recompute plan from
+// a validated Config, then runs steps (schedule -> dp average -> clip -> AdamW),
+// periodic validation, metrics, and the final export.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <optional>
+
+#include "parallel/process_groups.h"
+#include "recompute/executor.h"
+#include "recompute/memory_model.h"
+#include "trainer/config.h"
+#include "trainer/data/gpt_sampler.h"
+#include "trainer/data/synthetic.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+
+namespace trainer {
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double first_loss = 0, last_loss = 0;
+  std::optional<double> last_val_loss;
+  std::optional<double> loss_floor;  // synthetic data only
+  double seconds = 0;
+  double tokens_per_s = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& config, parallel::ProcessGroups& groups, runtime::Allocator& allocator,
+          std::ostream& log);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Every step, validation, the export; returns what the summary line prints.
+  TrainSummary run();
+  // One optimizer step (step number advances).
+  StepMetrics train_step();
+  // Mean token loss over eval_iters validation batches, read in order from the start.
+  double evaluate();
+
+  const model::GptParams& params() const { return params_; }
+  const model::GptParams& grads() const { return grads_; }
+  const recompute::ActivationMemory& predicted_memory() const { return predicted_; }
+  int64_t step() const { return step_; }
+
+ private:
+  recompute::Microbatch make_microbatch(const GptSampler& sampler, int64_t first_sample,
+                                        int64_t sample_offset);
+  void log_step(const StepMetrics& metrics);
+
+  Config config_;
+  parallel::ProcessGroups& groups_;
+  runtime::Allocator& allocator_;
+  std::ostream& log_;
+  std::unique_ptr<IndexedDataset> dataset_;
+  std::unique_ptr<GptSampler> train_sampler_;
+  std::unique_ptr<GptSampler> valid_sampler_;
+  std::optional<SyntheticEntropy> entropy_;
+  model::GptParams params_;
+  model::GptParams grads_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<recompute::ChunkExecutor> chunk_;
+  recompute::ActivationMemory predicted_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  std::vector<int32_t> sample_buffer_;
+  int64_t step_ = 0;  // completed optimizer steps
+  int64_t num_microbatches_ = 0;
+  int64_t model_flops_per_step_ = 0;  // this rank
+};
+
+// Rejects configurations the trainer cannot run yet, naming the field.
+void check_supported(const Config& config);
+
+}  // namespace trainer
