@@ -30,7 +30,7 @@ std::vector<StashTensorSpec> layer_stash_spec(const LayerDims& d, const LayerRec
     add("attn_mask", &LayerStash::attn_mask, {B, H, T, T}, DType::u8, m.core_attn);
     add("probs_drop", &LayerStash::probs_drop, {B, H, T, T}, act, m.core_attn);
   }
-  add("ctx", &LayerStash::ctx, {T, B, C}, act, false);
+  add("ctx", &LayerStash::ctx, {T, B, H * D}, act, false);
   if (hidden_dropout) add("attn_out_mask", &LayerStash::attn_out_mask, {T, B, C}, DType::u8, false);
   add("residual", &LayerStash::residual, {T, B, C}, act, false);
   add("ln2_mean", &LayerStash::ln2_mean, {T * B}, DType::f32, false);

@@ -41,7 +41,7 @@ struct LayerStash {
   Tensor probs;          // (B, H, T, T) softmax output             dropped by: core_attn
   Tensor attn_mask;      // (B, H, T, T) u8, with attention dropout dropped by: core_attn
   Tensor probs_drop;     // (B, H, T, T) context input, with dropout dropped by: core_attn
-  Tensor ctx;            // (T, B, C)    proj input
+  Tensor ctx;            // (T, B, H*D)  proj input
   Tensor attn_out_mask;  // (T, B, C) u8, with hidden dropout
   Tensor residual;       // (T, B, C)    pre_mlp_layernorm input
   Tensor ln2_mean;       // (T*B) f32
