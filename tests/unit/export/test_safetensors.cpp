@@ -1,0 +1,276 @@
+// Tests of the safetensors reader/writer: round trips, the exact bytes of a tiny file, a file
+// assembled by hand, and one rejection per defect (each asserting the message names it).
+// Files live in a per-test temporary directory that the fixture removes.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "runtime/error.h"
+#include "trainer/export/safetensors.h"
+
+namespace trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SafetensorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("trainer_safetensors_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::vector<uint8_t> read_bytes(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  static void write_bytes(const std::string& file, const std::vector<uint8_t>& bytes) {
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+  }
+
+  // 8-byte little-endian `declared_length` (default: the header's size), header, data.
+  static std::vector<uint8_t> assemble(const std::string& header, const std::vector<uint8_t>& data,
+                                       uint64_t declared_length = UINT64_MAX) {
+    const uint64_t length = declared_length == UINT64_MAX ? header.size() : declared_length;
+    std::vector<uint8_t> bytes;
+    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(length >> (8 * i)));
+    bytes.insert(bytes.end(), header.begin(), header.end());
+    bytes.insert(bytes.end(), data.begin(), data.end());
+    return bytes;
+  }
+
+  // Writes `bytes` and expects read_safetensors to reject them naming the file and `defect`.
+  void expect_rejected(const std::vector<uint8_t>& bytes, const std::string& defect) {
+    const std::string file = path("bad.safetensors");
+    write_bytes(file, bytes);
+    try {
+      read_safetensors(file);
+      ADD_FAILURE() << "accepted a file with defect: " << defect;
+    } catch (const runtime::InputError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find(file), std::string::npos) << message;
+      EXPECT_NE(message.find(defect), std::string::npos)
+          << "expected '" << defect << "' in: " << message;
+    }
+  }
+
+  fs::path dir_;
+};
+
+std::vector<uint8_t> bytes_of(const void* data, size_t size) {
+  const auto* begin = static_cast<const uint8_t*>(data);
+  return {begin, begin + size};
+}
+
+TEST_F(SafetensorsTest, RoundTripKeepsDtypesShapesBytesAndMetadata) {
+  const float f32[6] = {1.5f, -2.f, 3.25f, 0.f, -0.f, 1e-30f};
+  const uint16_t bf16[5] = {0x3f80, 0xc000, 0x0001, 0x7f80, 0x1234};  // odd count: 10 bytes
+  const int32_t scalar = -123456;
+  const double f64[2] = {M_PI, -1e300};
+  const uint8_t u8[3] = {0, 127, 255};
+  const std::vector<SafetensorsEntry> tensors = {
+      {"z.weight", "F32", {2, 3}, bytes_of(f32, sizeof f32)},
+      {"a.half", "BF16", {5}, bytes_of(bf16, sizeof bf16)},
+      {"scalar", "I32", {}, bytes_of(&scalar, sizeof scalar)},
+      {"m.f64", "F64", {2, 1}, bytes_of(f64, sizeof f64)},
+      {"bytes", "U8", {3}, bytes_of(u8, sizeof u8)},
+      {"empty", "I64", {0, 4}, {}},
+  };
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"note", "quote\" back\\slash\nnew line\ttab \x01 caf\xc3\xa9"}};
+  const std::string file = path("round.safetensors");
+  write_safetensors(file, tensors, metadata);
+  EXPECT_FALSE(fs::exists(file + ".tmp"));
+
+  const SafetensorsFile read = read_safetensors(file);
+  EXPECT_EQ(read.metadata, metadata);
+  ASSERT_EQ(read.tensors.size(), tensors.size());
+  for (const SafetensorsEntry& expected : tensors) {
+    SCOPED_TRACE(expected.name);
+    ASSERT_EQ(read.tensors.count(expected.name), 1u);
+    const SafetensorsEntry& got = read.tensors.at(expected.name);
+    EXPECT_EQ(got.name, expected.name);
+    EXPECT_EQ(got.dtype, expected.dtype);
+    EXPECT_EQ(got.shape, expected.shape);
+    EXPECT_EQ(got.data, expected.data);
+  }
+
+  // The framing: u64 LE header length, a multiple of 8; the header is one JSON object whose
+  // offsets tile the data section, each tensor aligned to its item size; nothing after the data.
+  const std::vector<uint8_t> bytes = read_bytes(file);
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t header_length = 0;
+  for (int i = 7; i >= 0; --i) header_length = header_length << 8 | bytes[static_cast<size_t>(i)];
+  EXPECT_EQ(header_length % 8, 0u);
+  ASSERT_LE(8 + header_length, bytes.size());
+  const std::string header(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(header_length));
+  EXPECT_EQ(header.front(), '{');
+  const YAML::Node root = YAML::Load(header);
+  ASSERT_TRUE(root.IsMap());
+  EXPECT_EQ(root.size(), tensors.size() + 1);
+  EXPECT_EQ(root["__metadata__"]["note"].as<std::string>(), metadata.at("note"));
+  uint64_t covered = 0;
+  for (const SafetensorsEntry& t : tensors) {
+    const YAML::Node offsets = root[t.name]["data_offsets"];
+    const uint64_t begin = offsets[0].as<uint64_t>(), end = offsets[1].as<uint64_t>();
+    EXPECT_EQ(end - begin, t.data.size()) << t.name;
+    EXPECT_EQ(begin % static_cast<uint64_t>(safetensors_dtype_size(t.dtype)), 0u) << t.name;
+    covered += end - begin;
+  }
+  EXPECT_EQ(8 + header_length + covered, bytes.size());
+}
+
+TEST_F(SafetensorsTest, WriterEmitsTheExactBytesOfATinyFile) {
+  const int32_t values[2] = {1, 2};
+  const std::string file = path("tiny.safetensors");
+  write_safetensors(file, {{"a", "I32", {2}, bytes_of(values, sizeof values)}}, {{"format", "pt"}});
+  // 85 bytes of JSON padded with 3 spaces to 88 = 0x58.
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})"
+      "   ";
+  std::vector<uint8_t> expected = {0x58, 0, 0, 0, 0, 0, 0, 0};
+  expected.insert(expected.end(), header.begin(), header.end());
+  for (uint8_t b : {1, 0, 0, 0, 2, 0, 0, 0}) expected.push_back(b);
+  EXPECT_EQ(read_bytes(file), expected);
+}
+
+TEST_F(SafetensorsTest, ReadsAFileAssembledByHand) {
+  // Keys in another order, spaces, no metadata, unpadded header: all legal.
+  const std::string header = R"({ "b": {"data_offsets": [4, 12], "shape": [1, 2], "dtype": "F32"},)"
+                             R"( "a": {"shape": [], "dtype": "I32", "data_offsets": [0, 4]} })";
+  const std::vector<uint8_t> data = {0x07, 0, 0,    0,      // I32 7
+                                     0,    0, 0xc0, 0x3f,   // F32 1.5
+                                     0,    0, 0,    0xc0};  // F32 -2
+  write_bytes(path("hand.safetensors"), assemble(header, data));
+  const SafetensorsFile file = read_safetensors(path("hand.safetensors"));
+  EXPECT_TRUE(file.metadata.empty());
+  ASSERT_EQ(file.tensors.size(), 2u);
+  const SafetensorsEntry& a = file.tensors.at("a");
+  EXPECT_EQ(a.dtype, "I32");
+  EXPECT_TRUE(a.shape.empty());
+  int32_t a_value = 0;
+  std::memcpy(&a_value, a.data.data(), 4);
+  EXPECT_EQ(a_value, 7);
+  const SafetensorsEntry& b = file.tensors.at("b");
+  EXPECT_EQ(b.shape, (std::vector<int64_t>{1, 2}));
+  float b_values[2];
+  std::memcpy(b_values, b.data.data(), 8);
+  EXPECT_EQ(b_values[0], 1.5f);
+  EXPECT_EQ(b_values[1], -2.f);
+}
+
+TEST_F(SafetensorsTest, RejectsEachDefectByName) {
+  const std::vector<uint8_t> eight(8, 0);
+  auto one = [](const std::string& entry) { return R"({"t": )" + entry + "}"; };
+  expect_rejected({1, 2, 3, 4, 5}, "truncated");
+  expect_rejected(assemble(R"({"t": {}})", {}, 100), "header length 100 goes beyond the end");
+  expect_rejected(assemble("{}", {}, 200'000'000), "exceeds the limit");
+  expect_rejected(assemble(R"({"t": {"dtype": "F32", )", eight), "not valid JSON");
+  expect_rejected(assemble("[1, 2]", eight), "not valid JSON");
+  expect_rejected(
+      assemble(one(R"({"dtype": "F32", "shape": [4], "data_offsets": [0, 16]})"), eight),
+      "out of range");
+  expect_rejected(assemble(one(R"({"dtype": "F32", "shape": [2], "data_offsets": [8, 0]})"), eight),
+                  "out of range");
+  expect_rejected(assemble(one(R"({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]})"), eight),
+                  "size mismatch");
+  expect_rejected(assemble(one(R"({"dtype": "F17", "shape": [2], "data_offsets": [0, 8]})"), eight),
+                  "unknown dtype \"F17\"");
+  expect_rejected(assemble(one(R"({"dtype": "F32", "data_offsets": [0, 8]})"), eight),
+                  "missing \"shape\"");
+  expect_rejected(assemble(one(R"({"shape": [2], "data_offsets": [0, 8]})"), eight),
+                  "missing \"dtype\"");
+  expect_rejected(assemble(one(R"({"dtype": "F32", "shape": [2]})"), eight),
+                  "missing \"data_offsets\"");
+  expect_rejected(
+      assemble(one(R"({"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]})"), eight),
+      "shape[0] must be a non-negative integer");
+  expect_rejected(
+      assemble(one(R"({"dtype": "F32", "shape": [2], "data_offsets": ["0", 8]})"), eight),
+      "data_offsets[0] must be a non-negative integer");
+  expect_rejected(assemble(one(R"({"dtype": "F32", "shape": [2], "data_offsets": [0]})"), eight),
+                  "must be a list [begin, end]");
+  expect_rejected(assemble(R"({"a": {"dtype": "I32", "shape": [2], "data_offsets": [0, 8]},)"
+                           R"( "b": {"dtype": "I32", "shape": [1], "data_offsets": [4, 8]}})",
+                           eight),
+                  "overlap");
+  expect_rejected(assemble(R"({"a": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]},)"
+                           R"( "a": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}})",
+                           {}),
+                  "duplicate header key \"a\"");
+  expect_rejected(assemble(R"({"__metadata__": {"format": 1}})", {}), "\"__metadata__\" value");
+}
+
+TEST_F(SafetensorsTest, MissingFileIsAnInputError) {
+  EXPECT_THROW(read_safetensors(path("absent.safetensors")), runtime::InputError);
+}
+
+TEST_F(SafetensorsTest, WriterRefusesInconsistentEntries) {
+  const std::vector<uint8_t> six(6, 0);
+  EXPECT_THROW(write_safetensors(path("x"), {{"t", "F32", {2}, six}}, {}), std::logic_error);
+  EXPECT_THROW(write_safetensors(path("x"), {{"t", "Q4", {6}, six}}, {}), std::logic_error);
+  EXPECT_THROW(write_safetensors(path("x"), {{"t", "U8", {6}, six}, {"t", "U8", {6}, six}}, {}),
+               std::logic_error);
+  EXPECT_FALSE(fs::exists(path("x")));
+}
+
+TEST_F(SafetensorsTest, UncommittedWriterLeavesTheOldFileAndNoTemp) {
+  const std::string file = path("kept.txt");
+  {
+    AtomicFileWriter writer(file);
+    writer.write("old");
+    writer.commit();
+  }
+  {
+    AtomicFileWriter writer(file);
+    writer.write("new, never committed");
+    EXPECT_TRUE(fs::exists(file + ".tmp"));
+  }
+  EXPECT_FALSE(fs::exists(file + ".tmp"));
+  const std::vector<uint8_t> bytes = read_bytes(file);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "old");
+  EXPECT_THROW(AtomicFileWriter(path("no/such/dir/file")), runtime::InputError);
+}
+
+TEST(JsonText, NumbersAreShortestAndRoundTripFloat) {
+  EXPECT_EQ(json_number(0.1f), "0.1");
+  EXPECT_EQ(json_number(1e-5f), "1e-05");
+  EXPECT_EQ(json_number(0.02f), "0.02");
+  EXPECT_EQ(json_number(0.f), "0");
+  EXPECT_EQ(json_number(-3.f), "-3");
+  std::mt19937 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(rng());
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    if (!std::isfinite(value)) continue;
+    const std::string text = json_number(value);
+    ASSERT_EQ(std::strtof(text.c_str(), nullptr), value) << text;
+  }
+}
+
+TEST(JsonText, StringsEscapeAndParseBack) {
+  EXPECT_EQ(json_quote("plain"), "\"plain\"");
+  EXPECT_EQ(json_quote("a\"b\\c\nd\x01"), R"("a\"b\\c\nd\u0001")");
+  const std::string tricky = "tab\t cr\r bell\x07 caf\xc3\xa9 \"quoted\"";
+  EXPECT_EQ(YAML::Load("{\"k\": " + json_quote(tricky) + "}")["k"].as<std::string>(), tricky);
+}
+
+}  // namespace
+}  // namespace trainer

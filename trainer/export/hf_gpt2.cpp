@@ -1,0 +1,443 @@
+// HF GPT-2 export/import: layout permutations (Conv1D [in, out] transposes, per-head QKV rows to
+// q | k | v columns), dtype widening on import, and config.json both ways. Import validates every
+// tensor against the config before writing any parameter it touches; errors are InputError.
+#include "trainer/export/hf_gpt2.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "runtime/error.h"
+
+namespace trainer {
+namespace {
+
+using runtime::InputError;
+using Shape = std::vector<int64_t>;
+
+constexpr std::string_view kPrefix = "transformer.";
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+// "[a, b]", as the safetensors header writes shapes.
+std::string shape_text(const Shape& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+// The params must be host f32 views laid out for `config` (a caller bug otherwise).
+void check_layout(const model::GptParams& params, const model::GptConfig& config) {
+  TRAINER_ASSERT(params.flat.defined() && params.flat.device() == runtime::DeviceKind::cpu &&
+                     params.flat.dtype() == runtime::DType::f32,
+                 "HF GPT-2 conversion needs host f32 parameters");
+  TRAINER_ASSERT(params.flat.numel() == model::GptParams::count(config) &&
+                     params.wte.shape() == Shape({config.padded_vocab(), config.hidden_size}) &&
+                     params.wpe.shape() == Shape({config.positions(), config.hidden_size}) &&
+                     static_cast<int64_t>(params.layers.size()) == config.num_layers,
+                 "parameters are not allocated for this config");
+  TRAINER_ASSERT(config.hidden_size % config.num_attention_heads == 0,
+                 "hidden_size " << config.hidden_size << " % heads " << config.num_attention_heads);
+}
+
+// Note [QKV layout]: the model's fused QKV row (h*3 + which)*D + d (which: q=0, k=1, v=2) is HF
+// c_attn column which*C + h*D + d, so that HF's split(C) yields q, k, v of all heads in order.
+int64_t hf_qkv_column(int64_t model_row, const model::GptConfig& config) {
+  const int64_t D = config.head_dim(), C = config.hidden_size;
+  const int64_t head = model_row / (3 * D), which = model_row / D % 3, d = model_row % D;
+  return which * C + head * D + d;
+}
+
+// (rows, cols) row-major -> (cols, rows) row-major.
+std::vector<float> transposed(const float* source, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(c * rows + r)] = source[r * cols + c];
+  return out;
+}
+
+SafetensorsEntry f32_entry(const std::string& name, const Shape& shape, const float* values) {
+  SafetensorsEntry entry{std::string(kPrefix) + name, "F32", shape, {}};
+  const size_t bytes = static_cast<size_t>(runtime::shape_numel(shape)) * sizeof(float);
+  entry.data.resize(bytes);
+  std::memcpy(entry.data.data(), values, bytes);
+  return entry;
+}
+
+float half_to_float(uint16_t bits) {
+  const int exponent = bits >> 10 & 0x1f;
+  const int mantissa = bits & 0x3ff;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
+  } else if (exponent == 31) {
+    magnitude =
+        mantissa ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  }
+  return bits & 0x8000 ? -magnitude : magnitude;
+}
+
+// Looks tensors up by HF name, checks them, widens them to f32, and remembers what it used.
+class Importer {
+ public:
+  explicit Importer(const SafetensorsFile& file) : file_(file) {}
+
+  // The tensor's values; its shape must equal `expected`, or, with `min_rows`, have at least that
+  // many rows and expected[1] columns.
+  std::vector<float> take(const std::string& name, const Shape& expected, int64_t min_rows = -1) {
+    const SafetensorsEntry& entry = find(name);
+    const bool shape_ok = min_rows < 0 ? entry.shape == expected
+                                       : entry.shape.size() == 2 && entry.shape[0] >= min_rows &&
+                                             entry.shape[1] == expected[1];
+    if (!shape_ok && min_rows >= 0 && entry.shape.size() == 2 && entry.shape[1] == expected[1])
+      throw InputError(TRAINER_STR("tensor '" << entry.name << "' has " << entry.shape[0]
+                                              << " rows: the vocabulary is too small for config "
+                                              << "vocab_size " << min_rows));
+    if (!shape_ok)
+      throw InputError(TRAINER_STR("tensor '" << entry.name << "' has shape "
+                                              << shape_text(entry.shape) << ", the config needs "
+                                              << (min_rows < 0 ? "" : "at least ")
+                                              << shape_text(expected)));
+    return widen(entry);
+  }
+
+  // Every tensor of the file must have been used or be one HF recomputes or ties.
+  void check_all_used() const {
+    for (const auto& [name, entry] : file_.tensors) {
+      if (used_.count(name) || name == "lm_head.weight" || ends_with(name, ".attn.bias") ||
+          ends_with(name, ".attn.masked_bias"))
+        continue;
+      throw InputError("unexpected tensor '" + name + "': the config has no parameter for it");
+    }
+  }
+
+ private:
+  const SafetensorsEntry& find(const std::string& name) {
+    const std::string prefixed = std::string(kPrefix) + name;
+    for (const std::string& candidate : {prefixed, name}) {
+      const auto it = file_.tensors.find(candidate);
+      if (it == file_.tensors.end()) continue;
+      used_.insert(candidate);
+      return it->second;
+    }
+    throw InputError("missing tensor '" + prefixed + "' (nor '" + name + "')");
+  }
+
+  static std::vector<float> widen(const SafetensorsEntry& entry) {
+    const size_t numel = static_cast<size_t>(runtime::shape_numel(entry.shape));
+    std::vector<float> values(numel);
+    if (entry.dtype == "F32") {
+      TRAINER_ASSERT(entry.data.size() == numel * 4, "validated by read_safetensors");
+      std::memcpy(values.data(), entry.data.data(), numel * 4);
+      return values;
+    }
+    if (entry.dtype != "BF16" && entry.dtype != "F16")
+      throw InputError("tensor '" + entry.name + "' has dtype " + entry.dtype +
+                       ", expected F32, BF16 or F16");
+    TRAINER_ASSERT(entry.data.size() == numel * 2, "validated by read_safetensors");
+    for (size_t i = 0; i < numel; ++i) {
+      const uint16_t bits = static_cast<uint16_t>(entry.data[2 * i] | entry.data[2 * i + 1] << 8);
+      if (entry.dtype == "BF16") {
+        const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+        std::memcpy(&values[i], &wide, sizeof wide);
+      } else {
+        values[i] = half_to_float(bits);
+      }
+    }
+    return values;
+  }
+
+  const SafetensorsFile& file_;
+  std::set<std::string> used_;
+};
+
+// One staged parameter write: applied only after every tensor has been checked.
+struct PendingCopy {
+  std::vector<float> values;
+  float* destination;
+};
+
+// ---- config.json ---------------------------------------------------------------------------
+
+class JsonConfigReader {
+ public:
+  JsonConfigReader(const std::string& json_text, const std::string& source) : source_(source) {
+    try {
+      root_ = YAML::Load(json_text);
+    } catch (const YAML::Exception& error) {
+      throw InputError(source_ + ": not valid JSON: " + error.what());
+    }
+    if (!root_.IsMap()) throw InputError(source_ + ": not a JSON object");
+  }
+
+  [[noreturn]] void fail(const std::string& field, const std::string& message) const {
+    throw InputError(source_ + ": \"" + field + "\" " + message);
+  }
+
+  int64_t positive_integer(const std::string& field) const {
+    const YAML::Node node = root_[field];
+    if (!node) fail(field, "is missing");
+    const std::string text = node.IsScalar() && node.Tag() == "?" ? node.Scalar() : "";
+    if (text.empty() || text.size() > 18 ||
+        !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        std::stoll(text) <= 0)
+      fail(field, "must be a positive integer, got " + describe(node));
+    return std::stoll(text);
+  }
+
+  // An integer field that may be absent or null (then `fallback`).
+  int64_t optional_positive_integer(const std::string& field, int64_t fallback) const {
+    const YAML::Node node = root_[field];
+    return !node || node.IsNull() ? fallback : positive_integer(field);
+  }
+
+  float number(const std::string& field, float fallback) const {
+    const YAML::Node node = root_[field];
+    if (!node || node.IsNull()) return fallback;
+    const std::string text = node.IsScalar() && node.Tag() == "?" ? node.Scalar() : "";
+    char* end = nullptr;
+    const float value = text.empty() ? 0.f : std::strtof(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value))
+      fail(field, "must be a finite number, got " + describe(node));
+    return value;
+  }
+
+  std::string string(const std::string& field, const std::string& fallback) const {
+    const YAML::Node node = root_[field];
+    if (!node || node.IsNull()) return fallback;
+    if (!node.IsScalar() || node.Tag() != "!")
+      fail(field, "must be a string, got " + describe(node));
+    return node.Scalar();
+  }
+
+  bool boolean(const std::string& field, bool fallback) const {
+    const YAML::Node node = root_[field];
+    if (!node || node.IsNull()) return fallback;
+    const std::string text = node.IsScalar() && node.Tag() == "?" ? node.Scalar() : "";
+    if (text != "true" && text != "false")
+      fail(field, "must be true or false, got " + describe(node));
+    return text == "true";
+  }
+
+ private:
+  static std::string describe(const YAML::Node& node) {
+    if (node.IsScalar()) return node.Tag() == "!" ? json_quote(node.Scalar()) : node.Scalar();
+    return node.IsSequence() ? "a list" : node.IsMap() ? "an object" : "null";
+  }
+
+  std::string source_;
+  YAML::Node root_;
+};
+
+}  // namespace
+
+std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
+                                         const model::GptConfig& config) {
+  check_layout(params, config);
+  const int64_t C = config.hidden_size, F = config.ffn();
+  std::vector<SafetensorsEntry> entries;
+  entries.push_back(f32_entry("wte.weight", {config.vocab_size, C}, params.wte.f32()));
+  entries.push_back(f32_entry("wpe.weight", {config.positions(), C}, params.wpe.f32()));
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    const model::LayerParams& layer = params.layers[static_cast<size_t>(i)];
+    const std::string h = TRAINER_STR("h." << i << ".");
+    entries.push_back(f32_entry(h + "ln_1.weight", {C}, layer.ln1_weight.f32()));
+    entries.push_back(f32_entry(h + "ln_1.bias", {C}, layer.ln1_bias.f32()));
+    std::vector<float> c_attn_weight(static_cast<size_t>(C * 3 * C));  // [in C, out 3C]
+    std::vector<float> c_attn_bias(static_cast<size_t>(3 * C));        // [3C]
+    const float* qkv_weight = layer.qkv_weight.f32();                  // (3C, C)
+    for (int64_t row = 0; row < 3 * C; ++row) {
+      const int64_t column = hf_qkv_column(row, config);
+      for (int64_t in = 0; in < C; ++in)
+        c_attn_weight[static_cast<size_t>(in * 3 * C + column)] = qkv_weight[row * C + in];
+      c_attn_bias[static_cast<size_t>(column)] = layer.qkv_bias.f32()[row];
+    }
+    entries.push_back(f32_entry(h + "attn.c_attn.weight", {C, 3 * C}, c_attn_weight.data()));
+    entries.push_back(f32_entry(h + "attn.c_attn.bias", {3 * C}, c_attn_bias.data()));
+    entries.push_back(f32_entry(h + "attn.c_proj.weight", {C, C},
+                                transposed(layer.proj_weight.f32(), C, C).data()));
+    entries.push_back(f32_entry(h + "attn.c_proj.bias", {C}, layer.proj_bias.f32()));
+    entries.push_back(f32_entry(h + "ln_2.weight", {C}, layer.ln2_weight.f32()));
+    entries.push_back(f32_entry(h + "ln_2.bias", {C}, layer.ln2_bias.f32()));
+    entries.push_back(
+        f32_entry(h + "mlp.c_fc.weight", {C, F}, transposed(layer.fc1_weight.f32(), F, C).data()));
+    entries.push_back(f32_entry(h + "mlp.c_fc.bias", {F}, layer.fc1_bias.f32()));
+    entries.push_back(f32_entry(h + "mlp.c_proj.weight", {F, C},
+                                transposed(layer.fc2_weight.f32(), C, F).data()));
+    entries.push_back(f32_entry(h + "mlp.c_proj.bias", {C}, layer.fc2_bias.f32()));
+  }
+  entries.push_back(f32_entry("ln_f.weight", {C}, params.lnf_weight.f32()));
+  entries.push_back(f32_entry("ln_f.bias", {C}, params.lnf_bias.f32()));
+  return entries;
+}
+
+void from_hf_gpt2(const SafetensorsFile& file, const model::GptParams& params,
+                  const model::GptConfig& config) {
+  check_layout(params, config);
+  const int64_t C = config.hidden_size, F = config.ffn(), V = config.vocab_size;
+  Importer importer(file);
+  std::vector<PendingCopy> copies;
+  auto copy_to = [&](const runtime::Tensor& destination, std::vector<float> values) {
+    TRAINER_ASSERT(static_cast<int64_t>(values.size()) == destination.numel(), "size");
+    copies.push_back({std::move(values), destination.f32()});
+  };
+
+  std::vector<float> wte = importer.take("wte.weight", {V, C}, V);
+  wte.resize(static_cast<size_t>(config.padded_vocab() * C));  // extra file rows out, padding 0
+  std::fill(wte.begin() + V * C, wte.end(), 0.f);
+  copy_to(params.wte, std::move(wte));
+  copy_to(params.wpe, importer.take("wpe.weight", {config.positions(), C}));
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    const model::LayerParams& layer = params.layers[static_cast<size_t>(i)];
+    const std::string h = TRAINER_STR("h." << i << ".");
+    copy_to(layer.ln1_weight, importer.take(h + "ln_1.weight", {C}));
+    copy_to(layer.ln1_bias, importer.take(h + "ln_1.bias", {C}));
+    const std::vector<float> c_attn_weight = importer.take(h + "attn.c_attn.weight", {C, 3 * C});
+    const std::vector<float> c_attn_bias = importer.take(h + "attn.c_attn.bias", {3 * C});
+    std::vector<float> qkv_weight(static_cast<size_t>(3 * C * C)),
+        qkv_bias(static_cast<size_t>(3 * C));
+    for (int64_t row = 0; row < 3 * C; ++row) {
+      const int64_t column = hf_qkv_column(row, config);
+      for (int64_t in = 0; in < C; ++in)
+        qkv_weight[static_cast<size_t>(row * C + in)] =
+            c_attn_weight[static_cast<size_t>(in * 3 * C + column)];
+      qkv_bias[static_cast<size_t>(row)] = c_attn_bias[static_cast<size_t>(column)];
+    }
+    copy_to(layer.qkv_weight, std::move(qkv_weight));
+    copy_to(layer.qkv_bias, std::move(qkv_bias));
+    copy_to(layer.proj_weight,
+            transposed(importer.take(h + "attn.c_proj.weight", {C, C}).data(), C, C));
+    copy_to(layer.proj_bias, importer.take(h + "attn.c_proj.bias", {C}));
+    copy_to(layer.ln2_weight, importer.take(h + "ln_2.weight", {C}));
+    copy_to(layer.ln2_bias, importer.take(h + "ln_2.bias", {C}));
+    copy_to(layer.fc1_weight,
+            transposed(importer.take(h + "mlp.c_fc.weight", {C, F}).data(), C, F));
+    copy_to(layer.fc1_bias, importer.take(h + "mlp.c_fc.bias", {F}));
+    copy_to(layer.fc2_weight,
+            transposed(importer.take(h + "mlp.c_proj.weight", {F, C}).data(), F, C));
+    copy_to(layer.fc2_bias, importer.take(h + "mlp.c_proj.bias", {C}));
+  }
+  copy_to(params.lnf_weight, importer.take("ln_f.weight", {C}));
+  copy_to(params.lnf_bias, importer.take("ln_f.bias", {C}));
+  importer.check_all_used();
+  for (const PendingCopy& copy : copies)
+    std::memcpy(copy.destination, copy.values.data(), copy.values.size() * sizeof(float));
+}
+
+std::string hf_gpt2_config_json(const model::GptConfig& config) {
+  const int64_t C = config.hidden_size;
+  const std::string activation =
+      config.activation == model::Activation::gelu_tanh ? "gelu_new" : "gelu";
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"activation_function", json_quote(activation)},
+      {"architectures", "[\n    " + json_quote("GPT2LMHeadModel") + "\n  ]"},
+      {"attn_pdrop", json_number(config.attention_dropout)},
+      {"embd_pdrop", json_number(config.hidden_dropout)},
+      {"initializer_range", json_number(config.init_method_std)},
+      {"layer_norm_epsilon", json_number(config.layernorm_epsilon)},
+      {"model_type", json_quote("gpt2")},
+      {"n_ctx", std::to_string(config.positions())},
+      {"n_embd", std::to_string(C)},
+      {"n_head", std::to_string(config.num_attention_heads)},
+      {"n_inner", config.ffn() == 4 * C ? "null" : std::to_string(config.ffn())},
+      {"n_layer", std::to_string(config.num_layers)},
+      {"n_positions", std::to_string(config.positions())},
+      {"resid_pdrop", json_number(config.hidden_dropout)},
+      {"tie_word_embeddings", "true"},
+      {"torch_dtype", json_quote("float32")},
+      {"vocab_size", std::to_string(config.vocab_size)},
+  };
+  std::sort(fields.begin(), fields.end());  // HF writes sort_keys=True
+  std::string json = "{\n";
+  for (size_t i = 0; i < fields.size(); ++i)
+    json += "  " + json_quote(fields[i].first) + ": " + fields[i].second +
+            (i + 1 < fields.size() ? ",\n" : "\n");
+  return json + "}\n";
+}
+
+model::GptConfig gpt_config_from_hf_json(const std::string& json_text, const std::string& source) {
+  const JsonConfigReader json(json_text, source);
+  if (json.string("model_type", "gpt2") != "gpt2")
+    json.fail("model_type", "is \"" + json.string("model_type", "") + "\", expected \"gpt2\"");
+  model::GptConfig config;
+  config.num_layers = json.positive_integer("n_layer");
+  config.hidden_size = json.positive_integer("n_embd");
+  config.num_attention_heads = json.positive_integer("n_head");
+  config.vocab_size = json.positive_integer("vocab_size");
+  config.max_position_embeddings = json.positive_integer("n_positions");
+  config.seq_length = config.max_position_embeddings;
+  config.ffn_hidden_size = json.optional_positive_integer("n_inner", 0);
+  if (config.hidden_size % config.num_attention_heads != 0)
+    json.fail("n_embd", TRAINER_STR("= " << config.hidden_size << " is not divisible by n_head = "
+                                         << config.num_attention_heads));
+
+  const std::string activation = json.string("activation_function", "gelu_new");
+  if (activation == "gelu_new" || activation == "gelu_pytorch_tanh") {
+    config.activation = model::Activation::gelu_tanh;
+  } else if (activation == "gelu") {
+    config.activation = model::Activation::gelu;
+  } else {
+    json.fail("activation_function",
+              "= \"" + activation + "\" is not supported (gelu_new, gelu_pytorch_tanh, gelu)");
+  }
+
+  const float resid_pdrop = json.number("resid_pdrop", 0.1f);
+  const float embd_pdrop = json.number("embd_pdrop", 0.1f);
+  if (resid_pdrop != embd_pdrop)
+    json.fail("embd_pdrop",
+              TRAINER_STR("= " << embd_pdrop << " differs from resid_pdrop = " << resid_pdrop
+                               << "; the model has one hidden_dropout"));
+  config.hidden_dropout = resid_pdrop;
+  config.attention_dropout = json.number("attn_pdrop", 0.1f);
+  const std::pair<const char*, float> dropouts[] = {{"resid_pdrop", resid_pdrop},
+                                                    {"attn_pdrop", config.attention_dropout}};
+  for (const auto& [field, value] : dropouts)
+    if (!(value >= 0.f && value < 1.f))
+      json.fail(field, TRAINER_STR("= " << value << " is not in [0, 1)"));
+  config.layernorm_epsilon = json.number("layer_norm_epsilon", 1e-5f);
+  if (!(config.layernorm_epsilon > 0.f))
+    json.fail("layer_norm_epsilon",
+              TRAINER_STR("= " << config.layernorm_epsilon << " must be > 0"));
+  config.init_method_std = json.number("initializer_range", 0.02f);
+  if (!(config.init_method_std > 0.f))
+    json.fail("initializer_range", TRAINER_STR("= " << config.init_method_std << " must be > 0"));
+
+  // Variants of GPT-2 this model does not compute.
+  if (!json.boolean("tie_word_embeddings", true))
+    json.fail("tie_word_embeddings", "= false: the model ties lm_head to wte");
+  if (!json.boolean("scale_attn_weights", true))
+    json.fail("scale_attn_weights", "= false: the model always scales scores by 1/sqrt(head_dim)");
+  if (json.boolean("scale_attn_by_inverse_layer_idx", false))
+    json.fail("scale_attn_by_inverse_layer_idx", "= true is not supported");
+  return config;
+}
+
+void export_hf_gpt2(const std::string& dir, const model::GptParams& params,
+                    const model::GptConfig& config) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw InputError(dir + ": cannot create the export directory: " + error.message());
+  const std::filesystem::path base(dir);
+  write_safetensors((base / "model.safetensors").string(), to_hf_gpt2(params, config),
+                    {{"format", "pt"}});
+  AtomicFileWriter config_file((base / "config.json").string());
+  config_file.write(hf_gpt2_config_json(config));
+  config_file.commit();
+}
+
+}  // namespace trainer

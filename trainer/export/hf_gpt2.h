@@ -1,0 +1,46 @@
+// Conversion between the model's parameters and Hugging Face GPT-2 (GPT2LMHeadModel) tensors and
+// config.json. HF keeps Conv1D weights as [in, out] and the fused QKV columns as q | k | v (all
+// heads each); the model keeps (out, in) and per-head (head, {q,k,v}, head_dim) rows. Host f32
+// only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/gpt_config.h"
+#include "model/gpt_params.h"
+#include "trainer/export/safetensors.h"
+
+namespace trainer {
+
+// The model as HF GPT-2 state dict tensors named "transformer.*", all F32: wte [vocab_size, C]
+// (vocabulary padding dropped), wpe [P, C], h.{i}.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+// mlp.c_proj}.{weight, bias}, ln_f. lm_head.weight is tied to wte and not written (as HF
+// save_pretrained does).
+std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
+                                         const model::GptConfig& config);
+
+// The inverse: fills `params` (allocated for `config`) from HF tensors, with or without the
+// "transformer." prefix; F32, BF16 and F16 are accepted. Vocabulary padding rows become 0. A file
+// may hold more wte rows than config.vocab_size (the first ones are taken) but not fewer.
+// lm_head.weight and the attention buffers (*.attn.bias, *.attn.masked_bias) are ignored; any
+// other tensor the config has no place for (a layer beyond num_layers, say) is an error. Throws
+// runtime::InputError naming the tensor that is missing, unexpected, or of a wrong shape or dtype.
+void from_hf_gpt2(const SafetensorsFile& file, const model::GptParams& params,
+                  const model::GptConfig& config);
+
+// config.json for transformers' GPT2Config (keys sorted and indented by 2, as HF writes it).
+std::string hf_gpt2_config_json(const model::GptConfig& config);
+
+// Reads a GPT2Config config.json. n_layer, n_embd, n_head, vocab_size and n_positions are
+// required; the rest default as in GPT2Config. seq_length and max_position_embeddings both become
+// n_positions; make_vocab_size_divisible_by keeps its default. Throws runtime::InputError naming
+// `source` and the field that is missing or invalid.
+model::GptConfig gpt_config_from_hf_json(const std::string& json_text, const std::string& source);
+
+// Writes <dir>/model.safetensors (metadata {"format": "pt"}) and <dir>/config.json, each
+// atomically; creates `dir` when missing.
+void export_hf_gpt2(const std::string& dir, const model::GptParams& params,
+                    const model::GptConfig& config);
+
+}  // namespace trainer

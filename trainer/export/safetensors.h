@@ -1,0 +1,66 @@
+// The safetensors file format (https://github.com/huggingface/safetensors): u64 little-endian
+// header length, a JSON header naming every tensor's dtype/shape/byte range, then the raw data.
+// Writers replace files atomically (temp + fsync + rename); readers trust nothing and throw
+// runtime::InputError naming the file and the defect.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainer {
+
+// One tensor: safetensors dtype name ("F32", "BF16", "I32", ...), shape, little-endian bytes.
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;  // numel * itemsize bytes
+};
+
+struct SafetensorsFile {
+  std::map<std::string, std::string> metadata;      // the header's "__metadata__"
+  std::map<std::string, SafetensorsEntry> tensors;  // by name
+};
+
+// Bytes per element of a safetensors dtype name, or 0 when the name is unknown.
+int64_t safetensors_dtype_size(std::string_view dtype);
+
+// Writes `tensors` (unique names, data sized to dtype and shape: a caller bug otherwise) and
+// `metadata` to `path` as HF does: header padded with spaces to a multiple of 8 bytes, data laid
+// out by item size descending, then name, so every tensor is aligned to its item size.
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+// Reads and validates a whole file: size >= 8, header length <= min(file size - 8, 100 MB),
+// header is a JSON object, every entry has a known dtype, a shape and in-range data_offsets
+// whose length matches the shape, no two entries overlap.
+SafetensorsFile read_safetensors(const std::string& path);
+
+// Writes a file as `<path>.tmp` and renames it onto `path` after fsync, so a reader sees the old
+// file or the whole new one. Destroying an uncommitted writer removes the temp file. OS failures
+// throw runtime::LibraryError naming the path.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* bytes, size_t size);
+  void write(std::string_view text) { write(text.data(), text.size()); }
+  void commit();  // fsync, close, rename onto the final path, fsync the directory
+
+ private:
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+};
+
+// JSON text pieces shared by the safetensors header and config.json writers.
+std::string json_quote(std::string_view text);  // "..." with \" \\ \n \t \uXXXX escapes
+std::string json_number(float value);           // shortest text that round-trips as float
+
+}  // namespace trainer
