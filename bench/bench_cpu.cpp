@@ -1,6 +1,7 @@
 // CPU throughput benchmark: OpenBLAS sgemm GFLOP/s on this machine, then the
 // trainer's full training step (forward, backward, clip, AdamW) on random tokens
 // for the given shapes, side by side in one run. Prints a table and writes JSON.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>

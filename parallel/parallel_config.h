@@ -18,6 +18,21 @@ struct ParallelConfig {
   CommBackend backend = CommBackend::automatic;
 
   int64_t world_size() const { return tensor * pipeline * data; }
+  bool operator==(const ParallelConfig&) const = default;
 };
+
+// Global layers [first, first + count) of one model chunk.
+struct LayerRange {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+
+// The model chunks of every pipeline stage: result[stage][v] is chunk v of that
+// stage. Interleaved (virtual_pipeline > 1): the layers form pipeline x virtual
+// equal chunks and stage r holds chunks r, r + pipeline, ... (Megatron's order).
+// With layers_per_stage given, stage r holds that many consecutive layers.
+// Assumes a validated config.
+std::vector<std::vector<LayerRange>> stage_layer_chunks(const ParallelConfig& config,
+                                                        int64_t num_layers);
 
 }  // namespace parallel

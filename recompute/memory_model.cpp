@@ -9,7 +9,8 @@ namespace recompute {
 
 ActivationMemory predict_activation_memory(const model::GptConfig& config,
                                            const model::LayerDims& dims,
-                                           const RecomputePlan& plan, int64_t in_flight) {
+                                           const RecomputePlan& plan, int64_t in_flight,
+                                           bool has_embedding, bool has_head) {
   const int64_t L = plan.num_layers();
   const int64_t hidden_bytes =
       dims.seq * dims.micro_batch * dims.hidden * runtime::dtype_size(dims.activation_dtype);
@@ -17,8 +18,8 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
   const int64_t full_stash = model::stash_kept_bytes(model::layer_stash_spec(dims, keep_all));
 
   ActivationMemory m;
-  m.embedding = model::embedding_stash_bytes(dims);
-  m.head = model::head_stash_bytes(dims, config.padded_vocab());
+  m.embedding = has_embedding ? model::embedding_stash_bytes(dims) : 0;
+  m.head = has_head ? model::head_stash_bytes(dims, config.padded_vocab()) : 0;
   m.layers.resize(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i) {
     LayerMemory& layer = m.layers[static_cast<size_t>(i)];

@@ -29,8 +29,12 @@ struct ActivationMemory {
   int64_t peak = 0;           // with `in_flight` microbatches held at once
 };
 
+// `in_flight`: microbatches whose stashes are held at once (1 without a
+// pipeline; up to min(pipeline - stage, microbatches) on a 1F1B stage). The
+// embedding lives on the first pipeline stage, the head on the last.
 ActivationMemory predict_activation_memory(const model::GptConfig& config,
                                            const model::LayerDims& dims,
-                                           const RecomputePlan& plan, int64_t in_flight = 1);
+                                           const RecomputePlan& plan, int64_t in_flight = 1,
+                                           bool has_embedding = true, bool has_head = true);
 
 }  // namespace recompute

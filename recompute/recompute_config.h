@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/recompute_policy.h"
+#include "parallel/parallel_config.h"
 #include "recompute/plan.h"
 
 namespace recompute {
@@ -49,10 +50,7 @@ struct RecomputeConfig {
 };
 
 // The layers of one model chunk on one stage: global indices [first, first + count).
-struct ChunkLayers {
-  int64_t first = 0;
-  int64_t count = 0;
-};
+using ChunkLayers = parallel::LayerRange;
 
 // Checks every rule Megatron enforces and more, given the model's layers and the
 // pipeline's stage chunks (chunks[stage] lists that stage's model chunks).

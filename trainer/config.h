@@ -9,6 +9,7 @@
 
 #include "model/gpt_config.h"
 #include "parallel/parallel_config.h"
+#include "recompute/recompute_config.h"
 
 namespace trainer {
 
@@ -58,6 +59,7 @@ struct Config {
   OptimizerConfig optimizer;
   DataConfig data;
   parallel::ParallelConfig parallel;
+  recompute::RecomputeConfig recompute;
   OutputConfig output;
 };
 

@@ -9,6 +9,7 @@
 #include "parallel/process_groups.h"
 #include "runtime/error.h"
 #include "trainer/config.h"
+#include "trainer/plan_command.h"
 #include "trainer/prepare_data.h"
 #include "trainer/train.h"
 
@@ -22,6 +23,8 @@ const char* kUsage =
     "commands:\n"
     "  train --config FILE.yaml [--set a.b=value ...]\n"
     "        Train a GPT as the config says (launch with mpirun -np N).\n"
+    "  plan --config FILE.yaml [--set a.b=value ...]\n"
+    "        Print the resolved recompute plan and predicted activation memory per stage.\n"
     "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
     "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
     "        Write a Megatron indexed dataset (.bin/.idx); see `trainer prepare-data --help`.\n"
@@ -32,20 +35,21 @@ struct TrainArgs {
   std::vector<std::string> overrides;
 };
 
-TrainArgs parse_train_args(const std::vector<std::string>& args) {
+// --config FILE and --set overrides, shared by `train` and `plan`.
+TrainArgs parse_train_args(const std::vector<std::string>& args, const std::string& command) {
   TrainArgs parsed;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw runtime::InputError("train: " + a + " needs a value");
+      if (i + 1 >= args.size()) throw runtime::InputError(command + ": " + a + " needs a value");
       return args[++i];
     };
     if (a == "--config") parsed.config_path = value();
     else if (a == "--set") parsed.overrides.push_back(value());
     else if (a.rfind("--set=", 0) == 0) parsed.overrides.push_back(a.substr(6));
-    else throw runtime::InputError("train: unknown argument '" + a + "'\n" + kUsage);
+    else throw runtime::InputError(command + ": unknown argument '" + a + "'\n" + kUsage);
   }
-  if (parsed.config_path.empty()) throw runtime::InputError("train: --config FILE is required");
+  if (parsed.config_path.empty()) throw runtime::InputError(command + ": --config FILE is required");
   return parsed;
 }
 
@@ -53,7 +57,7 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
   parallel::MpiRuntime mpi(&argc, &argv);
   runtime::set_error_rank(mpi.world_rank());
   try {
-    const TrainArgs train_args = parse_train_args(args);
+    const TrainArgs train_args = parse_train_args(args, "train");
     const trainer::Config config = trainer::load_config(train_args.config_path, train_args.overrides);
     trainer::validate_launch(config, mpi.world_size());
     trainer::check_supported(config);
@@ -87,6 +91,12 @@ int main(int argc, char** argv) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "train") return run_train(argc, argv, rest);
   try {
+    if (args[0] == "plan") {
+      const TrainArgs plan_args = parse_train_args(rest, "plan");
+      trainer::print_plan(trainer::load_config(plan_args.config_path, plan_args.overrides),
+                          plan_args.config_path, std::cout);
+      return 0;
+    }
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
     throw runtime::InputError("unknown command '" + args[0] + "'\n" + kUsage);
   } catch (const std::exception& e) {

@@ -3,14 +3,17 @@
 // loss of the batch step s trained on, computed before its update.
 #include "trainer/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 
 #include "model/flops.h"
+#include "runtime/kernels/cpu/gemm.h"
 #include "parallel/schedules.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/lr_schedule.h"
@@ -31,6 +34,34 @@ std::string format(const char* fmt, double value) {
 }
 
 }  // namespace
+
+std::string describe_plan(const recompute::RecomputePlan& plan) {
+  std::ostringstream text;
+  for (int64_t i = 0; i < plan.num_layers();) {
+    int64_t j = i;
+    const std::string entry = model::to_string(plan.layers[static_cast<size_t>(i)]);
+    while (j + 1 < plan.num_layers() &&
+           model::to_string(plan.layers[static_cast<size_t>(j + 1)]) == entry)
+      ++j;
+    text << (i > 0 ? ", " : "") << "layers " << i;
+    if (j > i) text << "-" << j;
+    text << " " << entry;
+    i = j + 1;
+  }
+  return text.str();
+}
+
+double measure_sgemm_gflops() {
+  constexpr int64_t n = 1024;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  double best = 1e30;
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    const auto start = Clock::now();
+    runtime::cpu::sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    best = std::min(best, seconds_since(start));
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
 
 void check_supported(const Config& c) {
   const auto unsupported = [](const std::string& path, const std::string& what) {
@@ -78,14 +109,18 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   grads_.flat.zero_();
   optimizer_ = std::make_unique<AdamW>(params_, allocator_);
 
-  recompute::RecomputePlan plan = recompute::RecomputePlan::uniform(m.num_layers, {});
+  const auto chunks = parallel::stage_layer_chunks(config_.parallel, m.num_layers);
+  recompute::RecomputePlan plan = recompute::resolve_plan(
+      config_.recompute, groups_.coordinates.pp, chunks[static_cast<size_t>(groups_.coordinates.pp)]);
   const model::LayerDims dims = recompute::layer_dims(m, t.micro_batch_size, true);
   predicted_ = recompute::predict_activation_memory(m, dims, plan, 1);
+  const std::string plan_text = describe_plan(plan);
   chunk_ = std::make_unique<recompute::ChunkExecutor>(m, params_, grads_, std::move(plan),
                                                       t.micro_batch_size, allocator_);
   const int64_t forward = m.num_layers * model::layer_forward_flops(dims).total() +
                           model::head_forward_flops(dims, m.padded_vocab());
   model_flops_per_step_ = 3 * forward * num_microbatches_;
+  peak_gflops_ = measure_sgemm_gflops();
 
   if (groups_.is_logging_rank()) {
     metrics_ = std::make_unique<MetricsWriter>(config_.output.dir + "/metrics.jsonl");
@@ -101,7 +136,10 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     log_ << "batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size << " x "
          << num_microbatches_ << " microbatches x dp " << dp << "; "
          << t.global_batch_size * m.seq_length << " tokens per step\n";
-    log_ << "activation memory (predicted peak): " << format_bytes(predicted_.peak) << "\n";
+    log_ << "recompute: " << plan_text << "; activation memory (predicted peak) "
+         << format_bytes(predicted_.peak) << "\n";
+    log_ << "peak for MFU: " << format("%.1f", peak_gflops_)
+         << " GFLOP/s (OpenBLAS sgemm measured on this machine)\n";
     if (entropy_) {
       log_ << "data entropy floor: " << format("%.4f", entropy_->loss_floor(m.seq_length))
            << " nats/token for seq_length " << m.seq_length << " (entropy rate "
@@ -200,9 +238,11 @@ void Trainer::log_step(const StepMetrics& m) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %8.0f tok/s | %7.1f ms"
-                " | %.1f GFLOP/s | act peak %s",
+                " | MFU %4.1f%% HFU %4.1f%% | act peak %s",
                 static_cast<long long>(m.step), static_cast<long long>(config_.train.steps),
-                m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms, m.model_tflops * 1e3,
+                m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
+                100.0 * m.model_tflops * 1e3 / peak_gflops_,
+                100.0 * m.hardware_tflops * 1e3 / peak_gflops_,
                 format_bytes(m.memory[runtime::MemoryCategory::activation].peak).c_str());
   log_ << line;
   if (m.val_loss) log_ << format(" | val loss %.4f", *m.val_loss);

@@ -5,6 +5,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <string>
 #include <optional>
 
 #include "parallel/process_groups.h"
@@ -70,7 +71,13 @@ class Trainer {
   int64_t step_ = 0;  // completed optimizer steps
   int64_t num_microbatches_ = 0;
   int64_t model_flops_per_step_ = 0;  // this rank
+  double peak_gflops_ = 0;            // the MFU denominator: measured sgemm rate
 };
+
+// "layers 0-3 full, layers 4-11 selective{core_attn}"
+std::string describe_plan(const recompute::RecomputePlan& plan);
+// Best-of-5 OpenBLAS sgemm rate at 1024^3 on this machine, GFLOP/s.
+double measure_sgemm_gflops();
 
 // Rejects configurations the trainer cannot run yet, naming the field.
 void check_supported(const Config& config);

@@ -70,20 +70,32 @@ void validate(const SyntheticCorpusSpec& spec) {
 
 // P(c | a, b) = (1 - mix) * sparse_ab(c) + mix / A, where sparse_ab puts decreasing
 // random weights w_0 = 1, w_k = w_{k-1} * U[0.25, 0.75) on `branching` distinct
-// successors drawn by a partial Fisher-Yates over the alphabet.
+// successors drawn (partial Fisher-Yates) from a pool of 2 x branching symbols
+// that depends on b alone. The pool makes the previous token informative on its
+// own (H1 well below H0), so a model learns the chain in two visible stages:
+// bigram statistics first, then the pair context through attention.
 std::vector<double> build_transition(const SyntheticCorpusSpec& spec) {
   const int A = spec.alphabet;
+  const int pool_size = std::min(A, 2 * spec.branching);
   std::vector<double> transition(static_cast<size_t>(A) * A * A);
   SplitMix64Stream stream(runtime::splitmix64(spec.seed ^ kChainDomain));
   std::vector<int> symbols(static_cast<size_t>(A));
+  std::vector<std::vector<int>> pools(static_cast<size_t>(A));
+  for (std::vector<int>& pool : pools) {
+    std::iota(symbols.begin(), symbols.end(), 0);
+    for (int k = 0; k < pool_size; ++k) {
+      std::swap(symbols[k], symbols[k + static_cast<int>(stream.below(static_cast<uint64_t>(A - k)))]);
+    }
+    pool.assign(symbols.begin(), symbols.begin() + pool_size);
+  }
   std::vector<double> weights(static_cast<size_t>(spec.branching));
   const double floor = spec.uniform_mix / A;
   for (int context = 0; context < A * A; ++context) {
-    std::iota(symbols.begin(), symbols.end(), 0);
+    std::vector<int> pool = pools[static_cast<size_t>(context % A)];  // b = context % A
     double weight = 1, weight_sum = 0;
     for (int k = 0; k < spec.branching; ++k) {
-      const auto pick = k + static_cast<int>(stream.below(static_cast<uint64_t>(A - k)));
-      std::swap(symbols[k], symbols[pick]);
+      const auto pick = k + static_cast<int>(stream.below(static_cast<uint64_t>(pool_size - k)));
+      std::swap(pool[k], pool[pick]);
       if (k > 0) weight *= 0.25 + 0.5 * stream.uniform();
       weights[k] = weight;
       weight_sum += weight;
@@ -91,7 +103,7 @@ std::vector<double> build_transition(const SyntheticCorpusSpec& spec) {
     double* row = transition.data() + static_cast<size_t>(context) * A;
     std::fill(row, row + A, floor);
     for (int k = 0; k < spec.branching; ++k) {
-      row[symbols[k]] += (1 - spec.uniform_mix) * (weights[k] / weight_sum);
+      row[pool[k]] += (1 - spec.uniform_mix) * (weights[k] / weight_sum);
     }
   }
   return transition;

@@ -1,0 +1,313 @@
+// YAML -> Config: defaults, every key name, strict types, unknown keys with their
+// paths, malformed YAML, --set overrides, and the to_yaml round trip.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/unit/config/config_test_helpers.h"
+
+namespace trainer::config_test {
+namespace {
+
+// non_default_config(), spelled out: proves the YAML key names, not only that
+// to_yaml and parse_config agree with each other.
+constexpr const char* kEveryKeyYaml = R"(
+model:
+  num_layers: 6
+  hidden_size: 96
+  num_attention_heads: 4
+  ffn_hidden_size: 200
+  seq_length: 48
+  max_position_embeddings: 96
+  vocab_size: 1000
+  make_vocab_size_divisible_by: 64
+  hidden_dropout: 0.123456789
+  attention_dropout: 0.25
+  init_method_std: 0.0173
+  layernorm_epsilon: 1e-6
+  activation: gelu
+train:
+  steps: 50
+  micro_batch_size: 2
+  global_batch_size: 12
+  seed: 18446744073709551615
+  log_interval: 5
+  eval_interval: 10
+  eval_iters: 3
+  device: cuda
+  precision: bf16
+optimizer:
+  lr: 3e-4
+  min_lr: 3.0e-5
+  weight_decay: 0.1
+  adam_beta1: 0.85
+  adam_beta2: 0.95
+  adam_eps: 1e-7
+  clip_grad: 0.5
+  lr_warmup_steps: 10
+  lr_decay_steps: 40
+  lr_decay_style: linear
+data:
+  path: "data/my corpus: v2"
+  split: [0.1, 0.25, 7]
+  shuffle: true
+parallel:
+  tensor: 2
+  pipeline: 3
+  data: 2
+  virtual_pipeline: 1
+  sequence_parallel: true
+  layers_per_stage: [1, 2, 3]
+  backend: nccl
+output:
+  dir: "runs/x #1"
+  export: false
+)";
+
+const std::vector<std::string> kWithData = {"data.path=data/corpus"};
+
+TEST(ConfigParse, EmptyDocumentGivesTheDefaults) {
+  for (const char* empty : {"", "# only a comment\n", "~\n", "model:\ntrain:\n"}) {
+    SCOPED_TRACE(empty);
+    expect_same_config(parse_config(empty, "empty.yaml", kWithData), valid_config());
+  }
+}
+
+TEST(ConfigParse, DefaultsLackOnlyTheDatasetPath) {
+  EXPECT_TRUE(parse_rejected("", {}, "data.path", {"must name a dataset"}));
+}
+
+TEST(ConfigParse, ReadsEveryKey) {
+  expect_same_config(parse_config(kEveryKeyYaml, "every.yaml"), non_default_config());
+}
+
+TEST(ConfigParse, AcceptsYamlNumberSpellings) {
+  const Config config = parse_config(
+      "model: {hidden_size: +64, hidden_dropout: 0}\n"
+      "optimizer: {lr: 1E-3, clip_grad: .5}\n",
+      "test.yaml", kWithData);
+  EXPECT_EQ(config.model.hidden_size, 64);
+  EXPECT_EQ(config.model.hidden_dropout, 0.f);
+  EXPECT_EQ(config.optimizer.lr, 1e-3f);
+  EXPECT_EQ(config.optimizer.clip_grad, 0.5f);
+}
+
+TEST(ConfigParse, RejectsUnknownTopLevelSection) {
+  EXPECT_TRUE(parse_rejected("modle: {num_layers: 2}\n", kWithData, "modle",
+                             {"unknown key", "model, train, optimizer, data, parallel, recompute, output"}));
+}
+
+TEST(ConfigParse, RejectsUnknownKeyInSectionAndListsTheKnownOnes) {
+  EXPECT_TRUE(parse_rejected("model:\n  hiden_size: 64\n", kWithData, "model.hiden_size",
+                             {"unknown key (known: num_layers, hidden_size,", "activation)"}));
+  EXPECT_TRUE(parse_rejected("output: {exports: true}\n", kWithData, "output.exports",
+                             {"unknown key (known: dir, export)"}));
+  EXPECT_TRUE(parse_rejected("parallel: {tensor: 1, seq_parallel: true}\n", kWithData,
+                             "parallel.seq_parallel", {"unknown key", "sequence_parallel"}));
+}
+
+TEST(ConfigParse, RejectsKeysUnderAScalarOrList) {
+  EXPECT_TRUE(parse_rejected("model: {hidden_size: {value: 64}}\n", kWithData, "model.hidden_size",
+                             {"expected an integer, got a map"}));
+  EXPECT_TRUE(parse_rejected("data: {split: {train: 98}}\n", kWithData, "data.split",
+                             {"expected a list, got a map"}));
+}
+
+TEST(ConfigParse, RejectsDuplicateAndNonScalarKeys) {
+  EXPECT_TRUE(parse_rejected("model: {num_layers: 2, num_layers: 4}\n", kWithData,
+                             "model.num_layers", {"duplicate key"}));
+  EXPECT_TRUE(parse_rejected("model: {[a, b]: 2}\n", kWithData, "model", {"got the key a list"}));
+}
+
+TEST(ConfigParse, IntegersAreStrict) {
+  EXPECT_TRUE(parse_rejected("model: {hidden_size: abc}\n", kWithData, "model.hidden_size",
+                             {"expected an integer, got 'abc'"}));
+  EXPECT_TRUE(parse_rejected("model: {hidden_size: 12.5}\n", kWithData, "model.hidden_size",
+                             {"expected an integer, got '12.5'"}));
+  EXPECT_TRUE(parse_rejected("train: {steps: 1e3}\n", kWithData, "train.steps", {"'1e3'"}));
+  EXPECT_TRUE(parse_rejected("model: {vocab_size: 9223372036854775808}\n", kWithData,
+                             "model.vocab_size", {"'9223372036854775808'", "out of"}));
+  EXPECT_TRUE(parse_rejected("model: {num_layers: }\n", kWithData, "model.num_layers",
+                             {"expected an integer, got null"}));
+  EXPECT_TRUE(parse_rejected("model: {num_layers: [2]}\n", kWithData, "model.num_layers",
+                             {"expected an integer, got a list"}));
+}
+
+TEST(ConfigParse, SeedIsANonNegative64BitInteger) {
+  EXPECT_TRUE(
+      parse_rejected("train: {seed: -1}\n", kWithData, "train.seed", {"non-negative", "'-1'"}));
+  EXPECT_TRUE(parse_rejected("train: {seed: 18446744073709551616}\n", kWithData, "train.seed",
+                             {"'18446744073709551616'", "out of"}));
+  EXPECT_EQ(parse_config("train: {seed: 0}\n", "t.yaml", kWithData).train.seed, 0u);
+}
+
+TEST(ConfigParse, FloatsRejectTextAndOverflow) {
+  EXPECT_TRUE(parse_rejected("optimizer: {lr: fast}\n", kWithData, "optimizer.lr",
+                             {"expected a number, got 'fast'"}));
+  EXPECT_TRUE(parse_rejected("optimizer: {lr: 1e39}\n", kWithData, "optimizer.lr",
+                             {"'1e39'", "out of range"}));
+  EXPECT_TRUE(parse_rejected("optimizer: {lr: {a: 1}}\n", kWithData, "optimizer.lr",
+                             {"expected a number, got a map"}));
+}
+
+TEST(ConfigParse, BooleansAreTrueOrFalseOnly) {
+  for (const char* spelling : {"yes", "1", "True", "on"}) {
+    EXPECT_TRUE(parse_rejected(std::string("data: {shuffle: ") + spelling + "}\n", kWithData,
+                               "data.shuffle", {"expected true or false", spelling}));
+  }
+  EXPECT_TRUE(parse_config("data: {shuffle: true}\n", "t.yaml", kWithData).data.shuffle);
+}
+
+TEST(ConfigParse, EnumsListTheAllowedNames) {
+  EXPECT_TRUE(parse_rejected("model: {activation: relu}\n", kWithData, "model.activation",
+                             {"'relu'", "gelu_tanh, gelu"}));
+  EXPECT_TRUE(
+      parse_rejected("train: {device: gpu}\n", kWithData, "train.device", {"'gpu'", "cpu, cuda"}));
+  EXPECT_TRUE(parse_rejected("train: {precision: fp16}\n", kWithData, "train.precision",
+                             {"'fp16'", "fp32, bf16"}));
+  EXPECT_TRUE(parse_rejected("optimizer: {lr_decay_style: step}\n", kWithData,
+                             "optimizer.lr_decay_style", {"'step'", "constant, linear, cosine"}));
+  EXPECT_TRUE(parse_rejected("parallel: {backend: gloo}\n", kWithData, "parallel.backend",
+                             {"'gloo'", "auto, mpi, nccl"}));
+  EXPECT_EQ(parse_config("parallel: {backend: auto}\n", "t.yaml", kWithData).parallel.backend,
+            parallel::CommBackend::automatic);
+}
+
+TEST(ConfigParse, ListsCheckEveryItemWithItsIndex) {
+  EXPECT_TRUE(parse_rejected("data: {split: [98, x]}\n", kWithData, "data.split[1]",
+                             {"expected a number, got 'x'"}));
+  EXPECT_TRUE(parse_rejected("parallel: {pipeline: 2, layers_per_stage: [1, 0.5]}\n", kWithData,
+                             "parallel.layers_per_stage[1]", {"'0.5'"}));
+  EXPECT_TRUE(parse_rejected("data: {split: 98}\n", kWithData, "data.split",
+                             {"expected a list, got '98'"}));
+}
+
+TEST(ConfigParse, SectionsMustBeMaps) {
+  EXPECT_TRUE(parse_rejected("model: 5\n", kWithData, "model", {"expected a map, got '5'"}));
+  EXPECT_TRUE(
+      parse_rejected("train: [1, 2]\n", kWithData, "train", {"expected a map, got a list"}));
+  EXPECT_TRUE(
+      parse_rejected("data: {path: {a: b}}\n", {}, "data.path", {"expected a string, got a map"}));
+}
+
+TEST(ConfigParse, TopLevelMustBeAMap) {
+  EXPECT_TRUE(parse_rejected("- model\n- train\n", kWithData, "test.yaml",
+                             {"top level must be a map", "got a list"}));
+  EXPECT_TRUE(parse_rejected("just text\n", kWithData, "test.yaml", {"got 'just text'"}));
+}
+
+TEST(ConfigParse, MalformedYamlNamesSourceAndLineColumn) {
+  // Line 3 is indented less than the map it continues: yaml-cpp stops at 3:2.
+  EXPECT_TRUE(parse_rejected("model:\n  hidden_size: 64\n bad: 1\n", kWithData, "test.yaml",
+                             {"3:2", "end of map not found"}));
+  EXPECT_TRUE(parse_rejected("model: {num_layers: [}\n", kWithData, "test.yaml",
+                             {"1:22", "illegal flow end"}));
+  EXPECT_TRUE(parse_rejected("model: {}\n---\ntrain: {}\n", kWithData, "test.yaml",
+                             {"one YAML document, got 2"}));
+}
+
+TEST(ConfigOverrides, ApplyTypedValuesAfterTheFile) {
+  const Config config = parse_config(
+      "train: {seed: 1}\nmodel: {activation: gelu_tanh}\n", "test.yaml",
+      {"data.path=data/other", "train.seed=7", "model.activation=gelu", "data.split=[90,10]",
+       "data.shuffle=true", "parallel.pipeline=2", "parallel.layers_per_stage=[1, 1]"});
+  EXPECT_EQ(config.train.seed, 7u);
+  EXPECT_EQ(config.model.activation, model::Activation::gelu);
+  EXPECT_EQ(config.data.split, (std::vector<double>{90, 10}));
+  EXPECT_TRUE(config.data.shuffle);
+  EXPECT_EQ(config.data.path, "data/other");
+  EXPECT_EQ(config.parallel.layers_per_stage, (std::vector<int64_t>{1, 1}));
+}
+
+TEST(ConfigOverrides, ApplyInOrderSplitAtTheFirstEquals) {
+  const Config config = parse_config(
+      "", "test.yaml", {"train.seed=7", "train.seed=9", "data.path=a=b", " output.dir = out "});
+  EXPECT_EQ(config.train.seed, 9u);
+  EXPECT_EQ(config.data.path, "a=b");
+  EXPECT_EQ(config.output.dir, "out");
+}
+
+TEST(ConfigOverrides, SectionValueUpdatesOnlyTheGivenKeys) {
+  const Config config =
+      parse_config("model: {num_layers: 4, hidden_size: 32}\n", "test.yaml",
+                   {"data.path=d", "model={hidden_size: 128, num_attention_heads: 4}"});
+  EXPECT_EQ(config.model.num_layers, 4);
+  EXPECT_EQ(config.model.hidden_size, 128);
+  EXPECT_EQ(config.model.num_attention_heads, 4);
+}
+
+TEST(ConfigOverrides, UnknownPathIsNamed) {
+  EXPECT_TRUE(parse_rejected("", {"data.path=d", "model.hiden_size=3"}, "model.hiden_size",
+                             {"unknown key", "--set 'model.hiden_size=3'"}));
+  EXPECT_TRUE(parse_rejected("", {"data.path=d", "trian.seed=3"}, "trian", {"unknown key"}));
+  EXPECT_TRUE(parse_rejected("", {"data.path=d", "model.hidden_size.x=3"}, "model.hidden_size",
+                             {"expected an integer, got a map"}));
+}
+
+TEST(ConfigOverrides, MalformedOverridesAreRejectedAsSet) {
+  EXPECT_TRUE(parse_rejected("", {"train.seed"}, "--set", {"KEY=VALUE", "'train.seed'"}));
+  EXPECT_TRUE(parse_rejected("", {"=7"}, "--set", {"empty key", "'=7'"}));
+  EXPECT_TRUE(parse_rejected("", {"train..seed=7"}, "--set", {"empty key"}));
+  EXPECT_TRUE(parse_rejected("", {"data.path=d", "data.split=[90,"}, "data.split",
+                             {"invalid YAML", "--set 'data.split=[90,'"}));
+  EXPECT_TRUE(parse_rejected("", {"data.path=d", "train.seed=abc"}, "train.seed",
+                             {"expected a non-negative integer, got 'abc'"}));
+}
+
+TEST(ConfigOverrides, ResultIsValidated) {
+  EXPECT_TRUE(parse_rejected("", {"data.path=d", "model.num_attention_heads=3"},
+                             "model.hidden_size",
+                             {"64 is not divisible by model.num_attention_heads 3"}));
+}
+
+TEST(ConfigToYaml, RoundTripsEveryFieldExactly) {
+  Config pipelined = non_default_config();
+  pipelined.parallel.layers_per_stage.clear();
+  pipelined.parallel.virtual_pipeline = 2;  // 6 layers = 3 stages x 2 chunks
+  Config awkward = non_default_config();
+  awkward.optimizer.lr = std::nextafter(3e-4f, 1.f);
+  awkward.model.init_method_std = 1.f / 3.f;
+  awkward.model.layernorm_epsilon = std::numeric_limits<float>::denorm_min();
+  awkward.data.split = {1.0 / 3.0, 2.0 / 3.0};
+  awkward.data.path = "true";
+  awkward.output.dir = "~";
+  for (const Config& config : {non_default_config(), pipelined, awkward, valid_config()}) {
+    const std::string yaml = to_yaml(config);
+    SCOPED_TRACE(yaml);
+    expect_same_config(parse_config(yaml, "to_yaml"), config);
+    EXPECT_EQ(to_yaml(parse_config(yaml, "to_yaml")), yaml);
+  }
+}
+
+TEST(ConfigToYaml, WritesEveryKeyWithEnumNames) {
+  const std::string yaml = to_yaml(valid_config());
+  for (const char* line :
+       {"  activation: gelu_tanh\n", "  device: cpu\n", "  precision: fp32\n",
+        "  lr_decay_style: cosine\n", "  backend: auto\n", "  export: true\n", "  split: [98, 2]\n",
+        "  layers_per_stage: []\n", "  layernorm_epsilon: 1e-05\n", "  seed: 1234\n"}) {
+    EXPECT_NE(yaml.find(line), std::string::npos) << line << " not in:\n" << yaml;
+  }
+}
+
+TEST(ConfigLoad, ReadsAFileAndNamesItInErrors) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("config_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string good = (dir / "good.yaml").string();
+  const std::string bad = (dir / "bad.yaml").string();
+  std::ofstream(good) << "data: {path: d}\ntrain: {steps: 3}\n";
+  std::ofstream(bad) << "train: {steps: 3\n";
+  EXPECT_EQ(load_config(good, {"train.seed=5"}).train.steps, 3);
+  EXPECT_EQ(load_config(good, {"train.seed=5"}).train.seed, 5u);
+  EXPECT_TRUE(throws_config_error([&] { load_config(bad); }, bad, {"invalid YAML at 2:1"}));
+  const std::string missing = (dir / "missing.yaml").string();
+  EXPECT_TRUE(throws_config_error([&] { load_config(missing); }, missing, {"cannot open"}));
+  EXPECT_TRUE(
+      throws_config_error([&] { load_config(dir.string()); }, dir.string(), {"is a directory"}));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trainer::config_test

@@ -1,0 +1,476 @@
+// validate_config / validate_launch: one test per rule. Each sets a bad value,
+// checks the error's YAML path and that the message carries the field(s) and
+// value(s), and checks that the nearest good value is accepted.
+#include <limits>
+
+#include "tests/unit/config/config_test_helpers.h"
+
+namespace trainer::config_test {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(ValidateConfig, DefaultsWithADatasetAreValid) {
+  EXPECT_TRUE(accepted(valid_config()));
+  EXPECT_TRUE(accepted(non_default_config()));
+}
+
+// ---- model ----
+
+TEST(ValidateModel, NumLayersAtLeastOne) {
+  Config config = valid_config();
+  config.model.num_layers = 0;
+  EXPECT_TRUE(rejected(config, "model.num_layers", {"must be >= 1, got 0"}));
+  config.model.num_layers = 1;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateModel, HiddenSizeAtLeastOne) {
+  Config config = valid_config();
+  config.model.hidden_size = -64;
+  EXPECT_TRUE(rejected(config, "model.hidden_size", {"must be >= 1, got -64"}));
+  config.model.hidden_size = 1;
+  config.model.num_attention_heads = 1;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateModel, NumAttentionHeadsAtLeastOne) {
+  Config config = valid_config();
+  config.model.num_attention_heads = 0;
+  EXPECT_TRUE(rejected(config, "model.num_attention_heads", {"must be >= 1, got 0"}));
+}
+
+TEST(ValidateModel, HiddenSizeDivisibleByHeads) {
+  Config config = valid_config();
+  config.model.hidden_size = 100;
+  config.model.num_attention_heads = 3;
+  EXPECT_TRUE(rejected(config, "model.hidden_size",
+                       {"100 is not divisible by model.num_attention_heads 3"}));
+  config.model.num_attention_heads = 4;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateModel, FfnHiddenSizeNonNegative) {
+  Config config = valid_config();
+  config.model.ffn_hidden_size = -5;
+  EXPECT_TRUE(rejected(config, "model.ffn_hidden_size", {"must be >= 0, got -5"}));
+}
+
+TEST(ValidateModel, SeqLengthAtLeastOne) {
+  Config config = valid_config();
+  config.model.seq_length = 0;
+  EXPECT_TRUE(rejected(config, "model.seq_length", {"must be >= 1, got 0"}));
+}
+
+TEST(ValidateModel, MaxPositionEmbeddingsZeroOrAtLeastSeqLength) {
+  Config config = valid_config();
+  config.model.seq_length = 128;
+  config.model.max_position_embeddings = 100;
+  EXPECT_TRUE(
+      rejected(config, "model.max_position_embeddings", {"model.seq_length 128", "got 100"}));
+  config.model.max_position_embeddings = 128;
+  EXPECT_TRUE(accepted(config));
+  config.model.max_position_embeddings = 0;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateModel, VocabSizeWithinInt32) {
+  Config config = valid_config();
+  config.model.vocab_size = 0;
+  EXPECT_TRUE(rejected(config, "model.vocab_size", {"[1, 2147483647]", "got 0"}));
+  config.model.vocab_size = 2147483648;
+  EXPECT_TRUE(rejected(config, "model.vocab_size", {"got 2147483648"}));
+  config.model.vocab_size = 2147483647;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateModel, MakeVocabSizeDivisibleByAtLeastOne) {
+  Config config = valid_config();
+  config.model.make_vocab_size_divisible_by = 0;
+  EXPECT_TRUE(rejected(config, "model.make_vocab_size_divisible_by", {"must be >= 1, got 0"}));
+}
+
+TEST(ValidateModel, DropoutsInUnitInterval) {
+  Config config = valid_config();
+  config.model.hidden_dropout = 1.f;
+  EXPECT_TRUE(rejected(config, "model.hidden_dropout", {"[0, 1)", "got 1"}));
+  config.model.hidden_dropout = -0.25f;
+  EXPECT_TRUE(rejected(config, "model.hidden_dropout", {"got -0.25"}));
+  config.model.hidden_dropout = 0.f;
+  config.model.attention_dropout = 1.5f;
+  EXPECT_TRUE(rejected(config, "model.attention_dropout", {"[0, 1)", "got 1.5"}));
+  config.model.attention_dropout = kNaN;
+  EXPECT_TRUE(rejected(config, "model.attention_dropout", {"got .nan"}));
+  config.model.attention_dropout = 0.99f;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateModel, InitMethodStdPositive) {
+  Config config = valid_config();
+  config.model.init_method_std = 0.f;
+  EXPECT_TRUE(rejected(config, "model.init_method_std", {"> 0", "got 0"}));
+  config.model.init_method_std = kInf;
+  EXPECT_TRUE(rejected(config, "model.init_method_std", {"got .inf"}));
+}
+
+TEST(ValidateModel, LayernormEpsilonPositive) {
+  Config config = valid_config();
+  config.model.layernorm_epsilon = -1e-5f;
+  EXPECT_TRUE(rejected(config, "model.layernorm_epsilon", {"> 0", "got -1e-05"}));
+}
+
+// ---- train ----
+
+TEST(ValidateTrain, StepsNonNegative) {
+  Config config = valid_config();
+  config.train.steps = -1;
+  EXPECT_TRUE(rejected(config, "train.steps", {"must be >= 0, got -1"}));
+  config.train.steps = 0;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateTrain, MicroBatchSizeAtLeastOne) {
+  Config config = valid_config();
+  config.train.micro_batch_size = 0;
+  EXPECT_TRUE(rejected(config, "train.micro_batch_size", {"must be >= 1, got 0"}));
+}
+
+TEST(ValidateTrain, GlobalBatchSizeAtLeastOne) {
+  Config config = valid_config();
+  config.train.global_batch_size = -8;
+  EXPECT_TRUE(rejected(config, "train.global_batch_size", {"must be >= 1, got -8"}));
+}
+
+TEST(ValidateTrain, GlobalBatchDivisibleByMicroBatchTimesData) {
+  Config config = valid_config();
+  config.train.micro_batch_size = 4;
+  config.parallel.data = 3;
+  config.train.global_batch_size = 18;
+  EXPECT_TRUE(rejected(config, "train.global_batch_size",
+                       {"18 is not divisible by train.micro_batch_size 4 x parallel.data 3 = 12"}));
+  config.train.global_batch_size = 24;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateTrain, GlobalBatchCheckSurvivesOverflow) {
+  Config config = valid_config();
+  config.train.micro_batch_size = int64_t{1} << 62;
+  config.parallel.data = 4;
+  EXPECT_TRUE(rejected(config, "train.global_batch_size", {"overflows"}));
+}
+
+TEST(ValidateTrain, LogIntervalAtLeastOne) {
+  Config config = valid_config();
+  config.train.log_interval = 0;
+  EXPECT_TRUE(rejected(config, "train.log_interval", {"must be >= 1, got 0"}));
+}
+
+TEST(ValidateTrain, EvalIntervalNonNegative) {
+  Config config = valid_config();
+  config.train.eval_interval = -10;
+  EXPECT_TRUE(rejected(config, "train.eval_interval", {"must be >= 0, got -10"}));
+}
+
+TEST(ValidateTrain, EvalItersNeededWhenEvaluating) {
+  Config config = valid_config();
+  config.train.eval_iters = 0;
+  EXPECT_TRUE(accepted(config));  // eval_interval 0: never evaluates
+  config.train.eval_interval = 25;
+  EXPECT_TRUE(rejected(config, "train.eval_iters", {"train.eval_interval is 25", "got 0"}));
+  config.train.eval_iters = 1;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateTrain, Bf16NeedsCuda) {
+  Config config = valid_config();
+  config.train.precision = Precision::bf16;
+  EXPECT_TRUE(
+      rejected(config, "train.precision", {"bf16", "train.device cuda", "got train.device cpu"}));
+  config.train.device = Device::cuda;
+  EXPECT_TRUE(accepted(config));
+}
+
+// ---- optimizer ----
+
+TEST(ValidateOptimizer, LrPositive) {
+  Config config = valid_config();
+  config.optimizer.lr = 0.f;
+  EXPECT_TRUE(rejected(config, "optimizer.lr", {"> 0", "got 0"}));
+  config.optimizer.lr = kNaN;
+  EXPECT_TRUE(rejected(config, "optimizer.lr", {"got .nan"}));
+}
+
+TEST(ValidateOptimizer, MinLrBetweenZeroAndLr) {
+  Config config = valid_config();
+  config.optimizer.lr = 0.5f;
+  config.optimizer.min_lr = 0.75f;
+  EXPECT_TRUE(rejected(config, "optimizer.min_lr", {"optimizer.lr 0.5", "got 0.75"}));
+  config.optimizer.min_lr = -0.125f;
+  EXPECT_TRUE(rejected(config, "optimizer.min_lr", {"got -0.125"}));
+  config.optimizer.min_lr = 0.5f;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateOptimizer, WeightDecayNonNegative) {
+  Config config = valid_config();
+  config.optimizer.weight_decay = -0.01f;
+  EXPECT_TRUE(rejected(config, "optimizer.weight_decay", {">= 0", "got -0.01"}));
+  config.optimizer.weight_decay = 0.f;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateOptimizer, AdamBetasInUnitInterval) {
+  Config config = valid_config();
+  config.optimizer.adam_beta1 = 1.f;
+  EXPECT_TRUE(rejected(config, "optimizer.adam_beta1", {"[0, 1)", "got 1"}));
+  config.optimizer.adam_beta1 = 0.f;
+  config.optimizer.adam_beta2 = -0.5f;
+  EXPECT_TRUE(rejected(config, "optimizer.adam_beta2", {"[0, 1)", "got -0.5"}));
+  config.optimizer.adam_beta2 = 0.9999f;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateOptimizer, AdamEpsPositive) {
+  Config config = valid_config();
+  config.optimizer.adam_eps = 0.f;
+  EXPECT_TRUE(rejected(config, "optimizer.adam_eps", {"> 0", "got 0"}));
+}
+
+TEST(ValidateOptimizer, ClipGradNonNegative) {
+  Config config = valid_config();
+  config.optimizer.clip_grad = -1.f;
+  EXPECT_TRUE(rejected(config, "optimizer.clip_grad", {">= 0", "got -1"}));
+  config.optimizer.clip_grad = 0.f;  // disables clipping
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateOptimizer, WarmupAndDecayStepsNonNegative) {
+  Config config = valid_config();
+  config.optimizer.lr_warmup_steps = -3;
+  EXPECT_TRUE(rejected(config, "optimizer.lr_warmup_steps", {"must be >= 0, got -3"}));
+  config.optimizer.lr_warmup_steps = 0;
+  config.optimizer.lr_decay_steps = -4;
+  EXPECT_TRUE(rejected(config, "optimizer.lr_decay_steps", {"must be >= 0, got -4"}));
+}
+
+TEST(ValidateOptimizer, WarmupWithinTheDecaySteps) {
+  Config config = valid_config();
+  config.train.steps = 100;
+  config.optimizer.lr_warmup_steps = 101;
+  EXPECT_TRUE(rejected(config, "optimizer.lr_warmup_steps",
+                       {"101 exceeds the decay steps 100", "train.steps 100"}));
+  config.optimizer.lr_warmup_steps = 100;
+  EXPECT_TRUE(accepted(config));
+  config.optimizer.lr_decay_steps = 60;
+  EXPECT_TRUE(rejected(config, "optimizer.lr_warmup_steps",
+                       {"100 exceeds the decay steps 60", "optimizer.lr_decay_steps 60"}));
+  config.train.steps = 0;  // no training steps: the schedule is never used
+  EXPECT_TRUE(accepted(config));
+}
+
+// ---- data ----
+
+TEST(ValidateData, PathNonEmpty) {
+  Config config = valid_config();
+  config.data.path.clear();
+  EXPECT_TRUE(rejected(config, "data.path", {"must name a dataset"}));
+}
+
+TEST(ValidateData, SplitHasOneToThreeEntries) {
+  Config config = valid_config();
+  config.data.split = {};
+  EXPECT_TRUE(rejected(config, "data.split", {"1 to 3 entries", "got 0"}));
+  config.data.split = {90, 5, 4, 1};
+  EXPECT_TRUE(rejected(config, "data.split", {"1 to 3 entries", "got 4"}));
+  config.data.split = {90, 5, 5};
+  EXPECT_TRUE(accepted(config));
+  config.data.split = {1};
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateData, SplitEntriesFiniteAndNonNegative) {
+  Config config = valid_config();
+  config.data.split = {98, -2};
+  EXPECT_TRUE(rejected(config, "data.split[1]", {">= 0", "got -2"}));
+  config.data.split = {98, 2, std::numeric_limits<double>::infinity()};
+  EXPECT_TRUE(rejected(config, "data.split[2]", {"finite", "got .inf"}));
+  config.data.split = {98, 0};
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateData, SplitTrainWeightPositive) {
+  Config config = valid_config();
+  config.data.split = {0, 2};
+  EXPECT_TRUE(rejected(config, "data.split[0]", {"> 0", "got 0"}));
+}
+
+TEST(ValidateData, EvaluationNeedsAValidationWeight) {
+  Config config = valid_config();
+  config.train.eval_interval = 50;
+  config.data.split = {100};
+  EXPECT_TRUE(rejected(config, "data.split", {"train.eval_interval is 50", "no second entry"}));
+  config.data.split = {100, 0};
+  EXPECT_TRUE(rejected(config, "data.split", {"train.eval_interval is 50", "got 0"}));
+  config.data.split = {100, 0.5};
+  EXPECT_TRUE(accepted(config));
+}
+
+// ---- parallel ----
+
+TEST(ValidateParallel, SizesAtLeastOne) {
+  for (const char* name : {"tensor", "pipeline", "data", "virtual_pipeline"}) {
+    Config config = valid_config();
+    const std::string key = name;
+    int64_t& size = key == "tensor"     ? config.parallel.tensor
+                    : key == "pipeline" ? config.parallel.pipeline
+                    : key == "data"     ? config.parallel.data
+                                        : config.parallel.virtual_pipeline;
+    size = 0;
+    EXPECT_TRUE(rejected(config, "parallel." + key, {"must be >= 1, got 0"}));
+  }
+}
+
+TEST(ValidateParallel, HeadsDivisibleByTensor) {
+  Config config = valid_config();
+  config.model.hidden_size = 96;
+  config.model.num_attention_heads = 6;
+  config.parallel.tensor = 4;
+  EXPECT_TRUE(
+      rejected(config, "model.num_attention_heads", {"6 is not divisible by parallel.tensor 4"}));
+  config.parallel.tensor = 3;
+  EXPECT_TRUE(accepted(config));
+}
+
+// With ffn_hidden_size 0 the FFN is 4 x hidden_size, which the heads rules
+// already make divisible by tensor; only an explicit size can break this rule.
+TEST(ValidateParallel, FfnDivisibleByTensor) {
+  Config config = valid_config();
+  config.parallel.tensor = 2;
+  config.model.ffn_hidden_size = 101;
+  EXPECT_TRUE(rejected(config, "model.ffn_hidden_size",
+                       {"FFN size 101 is not divisible by parallel.tensor 2"}));
+  config.model.ffn_hidden_size = 102;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateParallel, LayersDivisibleByPipelineTimesVirtual) {
+  Config config = valid_config();
+  config.model.num_layers = 10;
+  config.parallel.pipeline = 2;
+  config.parallel.virtual_pipeline = 3;
+  EXPECT_TRUE(
+      rejected(config, "model.num_layers",
+               {"10 is not divisible by parallel.pipeline 2 x parallel.virtual_pipeline 3 = 6"}));
+  config.model.num_layers = 12;
+  EXPECT_TRUE(accepted(config));
+  config.parallel.virtual_pipeline = 1;
+  config.parallel.pipeline = 5;
+  config.model.num_layers = 12;
+  EXPECT_TRUE(rejected(config, "model.num_layers", {"12 is not divisible by parallel.pipeline 5"}));
+}
+
+TEST(ValidateParallel, LayersPerStageLengthMatchesPipeline) {
+  Config config = valid_config();
+  config.model.num_layers = 6;
+  config.parallel.pipeline = 2;
+  config.parallel.layers_per_stage = {1, 2, 3};
+  EXPECT_TRUE(
+      rejected(config, "parallel.layers_per_stage", {"has 3 entries but parallel.pipeline is 2"}));
+  config.parallel.layers_per_stage = {1, 5};
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateParallel, LayersPerStageEntriesAtLeastOne) {
+  Config config = valid_config();
+  config.model.num_layers = 6;
+  config.parallel.pipeline = 3;
+  config.parallel.layers_per_stage = {3, 0, 3};
+  EXPECT_TRUE(rejected(config, "parallel.layers_per_stage[1]", {"must be >= 1, got 0"}));
+}
+
+TEST(ValidateParallel, LayersPerStageSumsToNumLayers) {
+  Config config = valid_config();
+  config.model.num_layers = 7;  // not divisible by 3: the explicit list allows it
+  config.parallel.pipeline = 3;
+  config.parallel.layers_per_stage = {2, 2, 2};
+  EXPECT_TRUE(rejected(config, "parallel.layers_per_stage", {"sum to 6", "model.num_layers is 7"}));
+  config.parallel.layers_per_stage = {2, 3, 2};
+  EXPECT_TRUE(accepted(config));
+  config.parallel.layers_per_stage = {std::numeric_limits<int64_t>::max(), 1, 1};
+  EXPECT_TRUE(rejected(config, "parallel.layers_per_stage", {"more than int64"}));
+}
+
+TEST(ValidateParallel, LayersPerStageNeedsNoVirtualPipeline) {
+  Config config = valid_config();
+  config.model.num_layers = 4;
+  config.parallel.pipeline = 2;
+  config.parallel.layers_per_stage = {1, 3};
+  config.parallel.virtual_pipeline = 2;
+  EXPECT_TRUE(rejected(config, "parallel.virtual_pipeline",
+                       {"must be 1 when parallel.layers_per_stage is given, got 2"}));
+}
+
+TEST(ValidateParallel, VirtualPipelineNeedsPipeline) {
+  Config config = valid_config();
+  config.model.num_layers = 4;
+  config.parallel.virtual_pipeline = 2;
+  EXPECT_TRUE(
+      rejected(config, "parallel.virtual_pipeline", {"2 requires parallel.pipeline > 1, got 1"}));
+  config.parallel.pipeline = 2;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateParallel, SequenceParallelNeedsSeqLengthDivisibleByTensor) {
+  Config config = valid_config();
+  config.model.seq_length = 30;
+  config.parallel.tensor = 2;
+  config.parallel.sequence_parallel = true;
+  EXPECT_TRUE(accepted(config));
+  config.model.num_attention_heads = 4;
+  config.parallel.tensor = 4;
+  EXPECT_TRUE(
+      rejected(config, "parallel.sequence_parallel", {"model.seq_length 30", "parallel.tensor 4"}));
+  config.parallel.sequence_parallel = false;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateParallel, SequenceParallelWithoutTensorParallelIsAccepted) {
+  Config config = valid_config();
+  config.model.seq_length = 31;
+  config.parallel.sequence_parallel = true;
+  EXPECT_TRUE(accepted(config));
+}
+
+// ---- output ----
+
+TEST(ValidateOutput, DirNonEmpty) {
+  Config config = valid_config();
+  config.output.dir.clear();
+  EXPECT_TRUE(rejected(config, "output.dir", {"must not be empty"}));
+}
+
+// ---- launch ----
+
+TEST(ValidateLaunch, WorldSizeMatchesTheLayout) {
+  Config config = valid_config();
+  config.parallel.tensor = 2;
+  config.parallel.pipeline = 2;
+  config.parallel.data = 3;
+  EXPECT_NO_THROW(validate_launch(config, 12));
+  EXPECT_TRUE(
+      throws_config_error([&] { validate_launch(config, 8); }, "parallel",
+                          {"launched with 8 ranks but tensor 2 x pipeline 2 x data 3 = 12"}));
+  config.parallel.data = 1;
+  EXPECT_TRUE(throws_config_error([&] { validate_launch(config, 12); }, "parallel",
+                                  {"launched with 12 ranks", "= 4"}));
+}
+
+TEST(ValidateConfig, ParseConfigValidates) {
+  EXPECT_TRUE(parse_rejected(
+      "data: {path: d}\ntrain: {micro_batch_size: 3}\n", {}, "train.global_batch_size",
+      {"8 is not divisible by train.micro_batch_size 3 x parallel.data 1 = 3"}));
+}
+
+}  // namespace
+}  // namespace trainer::config_test
