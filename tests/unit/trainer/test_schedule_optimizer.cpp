@@ -1,0 +1,92 @@
+// Learning-rate schedule (Megatron semantics), AdamW decay groups and
+// clip_grad_norm_ semantics over the flat gradient buffer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "trainer/lr_schedule.h"
+#include "trainer/optimizer.h"
+
+namespace trainer {
+namespace {
+
+OptimizerConfig schedule(DecayStyle style, int64_t warmup, int64_t decay) {
+  OptimizerConfig o;
+  o.lr = 1.0f;
+  o.min_lr = 0.1f;
+  o.lr_warmup_steps = warmup;
+  o.lr_decay_steps = decay;
+  o.lr_decay_style = style;
+  return o;
+}
+
+TEST(LrSchedule, LinearWarmupFromZeroThenCosineToMin) {
+  const OptimizerConfig o = schedule(DecayStyle::cosine, 10, 110);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 200, 1), 0.0);   // Megatron: step 1 uses 0 completed steps
+  EXPECT_DOUBLE_EQ(learning_rate(o, 200, 6), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 200, 11), 1.0);  // end of warmup: peak
+  EXPECT_NEAR(learning_rate(o, 200, 61), 0.1 + 0.9 * 0.5, 1e-6);  // half way: cos(pi/2)
+  EXPECT_NEAR(learning_rate(o, 200, 111), 0.1, 1e-6);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 200, 150), o.min_lr);  // past decay: min_lr
+}
+
+TEST(LrSchedule, LinearAndConstant) {
+  EXPECT_NEAR(learning_rate(schedule(DecayStyle::linear, 0, 100), 100, 51), 0.1 + 0.9 * 0.5, 1e-6);
+  EXPECT_DOUBLE_EQ(learning_rate(schedule(DecayStyle::constant, 4, 100), 100, 80), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(schedule(DecayStyle::constant, 4, 100), 100, 3), 0.5);
+}
+
+TEST(LrSchedule, DecayStepsDefaultToTrainSteps) {
+  const OptimizerConfig o = schedule(DecayStyle::linear, 0, 0);
+  EXPECT_NEAR(learning_rate(o, 40, 21), 0.1 + 0.9 * 0.5, 1e-6);
+}
+
+class OptimizerTest : public ::testing::Test {
+ protected:
+  OptimizerTest() {
+    config_.num_layers = 1;
+    config_.hidden_size = 8;
+    config_.num_attention_heads = 2;
+    config_.seq_length = 4;
+    config_.vocab_size = 16;
+    config_.make_vocab_size_divisible_by = 16;
+    params_ = model::GptParams::allocate(allocator_, config_, runtime::MemoryCategory::param);
+    grads_ = model::GptParams::allocate(allocator_, config_, runtime::MemoryCategory::grad);
+    for (int64_t i = 0; i < params_.flat.numel(); ++i) {
+      params_.flat.f32()[i] = 1.0f;
+      grads_.flat.f32()[i] = 0.0f;
+    }
+  }
+  model::GptConfig config_;
+  runtime::CpuAllocator allocator_;
+  model::GptParams params_, grads_;
+};
+
+TEST_F(OptimizerTest, WeightDecayOnlyOnMatricesAndEmbeddings) {
+  AdamW adamw(params_, allocator_);
+  OptimizerConfig o;
+  o.weight_decay = 0.5f;
+  adamw.step(params_, grads_, o, /*lr=*/0.1, 1);  // zero gradients: only decay moves weights
+  for (const model::NamedParam& p : params_.named) {
+    const float expected = p.tensor.dim(0) > 0 && p.weight_decay ? 1.0f - 0.1f * 0.5f : 1.0f;
+    EXPECT_FLOAT_EQ(p.tensor.f32()[0], expected) << p.name;
+    EXPECT_EQ(p.weight_decay, p.tensor.shape().size() >= 2) << p.name;
+  }
+  EXPECT_EQ(allocator_.stats()[runtime::MemoryCategory::optimizer].current,
+            2 * params_.flat.nbytes());
+}
+
+TEST_F(OptimizerTest, ClipByGlobalNormLikePyTorch) {
+  grads_.flat.f32()[0] = 3.0f;
+  grads_.flat.f32()[grads_.flat.numel() - 1] = 4.0f;
+  const double norm = global_grad_norm(grads_);
+  EXPECT_DOUBLE_EQ(norm, 5.0);
+  EXPECT_EQ(clip_gradients(grads_, norm, 10.0), 1.0);  // under the limit: untouched
+  EXPECT_FLOAT_EQ(grads_.flat.f32()[0], 3.0f);
+  const double coeff = clip_gradients(grads_, norm, 1.0);
+  EXPECT_NEAR(coeff, 1.0 / (5.0 + 1e-6), 1e-12);
+  EXPECT_NEAR(global_grad_norm(grads_), 1.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace trainer
