@@ -28,10 +28,12 @@ void attention_scores_forward(float* scores, const float* q, const float* k, int
 void attention_scores_backward(float* dq, float* dk, const float* dscores, const float* q,
                                const float* k, int64_t BH, int64_t T, int64_t D, float scale);
 
-// ctx_heads(BH, T, D) = probs v (=).
+// ctx_heads(BH, T, D) = probs v (=). probs must be causal (exactly 0 above the diagonal,
+// as the causal softmax and dropout leave it); those entries are not read.
 void attention_context_forward(float* ctx_heads, const float* probs, const float* v, int64_t BH,
                                int64_t T, int64_t D);
-// dprobs = dctx v^T, dv = probs^T dctx (=).
+// dprobs = dctx v^T on and below the diagonal and exactly 0 above it (the causal softmax
+// backward never needs those entries), dv = probs^T dctx (=). probs must be causal, as above.
 void attention_context_backward(float* dprobs, float* dv, const float* dctx_heads,
                                 const float* probs, const float* v, int64_t BH, int64_t T,
                                 int64_t D);

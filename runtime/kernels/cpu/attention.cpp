@@ -1,0 +1,292 @@
+// Core attention on the host: head split/merge copies and the four batched products,
+// computed by one register-tiled kernel (OpenMP over heads) that skips the causal zeros.
+// Deterministic: every output element is summed by one thread, over k in increasing order.
+#include "runtime/kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace runtime::cpu {
+namespace {
+
+// Note [Attention products]
+// Per head, T is often 64..256, where one cblas_sgemm call per head costs more than
+// the product itself and OpenBLAS runs such sizes on one thread (measured on 2 cores at
+// B=4, H=12, T=64, D=64: scores 306 us with cblas per head, 119 us here). Instead each head is
+// handled by one OpenMP thread with a small kernel: C(i, n) = alpha * sum_k A(i, k) B(k, n),
+// B read by rows (vectorized along n), A read as scalars through (row, k) strides so that
+// transposed operands (dscores^T, probs^T) need no copy. The causal structure bounds the
+// k range of each block of kTileRows rows: probs and dscores are exactly 0 above the
+// diagonal, so leaving out those terms changes no value. Only k^T and v^T are copied
+// into a per-thread scratch so that the q k^T and dctx v^T products read B by rows.
+
+#if defined(__AVX512F__)
+constexpr int kVectorFloats = 16;
+#elif defined(__AVX__)
+constexpr int kVectorFloats = 8;
+#else
+constexpr int kVectorFloats = 4;
+#endif
+typedef float VecF __attribute__((vector_size(kVectorFloats * sizeof(float))));
+
+constexpr int kTileRows = 6;     // rows of C per register tile
+constexpr int kTileVectors = 2;  // vectors per tile row
+constexpr int64_t kTileCols = kTileVectors * kVectorFloats;
+
+inline VecF load_vec(const float* p) {
+  VecF v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void store_vec(float* p, VecF v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// Operands of one product: A(i, k) = a[i * a_row + k * a_k], B(k, n) = b[k * ldb + n],
+// C(i, n) = c[i * ldc + n].
+struct Operands {
+  const float* a;
+  int64_t a_row;
+  int64_t a_k;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+  float alpha;
+};
+
+// C[i0, i0 + Rows) x [n0, n0 + Vectors * kVectorFloats) =
+//     alpha * sum_{k0 <= k < k1} A(i, k) B(k, n), accumulated in registers.
+template <int Rows, int Vectors>
+inline void tile_full(const Operands& op, int64_t i0, int64_t n0, int64_t k0, int64_t k1) {
+  VecF acc[Rows][Vectors] = {};
+  const float* a = op.a + i0 * op.a_row;
+  for (int64_t k = k0; k < k1; ++k) {
+    const float* b_row = op.b + k * op.ldb + n0;
+    VecF b_vec[Vectors];
+#pragma GCC unroll 8
+    for (int v = 0; v < Vectors; ++v) b_vec[v] = load_vec(b_row + v * kVectorFloats);
+    const float* a_k = a + k * op.a_k;
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const float a_value = a_k[r * op.a_row];
+#pragma GCC unroll 8
+      for (int v = 0; v < Vectors; ++v) acc[r][v] += a_value * b_vec[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    float* c_row = op.c + (i0 + r) * op.ldc + n0;
+#pragma GCC unroll 8
+    for (int v = 0; v < Vectors; ++v) store_vec(c_row + v * kVectorFloats, op.alpha * acc[r][v]);
+  }
+}
+
+// The same for a column tail of `cols` < kVectorFloats columns, in scalar code.
+template <int Rows>
+inline void tile_tail(const Operands& op, int64_t i0, int64_t n0, int64_t cols, int64_t k0,
+                      int64_t k1) {
+  float acc[Rows][kVectorFloats] = {};
+  const float* a = op.a + i0 * op.a_row;
+  for (int64_t k = k0; k < k1; ++k) {
+    const float* b_row = op.b + k * op.ldb + n0;
+    const float* a_k = a + k * op.a_k;
+    for (int r = 0; r < Rows; ++r) {
+      const float a_value = a_k[r * op.a_row];
+      for (int64_t n = 0; n < cols; ++n) acc[r][n] += a_value * b_row[n];
+    }
+  }
+  for (int r = 0; r < Rows; ++r) {
+    float* c_row = op.c + (i0 + r) * op.ldc + n0;
+    for (int64_t n = 0; n < cols; ++n) c_row[n] = op.alpha * acc[r][n];
+  }
+}
+
+template <int Rows>
+void row_block(const Operands& op, int64_t i0, int64_t n_end, int64_t k0, int64_t k1) {
+  int64_t n0 = 0;
+  for (; n0 + kTileCols <= n_end; n0 += kTileCols)
+    tile_full<Rows, kTileVectors>(op, i0, n0, k0, k1);
+  for (; n0 + kVectorFloats <= n_end; n0 += kVectorFloats) tile_full<Rows, 1>(op, i0, n0, k0, k1);
+  if (n0 < n_end) tile_tail<Rows>(op, i0, n0, n_end - n0, k0, k1);
+}
+
+// Rows [i0, i0 + rows) of C, columns [0, n_end), summing k over [k0, k1).
+void rows_product(const Operands& op, int64_t i0, int64_t rows, int64_t n_end, int64_t k0,
+                  int64_t k1) {
+  switch (rows) {
+    case 6:
+      row_block<6>(op, i0, n_end, k0, k1);
+      break;
+    case 5:
+      row_block<5>(op, i0, n_end, k0, k1);
+      break;
+    case 4:
+      row_block<4>(op, i0, n_end, k0, k1);
+      break;
+    case 3:
+      row_block<3>(op, i0, n_end, k0, k1);
+      break;
+    case 2:
+      row_block<2>(op, i0, n_end, k0, k1);
+      break;
+    default:
+      row_block<1>(op, i0, n_end, k0, k1);
+      break;
+  }
+}
+static_assert(kTileRows == 6, "rows_product dispatches on 1..6 rows");
+
+// Which part of an M-row product a block of rows needs, given the causal structure.
+enum class Causal {
+  lower_columns,  // row i needs columns j <= i (q k^T, dctx v^T); k spans [0, K). Columns
+                  // are rounded up to whole tiles: a few entries above the diagonal get values
+  lower_k,        // row i sums k <= i only (A is 0 for k > i: dscores k, probs v)
+  upper_k,        // row i sums k >= i only (A^T is 0 for k < i: dscores^T q, probs^T dctx)
+};
+
+// C(M, N) = alpha * A B with the causal bounds of `causal`; K is the full reduction length.
+void causal_product(const Operands& op, int64_t M, int64_t N, int64_t K, Causal causal) {
+  for (int64_t i0 = 0; i0 < M; i0 += kTileRows) {
+    const int64_t rows = std::min<int64_t>(kTileRows, M - i0);
+    const int64_t block_end = i0 + rows;  // one past the block's last row
+    switch (causal) {
+      case Causal::lower_columns: {
+        const int64_t whole_tiles = (block_end + kTileCols - 1) / kTileCols * kTileCols;
+        rows_product(op, i0, rows, std::min(N, whole_tiles), 0, K);
+        break;
+      }
+      case Causal::lower_k:
+        rows_product(op, i0, rows, N, 0, std::min(K, block_end));
+        break;
+      case Causal::upper_k:
+        rows_product(op, i0, rows, N, i0, K);
+        break;
+    }
+  }
+}
+
+// dst(cols, rows) = src(rows, cols)^T.
+void transpose(float* dst, const float* src, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
+// Per-thread scratch for one head's transposed operand (T * D floats), kept between calls.
+float* thread_scratch(int64_t floats) {
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < floats) scratch.resize(static_cast<size_t>(floats));
+  return scratch.data();
+}
+
+}  // namespace
+
+void split_qkv_heads(float* q, float* k, float* v, const float* qkv, int64_t T, int64_t B,
+                     int64_t H, int64_t D) {
+  const size_t head_bytes = static_cast<size_t>(D) * sizeof(float);
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* src = qkv + ((t * B + b) * H + h) * 3 * D;
+      const int64_t dst = (bh * T + t) * D;
+      std::memcpy(q + dst, src, head_bytes);
+      std::memcpy(k + dst, src + D, head_bytes);
+      std::memcpy(v + dst, src + 2 * D, head_bytes);
+    }
+  }
+}
+
+void merge_qkv_heads(float* dqkv, const float* dq, const float* dk, const float* dv, int64_t T,
+                     int64_t B, int64_t H, int64_t D) {
+  const size_t head_bytes = static_cast<size_t>(D) * sizeof(float);
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t h = 0; h < H; ++h) {
+        float* dst = dqkv + ((t * B + b) * H + h) * 3 * D;
+        const int64_t src = ((b * H + h) * T + t) * D;
+        std::memcpy(dst, dq + src, head_bytes);
+        std::memcpy(dst + D, dk + src, head_bytes);
+        std::memcpy(dst + 2 * D, dv + src, head_bytes);
+      }
+    }
+  }
+}
+
+void merge_heads(float* ctx, const float* ctx_heads, int64_t T, int64_t B, int64_t H, int64_t D) {
+  const size_t head_bytes = static_cast<size_t>(D) * sizeof(float);
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(ctx + ((t * B + b) * H + h) * D, ctx_heads + ((b * H + h) * T + t) * D,
+                    head_bytes);
+}
+
+void split_heads(float* ctx_heads, const float* ctx, int64_t T, int64_t B, int64_t H, int64_t D) {
+  const size_t head_bytes = static_cast<size_t>(D) * sizeof(float);
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(ctx_heads + (bh * T + t) * D, ctx + ((t * B + b) * H + h) * D, head_bytes);
+  }
+}
+
+void attention_scores_forward(float* scores, const float* q, const float* k, int64_t BH, int64_t T,
+                              int64_t D, float scale) {
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    float* k_t = thread_scratch(T * D);  // (D, T)
+    transpose(k_t, k + bh * T * D, T, D);
+    const Operands op{q + bh * T * D, D, 1, k_t, T, scores + bh * T * T, T, scale};
+    causal_product(op, T, T, D, Causal::lower_columns);
+  }
+}
+
+void attention_scores_backward(float* dq, float* dk, const float* dscores, const float* q,
+                               const float* k, int64_t BH, int64_t T, int64_t D, float scale) {
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    const float* ds = dscores + bh * T * T;
+    // dq(T, D) = scale * dscores k; row i sums j <= i.
+    const Operands dq_op{ds, T, 1, k + bh * T * D, D, dq + bh * T * D, D, scale};
+    causal_product(dq_op, T, D, T, Causal::lower_k);
+    // dk(T, D) = scale * dscores^T q; row j sums i >= j.
+    const Operands dk_op{ds, 1, T, q + bh * T * D, D, dk + bh * T * D, D, scale};
+    causal_product(dk_op, T, D, T, Causal::upper_k);
+  }
+}
+
+void attention_context_forward(float* ctx_heads, const float* probs, const float* v, int64_t BH,
+                               int64_t T, int64_t D) {
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    const Operands op{probs + bh * T * T, T, 1, v + bh * T * D, D, ctx_heads + bh * T * D, D, 1.f};
+    causal_product(op, T, D, T, Causal::lower_k);
+  }
+}
+
+void attention_context_backward(float* dprobs, float* dv, const float* dctx_heads,
+                                const float* probs, const float* v, int64_t BH, int64_t T,
+                                int64_t D) {
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    const float* dctx = dctx_heads + bh * T * D;
+    float* dp = dprobs + bh * T * T;
+    // dprobs(T, T) = dctx v^T on j <= i, then 0 above the diagonal.
+    float* v_t = thread_scratch(T * D);  // (D, T)
+    transpose(v_t, v + bh * T * D, T, D);
+    const Operands dp_op{dctx, D, 1, v_t, T, dp, T, 1.f};
+    causal_product(dp_op, T, T, D, Causal::lower_columns);
+    for (int64_t i = 0; i < T; ++i) std::fill(dp + i * T + i + 1, dp + (i + 1) * T, 0.f);
+    // dv(T, D) = probs^T dctx; row j sums i >= j.
+    const Operands dv_op{probs + bh * T * T, 1, T, dctx, D, dv + bh * T * D, D, 1.f};
+    causal_product(dv_op, T, D, T, Causal::upper_k);
+  }
+}
+
+}  // namespace runtime::cpu

@@ -1,0 +1,145 @@
+// Tests of the padded-vocab cross entropy: double reference for loss, lse and dlogits,
+// padding that neither changes the loss nor gets gradient, aliasing, finite differences,
+// large logits, invalid targets, and thread independence.
+#include "runtime/kernels/cpu/cross_entropy.h"
+
+#include "kernel_test_util.h"
+
+namespace {
+
+using namespace runtime::cpu;
+using namespace kernel_test;
+
+constexpr int64_t kRows = 9, kVocab = 103, kPadded = 128;
+
+std::vector<float> logits_with_padding(uint32_t seed, float pad_value, float spread = 3.f) {
+  auto x = random_vector(kRows * kPadded, seed, -spread, spread);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t j = kVocab; j < kPadded; ++j) x[r * kPadded + j] = pad_value;
+  return x;
+}
+
+std::vector<double> lse_reference(const std::vector<float>& x) {
+  std::vector<double> lse;
+  for (int64_t r = 0; r < kRows; ++r) {
+    double m = x[r * kPadded];
+    for (int64_t j = 0; j < kVocab; ++j) m = std::max(m, double{x[r * kPadded + j]});
+    double s = 0;
+    for (int64_t j = 0; j < kVocab; ++j) s += std::exp(x[r * kPadded + j] - m);
+    lse.push_back(m + std::log(s));
+  }
+  return lse;
+}
+
+TEST(CrossEntropy, ForwardMatchesReferenceAndIgnoresPadding) {
+  const auto targets = random_ints(kRows, 1, 0, kVocab - 1);
+  const auto x = logits_with_padding(2, 0.f);
+  auto losses = filled(kRows, kNaN), lse = filled(kRows, kNaN);
+  cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows, kVocab,
+                        kPadded);
+  const auto want_lse = lse_reference(x);
+  std::vector<double> want_loss;
+  for (int64_t r = 0; r < kRows; ++r)
+    want_loss.push_back(want_lse[r] - x[r * kPadded + targets[r]]);
+  expect_close(lse, want_lse, 1e-6, 1e-6, "lse");
+  expect_close(losses, want_loss, 1e-6, 1e-6, "loss");
+  // Huge or NaN padding logits change nothing: the padding is never read.
+  for (float pad : {1e30f, kNaN}) {
+    const auto padded = logits_with_padding(2, pad);
+    std::vector<float> l2(kRows), lse2(kRows);
+    cross_entropy_forward(l2.data(), lse2.data(), padded.data(), targets.data(), kRows, kVocab,
+                          kPadded);
+    EXPECT_TRUE(bitwise_equal(l2, losses)) << pad;
+    EXPECT_TRUE(bitwise_equal(lse2, lse)) << pad;
+  }
+}
+
+TEST(CrossEntropy, LargeLogitsStayFinite) {
+  const auto targets = random_ints(kRows, 3, 0, kVocab - 1);
+  auto x = logits_with_padding(4, 0.f, 50.f);
+  for (float& v : x) v += 1000.f;
+  std::vector<float> losses(kRows), lse(kRows);
+  cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows, kVocab,
+                        kPadded);
+  const auto want_lse = lse_reference(x);
+  std::vector<double> want_loss;
+  for (int64_t r = 0; r < kRows; ++r)
+    want_loss.push_back(want_lse[r] - x[r * kPadded + targets[r]]);
+  expect_close(losses, want_loss, 1e-3, 1e-6, "loss");  // lse ~ 1e3: float ulp is 6e-5
+}
+
+TEST(CrossEntropy, BackwardMatchesReferenceZeroesPaddingAndMayAliasLogits) {
+  const auto targets = random_ints(kRows, 5, 0, kVocab - 1);
+  const auto x = logits_with_padding(6, 1e30f);
+  std::vector<float> losses(kRows), lse(kRows);
+  cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows, kVocab,
+                        kPadded);
+  const float scale = 1.f / 7.f;
+  auto dx = filled(kRows * kPadded, kNaN);
+  cross_entropy_backward(dx.data(), x.data(), lse.data(), targets.data(), kRows, kVocab, kPadded,
+                         scale);
+  const auto want_lse = lse_reference(x);
+  std::vector<double> want(dx.size(), 0.0);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t j = 0; j < kVocab; ++j)
+      want[r * kPadded + j] =
+          (std::exp(x[r * kPadded + j] - want_lse[r]) - (j == targets[r])) * scale;
+  expect_close(dx, want, 1e-7, 1e-5, "dlogits");
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t j = kVocab; j < kPadded; ++j) ASSERT_EQ(dx[r * kPadded + j], 0.f) << "padding";
+  auto in_place = x;
+  cross_entropy_backward(in_place.data(), in_place.data(), lse.data(), targets.data(), kRows,
+                         kVocab, kPadded, scale);
+  EXPECT_TRUE(bitwise_equal(in_place, dx));
+}
+
+TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
+  const auto targets = random_ints(kRows, 7, 0, kVocab - 1);
+  const auto x = logits_with_padding(8, 0.f);
+  const float scale = 0.5f;
+  auto loss = [&](const std::vector<float>& logits) {
+    std::vector<float> losses(kRows), lse(kRows);
+    cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), kRows, kVocab,
+                          kPadded);
+    double total = 0;
+    for (float l : losses) total += scale * double{l};
+    return total;
+  };
+  std::vector<float> losses(kRows), lse(kRows), dx(x.size());
+  cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows, kVocab,
+                        kPadded);
+  cross_entropy_backward(dx.data(), x.data(), lse.data(), targets.data(), kRows, kVocab, kPadded,
+                         scale);
+  const auto direction = logits_with_padding(9, 0.f, 1.f);
+  expect_directional_derivative(loss, x, direction, dx, 1e-2, 1e-3, "d/dlogits");
+}
+
+TEST(CrossEntropy, RejectsTargetsOutsideTheRealVocab) {
+  const auto x = logits_with_padding(10, 0.f);
+  std::vector<int32_t> targets(kRows, 0);
+  targets[3] = kVocab;  // a padding column is not a token
+  std::vector<float> losses(kRows), lse(kRows);
+  EXPECT_THROW(cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows,
+                                     kVocab, kPadded),
+               std::logic_error);
+}
+
+TEST(CrossEntropy, BitIdenticalAcrossThreadCounts) {
+  const int64_t rows = 64, vocab = 1000, padded = 1024;
+  const auto x = random_vector(rows * padded, 11, -5.f, 5.f);
+  const auto targets = random_ints(rows, 12, 0, vocab - 1);
+  auto run = [&] {
+    std::vector<float> losses(rows), lse(rows), dx(x.size());
+    cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), rows, vocab, padded);
+    cross_entropy_backward(dx.data(), x.data(), lse.data(), targets.data(), rows, vocab, padded,
+                           0.1f);
+    dx.insert(dx.end(), losses.begin(), losses.end());
+    return dx;
+  };
+  std::vector<float> one, three;
+  with_threads(1, [&] { one = run(); });
+  with_threads(3, [&] { three = run(); });
+  EXPECT_TRUE(bitwise_equal(one, three));
+}
+
+}  // namespace

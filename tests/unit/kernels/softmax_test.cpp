@@ -1,0 +1,116 @@
+// Tests of the causal softmax: double reference on and below the diagonal, exact zeros
+// above it (whatever the input holds there), in-place use, finite differences, large
+// scores, and bit-identical results across thread counts.
+#include "runtime/kernels/cpu/softmax.h"
+
+#include "kernel_test_util.h"
+
+namespace {
+
+using namespace runtime::cpu;
+using namespace kernel_test;
+
+std::vector<double> softmax_reference(const std::vector<float>& scores, int64_t BH, int64_t T) {
+  std::vector<double> p(scores.size(), 0.0);
+  for (int64_t row = 0; row < BH * T; ++row) {
+    const int64_t i = row % T;
+    double m = scores[row * T];
+    for (int64_t j = 0; j <= i; ++j) m = std::max(m, double{scores[row * T + j]});
+    double s = 0;
+    for (int64_t j = 0; j <= i; ++j) s += std::exp(scores[row * T + j] - m);
+    for (int64_t j = 0; j <= i; ++j) p[row * T + j] = std::exp(scores[row * T + j] - m) / s;
+  }
+  return p;
+}
+
+// Causal data: random on and below the diagonal, `above` strictly above it.
+std::vector<float> causal_random(int64_t BH, int64_t T, uint32_t seed, float above,
+                                 float scale = 3.f) {
+  auto v = random_vector(BH * T * T, seed, -scale, scale);
+  for (int64_t row = 0; row < BH * T; ++row)
+    for (int64_t j = row % T + 1; j < T; ++j) v[row * T + j] = above;
+  return v;
+}
+
+TEST(CausalSoftmax, ForwardMatchesReferenceIgnoringEntriesAboveTheDiagonal) {
+  const int64_t BH = 3, T = 37;
+  const auto scores = causal_random(BH, T, 1, kNaN);  // NaN above the diagonal must not leak
+  auto probs = filled(BH * T * T, kNaN);
+  causal_softmax_forward(probs.data(), scores.data(), BH, T);
+  expect_close(probs, softmax_reference(scores, BH, T), 1e-7, 1e-5, "probs");
+  for (int64_t row = 0; row < BH * T; ++row) {
+    for (int64_t j = row % T + 1; j < T; ++j) ASSERT_EQ(probs[row * T + j], 0.f) << row << "," << j;
+  }
+  auto in_place = scores;
+  causal_softmax_forward(in_place.data(), in_place.data(), BH, T);
+  EXPECT_TRUE(bitwise_equal(in_place, probs));
+}
+
+TEST(CausalSoftmax, LargeScoresDoNotOverflow) {
+  const int64_t BH = 2, T = 9;
+  auto scores = causal_random(BH, T, 2, 0.f);
+  for (float& s : scores) s = s * 100.f + 1000.f;
+  std::vector<float> probs(scores.size());
+  causal_softmax_forward(probs.data(), scores.data(), BH, T);
+  expect_close(probs, softmax_reference(scores, BH, T), 1e-7, 1e-5, "probs");
+}
+
+TEST(CausalSoftmax, BackwardMatchesReferenceAndZeroesAboveTheDiagonal) {
+  const int64_t BH = 3, T = 21;
+  std::vector<float> probs(BH * T * T);
+  const auto scores = causal_random(BH, T, 3, 0.f);
+  causal_softmax_forward(probs.data(), scores.data(), BH, T);
+  const auto dprobs = causal_random(BH, T, 4, kNaN, 1.f);  // NaN above: never read
+  auto dscores = filled(BH * T * T, kNaN);
+  causal_softmax_backward(dscores.data(), dprobs.data(), probs.data(), BH, T);
+  std::vector<double> want(dscores.size(), 0.0);
+  for (int64_t row = 0; row < BH * T; ++row) {
+    const int64_t i = row % T;
+    double dot = 0;
+    for (int64_t j = 0; j <= i; ++j) dot += double{dprobs[row * T + j]} * probs[row * T + j];
+    for (int64_t j = 0; j <= i; ++j)
+      want[row * T + j] = probs[row * T + j] * (dprobs[row * T + j] - dot);
+  }
+  expect_close(dscores, want, 1e-7, 1e-5, "dscores");
+  for (int64_t row = 0; row < BH * T; ++row)
+    for (int64_t j = row % T + 1; j < T; ++j) ASSERT_EQ(dscores[row * T + j], 0.f);
+  auto in_place = dprobs;
+  causal_softmax_backward(in_place.data(), in_place.data(), probs.data(), BH, T);
+  EXPECT_TRUE(bitwise_equal(in_place, dscores));
+}
+
+TEST(CausalSoftmax, BackwardMatchesFiniteDifferences) {
+  const int64_t BH = 2, T = 11;
+  const auto scores = causal_random(BH, T, 5, 0.f);
+  const auto weights = causal_random(BH, T, 6, 0.f, 1.f);
+  auto loss = [&](const std::vector<float>& s) {
+    std::vector<float> p(s.size());
+    causal_softmax_forward(p.data(), s.data(), BH, T);
+    return weighted_sum(p, weights);
+  };
+  std::vector<float> probs(scores.size()), dscores(scores.size());
+  causal_softmax_forward(probs.data(), scores.data(), BH, T);
+  causal_softmax_backward(dscores.data(), weights.data(), probs.data(), BH, T);
+  expect_directional_derivative(loss, scores, causal_random(BH, T, 7, 0.f, 1.f), dscores, 1e-2,
+                                2e-3, "d/dscores");
+}
+
+TEST(CausalSoftmax, BitIdenticalAcrossThreadCountsAndRuns) {
+  const int64_t BH = 8, T = 64;
+  const auto scores = causal_random(BH, T, 8, 0.f);
+  const auto dprobs = causal_random(BH, T, 9, 0.f);
+  auto run = [&] {
+    std::vector<float> p(scores.size()), ds(scores.size());
+    causal_softmax_forward(p.data(), scores.data(), BH, T);
+    causal_softmax_backward(ds.data(), dprobs.data(), p.data(), BH, T);
+    p.insert(p.end(), ds.begin(), ds.end());
+    return p;
+  };
+  std::vector<float> one, three;
+  with_threads(1, [&] { one = run(); });
+  with_threads(3, [&] { three = run(); });
+  EXPECT_TRUE(bitwise_equal(one, three));
+  EXPECT_TRUE(bitwise_equal(run(), run()));
+}
+
+}  // namespace
