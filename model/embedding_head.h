@@ -8,18 +8,19 @@
 
 namespace model {
 
+// Ts = T / tp with sequence parallelism, else T; Vs = padded vocab / tp.
 struct EmbeddingStash {
   Tensor tokens;        // (T, B) i32
-  Tensor dropout_mask;  // (T, B, C) u8, with hidden dropout
+  Tensor dropout_mask;  // (Ts, B, C) u8, with hidden dropout
 };
 
 struct HeadStash {
-  Tensor input;     // (T, B, C) final_layernorm input = last layer output
-  Tensor lnf_mean;  // (T*B) f32
-  Tensor lnf_rstd;  // (T*B) f32
-  Tensor lnf_out;   // (T, B, C) head input
-  Tensor logits;    // (T, B, padded V) f32
-  Tensor lse;       // (T*B) f32 logsumexp of each row's real logits
+  Tensor input;     // (Ts, B, C) final_layernorm input = last layer output
+  Tensor lnf_mean;  // (Ts*B) f32
+  Tensor lnf_rstd;  // (Ts*B) f32
+  Tensor lnf_out;   // (T, B, C) head input (gathered over the sequence)
+  Tensor logits;    // (T, B, Vs) f32
+  Tensor lse;       // (T*B) f32 logsumexp of each row's real logits (whole vocabulary)
   Tensor targets;   // (T, B) i32
 };
 
@@ -27,13 +28,15 @@ struct HeadStash {
 int64_t embedding_stash_bytes(const LayerDims& dims);
 int64_t head_stash_bytes(const LayerDims& dims, int64_t padded_vocab);
 
-// out (T, B, C) = dropout(wte[tokens] + wpe[t]); caller allocates out.
+// out (Ts, B, C) = dropout(wte[tokens] + wpe[t]); caller allocates out. The
+// word lookup is vocab-parallel: shards sum (or reduce-scatter under SP) first.
 void embedding_forward(const Tensor& out, EmbeddingStash& stash, const Tensor& tokens,
                        const GptParams& params, const GptConfig& config, const LayerDims& dims,
                        const LayerContext& context, runtime::Allocator& allocator);
 // Accumulates dwte, dwpe from dout; releases the stash.
 void embedding_backward(const GptParams& grads, const Tensor& dout, EmbeddingStash& stash,
-                        const GptConfig& config, const LayerDims& dims);
+                        const GptConfig& config, const LayerDims& dims,
+                        runtime::Allocator& allocator);
 
 // Writes per-token losses (T*B) of the last layer's output `input` (kept in the
 // stash when keep_for_backward, otherwise freed on return).

@@ -8,29 +8,51 @@
 namespace model {
 namespace {
 
-// Calls visit(name, shape, decay) for every parameter in flat-buffer order.
-template <typename Visit>
-void for_each_param(const GptConfig& config, Visit&& visit) {
+// One parameter as the shard holds it: name, global shape and split dimension.
+struct ParamSpec {
+  std::string name;
+  runtime::Shape global_shape;
+  int shard_dim;  // -1: replicated over tensor parallelism
+  bool sequence_parallel_partial;
+};
+
+// Every parameter of `shard`, in flat-buffer order.
+std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& shard) {
   const int64_t C = config.hidden_size, F = config.ffn();
-  visit("embedding.word_embeddings.weight", runtime::Shape{config.padded_vocab(), C});
-  visit("embedding.position_embeddings.weight", runtime::Shape{config.positions(), C});
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    visit(p + "input_layernorm.weight", runtime::Shape{C});
-    visit(p + "input_layernorm.bias", runtime::Shape{C});
-    visit(p + "self_attention.linear_qkv.weight", runtime::Shape{3 * C, C});
-    visit(p + "self_attention.linear_qkv.bias", runtime::Shape{3 * C});
-    visit(p + "self_attention.linear_proj.weight", runtime::Shape{C, C});
-    visit(p + "self_attention.linear_proj.bias", runtime::Shape{C});
-    visit(p + "pre_mlp_layernorm.weight", runtime::Shape{C});
-    visit(p + "pre_mlp_layernorm.bias", runtime::Shape{C});
-    visit(p + "mlp.linear_fc1.weight", runtime::Shape{F, C});
-    visit(p + "mlp.linear_fc1.bias", runtime::Shape{F});
-    visit(p + "mlp.linear_fc2.weight", runtime::Shape{C, F});
-    visit(p + "mlp.linear_fc2.bias", runtime::Shape{C});
+  std::vector<ParamSpec> specs;
+  auto add = [&](std::string name, runtime::Shape shape, int shard_dim, bool partial = false) {
+    specs.push_back({std::move(name), std::move(shape), shard_dim, partial});
+  };
+  if (shard.has_word_embeddings()) {
+    add("embedding.word_embeddings.weight", {config.padded_vocab(shard.tp_size), C}, 0);
   }
-  visit("final_layernorm.weight", runtime::Shape{C});
-  visit("final_layernorm.bias", runtime::Shape{C});
+  if (shard.embedding) add("embedding.position_embeddings.weight", {config.positions(), C}, -1, true);
+  for (int64_t i : shard.layers) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {C}, -1, true);
+    add(p + "input_layernorm.bias", {C}, -1, true);
+    add(p + "self_attention.linear_qkv.weight", {3 * C, C}, 0);
+    add(p + "self_attention.linear_qkv.bias", {3 * C}, 0);
+    add(p + "self_attention.linear_proj.weight", {C, C}, 1);
+    add(p + "self_attention.linear_proj.bias", {C}, -1);
+    add(p + "pre_mlp_layernorm.weight", {C}, -1, true);
+    add(p + "pre_mlp_layernorm.bias", {C}, -1, true);
+    add(p + "mlp.linear_fc1.weight", {F, C}, 0);
+    add(p + "mlp.linear_fc1.bias", {F}, 0);
+    add(p + "mlp.linear_fc2.weight", {C, F}, 1);
+    add(p + "mlp.linear_fc2.bias", {C}, -1);
+  }
+  if (shard.head) {
+    add("final_layernorm.weight", {C}, -1, true);
+    add("final_layernorm.bias", {C}, -1, true);
+  }
+  return specs;
+}
+
+runtime::Shape local_shape(const ParamSpec& spec, const ModelShard& shard) {
+  runtime::Shape shape = spec.global_shape;
+  if (spec.shard_dim >= 0) shape[static_cast<size_t>(spec.shard_dim)] /= shard.tp_size;
+  return shape;
 }
 
 // FNV-1a: a tensor's init stream is keyed by its name, not its position, so a
@@ -61,28 +83,42 @@ float philox_normal(uint64_t seed, uint64_t tensor_id, uint64_t index) {
 
 }  // namespace
 
-int64_t GptParams::count(const GptConfig& config) {
+ModelShard ModelShard::whole(const GptConfig& config) {
+  ModelShard shard;
+  for (int64_t i = 0; i < config.num_layers; ++i) shard.layers.push_back(i);
+  return shard;
+}
+
+std::vector<std::string> whole_model_param_names(const GptConfig& config) {
+  std::vector<std::string> names;
+  for (const ParamSpec& spec : param_specs(config, ModelShard::whole(config))) names.push_back(spec.name);
+  return names;
+}
+
+int64_t GptParams::count(const GptConfig& config, const ModelShard& shard) {
   int64_t total = 0;
-  for_each_param(config, [&](const std::string&, const runtime::Shape& shape) {
-    total += runtime::shape_numel(shape);
-  });
+  for (const ParamSpec& spec : param_specs(config, shard)) total += runtime::shape_numel(local_shape(spec, shard));
   return total;
 }
 
 GptParams GptParams::allocate(runtime::Allocator& allocator, const GptConfig& config,
-                              runtime::MemoryCategory category) {
+                              const ModelShard& shard, runtime::MemoryCategory category) {
   GptParams p;
-  p.flat = Tensor::empty(allocator, {count(config)}, runtime::DType::f32, category);
+  p.flat = Tensor::empty(allocator, {count(config, shard)}, runtime::DType::f32, category);
   int64_t offset = 0;
-  for_each_param(config, [&](const std::string& name, const runtime::Shape& shape) {
-    p.named.push_back({name, p.flat.view(offset, shape), shape.size() >= 2});
+  for (const ParamSpec& spec : param_specs(config, shard)) {
+    const runtime::Shape shape = local_shape(spec, shard);
+    NamedParam named{spec.name, p.flat.view(offset, shape), spec.global_shape, spec.shard_dim, 0,
+                     spec.global_shape.size() >= 2, spec.sequence_parallel_partial};
+    if (spec.shard_dim >= 0) named.shard_offset = shard.tp_rank * shape[static_cast<size_t>(spec.shard_dim)];
+    p.named.push_back(std::move(named));
     offset += runtime::shape_numel(shape);
-  });
+  }
   size_t next = 0;
   auto take = [&]() { return p.named[next++].tensor; };
-  p.wte = take();
-  p.wpe = take();
-  p.layers.resize(static_cast<size_t>(config.num_layers));
+  if (shard.has_word_embeddings()) p.wte = take();
+  if (shard.embedding) p.wpe = take();
+  p.layers.resize(shard.layers.size());
   for (LayerParams& l : p.layers) {
     l.ln1_weight = take(), l.ln1_bias = take();
     l.qkv_weight = take(), l.qkv_bias = take();
@@ -91,7 +127,7 @@ GptParams GptParams::allocate(runtime::Allocator& allocator, const GptConfig& co
     l.fc1_weight = take(), l.fc1_bias = take();
     l.fc2_weight = take(), l.fc2_bias = take();
   }
-  p.lnf_weight = take(), p.lnf_bias = take();
+  if (shard.head) p.lnf_weight = take(), p.lnf_bias = take();
   TRAINER_ASSERT(next == p.named.size(), "parameter layout mismatch");
   return p;
 }
@@ -110,20 +146,32 @@ void init_params(const GptParams& params, const GptConfig& config, uint64_t seed
     const int64_t n = p.tensor.numel();
     if (ends_with(p.name, "layernorm.weight")) {
       for (int64_t i = 0; i < n; ++i) data[i] = 1.f;
-    } else if (!p.weight_decay) {  // biases
+      continue;
+    }
+    if (!p.weight_decay) {  // biases
       for (int64_t i = 0; i < n; ++i) data[i] = 0.f;
-    } else {
-      const bool output = ends_with(p.name, "linear_proj.weight") ||
-                          ends_with(p.name, "linear_fc2.weight");
-      const float s = output ? output_std : std_dev;
-      const uint64_t tensor_id = name_hash(p.name);
-      for (int64_t i = 0; i < n; ++i) data[i] = s * philox_normal(seed, tensor_id, static_cast<uint64_t>(i));
+      continue;
+    }
+    const bool output = ends_with(p.name, "linear_proj.weight") ||
+                        ends_with(p.name, "linear_fc2.weight");
+    const float s = output ? output_std : std_dev;
+    const uint64_t tensor_id = name_hash(p.name);
+    // Local (row, col) -> index in the unsharded (rows, global_cols) tensor.
+    const int64_t cols = p.tensor.dim(1), global_cols = p.global_shape[1];
+    const int64_t row_offset = p.shard_dim == 0 ? p.shard_offset : 0;
+    const int64_t col_offset = p.shard_dim == 1 ? p.shard_offset : 0;
+    const bool word_embeddings = p.name == "embedding.word_embeddings.weight";
+    for (int64_t r = 0; r < p.tensor.dim(0); ++r) {
+      const int64_t global_row = r + row_offset;
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint64_t index = static_cast<uint64_t>(global_row * global_cols + c + col_offset);
+        // Padded vocabulary rows never see a token or a gradient; keep them zero.
+        data[r * cols + c] = (word_embeddings && global_row >= config.vocab_size)
+                                 ? 0.f
+                                 : s * philox_normal(seed, tensor_id, index);
+      }
     }
   }
-  // Padded vocabulary rows never see a token or a gradient; keep them zero.
-  const int64_t C = config.hidden_size;
-  float* wte = params.wte.f32();
-  for (int64_t i = config.vocab_size * C; i < config.padded_vocab() * C; ++i) wte[i] = 0.f;
 }
 
 }  // namespace model

@@ -2,6 +2,8 @@
 // weights, their gradients and the optimizer moments). Layouts are the model's
 // own: linear weights are (out_features, in_features); the fused QKV rows are per
 // head (head, {q,k,v}, head_dim) so tensor-parallel shards hold whole heads.
+// A rank holds a ModelShard: some layers (pipeline), the embedding and/or head,
+// and a 1/tp slice of each split tensor; names are always the global ones.
 #pragma once
 
 #include <cstdint>
@@ -15,44 +17,68 @@ namespace model {
 
 using runtime::Tensor;
 
+// What one rank holds of the model.
+struct ModelShard {
+  std::vector<int64_t> layers;  // global layer ids, in the order the rank runs them
+  bool embedding = true;        // word (vocab-parallel) and position embeddings
+  bool head = true;             // final layernorm and the output head (tied word embeddings)
+  int64_t tp_rank = 0;
+  int64_t tp_size = 1;
+
+  static ModelShard whole(const GptConfig& config);
+  bool has_word_embeddings() const { return embedding || head; }
+};
+
 struct LayerParams {
   Tensor ln1_weight, ln1_bias;  // (C)
-  Tensor qkv_weight;            // (3C, C), rows ordered (head, {q,k,v}, head_dim)
-  Tensor qkv_bias;              // (3C)
-  Tensor proj_weight;           // (C, C)
+  Tensor qkv_weight;            // (3C/tp, C), rows ordered (head, {q,k,v}, head_dim)
+  Tensor qkv_bias;              // (3C/tp)
+  Tensor proj_weight;           // (C, C/tp)
   Tensor proj_bias;             // (C)
   Tensor ln2_weight, ln2_bias;  // (C)
-  Tensor fc1_weight;            // (F, C)
-  Tensor fc1_bias;              // (F)
-  Tensor fc2_weight;            // (C, F)
+  Tensor fc1_weight;            // (F/tp, C)
+  Tensor fc1_bias;              // (F/tp)
+  Tensor fc2_weight;            // (C, F/tp)
   Tensor fc2_bias;              // (C)
 };
 
 struct NamedParam {
-  std::string name;  // e.g. "layers.3.self_attention.linear_qkv.weight"
-  Tensor tensor;
-  bool weight_decay;  // rank >= 2
+  std::string name;             // global, e.g. "layers.3.self_attention.linear_qkv.weight"
+  Tensor tensor;                // this rank's part
+  runtime::Shape global_shape;  // the unsharded tensor
+  int shard_dim = -1;           // the dimension tensor parallelism splits; -1: replicated
+  int64_t shard_offset = 0;     // where this rank's part starts along shard_dim
+  bool weight_decay = false;    // rank >= 2
+  bool sequence_parallel_partial = false;  // layernorms, positions: under SP each rank's gradient is partial
 };
 
 struct GptParams {
-  Tensor flat;                     // every parameter, back to back
-  Tensor wte;                      // (padded vocab, C), tied with the output head
+  Tensor flat;                     // every parameter of the shard, back to back
+  Tensor wte;                      // (padded vocab / tp, C), tied with the output head
   Tensor wpe;                      // (positions, C)
-  std::vector<LayerParams> layers;
+  std::vector<LayerParams> layers;  // parallel to ModelShard::layers
   Tensor lnf_weight, lnf_bias;     // (C)
   std::vector<NamedParam> named;   // in flat-buffer order
 
   // Views over a new flat buffer of `category` (uninitialized).
   static GptParams allocate(runtime::Allocator& allocator, const GptConfig& config,
-                            runtime::MemoryCategory category);
-  static int64_t count(const GptConfig& config);
+                            const ModelShard& shard, runtime::MemoryCategory category);
+  static GptParams allocate(runtime::Allocator& allocator, const GptConfig& config,
+                            runtime::MemoryCategory category) {
+    return allocate(allocator, config, ModelShard::whole(config), category);
+  }
+  static int64_t count(const GptConfig& config, const ModelShard& shard);
+  static int64_t count(const GptConfig& config) { return count(config, ModelShard::whole(config)); }
   const NamedParam* find(const std::string& name) const;
 };
 
+// Names of every parameter of the whole model, in flat-buffer order.
+std::vector<std::string> whole_model_param_names(const GptConfig& config);
+
 // Megatron GPT init: normal(0, std) for weights, std / sqrt(2 L) for the output
 // projections (proj, fc2), zero biases, layernorm weight 1 / bias 0, padded
-// vocabulary rows 0. Each element is drawn from Philox at its (tensor, index),
-// so the values do not depend on how the model is later sharded.
+// vocabulary rows 0. Each element is drawn from Philox at its (tensor name,
+// index in the unsharded tensor), so every layout holds the same values.
 void init_params(const GptParams& params, const GptConfig& config, uint64_t seed);
 
 }  // namespace model

@@ -12,6 +12,8 @@
 #include "runtime/kernels/cpu/gemm.h"
 #include "runtime/kernels/cpu/layernorm.h"
 #include "runtime/kernels/cpu/softmax.h"
+#include "runtime/kernels/cpu/vocab_parallel.h"
+#include "parallel/mappings.h"
 
 namespace model {
 namespace {
@@ -70,14 +72,70 @@ runtime::DropoutKey key(const LayerContext& c, DropoutOp op) {
 
 void input_layernorm_forward(LayerStash& s, const LayerParams& w, const LayerDims& d) {
   cpu::layernorm_forward(s.ln1_out.f32(), s.ln1_mean.f32(), s.ln1_rstd.f32(), s.input.f32(),
-                         w.ln1_weight.f32(), w.ln1_bias.f32(), d.seq * d.micro_batch, d.hidden,
-                         d.layernorm_eps);
+                         w.ln1_weight.f32(), w.ln1_bias.f32(), d.seq_shard() * d.micro_batch,
+                         d.hidden, d.layernorm_eps);
 }
 
 void pre_mlp_layernorm_forward(LayerStash& s, const LayerParams& w, const LayerDims& d) {
   cpu::layernorm_forward(s.ln2_out.f32(), s.ln2_mean.f32(), s.ln2_rstd.f32(), s.residual.f32(),
-                         w.ln2_weight.f32(), w.ln2_bias.f32(), d.seq * d.micro_batch, d.hidden,
-                         d.layernorm_eps);
+                         w.ln2_weight.f32(), w.ln2_bias.f32(), d.seq_shard() * d.micro_batch,
+                         d.hidden, d.layernorm_eps);
+}
+
+// The full-sequence input of a column-parallel GEMM: gather_from_sp forward
+// under sequence parallelism (copy_to_tp's forward is the identity).
+Tensor column_parallel_input(const Tensor& shard, const LayerDims& d,
+                             runtime::Allocator& allocator) {
+  if (!d.sequence_parallel || d.tp_size == 1) return shard;
+  Tensor full = workspace(allocator, {d.seq, d.micro_batch, shard.dim(2)});
+  parallel::gather_from_sp_forward(*d.tp, full.f32(), shard.f32(), shard.numel());
+  return full;
+}
+
+// The input gradient of a column-parallel GEMM, back to this rank's rows:
+// gather_from_sp backward (reduce-scatter) or copy_to_tp backward (all-reduce).
+Tensor column_parallel_input_grad(const Tensor& dfull, const LayerDims& d,
+                                  runtime::Allocator& allocator) {
+  if (d.tp_size == 1) return dfull;
+  if (!d.sequence_parallel) {
+    parallel::copy_to_tp_backward(*d.tp, dfull.f32(), dfull.numel());
+    return dfull;
+  }
+  Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, dfull.dim(2)});
+  parallel::gather_from_sp_backward(*d.tp, shard.f32(), dfull.f32(), shard.numel());
+  return shard;
+}
+
+// out (Ts, B, C) = row-parallel linear: partial products summed over the group
+// (reduce_from_tp, or reduce_scatter_to_sp), then the bias once.
+Tensor row_parallel_linear(const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                           int64_t in_features, const LayerDims& d, runtime::Allocator& allocator) {
+  const int64_t rows = d.seq * d.micro_batch, C = d.hidden;
+  Tensor out = workspace(allocator, {d.seq, d.micro_batch, C});
+  if (d.tp_size == 1) {
+    cpu::linear_forward(out.f32(), inp.f32(), weight.f32(), bias.f32(), rows, in_features, C);
+    return out;
+  }
+  cpu::linear_forward(out.f32(), inp.f32(), weight.f32(), nullptr, rows, in_features, C);
+  if (d.sequence_parallel) {
+    Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, C});
+    parallel::reduce_scatter_to_sp_forward(*d.tp, shard.f32(), out.f32(), shard.numel());
+    out = shard;
+  } else {
+    parallel::reduce_from_tp_forward(*d.tp, out.f32(), out.numel());
+  }
+  cpu::add_bias(out.f32(), bias.f32(), d.seq_shard() * d.micro_batch, C);
+  return out;
+}
+
+// The output gradient of a row-parallel GEMM over the full sequence:
+// reduce_scatter_to_sp backward (all-gather); reduce_from_tp backward is the identity.
+Tensor row_parallel_output_grad(const Tensor& dshard, const LayerDims& d,
+                                runtime::Allocator& allocator) {
+  if (!d.sequence_parallel || d.tp_size == 1) return dshard;
+  Tensor full = workspace(allocator, {d.seq, d.micro_batch, dshard.dim(2)});
+  parallel::reduce_scatter_to_sp_backward(*d.tp, full.f32(), dshard.f32(), dshard.numel());
+  return full;
 }
 
 // probs = causal_softmax(q k^T / sqrt(D)); with attention dropout also mask, probs_drop.
@@ -88,7 +146,7 @@ void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerConte
   cpu::causal_softmax_forward(s.probs.f32(), s.probs.f32(), BH, T);
   if (d.attention_dropout > 0.f) {
     cpu::dropout_attention_forward(s.probs_drop.f32(), s.attn_mask.u8(), s.probs.f32(),
-                                   d.micro_batch, d.heads, T, c.head_offset, c.sample_offset,
+                                   d.micro_batch, d.heads, T, d.head_offset(), c.sample_offset,
                                    d.attention_dropout, key(c, DropoutOp::attention_probs));
   }
 }
@@ -97,8 +155,10 @@ const Tensor& context_input(const LayerStash& s, const LayerDims& d) {
   return d.attention_dropout > 0.f ? s.probs_drop : s.probs;
 }
 
-void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d) {
-  cpu::linear_forward(s.fc1_out.f32(), s.ln2_out.f32(), w.fc1_weight.f32(), w.fc1_bias.f32(),
+void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d,
+                 runtime::Allocator& allocator) {
+  const Tensor input = column_parallel_input(s.ln2_out, d, allocator);
+  cpu::linear_forward(s.fc1_out.f32(), input.f32(), w.fc1_weight.f32(), w.fc1_bias.f32(),
                       d.seq * d.micro_batch, d.hidden, d.ffn);
 }
 
@@ -106,12 +166,13 @@ void act_forward(LayerStash& s, const LayerDims& d) {
   cpu::gelu_forward(s.gelu_out.f32(), s.fc1_out.f32(), s.fc1_out.numel(), d.gelu);
 }
 
-// x += dropout(y) on hidden states (y is overwritten by its dropped version).
+// out = x + dropout(y) on hidden states (y is overwritten by its dropped version).
 void dropout_add(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& mask,
                  const LayerDims& d, const LayerContext& c, DropoutOp op) {
   if (d.hidden_dropout > 0.f) {
-    cpu::dropout_hidden_forward(y.f32(), mask.u8(), y.f32(), d.seq, d.micro_batch, d.hidden,
-                                c.seq_offset, c.sample_offset, d.hidden_dropout, key(c, op));
+    cpu::dropout_hidden_forward(y.f32(), mask.u8(), y.f32(), d.seq_shard(), d.micro_batch,
+                                d.hidden, d.seq_offset(), c.sample_offset, d.hidden_dropout,
+                                key(c, op));
   }
   cpu::add(out.f32(), x.f32(), y.f32(), out.numel());
 }
@@ -122,15 +183,18 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
                    const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
                    runtime::Allocator& allocator) {
   const StashMaker maker(d, entry, allocator);
-  const int64_t rows = d.seq * d.micro_batch, C = d.hidden;
+  const int64_t rows = d.seq * d.micro_batch, C = d.hidden, HD = d.heads * d.head_dim;
   for (const StashTensorSpec& spec : maker.spec())
     if (spec.member != &LayerStash::input) maker.make(s, spec.member);
   s.input = input;
 
-  input_layernorm_forward(s, w, d);                                    // ln1_out (T, B, C)
-  Tensor qkv = workspace(allocator, {d.seq, d.micro_batch, 3 * d.heads * d.head_dim});
-  cpu::linear_forward(qkv.f32(), s.ln1_out.f32(), w.qkv_weight.f32(), w.qkv_bias.f32(), rows, C,
-                      3 * d.heads * d.head_dim);
+  input_layernorm_forward(s, w, d);                                    // ln1_out (Ts, B, C)
+  Tensor qkv = workspace(allocator, {d.seq, d.micro_batch, 3 * HD});
+  {
+    const Tensor ln1_full = column_parallel_input(s.ln1_out, d, allocator);
+    cpu::linear_forward(qkv.f32(), ln1_full.f32(), w.qkv_weight.f32(), w.qkv_bias.f32(), rows, C,
+                        3 * HD);
+  }
   cpu::split_qkv_heads(s.q.f32(), s.k.f32(), s.v.f32(), qkv.f32(), d.seq, d.micro_batch, d.heads,
                        d.head_dim);
   qkv = Tensor();
@@ -140,18 +204,14 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
                                  d.micro_batch * d.heads, d.seq, d.head_dim);
   cpu::merge_heads(s.ctx.f32(), ctx_heads.f32(), d.seq, d.micro_batch, d.heads, d.head_dim);
   ctx_heads = Tensor();
-  Tensor proj = workspace(allocator, {d.seq, d.micro_batch, C});
-  cpu::linear_forward(proj.f32(), s.ctx.f32(), w.proj_weight.f32(), w.proj_bias.f32(), rows,
-                      d.heads * d.head_dim, C);
+  Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
   dropout_add(s.residual, input, proj, s.attn_out_mask, d, c, DropoutOp::attention_out);
   proj = Tensor();
 
-  pre_mlp_layernorm_forward(s, w, d);                                  // ln2_out (T, B, C)
-  fc1_forward(s, w, d);                                                // fc1_out (T, B, F)
+  pre_mlp_layernorm_forward(s, w, d);                                  // ln2_out (Ts, B, C)
+  fc1_forward(s, w, d, allocator);                                     // fc1_out (T, B, F)
   act_forward(s, d);                                                   // gelu_out (T, B, F)
-  Tensor fc2 = workspace(allocator, {d.seq, d.micro_batch, C});
-  cpu::linear_forward(fc2.f32(), s.gelu_out.f32(), w.fc2_weight.f32(), w.fc2_bias.f32(), rows,
-                      d.ffn, C);
+  Tensor fc2 = row_parallel_linear(s.gelu_out, w.fc2_weight, w.fc2_bias, d.ffn, d, allocator);
   dropout_add(out, s.residual, fc2, s.mlp_out_mask, d, c, DropoutOp::mlp_out);
 
   if (!maker.kept(&LayerStash::input)) s.input = Tensor();
@@ -164,7 +224,8 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w,
   TRAINER_ASSERT(entry.mode != RecomputeMode::full,
                  "full layers are rebuilt by their checkpoint group, then run as `none`");
   const StashMaker maker(d, entry, allocator);
-  const int64_t rows = d.seq * d.micro_batch, C = d.hidden, QKV = 3 * d.heads * d.head_dim;
+  const int64_t rows = d.seq * d.micro_batch, rows_shard = d.seq_shard() * d.micro_batch;
+  const int64_t C = d.hidden, HD = d.heads * d.head_dim;
   const int64_t BH = d.micro_batch * d.heads, T = d.seq, D = d.head_dim;
 
   // Rebuild what the plan dropped, in forward order, with forward's own code.
@@ -181,15 +242,15 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w,
     if (probs || mask || probs_drop) core_attn_probs_forward(s, d, c);
   }
   if (rebuild(&LayerStash::ln2_out)) pre_mlp_layernorm_forward(s, w, d);
-  if (rebuild(&LayerStash::fc1_out)) fc1_forward(s, w, d);
+  if (rebuild(&LayerStash::fc1_out)) fc1_forward(s, w, d, allocator);
   if (rebuild(&LayerStash::gelu_out)) act_forward(s, d);
 
-  // dres: gradient of the residual stream; it becomes dinput at the end.
-  Tensor dres = workspace(allocator, {d.seq, d.micro_batch, C});
+  // dres: gradient of the residual stream (Ts, B, C); it becomes dinput at the end.
+  Tensor dres = workspace(allocator, {d.seq_shard(), d.micro_batch, C});
   std::copy(dout.f32(), dout.f32() + dout.numel(), dres.f32());
 
   // mlp: out = residual + dropout(fc2(gelu(fc1(ln2(residual)))))
-  Tensor dfc2 = workspace(allocator, {d.seq, d.micro_batch, C});
+  Tensor dfc2 = workspace(allocator, {d.seq_shard(), d.micro_batch, C});
   if (d.hidden_dropout > 0.f) {
     cpu::dropout_backward(dfc2.f32(), dout.f32(), s.mlp_out_mask.u8(), dfc2.numel(),
                           d.hidden_dropout);
@@ -197,16 +258,23 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w,
     std::copy(dout.f32(), dout.f32() + dout.numel(), dfc2.f32());
   }
   Tensor dffn = workspace(allocator, {d.seq, d.micro_batch, d.ffn});
-  cpu::linear_backward(dffn.f32(), g.fc2_weight.f32(), g.fc2_bias.f32(), dfc2.f32(),
-                       s.gelu_out.f32(), w.fc2_weight.f32(), rows, d.ffn, C);
+  {
+    const Tensor dfc2_full = row_parallel_output_grad(dfc2, d, allocator);
+    cpu::linear_backward(dffn.f32(), g.fc2_weight.f32(), g.fc2_bias.f32(), dfc2_full.f32(),
+                         s.gelu_out.f32(), w.fc2_weight.f32(), rows, d.ffn, C);
+  }
   cpu::gelu_backward(dffn.f32(), dffn.f32(), s.fc1_out.f32(), dffn.numel(), d.gelu);
-  Tensor dln = workspace(allocator, {d.seq, d.micro_batch, C});
-  cpu::linear_backward(dln.f32(), g.fc1_weight.f32(), g.fc1_bias.f32(), dffn.f32(),
-                       s.ln2_out.f32(), w.fc1_weight.f32(), rows, C, d.ffn);
-  dffn = Tensor();
-  cpu::layernorm_backward(dres.f32(), g.ln2_weight.f32(), g.ln2_bias.f32(), dln.f32(),
-                          s.residual.f32(), w.ln2_weight.f32(), s.ln2_mean.f32(),
-                          s.ln2_rstd.f32(), rows, C);
+  {
+    Tensor dln_full = workspace(allocator, {d.seq, d.micro_batch, C});
+    const Tensor ln2_full = column_parallel_input(s.ln2_out, d, allocator);
+    cpu::linear_backward(dln_full.f32(), g.fc1_weight.f32(), g.fc1_bias.f32(), dffn.f32(),
+                         ln2_full.f32(), w.fc1_weight.f32(), rows, C, d.ffn);
+    dffn = Tensor();
+    const Tensor dln = column_parallel_input_grad(dln_full, d, allocator);
+    cpu::layernorm_backward(dres.f32(), g.ln2_weight.f32(), g.ln2_bias.f32(), dln.f32(),
+                            s.residual.f32(), w.ln2_weight.f32(), s.ln2_mean.f32(),
+                            s.ln2_rstd.f32(), rows_shard, C);
+  }
 
   // attention: residual = input + dropout(proj(ctx))
   Tensor& dproj = dfc2;
@@ -216,9 +284,12 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w,
   } else {
     std::copy(dres.f32(), dres.f32() + dres.numel(), dproj.f32());
   }
-  Tensor dctx = workspace(allocator, {d.seq, d.micro_batch, d.heads * D});
-  cpu::linear_backward(dctx.f32(), g.proj_weight.f32(), g.proj_bias.f32(), dproj.f32(),
-                       s.ctx.f32(), w.proj_weight.f32(), rows, d.heads * D, C);
+  Tensor dctx = workspace(allocator, {d.seq, d.micro_batch, HD});
+  {
+    const Tensor dproj_full = row_parallel_output_grad(dproj, d, allocator);
+    cpu::linear_backward(dctx.f32(), g.proj_weight.f32(), g.proj_bias.f32(), dproj_full.f32(),
+                         s.ctx.f32(), w.proj_weight.f32(), rows, HD, C);
+  }
   Tensor dctx_heads = workspace(allocator, {d.micro_batch, d.heads, T, D});
   cpu::split_heads(dctx_heads.f32(), dctx.f32(), T, d.micro_batch, d.heads, D);
   dctx = Tensor();
@@ -238,14 +309,20 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w,
   cpu::attention_scores_backward(dq.f32(), dk.f32(), dprobs.f32(), s.q.f32(), s.k.f32(), BH, T,
                                  D, scale);
   dprobs = Tensor();
-  Tensor dqkv = workspace(allocator, {d.seq, d.micro_batch, QKV});
+  Tensor dqkv = workspace(allocator, {d.seq, d.micro_batch, 3 * HD});
   cpu::merge_qkv_heads(dqkv.f32(), dq.f32(), dk.f32(), dv.f32(), T, d.micro_batch, d.heads, D);
   dq = Tensor(), dk = Tensor(), dv = Tensor();
-  cpu::linear_backward(dln.f32(), g.qkv_weight.f32(), g.qkv_bias.f32(), dqkv.f32(),
-                       s.ln1_out.f32(), w.qkv_weight.f32(), rows, C, QKV);
-  cpu::layernorm_backward(dres.f32(), g.ln1_weight.f32(), g.ln1_bias.f32(), dln.f32(),
-                          s.input.f32(), w.ln1_weight.f32(), s.ln1_mean.f32(), s.ln1_rstd.f32(),
-                          rows, C);
+  {
+    Tensor dln_full = workspace(allocator, {d.seq, d.micro_batch, C});
+    const Tensor ln1_full = column_parallel_input(s.ln1_out, d, allocator);
+    cpu::linear_backward(dln_full.f32(), g.qkv_weight.f32(), g.qkv_bias.f32(), dqkv.f32(),
+                         ln1_full.f32(), w.qkv_weight.f32(), rows, C, 3 * HD);
+    dqkv = Tensor();
+    const Tensor dln = column_parallel_input_grad(dln_full, d, allocator);
+    cpu::layernorm_backward(dres.f32(), g.ln1_weight.f32(), g.ln1_bias.f32(), dln.f32(),
+                            s.input.f32(), w.ln1_weight.f32(), s.ln1_mean.f32(),
+                            s.ln1_rstd.f32(), rows_shard, C);
+  }
   s = LayerStash();
   return dres;
 }

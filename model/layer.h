@@ -16,18 +16,16 @@ struct LayerContext {
   uint64_t seed = 0;
   int64_t step = 0;
   int64_t sample_offset = 0;  // global-batch index of local sample 0
-  int64_t seq_offset = 0;     // global position of local row 0 (sequence parallel)
-  int64_t head_offset = 0;    // global index of local head 0 (tensor parallel)
 };
 
-// out (T, B, C) = layer(input); allocated by the caller, who knows whether the
+// out (Ts, B, C) = layer(input); allocated by the caller, who knows whether the
 // next consumer keeps it. Fills `stash` with the tensors `entry` keeps
 // (category activation); everything else lives in workspace and is freed here.
 void layer_forward(const Tensor& out, LayerStash& stash, const Tensor& input,
                    const LayerParams& weights, const LayerDims& dims, const LayerRecompute& entry,
                    const LayerContext& context, runtime::Allocator& allocator);
 
-// Returns dinput (T, B, C) (=) and accumulates parameter gradients into `grads`
+// Returns dinput (Ts, B, C) (=) and accumulates parameter gradients into `grads`
 // (+=). Rebuilds the tensors `entry` dropped, then releases the whole stash.
 Tensor layer_backward(LayerStash& stash, const Tensor& doutput, const LayerParams& weights,
                       const LayerParams& grads, const LayerDims& dims, const LayerRecompute& entry,

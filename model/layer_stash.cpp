@@ -7,8 +7,8 @@ namespace model {
 std::vector<StashTensorSpec> layer_stash_spec(const LayerDims& d, const LayerRecompute& entry) {
   using runtime::DType;
   const DType act = d.activation_dtype;
-  const int64_t T = d.seq, B = d.micro_batch, C = d.hidden, H = d.heads, D = d.head_dim,
-                F = d.ffn;
+  const int64_t T = d.seq, Ts = d.seq_shard(), B = d.micro_batch, C = d.hidden, H = d.heads,
+                D = d.head_dim, F = d.ffn;
   const bool full = entry.mode == RecomputeMode::full;
   const bool selective = entry.mode == RecomputeMode::selective;
   const SelectiveModules m = selective ? entry.modules : SelectiveModules{};
@@ -18,10 +18,10 @@ std::vector<StashTensorSpec> layer_stash_spec(const LayerDims& d, const LayerRec
   std::vector<StashTensorSpec> spec;
   auto add = [&](const char* name, Tensor LayerStash::*member, runtime::Shape shape, DType dtype,
                  bool dropped) { spec.push_back({name, member, std::move(shape), dtype, !full && !dropped}); };
-  add("input", &LayerStash::input, {T, B, C}, act, false);
-  add("ln1_mean", &LayerStash::ln1_mean, {T * B}, DType::f32, false);
-  add("ln1_rstd", &LayerStash::ln1_rstd, {T * B}, DType::f32, false);
-  add("ln1_out", &LayerStash::ln1_out, {T, B, C}, act, m.layernorm);
+  add("input", &LayerStash::input, {Ts, B, C}, act, false);
+  add("ln1_mean", &LayerStash::ln1_mean, {Ts * B}, DType::f32, false);
+  add("ln1_rstd", &LayerStash::ln1_rstd, {Ts * B}, DType::f32, false);
+  add("ln1_out", &LayerStash::ln1_out, {Ts, B, C}, act, m.layernorm);
   add("q", &LayerStash::q, {B, H, T, D}, act, false);
   add("k", &LayerStash::k, {B, H, T, D}, act, false);
   add("v", &LayerStash::v, {B, H, T, D}, act, false);
@@ -31,14 +31,14 @@ std::vector<StashTensorSpec> layer_stash_spec(const LayerDims& d, const LayerRec
     add("probs_drop", &LayerStash::probs_drop, {B, H, T, T}, act, m.core_attn);
   }
   add("ctx", &LayerStash::ctx, {T, B, H * D}, act, false);
-  if (hidden_dropout) add("attn_out_mask", &LayerStash::attn_out_mask, {T, B, C}, DType::u8, false);
-  add("residual", &LayerStash::residual, {T, B, C}, act, false);
-  add("ln2_mean", &LayerStash::ln2_mean, {T * B}, DType::f32, false);
-  add("ln2_rstd", &LayerStash::ln2_rstd, {T * B}, DType::f32, false);
-  add("ln2_out", &LayerStash::ln2_out, {T, B, C}, act, m.layernorm);
+  if (hidden_dropout) add("attn_out_mask", &LayerStash::attn_out_mask, {Ts, B, C}, DType::u8, false);
+  add("residual", &LayerStash::residual, {Ts, B, C}, act, false);
+  add("ln2_mean", &LayerStash::ln2_mean, {Ts * B}, DType::f32, false);
+  add("ln2_rstd", &LayerStash::ln2_rstd, {Ts * B}, DType::f32, false);
+  add("ln2_out", &LayerStash::ln2_out, {Ts, B, C}, act, m.layernorm);
   add("fc1_out", &LayerStash::fc1_out, {T, B, F}, act, m.mlp);
   add("gelu_out", &LayerStash::gelu_out, {T, B, F}, act, m.act || m.mlp);
-  if (hidden_dropout) add("mlp_out_mask", &LayerStash::mlp_out_mask, {T, B, C}, DType::u8, false);
+  if (hidden_dropout) add("mlp_out_mask", &LayerStash::mlp_out_mask, {Ts, B, C}, DType::u8, false);
   return spec;
 }
 

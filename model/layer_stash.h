@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/recompute_policy.h"
+#include "parallel/communicator.h"
 #include "runtime/kernels/cpu/gelu.h"
 #include "runtime/tensor.h"
 
@@ -15,7 +16,9 @@ namespace model {
 
 using runtime::Tensor;
 
-// Shapes of one layer on one rank for one microbatch.
+// Shapes of one layer on one rank for one microbatch, and its tensor-parallel
+// place: heads and ffn are this rank's share; with sequence parallelism the
+// hidden states between the GEMMs (layernorm, dropout, residual) hold seq / tp rows.
 struct LayerDims {
   int64_t seq = 0;          // T
   int64_t micro_batch = 0;  // B
@@ -28,13 +31,23 @@ struct LayerDims {
   float hidden_dropout = 0.f;     // 0 in evaluation
   float attention_dropout = 0.f;  // 0 in evaluation
   runtime::DType activation_dtype = runtime::DType::f32;
+  int64_t tp_size = 1;
+  int64_t tp_rank = 0;
+  bool sequence_parallel = false;
+  parallel::Communicator* tp = nullptr;  // the tensor-parallel group; null when tp_size is 1
+
+  // Rows of the hidden states this rank holds, and the global position of the first.
+  int64_t seq_shard() const { return sequence_parallel ? seq / tp_size : seq; }
+  int64_t seq_offset() const { return sequence_parallel ? tp_rank * seq_shard() : 0; }
+  int64_t head_offset() const { return tp_rank * heads; }
 };
 
 struct LayerStash {
-  Tensor input;          // (T, B, C)    layer input = input_layernorm input
-  Tensor ln1_mean;       // (T*B) f32
-  Tensor ln1_rstd;       // (T*B) f32
-  Tensor ln1_out;        // (T, B, C)    qkv input                  dropped by: layernorm
+  // Ts = T / tp with sequence parallelism, else T.
+  Tensor input;          // (Ts, B, C)   layer input = input_layernorm input
+  Tensor ln1_mean;       // (Ts*B) f32
+  Tensor ln1_rstd;       // (Ts*B) f32
+  Tensor ln1_out;        // (Ts, B, C)   qkv input (gathered to T)  dropped by: layernorm
   Tensor q;              // (B, H, T, D)
   Tensor k;              // (B, H, T, D)
   Tensor v;              // (B, H, T, D)
@@ -42,14 +55,14 @@ struct LayerStash {
   Tensor attn_mask;      // (B, H, T, T) u8, with attention dropout dropped by: core_attn
   Tensor probs_drop;     // (B, H, T, T) context input, with dropout dropped by: core_attn
   Tensor ctx;            // (T, B, H*D)  proj input
-  Tensor attn_out_mask;  // (T, B, C) u8, with hidden dropout
-  Tensor residual;       // (T, B, C)    pre_mlp_layernorm input
-  Tensor ln2_mean;       // (T*B) f32
-  Tensor ln2_rstd;       // (T*B) f32
-  Tensor ln2_out;        // (T, B, C)    fc1 input                  dropped by: layernorm
+  Tensor attn_out_mask;  // (Ts, B, C) u8, with hidden dropout
+  Tensor residual;       // (Ts, B, C)   pre_mlp_layernorm input
+  Tensor ln2_mean;       // (Ts*B) f32
+  Tensor ln2_rstd;       // (Ts*B) f32
+  Tensor ln2_out;        // (Ts, B, C)   fc1 input (gathered to T)  dropped by: layernorm
   Tensor fc1_out;        // (T, B, F)    GELU input                 dropped by: mlp
   Tensor gelu_out;       // (T, B, F)    fc2 input                  dropped by: act, mlp
-  Tensor mlp_out_mask;   // (T, B, C) u8, with hidden dropout
+  Tensor mlp_out_mask;   // (Ts, B, C) u8, with hidden dropout
 };
 
 struct StashTensorSpec {

@@ -15,12 +15,29 @@ MPI_Comm as_comm(void* comm) { return reinterpret_cast<MPI_Comm>(comm); }
 constexpr int64_t kMaxChunk = INT_MAX / 8;
 
 template <typename T>
-void all_reduce_chunks(T* data, int64_t count, MPI_Datatype type, MPI_Comm comm) {
+void all_reduce_chunks(T* data, int64_t count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   for (int64_t begin = 0; begin < count; begin += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, count - begin));
-    TRAINER_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + begin, n, type, MPI_SUM, comm));
+    TRAINER_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + begin, n, type, op, comm));
   }
 }
+
+int checked_int(int64_t count, const char* what) {
+  TRAINER_ASSERT(count <= INT_MAX, what << " of " << count << " elements exceeds MPI's int count");
+  return static_cast<int>(count);
+}
+
+class MpiRequest final : public Request {
+ public:
+  explicit MpiRequest(MPI_Request request) : request_(request) {}
+  ~MpiRequest() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  void wait() override { TRAINER_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+
+ private:
+  MPI_Request request_;
+};
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(void* comm) : comm_(comm) {
@@ -36,11 +53,38 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::all_reduce_sum(float* data, int64_t count) {
-  all_reduce_chunks(data, count, MPI_FLOAT, as_comm(comm_));
+  all_reduce_chunks(data, count, MPI_FLOAT, MPI_SUM, as_comm(comm_));
 }
 
 void MpiCommunicator::all_reduce_sum(double* data, int64_t count) {
-  all_reduce_chunks(data, count, MPI_DOUBLE, as_comm(comm_));
+  all_reduce_chunks(data, count, MPI_DOUBLE, MPI_SUM, as_comm(comm_));
+}
+
+void MpiCommunicator::all_reduce_max(float* data, int64_t count) {
+  all_reduce_chunks(data, count, MPI_FLOAT, MPI_MAX, as_comm(comm_));
+}
+
+void MpiCommunicator::all_gather(float* out, const float* in, int64_t count) {
+  const int n = checked_int(count, "all_gather");
+  TRAINER_MPI_CHECK(MPI_Allgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, as_comm(comm_)));
+}
+
+void MpiCommunicator::reduce_scatter(float* out, const float* in, int64_t count) {
+  const int n = checked_int(count, "reduce_scatter");
+  TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, as_comm(comm_)));
+}
+
+std::unique_ptr<Request> MpiCommunicator::send_async(const void* data, int64_t bytes, int peer,
+                                                     int tag) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  TRAINER_MPI_CHECK(MPI_Isend(data, checked_int(bytes, "send"), MPI_BYTE, peer, tag,
+                              as_comm(comm_), &request));
+  return std::make_unique<MpiRequest>(request);
+}
+
+void MpiCommunicator::recv(void* data, int64_t bytes, int peer, int tag) {
+  TRAINER_MPI_CHECK(MPI_Recv(data, checked_int(bytes, "recv"), MPI_BYTE, peer, tag,
+                             as_comm(comm_), MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {

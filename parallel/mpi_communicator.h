@@ -17,8 +17,13 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   void all_reduce_sum(float* data, int64_t count) override;
   void all_reduce_sum(double* data, int64_t count) override;
+  void all_reduce_max(float* data, int64_t count) override;
+  void all_gather(float* out, const float* in, int64_t count) override;
+  void reduce_scatter(float* out, const float* in, int64_t count) override;
   void broadcast(void* data, int64_t bytes, int root) override;
   void barrier() override;
+  std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) override;
+  void recv(void* data, int64_t bytes, int peer, int tag) override;
 
  private:
   void* comm_;  // MPI_Comm (OpenMPI: a pointer)

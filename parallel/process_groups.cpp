@@ -28,6 +28,7 @@ ProcessGroups ProcessGroups::single() {
   g.tp = std::make_unique<SelfCommunicator>();
   g.dp = std::make_unique<SelfCommunicator>();
   g.pp = std::make_unique<SelfCommunicator>();
+  g.model_parallel = std::make_unique<SelfCommunicator>();
   return g;
 }
 
@@ -40,10 +41,12 @@ ProcessGroups ProcessGroups::from_mpi(const ParallelConfig& config) {
   TRAINER_ASSERT(size == config.world_size(), "world " << size << " vs " << config.world_size());
   g.world_rank = rank;
   g.coordinates = rank_coordinates(rank, config);
-  auto split = [&](int64_t color, int64_t key) {
+  auto split = [&](int64_t color, int64_t key) -> std::unique_ptr<Communicator> {
     MPI_Comm comm = MPI_COMM_NULL;
-    TRAINER_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color),
+    TRAINER_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD,
+                                     color < 0 ? MPI_UNDEFINED : static_cast<int>(color),
                                      static_cast<int>(key), &comm));
+    if (comm == MPI_COMM_NULL) return nullptr;
     return std::make_unique<MpiCommunicator>(reinterpret_cast<void*>(comm));
   };
   const RankCoordinates& r = g.coordinates;
@@ -51,6 +54,9 @@ ProcessGroups ProcessGroups::from_mpi(const ParallelConfig& config) {
   g.tp = split(r.dp + config.data * r.pp, r.tp);
   g.dp = split(r.tp + config.tensor * r.pp, r.dp);
   g.pp = split(r.tp + config.tensor * r.dp, r.pp);
+  g.model_parallel = split(r.dp, r.tp + config.tensor * r.pp);
+  const bool embedding_stage = r.pp == 0 || r.pp == config.pipeline - 1;
+  g.embedding = split(config.pipeline > 1 && embedding_stage ? r.tp + config.tensor * r.dp : -1, r.pp);
   return g;
 }
 

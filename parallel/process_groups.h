@@ -27,6 +27,11 @@ struct ProcessGroups {
   int64_t world_rank = 0;
   RankCoordinates coordinates;
   std::unique_ptr<Communicator> world, tp, dp, pp;
+  // First and last pipeline stage of one (tp, dp) position, for the tied word
+  // embeddings; null on other stages and without a pipeline.
+  std::unique_ptr<Communicator> embedding;
+  // tp x pp ranks of one dp position: the ranks that together hold one model.
+  std::unique_ptr<Communicator> model_parallel;
 
   int64_t world_size() const { return config.world_size(); }
   bool is_logging_rank() const { return world_rank == 0; }

@@ -26,35 +26,76 @@ model::LayerDims layer_dims(const model::GptConfig& config, int64_t micro_batch,
   return d;
 }
 
+model::LayerDims with_tensor_parallel(model::LayerDims d, parallel::Communicator* tp,
+                                      int64_t tp_size, int64_t tp_rank, bool sequence_parallel) {
+  d.heads /= tp_size;
+  d.ffn /= tp_size;
+  d.tp = tp_size > 1 ? tp : nullptr;
+  d.tp_size = tp_size;
+  d.tp_rank = tp_rank;
+  d.sequence_parallel = sequence_parallel && tp_size > 1;
+  return d;
+}
+
+ChunkSpec ChunkSpec::whole(int64_t num_layers) {
+  ChunkSpec chunk;
+  for (int64_t i = 0; i < num_layers; ++i) chunk.layer_ids.push_back(i);
+  return chunk;
+}
+
 ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
                              const model::GptParams& grads, RecomputePlan plan,
-                             int64_t micro_batch, runtime::Allocator& allocator)
+                             const model::LayerDims& dims, ChunkSpec chunk,
+                             runtime::Allocator& allocator)
     : config_(config),
       params_(params),
       grads_(grads),
       plan_(std::move(plan)),
-      train_dims_(layer_dims(config, micro_batch, true)),
-      eval_dims_(layer_dims(config, micro_batch, false)),
+      train_dims_(dims),
+      eval_dims_(dims),
+      chunk_(std::move(chunk)),
       allocator_(allocator) {
-  TRAINER_ASSERT(plan_.num_layers() == config.num_layers,
-                 "plan has " << plan_.num_layers() << " layers, model " << config.num_layers);
+  eval_dims_.hidden_dropout = eval_dims_.attention_dropout = 0.f;
+  TRAINER_ASSERT(plan_.num_layers() == static_cast<int64_t>(chunk_.layer_ids.size()),
+                 "plan has " << plan_.num_layers() << " layers, chunk " << chunk_.layer_ids.size());
+}
+
+ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
+                             const model::GptParams& grads, RecomputePlan plan,
+                             int64_t micro_batch, runtime::Allocator& allocator)
+    : ChunkExecutor(config, params, grads, std::move(plan), layer_dims(config, micro_batch, true),
+                    ChunkSpec::whole(config.num_layers), allocator) {}
+
+Tensor ChunkExecutor::hidden(runtime::MemoryCategory category) const {
+  return Tensor::empty(allocator_,
+                       {train_dims_.seq_shard(), train_dims_.micro_batch, train_dims_.hidden},
+                       train_dims_.activation_dtype, category);
 }
 
 Tensor ChunkExecutor::hidden(bool keep) const {
-  return Tensor::empty(allocator_, {train_dims_.seq, train_dims_.micro_batch, train_dims_.hidden},
-                       train_dims_.activation_dtype,
-                       keep ? runtime::MemoryCategory::activation
-                            : runtime::MemoryCategory::workspace);
+  return hidden(keep ? runtime::MemoryCategory::activation : runtime::MemoryCategory::workspace);
+}
+
+Tensor ChunkExecutor::input_buffer() const {
+  return hidden(plan_.num_layers() == 0 || plan_.keeps_input(0));
 }
 
 model::LayerContext ChunkExecutor::layer_context(const model::LayerContext& base,
                                                  int64_t layer) const {
   model::LayerContext c = base;
-  c.layer = layer;
+  c.layer = chunk_.layer_ids[static_cast<size_t>(layer)];
   return c;
 }
 
-double ChunkExecutor::forward_step(Microbatch batch, const StepInfo& step) {
+const model::LayerParams& ChunkExecutor::weights(int64_t layer) const {
+  return params_.layers[static_cast<size_t>(chunk_.first_param_layer + layer)];
+}
+
+const model::LayerParams& ChunkExecutor::gradients(int64_t layer) const {
+  return grads_.layers[static_cast<size_t>(chunk_.first_param_layer + layer)];
+}
+
+ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const StepInfo& step) {
   const int64_t L = plan_.num_layers();
   InFlight& state = in_flight_.emplace_back();
   state.layers.resize(static_cast<size_t>(L));
@@ -63,24 +104,36 @@ double ChunkExecutor::forward_step(Microbatch batch, const StepInfo& step) {
   state.context.step = step.step;
   state.context.sample_offset = batch.sample_offset;
 
-  Tensor x = hidden(L == 0 || plan_.keeps_input(0));
-  model::embedding_forward(x, state.embedding, batch.tokens, params_, config_, train_dims_,
-                           state.context, allocator_);
+  // The chunk's output is kept by the next layer, by the head, or sent on (comm).
+  auto output = [&](int64_t next_layer) {
+    if (next_layer < L) return hidden(plan_.keeps_input(next_layer));
+    return chunk_.head ? hidden(true) : hidden(runtime::MemoryCategory::comm);
+  };
+  Tensor x = input;
+  if (chunk_.embedding) {
+    x = output(0);
+    model::embedding_forward(x, state.embedding, batch.tokens, params_, config_, train_dims_,
+                             state.context, allocator_);
+  }
   for (int64_t i = 0; i < L; ++i) {
     const size_t li = static_cast<size_t>(i);
     if (plan_.is_full(i) && plan_.group_start(i) == i) state.group_inputs[li] = x;
-    Tensor out = hidden(i + 1 == L || plan_.keeps_input(i + 1));
-    model::layer_forward(out, state.layers[li], x, params_.layers[li], train_dims_,
-                         plan_.layers[li], layer_context(state.context, i), allocator_);
+    Tensor out = output(i + 1);
+    model::layer_forward(out, state.layers[li], x, weights(i), train_dims_, plan_.layers[li],
+                         layer_context(state.context, i), allocator_);
     x = out;
+  }
+  ForwardResult result;
+  if (!chunk_.head) {
+    result.output = x;
+    return result;
   }
   Tensor losses = Tensor::empty(allocator_, {train_dims_.seq * train_dims_.micro_batch},
                                 runtime::DType::f32, runtime::MemoryCategory::workspace);
   model::head_forward(losses.f32(), state.head, x, batch.targets, params_, config_, train_dims_,
                       /*keep_for_backward=*/true, allocator_);
-  double sum = 0;
-  for (int64_t i = 0; i < losses.numel(); ++i) sum += losses.f32()[i];
-  return sum;
+  for (int64_t i = 0; i < losses.numel(); ++i) result.loss_sum += losses.f32()[i];
+  return result;
 }
 
 void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last, Tensor& dx) {
@@ -90,7 +143,7 @@ void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last,
   for (int64_t j = first; j <= last; ++j) {
     const size_t lj = static_cast<size_t>(j);
     Tensor out = hidden(j < last);  // the last output is the next group's checkpoint
-    model::layer_forward(out, state.layers[lj], x, params_.layers[lj], train_dims_, keep_all,
+    model::layer_forward(out, state.layers[lj], x, weights(j), train_dims_, keep_all,
                          layer_context(state.context, j), allocator_);
     recompute_flops_ += model::layer_forward_flops(train_dims_).total();
     x = out;
@@ -99,16 +152,17 @@ void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last,
   state.group_inputs[static_cast<size_t>(first)] = Tensor();
   for (int64_t j = last; j >= first; --j) {
     const size_t lj = static_cast<size_t>(j);
-    dx = model::layer_backward(state.layers[lj], dx, params_.layers[lj], grads_.layers[lj],
-                               train_dims_, keep_all, layer_context(state.context, j), allocator_);
+    dx = model::layer_backward(state.layers[lj], dx, weights(j), gradients(j), train_dims_,
+                               keep_all, layer_context(state.context, j), allocator_);
   }
 }
 
-void ChunkExecutor::backward_step(float loss_scale) {
+Tensor ChunkExecutor::backward_step(float loss_scale, const Tensor& doutput) {
   TRAINER_ASSERT(!in_flight_.empty(), "backward_step with no microbatch in flight");
   InFlight& state = in_flight_.front();
-  Tensor dx = model::head_backward(state.head, params_, grads_, config_, train_dims_, loss_scale,
-                                   allocator_);
+  Tensor dx = chunk_.head ? model::head_backward(state.head, params_, grads_, config_, train_dims_,
+                                                 loss_scale, allocator_)
+                          : doutput;
   for (int64_t i = plan_.num_layers() - 1; i >= 0;) {
     const size_t li = static_cast<size_t>(i);
     if (plan_.is_full(i)) {
@@ -117,40 +171,51 @@ void ChunkExecutor::backward_step(float loss_scale) {
       i = first - 1;
     } else {
       recompute_flops_ += model::selective_recompute_flops(train_dims_, plan_.layers[li]);
-      dx = model::layer_backward(state.layers[li], dx, params_.layers[li], grads_.layers[li],
-                                 train_dims_, plan_.layers[li], layer_context(state.context, i),
-                                 allocator_);
+      dx = model::layer_backward(state.layers[li], dx, weights(i), gradients(i), train_dims_,
+                                 plan_.layers[li], layer_context(state.context, i), allocator_);
       --i;
     }
   }
-  model::embedding_backward(grads_, dx, state.embedding, config_, train_dims_);
+  if (chunk_.embedding) {
+    model::embedding_backward(grads_, dx, state.embedding, config_, train_dims_, allocator_);
+    dx = Tensor();
+  }
   in_flight_.pop_front();
+  return dx;
 }
 
-double ChunkExecutor::evaluate(const Microbatch& batch) {
-  const LayerRecompute keep_nothing{RecomputeMode::full, {}};
+ForwardResult ChunkExecutor::evaluate(const Microbatch& batch, const Tensor& input) {
+  const model::LayerRecompute keep_nothing{RecomputeMode::full, {}};
   model::LayerContext context;
   context.sample_offset = batch.sample_offset;
-  model::EmbeddingStash embedding;
-  Tensor x = hidden(false);
-  model::embedding_forward(x, embedding, batch.tokens, params_, config_, eval_dims_, context,
-                           allocator_);
-  embedding = model::EmbeddingStash();
+  Tensor x = input;
+  if (chunk_.embedding) {
+    model::EmbeddingStash embedding;
+    x = hidden(false);
+    model::embedding_forward(x, embedding, batch.tokens, params_, config_, eval_dims_, context,
+                             allocator_);
+  }
   for (int64_t i = 0; i < plan_.num_layers(); ++i) {
     model::LayerStash stash;
-    Tensor out = hidden(false);
-    model::layer_forward(out, stash, x, params_.layers[static_cast<size_t>(i)], eval_dims_,
-                         keep_nothing, layer_context(context, i), allocator_);
+    Tensor out = hidden(i + 1 == plan_.num_layers() && !chunk_.head
+                            ? runtime::MemoryCategory::comm
+                            : runtime::MemoryCategory::workspace);
+    model::layer_forward(out, stash, x, weights(i), eval_dims_, keep_nothing,
+                         layer_context(context, i), allocator_);
     x = out;
+  }
+  ForwardResult result;
+  if (!chunk_.head) {
+    result.output = x;
+    return result;
   }
   Tensor losses = Tensor::empty(allocator_, {eval_dims_.seq * eval_dims_.micro_batch},
                                 runtime::DType::f32, runtime::MemoryCategory::workspace);
   model::HeadStash head;
   model::head_forward(losses.f32(), head, x, batch.targets, params_, config_, eval_dims_,
                       /*keep_for_backward=*/false, allocator_);
-  double sum = 0;
-  for (int64_t i = 0; i < losses.numel(); ++i) sum += losses.f32()[i];
-  return sum;
+  for (int64_t i = 0; i < losses.numel(); ++i) result.loss_sum += losses.f32()[i];
+  return result;
 }
 
 }  // namespace recompute

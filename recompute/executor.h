@@ -1,8 +1,9 @@
-// Runs one model chunk (embedding, this rank's layers, head) for a microbatch
-// under a recompute plan. forward_step keeps what the plan says; backward_step
-// rebuilds checkpoint groups (one forward of the group with everything kept)
-// and selective drops, then runs the layers' backward in reverse. Microbatches
-// in flight are held first-in first-out, as every pipeline schedule needs.
+// Runs one model chunk (optionally the embedding, a run of this rank's layers,
+// optionally the head) for a microbatch under a recompute plan. forward_step
+// keeps what the plan says; backward_step rebuilds checkpoint groups (one
+// forward of the group with everything kept) and selective drops, then runs the
+// layers' backward in reverse. Microbatches in flight are held first-in
+// first-out, as every pipeline schedule needs.
 #pragma once
 
 #include <deque>
@@ -17,8 +18,8 @@ namespace recompute {
 using runtime::Tensor;
 
 struct Microbatch {
-  Tensor tokens;             // (T, B) i32, category activation (the embedding keeps it)
-  Tensor targets;            // (T, B) i32, category activation (the head keeps it)
+  Tensor tokens;              // (T, B) i32, on the first stage (the embedding keeps it)
+  Tensor targets;             // (T, B) i32, on the last stage (the head keeps it)
   int64_t sample_offset = 0;  // global-batch index of its first sample
 };
 
@@ -27,24 +28,54 @@ struct StepInfo {
   int64_t step = 0;  // 1-based optimizer step (Philox key)
 };
 
+// Which part of the model a chunk runs.
+struct ChunkSpec {
+  int64_t first_param_layer = 0;   // index into GptParams::layers of the chunk's first layer
+  std::vector<int64_t> layer_ids;  // global ids of the chunk's layers
+  bool embedding = true;
+  bool head = true;
+
+  static ChunkSpec whole(int64_t num_layers);
+};
+
+struct ForwardResult {
+  double loss_sum = 0;  // with the head: sum of the microbatch's token losses
+  Tensor output;        // without the head: the last layer's output (category comm)
+};
+
 class ChunkExecutor {
  public:
+  // `dims`: the training shapes of one layer on this rank (layer_dims()).
+  ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
+                const model::GptParams& grads, RecomputePlan plan, const model::LayerDims& dims,
+                ChunkSpec chunk, runtime::Allocator& allocator);
+
+  // The whole model on one rank.
   ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
                 const model::GptParams& grads, RecomputePlan plan, int64_t micro_batch,
                 runtime::Allocator& allocator);
 
-  // Training forward of one microbatch; returns the sum of its token losses.
-  // Takes the batch by value: the stashes become the only owners of its tensors.
-  double forward_step(Microbatch batch, const StepInfo& step);
-  // Backward of the oldest microbatch in flight; gradients accumulate (+=).
-  // loss_scale multiplies d(sum of token losses).
-  void backward_step(float loss_scale);
-  // Forward without dropout and without keeping anything; returns the loss sum.
-  double evaluate(const Microbatch& batch);
+  // Training forward of one microbatch. `input` is the previous stage's output
+  // (undefined with the embedding); take it from input_buffer().
+  ForwardResult forward_step(Microbatch batch, Tensor input, const StepInfo& step);
+  // With the embedding and the head: the sum of the microbatch's token losses.
+  double forward_step(Microbatch batch, const StepInfo& step) {
+    return forward_step(std::move(batch), Tensor(), step).loss_sum;
+  }
+  // Backward of the oldest microbatch in flight; parameter gradients accumulate.
+  // With the head, loss_scale multiplies d(sum of token losses); otherwise
+  // `doutput` is the next stage's input gradient. Returns the input gradient
+  // (undefined with the embedding).
+  Tensor backward_step(float loss_scale, const Tensor& doutput = Tensor());
+  // Forward without dropout and without keeping anything.
+  ForwardResult evaluate(const Microbatch& batch, const Tensor& input);
 
+  // A tensor to receive this chunk's input into (Ts, B, C).
+  Tensor input_buffer() const;
   int64_t in_flight() const { return static_cast<int64_t>(in_flight_.size()); }
   const RecomputePlan& plan() const { return plan_; }
   const model::LayerDims& train_dims() const { return train_dims_; }
+  const ChunkSpec& chunk() const { return chunk_; }
   // Matmul FLOPs spent rebuilding activations since the last reset.
   int64_t recompute_flops() const { return recompute_flops_; }
   void reset_recompute_flops() { recompute_flops_ = 0; }
@@ -57,8 +88,11 @@ class ChunkExecutor {
     model::HeadStash head;
     model::LayerContext context;       // layer field set per layer
   };
+  Tensor hidden(runtime::MemoryCategory category) const;
   Tensor hidden(bool keep) const;
   model::LayerContext layer_context(const model::LayerContext& base, int64_t layer) const;
+  const model::LayerParams& weights(int64_t layer) const;
+  const model::LayerParams& gradients(int64_t layer) const;
   void backward_group(InFlight& state, int64_t first, int64_t last, Tensor& dx);
 
   const model::GptConfig& config_;
@@ -67,12 +101,16 @@ class ChunkExecutor {
   RecomputePlan plan_;
   model::LayerDims train_dims_;
   model::LayerDims eval_dims_;
+  ChunkSpec chunk_;
   runtime::Allocator& allocator_;
   std::deque<InFlight> in_flight_;
   int64_t recompute_flops_ = 0;
 };
 
-// Layer shapes for a microbatch of this config (training: dropout on).
+// Layer shapes for a microbatch of this config (training: dropout on), without
+// tensor parallelism; with_tensor_parallel() adds it.
 model::LayerDims layer_dims(const model::GptConfig& config, int64_t micro_batch, bool training);
+model::LayerDims with_tensor_parallel(model::LayerDims dims, parallel::Communicator* tp,
+                                      int64_t tp_size, int64_t tp_rank, bool sequence_parallel);
 
 }  // namespace recompute

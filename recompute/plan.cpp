@@ -21,6 +21,14 @@ bool RecomputePlan::keeps_input(int64_t layer) const {
   return !is_full(layer) || group_start(layer) == layer;
 }
 
+RecomputePlan RecomputePlan::slice(int64_t first, int64_t count) const {
+  TRAINER_ASSERT(first >= 0 && first + count <= num_layers(), "slice out of the plan");
+  RecomputePlan part;
+  part.layers.assign(layers.begin() + first, layers.begin() + first + count);
+  part.group.assign(group.begin() + first, group.begin() + first + count);
+  return part;
+}
+
 RecomputePlan RecomputePlan::uniform(int64_t num_layers, const model::LayerRecompute& entry,
                                      int64_t group_size) {
   TRAINER_ASSERT(group_size >= 1, "group size " << group_size);

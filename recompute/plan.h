@@ -22,6 +22,9 @@ struct RecomputePlan {
   // the layer (none, selective) or as its group's checkpoint (first full layer).
   bool keeps_input(int64_t layer) const;
 
+  // Layers [first, first + count) as a plan of their own (groups keep their ids).
+  RecomputePlan slice(int64_t first, int64_t count) const;
+
   // Every layer the same entry; full layers form groups of `group_size`.
   static RecomputePlan uniform(int64_t num_layers, const model::LayerRecompute& entry,
                                int64_t group_size = 1);

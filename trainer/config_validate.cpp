@@ -255,6 +255,17 @@ void validate_config(const Config& config) {
   validate_optimizer(config.optimizer, config.train);
   validate_data(config.data, config.train);
   validate_parallel_layout(config.parallel, config.model);
+  const parallel::ParallelConfig& pc = config.parallel;
+  const int64_t microbatches =
+      config.train.global_batch_size / (config.train.micro_batch_size * pc.data);
+  if (pc.virtual_pipeline > 1 && microbatches % pc.pipeline != 0) {
+    throw ConfigError("parallel.virtual_pipeline",
+                      "interleaving needs the microbatches per step (train.global_batch_size " +
+                          text_of(config.train.global_batch_size) + " / (train.micro_batch_size " +
+                          text_of(config.train.micro_batch_size) + " x parallel.data " +
+                          text_of(pc.data) + ") = " + text_of(microbatches) +
+                          ") to be divisible by parallel.pipeline " + text_of(pc.pipeline));
+  }
   recompute::validate_recompute(config.recompute, config.model.num_layers,
                                 parallel::stage_layer_chunks(config.parallel, config.model.num_layers));
   if (config.output.dir.empty()) throw ConfigError("output.dir", "must not be empty");

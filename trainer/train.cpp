@@ -14,6 +14,8 @@
 
 #include "model/flops.h"
 #include "runtime/kernels/cpu/gemm.h"
+#include "parallel/gather_params.h"
+#include "parallel/grad_sync.h"
 #include "parallel/schedules.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/lr_schedule.h"
@@ -64,13 +66,10 @@ double measure_sgemm_gflops() {
 }
 
 void check_supported(const Config& c) {
-  const auto unsupported = [](const std::string& path, const std::string& what) {
-    throw runtime::ConfigError(path, what + " is not supported by this build of the trainer yet");
-  };
-  if (c.train.device != Device::cpu) unsupported("train.device", "device cuda");
-  if (c.parallel.tensor != 1) unsupported("parallel.tensor", "tensor parallelism");
-  if (c.parallel.pipeline != 1) unsupported("parallel.pipeline", "pipeline parallelism");
-  if (c.parallel.virtual_pipeline != 1) unsupported("parallel.virtual_pipeline", "interleaving");
+  if (c.train.device != Device::cpu) {
+    throw runtime::ConfigError("train.device",
+                               "device cuda is not supported by this build of the trainer yet");
+  }
 }
 
 Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
@@ -103,23 +102,52 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   if (read_synthetic_metadata(config_.data.path, &entropy)) entropy_ = entropy;
   sample_buffer_.resize(static_cast<size_t>(m.seq_length + 1));
 
-  params_ = model::GptParams::allocate(allocator_, m, runtime::MemoryCategory::param);
+  // This rank's part of the model: its pipeline stage's chunks, a tp slice of each.
+  const parallel::ParallelConfig& pc = config_.parallel;
+  const int64_t stage = groups_.coordinates.pp;
+  const auto stage_chunks = parallel::stage_layer_chunks(pc, m.num_layers)[static_cast<size_t>(stage)];
+  shard_.embedding = stage == 0;
+  shard_.head = stage == pc.pipeline - 1;
+  shard_.tp_rank = groups_.coordinates.tp;
+  shard_.tp_size = pc.tensor;
+  for (const parallel::LayerRange& chunk : stage_chunks)
+    for (int64_t i = 0; i < chunk.count; ++i) shard_.layers.push_back(chunk.first + i);
+  params_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::param);
   model::init_params(params_, m, t.seed);
-  grads_ = model::GptParams::allocate(allocator_, m, runtime::MemoryCategory::grad);
+  grads_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::grad);
   grads_.flat.zero_();
   optimizer_ = std::make_unique<AdamW>(params_, allocator_);
 
-  const auto chunks = parallel::stage_layer_chunks(config_.parallel, m.num_layers);
-  recompute::RecomputePlan plan = recompute::resolve_plan(
-      config_.recompute, groups_.coordinates.pp, chunks[static_cast<size_t>(groups_.coordinates.pp)]);
-  const model::LayerDims dims = recompute::layer_dims(m, t.micro_batch_size, true);
-  predicted_ = recompute::predict_activation_memory(m, dims, plan, 1);
+  const recompute::RecomputePlan plan = recompute::resolve_plan(config_.recompute, stage, stage_chunks);
+  const model::LayerDims dims = recompute::with_tensor_parallel(
+      recompute::layer_dims(m, t.micro_batch_size, true), groups_.tp.get(), pc.tensor,
+      groups_.coordinates.tp, pc.sequence_parallel);
+  schedule_ = pc.pipeline == 1          ? parallel::ScheduleKind::no_pipeline
+              : pc.virtual_pipeline > 1 ? parallel::ScheduleKind::interleaved
+                                        : parallel::ScheduleKind::one_f_one_b;
+  std::vector<recompute::ActivationMemory> chunk_memory;
+  int64_t local = 0, forward_flops = 0;
+  for (size_t v = 0; v < stage_chunks.size(); ++v) {
+    recompute::ChunkSpec spec;
+    spec.first_param_layer = local;
+    for (int64_t i = 0; i < stage_chunks[v].count; ++i) spec.layer_ids.push_back(stage_chunks[v].first + i);
+    spec.embedding = shard_.embedding && v == 0;
+    spec.head = shard_.head && v + 1 == stage_chunks.size();
+    recompute::RecomputePlan chunk_plan = plan.slice(local, stage_chunks[v].count);
+    chunk_memory.push_back(recompute::predict_activation_memory(m, dims, chunk_plan, 1,
+                                                                spec.embedding, spec.head));
+    forward_flops += stage_chunks[v].count * model::layer_forward_flops(dims).total() +
+                     (spec.head ? model::head_forward_flops(dims, m.padded_vocab(pc.tensor) / pc.tensor) : 0);
+    local += stage_chunks[v].count;
+    chunks_.push_back(std::make_unique<recompute::ChunkExecutor>(m, params_, grads_, std::move(chunk_plan),
+                                                                 dims, std::move(spec), allocator_));
+  }
+  predicted_peak_ = parallel::predict_activation_peak(
+      parallel::schedule_ops(schedule_, pc.pipeline, stage, static_cast<int64_t>(chunks_.size()),
+                             num_microbatches_),
+      chunk_memory);
   const std::string plan_text = describe_plan(plan);
-  chunk_ = std::make_unique<recompute::ChunkExecutor>(m, params_, grads_, std::move(plan),
-                                                      t.micro_batch_size, allocator_);
-  const int64_t forward = m.num_layers * model::layer_forward_flops(dims).total() +
-                          model::head_forward_flops(dims, m.padded_vocab());
-  model_flops_per_step_ = 3 * forward * num_microbatches_;
+  model_flops_per_step_ = 3 * forward_flops * num_microbatches_;
   peak_gflops_ = measure_sgemm_gflops();
 
   if (groups_.is_logging_rank()) {
@@ -127,7 +155,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     std::ofstream(config_.output.dir + "/config.yaml") << to_yaml(config_);
     log_ << "model: " << m.num_layers << " layers, hidden " << m.hidden_size << ", heads "
          << m.num_attention_heads << ", seq " << m.seq_length << ", vocab " << m.vocab_size
-         << " (padded " << m.padded_vocab() << "), " << model::GptParams::count(m)
+         << " (padded " << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m)
          << " parameters\n";
     log_ << "data: " << config_.data.path << " (" << dataset_->num_tokens() << " tokens; "
          << ranges[0].count << " train samples"
@@ -136,8 +164,12 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     log_ << "batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size << " x "
          << num_microbatches_ << " microbatches x dp " << dp << "; "
          << t.global_batch_size * m.seq_length << " tokens per step\n";
-    log_ << "recompute: " << plan_text << "; activation memory (predicted peak) "
-         << format_bytes(predicted_.peak) << "\n";
+    log_ << "parallel: tensor " << pc.tensor << (pc.sequence_parallel && pc.tensor > 1 ? " (sequence parallel)" : "")
+         << ", pipeline " << pc.pipeline
+         << (pc.virtual_pipeline > 1 ? " x " + std::to_string(pc.virtual_pipeline) + " virtual" : "")
+         << ", data " << dp << "\n";
+    log_ << "recompute (stage 0): " << plan_text << "; activation memory (predicted peak, rank 0) "
+         << format_bytes(predicted_peak_) << "\n";
     log_ << "peak for MFU: " << format("%.1f", peak_gflops_)
          << " GFLOP/s (OpenBLAS sgemm measured on this machine)\n";
     if (entropy_) {
@@ -151,52 +183,65 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
 
 Trainer::~Trainer() = default;
 
-recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_t first_sample,
-                                               int64_t sample_offset) {
-  const int64_t T = config_.model.seq_length, B = config_.train.micro_batch_size;
-  recompute::Microbatch batch;
-  batch.tokens = runtime::Tensor::empty(allocator_, {T, B}, runtime::DType::i32,
-                                        runtime::MemoryCategory::activation);
-  batch.targets = runtime::Tensor::empty(allocator_, {T, B}, runtime::DType::i32,
-                                         runtime::MemoryCategory::activation);
-  batch.sample_offset = sample_offset;
-  int32_t* tokens = batch.tokens.i32();
-  int32_t* targets = batch.targets.i32();
+recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
+                                               const recompute::ChunkExecutor& chunk) {
+  const TrainConfig& t = config_.train;
+  const int64_t T = config_.model.seq_length, B = t.micro_batch_size;
+  // Microbatch mb on dp rank r holds global-batch samples [mb*B*dp + r*B, +B) (Megatron order).
+  recompute::Microbatch micro;
+  micro.sample_offset = mb * B * config_.parallel.data + groups_.coordinates.dp * B;
+  const bool tokens = chunk.chunk().embedding, targets = chunk.chunk().head;
+  if (!tokens && !targets) return micro;
+  auto ids = [&]() {
+    return runtime::Tensor::empty(allocator_, {T, B}, runtime::DType::i32,
+                                  runtime::MemoryCategory::activation);
+  };
+  if (tokens) micro.tokens = ids();
+  if (targets) micro.targets = ids();
   for (int64_t b = 0; b < B; ++b) {
-    sampler.sample(first_sample + b, sample_buffer_.data());
-    for (int64_t t = 0; t < T; ++t) {
-      tokens[t * B + b] = sample_buffer_[static_cast<size_t>(t)];
-      targets[t * B + b] = sample_buffer_[static_cast<size_t>(t + 1)];
+    sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
+    for (int64_t i = 0; i < T; ++i) {
+      if (tokens) micro.tokens.i32()[i * B + b] = sample_buffer_[static_cast<size_t>(i)];
+      if (targets) micro.targets.i32()[i * B + b] = sample_buffer_[static_cast<size_t>(i + 1)];
     }
   }
-  return batch;
+  return micro;
+}
+
+parallel::PipelineStep Trainer::pipeline_step(const GptSampler& sampler, int64_t batch,
+                                              int64_t step) {
+  const TrainConfig& t = config_.train;
+  parallel::PipelineStep p;
+  for (const auto& chunk : chunks_) p.chunks.push_back(chunk.get());
+  p.pp = groups_.pp.get();
+  p.num_microbatches = num_microbatches_;
+  p.microbatch = [this, &sampler, batch](int64_t mb, int64_t chunk) {
+    return make_microbatch(sampler, batch, mb, *chunks_[static_cast<size_t>(chunk)]);
+  };
+  p.step = recompute::StepInfo{t.seed, step};
+  p.loss_scale = 1.0f / static_cast<float>((t.global_batch_size / config_.parallel.data) *
+                                           config_.model.seq_length);
+  return p;
 }
 
 StepMetrics Trainer::train_step() {
   const auto start = Clock::now();
   const TrainConfig& t = config_.train;
-  const int64_t B = t.micro_batch_size, G = t.global_batch_size, T = config_.model.seq_length;
-  const int64_t dp = config_.parallel.data, dp_rank = groups_.coordinates.dp;
+  const int64_t G = t.global_batch_size, T = config_.model.seq_length;
   const int64_t step = step_ + 1;
   allocator_.reset_peaks();
-  chunk_->reset_recompute_flops();
+  for (const auto& chunk : chunks_) chunk->reset_recompute_flops();
   grads_.flat.zero_();
 
-  // Microbatch mb on dp rank r holds global-batch samples [mb*B*dp + r*B, +B) (Megatron order).
-  const float loss_scale = 1.0f / static_cast<float>((G / dp) * T);
-  const recompute::StepInfo info{t.seed, step};
-  auto microbatch = [&](int64_t mb) {
-    const int64_t offset = mb * B * dp + dp_rank * B;
-    return make_microbatch(*train_sampler_, step_ * G + offset, offset);
-  };
-  double loss_sum = parallel::run_no_pipeline(*chunk_, num_microbatches_, microbatch, info, loss_scale);
+  double loss_sum = parallel::run_schedule(schedule_, pipeline_step(*train_sampler_, step_, step));
+  groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
   groups_.dp->all_reduce_sum(&loss_sum, 1);
-  parallel::average_gradients_over_dp(groups_, grads_.flat.f32(), grads_.flat.numel());
+  parallel::reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
 
   StepMetrics m;
   m.step = step;
   m.loss = loss_sum / static_cast<double>(G * T);
-  m.grad_norm = global_grad_norm(grads_);
+  m.grad_norm = parallel::global_grad_norm(groups_, grads_, shard_.embedding);
   if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
     throw runtime::Error(TRAINER_STR("[rank " << groups_.world_rank << "] step " << step
                                               << ": non-finite loss " << m.loss
@@ -210,10 +255,10 @@ StepMetrics Trainer::train_step() {
   const double seconds = seconds_since(start);
   m.step_ms = seconds * 1e3;
   m.tokens_per_s = static_cast<double>(G * T) / seconds;
-  m.recompute_flops = chunk_->recompute_flops();
+  for (const auto& chunk : chunks_) m.recompute_flops += chunk->recompute_flops();
   m.model_tflops = static_cast<double>(model_flops_per_step_) / seconds / 1e12;
   m.hardware_tflops = static_cast<double>(model_flops_per_step_ + m.recompute_flops) / seconds / 1e12;
-  m.predicted_activation_peak = predicted_.peak;
+  m.predicted_activation_peak = predicted_peak_;
   m.memory = allocator_.stats();
   return m;
 }
@@ -221,17 +266,26 @@ StepMetrics Trainer::train_step() {
 double Trainer::evaluate() {
   TRAINER_ASSERT(valid_sampler_ != nullptr, "evaluate() without a validation split");
   const TrainConfig& t = config_.train;
-  const int64_t B = t.micro_batch_size, G = t.global_batch_size, T = config_.model.seq_length;
-  const int64_t dp = config_.parallel.data, dp_rank = groups_.coordinates.dp;
   double loss_sum = 0;
   for (int64_t batch = 0; batch < t.eval_iters; ++batch) {
-    for (int64_t mb = 0; mb < num_microbatches_; ++mb) {
-      const int64_t offset = mb * B * dp + dp_rank * B;
-      loss_sum += chunk_->evaluate(make_microbatch(*valid_sampler_, batch * G + offset, offset));
-    }
+    loss_sum += parallel::run_evaluation(pipeline_step(*valid_sampler_, batch, 0));
   }
+  groups_.pp->all_reduce_sum(&loss_sum, 1);
   groups_.dp->all_reduce_sum(&loss_sum, 1);
-  return loss_sum / static_cast<double>(t.eval_iters * G * T);
+  return loss_sum / static_cast<double>(t.eval_iters * t.global_batch_size * config_.model.seq_length);
+}
+
+std::unique_ptr<model::GptParams> Trainer::gather(const model::GptParams& local) {
+  std::unique_ptr<model::GptParams> full;
+  model::GptConfig padded = config_.model;  // the whole model, padded as this run pads
+  padded.make_vocab_size_divisible_by *= config_.parallel.tensor;
+  if (groups_.world_rank == 0) {
+    if (!gather_allocator_) gather_allocator_ = std::make_unique<runtime::CpuAllocator>();
+    full = std::make_unique<model::GptParams>(
+        model::GptParams::allocate(*gather_allocator_, padded, runtime::MemoryCategory::comm));
+  }
+  parallel::gather_to_rank0(groups_, padded, local, full.get());
+  return full;
 }
 
 void Trainer::log_step(const StepMetrics& m) {
@@ -275,8 +329,14 @@ TrainSummary Trainer::run() {
   summary.tokens_per_s = static_cast<double>(t.steps * t.global_batch_size *
                                              config_.model.seq_length) /
                          std::max(summary.seconds, 1e-9);
-  if (logging && config_.output.export_model) {
-    export_hf_gpt2(config_.output.dir, params_, config_.model);
+  if (config_.output.export_model) {
+    if (groups_.world_size() == 1) {
+      export_hf_gpt2(config_.output.dir, params_, config_.model);
+    } else if (const auto full = gather(params_)) {
+      model::GptConfig padded = config_.model;
+      padded.make_vocab_size_divisible_by *= config_.parallel.tensor;
+      export_hf_gpt2(config_.output.dir, *full, padded);
+    }
   }
   if (logging) {
     log_ << "done: " << t.steps << " steps in " << format("%.1f", summary.seconds) << " s ("

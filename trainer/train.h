@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "parallel/process_groups.h"
+#include "parallel/schedules.h"
 #include "recompute/executor.h"
 #include "recompute/memory_model.h"
 #include "trainer/config.h"
@@ -45,12 +46,17 @@ class Trainer {
 
   const model::GptParams& params() const { return params_; }
   const model::GptParams& grads() const { return grads_; }
-  const recompute::ActivationMemory& predicted_memory() const { return predicted_; }
+  int64_t predicted_activation_peak() const { return predicted_peak_; }
+  // The whole model's parameters or gradients on world rank 0 (collective; null elsewhere).
+  std::unique_ptr<model::GptParams> gather(const model::GptParams& local);
   int64_t step() const { return step_; }
 
  private:
-  recompute::Microbatch make_microbatch(const GptSampler& sampler, int64_t first_sample,
-                                        int64_t sample_offset);
+  // Microbatch `mb` of global batch `batch` for `chunk`: tokens where it has the
+  // embedding, targets where it has the head.
+  recompute::Microbatch make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
+                                        const recompute::ChunkExecutor& chunk);
+  parallel::PipelineStep pipeline_step(const GptSampler& sampler, int64_t batch, int64_t step);
   void log_step(const StepMetrics& metrics);
 
   Config config_;
@@ -64,9 +70,12 @@ class Trainer {
   model::GptParams params_;
   model::GptParams grads_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<recompute::ChunkExecutor> chunk_;
-  recompute::ActivationMemory predicted_;
+  model::ModelShard shard_;
+  std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // virtual stages of this rank
+  parallel::ScheduleKind schedule_ = parallel::ScheduleKind::no_pipeline;
+  int64_t predicted_peak_ = 0;
   std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<runtime::CpuAllocator> gather_allocator_;
   std::vector<int32_t> sample_buffer_;
   int64_t step_ = 0;  // completed optimizer steps
   int64_t num_microbatches_ = 0;

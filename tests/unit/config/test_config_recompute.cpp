@@ -111,3 +111,18 @@ TEST(ConfigRecompute, OverrideFromCommandLine) {
 
 }  // namespace
 }  // namespace trainer
+
+namespace trainer {
+namespace {
+
+TEST(ConfigParallel, InterleavingNeedsMicrobatchesDivisibleByStages) {
+  EXPECT_TRUE(config_test::parse_rejected(
+      "model: {num_layers: 8}\n"
+      "train: {micro_batch_size: 8, global_batch_size: 16}\n"
+      "parallel: {pipeline: 2, virtual_pipeline: 2, data: 2}\n",
+      {"data.path=d"}, "parallel.virtual_pipeline",
+      {"microbatches per step", "= 1)", "divisible by parallel.pipeline 2"}));
+}
+
+}  // namespace
+}  // namespace trainer

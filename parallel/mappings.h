@@ -1,0 +1,34 @@
+// Tensor- and sequence-parallel region boundaries as forward/backward pairs
+// (Megatron's mappings.py). Activations are [s, b, h] row-major, so a sequence
+// shard is a contiguous block of rows and gathers/scatters are plain collectives.
+//   copy_to_tp            forward: identity         backward: all-reduce
+//   reduce_from_tp        forward: all-reduce       backward: identity
+//   gather_from_sp        forward: all-gather       backward: reduce-scatter
+//   reduce_scatter_to_sp  forward: reduce-scatter   backward: all-gather
+// Each function below is the non-identity half; the identity halves need no call.
+// With a group of one every function is a copy (or nothing).
+#pragma once
+
+#include <cstdint>
+
+#include "parallel/communicator.h"
+
+namespace parallel {
+
+// copy_to_tp backward: the input gradient summed over the group, in place.
+void copy_to_tp_backward(Communicator& tp, float* grad, int64_t count);
+// reduce_from_tp forward: partial sums of a row-parallel output summed, in place.
+void reduce_from_tp_forward(Communicator& tp, float* data, int64_t count);
+// gather_from_sp forward: full (size * shard_count) from every rank's shard.
+void gather_from_sp_forward(Communicator& tp, float* full, const float* shard, int64_t shard_count);
+// gather_from_sp backward: dshard = this rank's chunk of the summed dfull.
+void gather_from_sp_backward(Communicator& tp, float* dshard, const float* dfull,
+                             int64_t shard_count);
+// reduce_scatter_to_sp forward: shard = this rank's chunk of the summed partial_full.
+void reduce_scatter_to_sp_forward(Communicator& tp, float* shard, const float* partial_full,
+                                  int64_t shard_count);
+// reduce_scatter_to_sp backward: dfull = every rank's dshard, concatenated.
+void reduce_scatter_to_sp_backward(Communicator& tp, float* dfull, const float* dshard,
+                                   int64_t shard_count);
+
+}  // namespace parallel
