@@ -363,6 +363,7 @@ TEST(ValidateParallel, LayersDivisibleByPipelineTimesVirtual) {
       rejected(config, "model.num_layers",
                {"10 is not divisible by parallel.pipeline 2 x parallel.virtual_pipeline 3 = 6"}));
   config.model.num_layers = 12;
+  config.train.global_batch_size = 16;  // 2 microbatches: interleaving needs a multiple of 2 stages
   EXPECT_TRUE(accepted(config));
   config.parallel.virtual_pipeline = 1;
   config.parallel.pipeline = 5;
@@ -418,6 +419,7 @@ TEST(ValidateParallel, VirtualPipelineNeedsPipeline) {
   EXPECT_TRUE(
       rejected(config, "parallel.virtual_pipeline", {"2 requires parallel.pipeline > 1, got 1"}));
   config.parallel.pipeline = 2;
+  config.train.global_batch_size = 16;  // 2 microbatches: interleaving needs a multiple of 2 stages
   EXPECT_TRUE(accepted(config));
 }
 
