@@ -96,7 +96,7 @@ class OpRunner {
     }
     runtime::Tensor doutput;
     if (!last) {
-      doutput = chunk.input_buffer();  // same shape as the chunk's output
+      doutput = chunk.output_grad_buffer();
       step_.pp->recv(doutput.raw(), doutput.nbytes(), next_stage(), tag(op.microbatch, op.chunk, true));
     }
     const runtime::Tensor dinput = chunk.backward_step(step_.loss_scale, doutput);

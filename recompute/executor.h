@@ -70,8 +70,10 @@ class ChunkExecutor {
   // Forward without dropout and without keeping anything.
   ForwardResult evaluate(const Microbatch& batch, const Tensor& input);
 
-  // A tensor to receive this chunk's input into (Ts, B, C).
+  // A tensor to receive this chunk's input into (Ts, B, C), and one for the
+  // gradient of its output (workspace: backward consumes it at once).
   Tensor input_buffer() const;
+  Tensor output_grad_buffer() const { return hidden(runtime::MemoryCategory::workspace); }
   int64_t in_flight() const { return static_cast<int64_t>(in_flight_.size()); }
   const RecomputePlan& plan() const { return plan_; }
   const model::LayerDims& train_dims() const { return train_dims_; }
