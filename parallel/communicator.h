@@ -36,6 +36,16 @@ class Communicator {
   // send_async's buffer must stay untouched until the request is waited for.
   virtual std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) = 0;
   virtual void recv(void* data, int64_t bytes, int peer, int tag) = 0;
+
+  // Bytes this rank has handed to the group since construction: each
+  // collective's input buffer, each message sent.
+  int64_t payload_bytes() const { return payload_bytes_; }
+
+ protected:
+  void add_payload(int64_t bytes) { payload_bytes_ += bytes; }
+
+ private:
+  int64_t payload_bytes_ = 0;
 };
 
 // The group of one process: every collective is the identity.

@@ -53,29 +53,35 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::all_reduce_sum(float* data, int64_t count) {
+  add_payload(count * 4);
   all_reduce_chunks(data, count, MPI_FLOAT, MPI_SUM, as_comm(comm_));
 }
 
 void MpiCommunicator::all_reduce_sum(double* data, int64_t count) {
+  add_payload(count * 8);
   all_reduce_chunks(data, count, MPI_DOUBLE, MPI_SUM, as_comm(comm_));
 }
 
 void MpiCommunicator::all_reduce_max(float* data, int64_t count) {
+  add_payload(count * 4);
   all_reduce_chunks(data, count, MPI_FLOAT, MPI_MAX, as_comm(comm_));
 }
 
 void MpiCommunicator::all_gather(float* out, const float* in, int64_t count) {
+  add_payload(count * 4);
   const int n = checked_int(count, "all_gather");
   TRAINER_MPI_CHECK(MPI_Allgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, as_comm(comm_)));
 }
 
 void MpiCommunicator::reduce_scatter(float* out, const float* in, int64_t count) {
+  add_payload(count * size_ * 4);
   const int n = checked_int(count, "reduce_scatter");
   TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, as_comm(comm_)));
 }
 
 std::unique_ptr<Request> MpiCommunicator::send_async(const void* data, int64_t bytes, int peer,
                                                      int tag) {
+  add_payload(bytes);
   MPI_Request request = MPI_REQUEST_NULL;
   TRAINER_MPI_CHECK(MPI_Isend(data, checked_int(bytes, "send"), MPI_BYTE, peer, tag,
                               as_comm(comm_), &request));

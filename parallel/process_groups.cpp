@@ -22,6 +22,13 @@ int64_t rank_of(const RankCoordinates& r, const ParallelConfig& c) {
   return r.tp + c.tensor * (r.dp + c.data * r.pp);
 }
 
+int64_t ProcessGroups::payload_bytes() const {
+  int64_t total = 0;
+  for (const auto* group : {&world, &tp, &dp, &pp, &embedding, &model_parallel})
+    if (*group) total += (*group)->payload_bytes();
+  return total;
+}
+
 ProcessGroups ProcessGroups::single() {
   ProcessGroups g;
   g.world = std::make_unique<SelfCommunicator>();

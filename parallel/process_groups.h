@@ -34,6 +34,8 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> model_parallel;
 
   int64_t world_size() const { return config.world_size(); }
+  // Bytes this rank has handed to any of its groups (communicator payloads).
+  int64_t payload_bytes() const;
   bool is_logging_rank() const { return world_rank == 0; }
 
   // One process, every group of size 1.

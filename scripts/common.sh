@@ -1,5 +1,6 @@
 # Shared by the scripts: repo root, build helpers and the root-safe mpirun flags.
-# Source it; it defines functions only.
+# Source it. Note [OpenMP and OpenBLAS threads]: OpenMP workers must not spin.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 repo_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
 # configure_and_build BUILD_DIR [cmake args...]: Release build of every target.

@@ -1,6 +1,9 @@
 // The `trainer` command: train, prepare-data, --help, --version. Errors are
 // printed with a rank prefix and end the whole job, so no rank hangs.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -76,9 +79,20 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
   return 0;
 }
 
+// Note [OpenMP and OpenBLAS threads] (runtime/kernels/cpu/gemm.cpp): libgomp's
+// spinning workers steal the cores OpenBLAS needs right after, halving GEMM
+// speed. libgomp reads OMP_WAIT_POLICY when it loads, before main, so the
+// trainer re-executes itself once with the passive policy unless one is set.
+void ensure_passive_openmp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: run on, slower
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  ensure_passive_openmp_wait(argv);
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);

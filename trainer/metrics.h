@@ -22,6 +22,7 @@ struct StepMetrics {
   double hardware_tflops = 0;  // (model + recompute FLOPs) / time (HFU numerator), this rank
   int64_t recompute_flops = 0;
   int64_t predicted_activation_peak = 0;
+  int64_t comm_bytes = 0;  // payload this rank handed to its communicators during the step
   runtime::AllocatorStats memory;  // peaks of this step
   std::optional<double> val_loss;
 };

@@ -230,6 +230,7 @@ StepMetrics Trainer::train_step() {
   const int64_t G = t.global_batch_size, T = config_.model.seq_length;
   const int64_t step = step_ + 1;
   allocator_.reset_peaks();
+  const int64_t comm_before = groups_.payload_bytes();
   for (const auto& chunk : chunks_) chunk->reset_recompute_flops();
   grads_.flat.zero_();
 
@@ -260,6 +261,7 @@ StepMetrics Trainer::train_step() {
   m.hardware_tflops = static_cast<double>(model_flops_per_step_ + m.recompute_flops) / seconds / 1e12;
   m.predicted_activation_peak = predicted_peak_;
   m.memory = allocator_.stats();
+  m.comm_bytes = groups_.payload_bytes() - comm_before;
   return m;
 }
 
