@@ -16,6 +16,7 @@ namespace trainer {
 enum class DecayStyle { constant, linear, cosine };
 enum class Device { cpu, cuda };
 enum class Precision { fp32, bf16 };
+enum class OnNonfinite { stop, skip_step };
 
 struct TrainConfig {
   int64_t steps = 100;             // optimizer steps; 0 is valid (writes the initial model)
@@ -27,6 +28,15 @@ struct TrainConfig {
   int64_t eval_iters = 4;          // validation global batches per evaluation
   Device device = Device::cpu;
   Precision precision = Precision::fp32;
+  OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
+  int64_t max_skipped_steps = 5;   // skip_step: this many skips in a row stop the run
+  std::string init_from;           // HF GPT-2 model.safetensors to start from (not on resume)
+};
+
+struct CheckpointConfig {
+  std::string dir;       // empty: no checkpoints
+  int64_t interval = 0;  // save every N steps (0: only at the end and on SIGTERM/SIGINT)
+  int64_t keep_last = 2; // step directories kept (<= 0: all)
 };
 
 struct OptimizerConfig {
@@ -60,6 +70,7 @@ struct Config {
   DataConfig data;
   parallel::ParallelConfig parallel;
   recompute::RecomputeConfig recompute;
+  CheckpointConfig checkpoint;
   OutputConfig output;
 };
 

@@ -253,6 +253,11 @@ struct EnumNames<Precision> {
       {{"fp32", Precision::fp32}, {"bf16", Precision::bf16}}};
 };
 template <>
+struct EnumNames<OnNonfinite> {
+  static constexpr std::array<std::pair<std::string_view, OnNonfinite>, 2> entries{
+      {{"stop", OnNonfinite::stop}, {"skip_step", OnNonfinite::skip_step}}};
+};
+template <>
 struct EnumNames<DecayStyle> {
   static constexpr std::array<std::pair<std::string_view, DecayStyle>, 3> entries{
       {{"constant", DecayStyle::constant},

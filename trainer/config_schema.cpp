@@ -153,6 +153,9 @@ struct ConfigSchema<TrainConfig> {
         field("eval_iters", &TrainConfig::eval_iters),
         field("device", &TrainConfig::device),
         field("precision", &TrainConfig::precision),
+        field("on_nonfinite", &TrainConfig::on_nonfinite),
+        field("max_skipped_steps", &TrainConfig::max_skipped_steps),
+        field("init_from", &TrainConfig::init_from),
     };
     return table;
   }
@@ -207,6 +210,18 @@ struct ConfigSchema<parallel::ParallelConfig> {
 };
 
 template <>
+struct ConfigSchema<CheckpointConfig> {
+  static const std::vector<FieldSpec<CheckpointConfig>>& fields() {
+    static const std::vector<FieldSpec<CheckpointConfig>> table = {
+        field("dir", &CheckpointConfig::dir),
+        field("interval", &CheckpointConfig::interval),
+        field("keep_last", &CheckpointConfig::keep_last),
+    };
+    return table;
+  }
+};
+
+template <>
 struct ConfigSchema<OutputConfig> {
   static const std::vector<FieldSpec<OutputConfig>>& fields() {
     static const std::vector<FieldSpec<OutputConfig>> table = {
@@ -224,7 +239,7 @@ struct ConfigSchema<Config> {
         field("model", &Config::model),         field("train", &Config::train),
         field("optimizer", &Config::optimizer), field("data", &Config::data),
         field("parallel", &Config::parallel),   field("recompute", &Config::recompute),
-        field("output", &Config::output),
+        field("checkpoint", &Config::checkpoint), field("output", &Config::output),
     };
     return table;
   }

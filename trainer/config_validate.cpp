@@ -269,6 +269,12 @@ void validate_config(const Config& config) {
   recompute::validate_recompute(config.recompute, config.model.num_layers,
                                 parallel::stage_layer_chunks(config.parallel, config.model.num_layers));
   if (config.output.dir.empty()) throw ConfigError("output.dir", "must not be empty");
+  check_at_least<int64_t>("checkpoint.interval", config.checkpoint.interval, 0);
+  check_at_least<int64_t>("train.max_skipped_steps", config.train.max_skipped_steps, 0);
+  if (config.checkpoint.interval > 0 && config.checkpoint.dir.empty()) {
+    throw ConfigError("checkpoint.dir", "must be set when checkpoint.interval is " +
+                                            text_of(config.checkpoint.interval));
+  }
 }
 
 void validate_launch(const Config& config, int64_t world_size) {

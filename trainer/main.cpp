@@ -24,8 +24,10 @@ const char* kUsage =
     "usage: trainer <command> [options]\n"
     "\n"
     "commands:\n"
-    "  train --config FILE.yaml [--set a.b=value ...]\n"
-    "        Train a GPT as the config says (launch with mpirun -np N).\n"
+    "  train --config FILE.yaml [--set a.b=value ...] [--resume [auto|STEP_DIR]]\n"
+    "        Train a GPT as the config says (launch with mpirun -np N). --resume continues\n"
+    "        from the latest checkpoint under checkpoint.dir (or the given step directory).\n"
+    "        SIGTERM/SIGINT: finish the step, write a checkpoint, exit 0; twice: exit now.\n"
     "  plan --config FILE.yaml [--set a.b=value ...]\n"
     "        Print the resolved recompute plan and predicted activation memory per stage.\n"
     "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
@@ -36,6 +38,7 @@ const char* kUsage =
 struct TrainArgs {
   std::string config_path;
   std::vector<std::string> overrides;
+  std::string resume;  // empty: start fresh; "auto" or a step directory
 };
 
 // --config FILE and --set overrides, shared by `train` and `plan`.
@@ -50,6 +53,10 @@ TrainArgs parse_train_args(const std::vector<std::string>& args, const std::stri
     if (a == "--config") parsed.config_path = value();
     else if (a == "--set") parsed.overrides.push_back(value());
     else if (a.rfind("--set=", 0) == 0) parsed.overrides.push_back(a.substr(6));
+    else if (a == "--resume") {
+      const bool has_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
+      parsed.resume = has_value ? args[++i] : "auto";
+    }
     else throw runtime::InputError(command + ": unknown argument '" + a + "'\n" + kUsage);
   }
   if (parsed.config_path.empty()) throw runtime::InputError(command + ": --config FILE is required");
@@ -69,6 +76,8 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
     std::ostringstream discard;
     std::ostream& log = groups.is_logging_rank() ? std::cout : discard;
     trainer::Trainer trainer(config, groups, allocator, log);
+    const bool resumed = !train_args.resume.empty() && trainer.resume(train_args.resume);
+    if (!resumed && !config.train.init_from.empty()) trainer.init_from(config.train.init_from);
     trainer.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] error: %s\n", mpi.world_rank(), e.what());

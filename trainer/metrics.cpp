@@ -27,6 +27,15 @@ void MetricsWriter::write(const StepMetrics& m) {
   for (runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
     out_ << ", \"peak_" << runtime::category_name(c) << "_bytes\": " << m.memory[c].peak;
   }
+  auto list = [&](const char* key, const std::vector<int64_t>& values) {
+    if (values.size() < 2) return;
+    out_ << ", \"" << key << "\": [";
+    for (size_t i = 0; i < values.size(); ++i) out_ << (i ? ", " : "") << values[i];
+    out_ << "]";
+  };
+  list("rank_peak_activation_bytes", m.rank_activation_peak);
+  list("rank_predicted_activation_peak_bytes", m.rank_predicted_peak);
+  list("rank_comm_bytes", m.rank_comm_bytes);
   if (m.val_loss) {
     std::snprintf(buffer, sizeof buffer, ", \"val_loss\": %.9g", *m.val_loss);
     out_ << buffer;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/allocator.h"
 
@@ -23,6 +24,8 @@ struct StepMetrics {
   int64_t recompute_flops = 0;
   int64_t predicted_activation_peak = 0;
   int64_t comm_bytes = 0;  // payload this rank handed to its communicators during the step
+  // Per world rank (filled on the logging rank): activation peak, predicted peak, comm bytes.
+  std::vector<int64_t> rank_activation_peak, rank_predicted_peak, rank_comm_bytes;
   runtime::AllocatorStats memory;  // peaks of this step
   std::optional<double> val_loss;
 };

@@ -19,6 +19,7 @@
 #include "parallel/schedules.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/stop_signals.h"
 
 namespace trainer {
 namespace {
@@ -244,10 +245,33 @@ StepMetrics Trainer::train_step() {
   m.loss = loss_sum / static_cast<double>(G * T);
   m.grad_norm = parallel::global_grad_norm(groups_, grads_, shard_.embedding);
   if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
-    throw runtime::Error(TRAINER_STR("[rank " << groups_.world_rank << "] step " << step
-                                              << ": non-finite loss " << m.loss
-                                              << " or gradient norm " << m.grad_norm));
+    // Name the first tensor of this rank whose gradient is not finite.
+    std::string where = "no gradient of this rank";
+    for (const model::NamedParam& p : grads_.named) {
+      const float* g = p.tensor.f32();
+      if (!std::all_of(g, g + p.tensor.numel(), [](float v) { return std::isfinite(v); })) {
+        where = "gradient of " + p.name;
+        break;
+      }
+    }
+    const std::string message =
+        TRAINER_STR("[rank " << groups_.world_rank << "] step " << step << ": non-finite loss "
+                             << m.loss << " or gradient norm " << m.grad_norm << " (first: "
+                             << where << ")");
+    if (config_.train.on_nonfinite == OnNonfinite::stop) throw runtime::Error(message);
+    if (++skipped_in_a_row_ > t.max_skipped_steps) {
+      throw runtime::Error(message + "; " + std::to_string(skipped_in_a_row_) +
+                           " steps skipped in a row > train.max_skipped_steps " +
+                           std::to_string(t.max_skipped_steps));
+    }
+    log_ << message << "; update skipped (train.on_nonfinite: skip_step)\n";
+    step_ = step;  // the batch is consumed; the weights stay
+    m.lr = learning_rate(config_.optimizer, t.steps, step);
+    m.step_ms = seconds_since(start) * 1e3;
+    m.memory = allocator_.stats();
+    return m;
   }
+  skipped_in_a_row_ = 0;
   clip_gradients(grads_, m.grad_norm, config_.optimizer.clip_grad);
   m.lr = learning_rate(config_.optimizer, t.steps, step);
   optimizer_->step(params_, grads_, config_.optimizer, m.lr, step);
@@ -262,6 +286,20 @@ StepMetrics Trainer::train_step() {
   m.predicted_activation_peak = predicted_peak_;
   m.memory = allocator_.stats();
   m.comm_bytes = groups_.payload_bytes() - comm_before;
+  if (groups_.world_size() > 1) {
+    // Per-rank numbers to the logging rank: each rank fills its slots, one sum.
+    const int64_t n = groups_.world_size(), r = groups_.world_rank;
+    std::vector<double> slots(static_cast<size_t>(3 * n), 0.0);
+    slots[static_cast<size_t>(r)] = static_cast<double>(m.memory[runtime::MemoryCategory::activation].peak);
+    slots[static_cast<size_t>(n + r)] = static_cast<double>(m.predicted_activation_peak);
+    slots[static_cast<size_t>(2 * n + r)] = static_cast<double>(m.comm_bytes);
+    groups_.world->all_reduce_sum(slots.data(), 3 * n);
+    for (int64_t i = 0; i < n; ++i) {
+      m.rank_activation_peak.push_back(static_cast<int64_t>(slots[static_cast<size_t>(i)]));
+      m.rank_predicted_peak.push_back(static_cast<int64_t>(slots[static_cast<size_t>(n + i)]));
+      m.rank_comm_bytes.push_back(static_cast<int64_t>(slots[static_cast<size_t>(2 * n + i)]));
+    }
+  }
   return m;
 }
 
@@ -309,26 +347,45 @@ void Trainer::log_step(const StepMetrics& m) {
 TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
   const auto start = Clock::now();
+  const int64_t first_step = step_;
   TrainSummary summary;
   summary.steps = t.steps;
   if (entropy_) summary.loss_floor = entropy_->loss_floor(config_.model.seq_length);
   const bool logging = groups_.is_logging_rank();
+  const StopSignals signals;
   while (step_ < t.steps) {
     StepMetrics m = train_step();
     const bool last = step_ == t.steps;
+    if (signals.stop_requested(*groups_.world)) {
+      if (!config_.checkpoint.dir.empty()) save_checkpoint();
+      if (logging) {
+        log_ << "stopped by a signal after step " << step_
+             << (config_.checkpoint.dir.empty() ? " (no checkpoint.dir: nothing saved)"
+                                                : "; checkpoint written to " + config_.checkpoint.dir)
+             << "\n";
+        log_.flush();
+      }
+      summary.interrupted = true;
+      summary.steps = step_;
+      return summary;
+    }
+    if (config_.checkpoint.interval > 0 && step_ % config_.checkpoint.interval == 0 && !last) {
+      save_checkpoint();
+    }
     if (valid_sampler_ && t.eval_interval > 0 && (step_ % t.eval_interval == 0 || last)) {
       m.val_loss = evaluate();
       summary.last_val_loss = m.val_loss;
     }
-    if (step_ == 1) summary.first_loss = m.loss;
+    if (step_ == first_step + 1) summary.first_loss = m.loss;
     summary.last_loss = m.loss;
     if (logging) {
       metrics_->write(m);
-      if (step_ % t.log_interval == 0 || last || step_ == 1 || m.val_loss) log_step(m);
+      if (step_ % t.log_interval == 0 || last || step_ == first_step + 1 || m.val_loss) log_step(m);
     }
   }
+  if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();
   summary.seconds = seconds_since(start);
-  summary.tokens_per_s = static_cast<double>(t.steps * t.global_batch_size *
+  summary.tokens_per_s = static_cast<double>((t.steps - first_step) * t.global_batch_size *
                                              config_.model.seq_length) /
                          std::max(summary.seconds, 1e-9);
   if (config_.output.export_model) {
@@ -341,9 +398,9 @@ TrainSummary Trainer::run() {
     }
   }
   if (logging) {
-    log_ << "done: " << t.steps << " steps in " << format("%.1f", summary.seconds) << " s ("
-         << format("%.0f", summary.tokens_per_s) << " tok/s)";
-    if (t.steps > 0) {
+    log_ << "done: " << t.steps - first_step << " steps in " << format("%.1f", summary.seconds)
+         << " s (" << format("%.0f", summary.tokens_per_s) << " tok/s)";
+    if (t.steps > first_step) {
       log_ << "; loss " << format("%.4f", summary.first_loss) << " -> "
            << format("%.4f", summary.last_loss);
     }

@@ -21,6 +21,7 @@
 namespace trainer {
 
 struct TrainSummary {
+  bool interrupted = false;          // stopped early by SIGTERM/SIGINT (checkpoint written)
   int64_t steps = 0;
   double first_loss = 0, last_loss = 0;
   std::optional<double> last_val_loss;
@@ -38,7 +39,15 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   // Every step, validation, the export; returns what the summary line prints.
+  // Stops after the current step on SIGTERM/SIGINT, writing a checkpoint.
   TrainSummary run();
+  // Resumes from a checkpoint: "auto" (the latest under checkpoint.dir, if any)
+  // or a step directory. Returns false when "auto" found none.
+  bool resume(const std::string& which);
+  // Writes a checkpoint of the current state (collective).
+  void save_checkpoint();
+  // Loads Hugging Face GPT-2 weights (train.init_from) into this rank's shard.
+  void init_from(const std::string& path);
   // One optimizer step (step number advances).
   StepMetrics train_step();
   // Mean token loss over eval_iters validation batches, read in order from the start.
@@ -78,6 +87,7 @@ class Trainer {
   std::unique_ptr<runtime::CpuAllocator> gather_allocator_;
   std::vector<int32_t> sample_buffer_;
   int64_t step_ = 0;  // completed optimizer steps
+  int64_t skipped_in_a_row_ = 0;
   int64_t num_microbatches_ = 0;
   int64_t model_flops_per_step_ = 0;  // this rank
   double peak_gflops_ = 0;            // the MFU denominator: measured sgemm rate

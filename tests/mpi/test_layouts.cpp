@@ -151,3 +151,38 @@ TEST(Layouts, PipelineStagesHoldTheirMicrobatchesAsPredicted) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Layouts, CheckpointResumesBitExactAndReshardsToOneProcess) {
+  if (world_size() != 4) GTEST_SKIP() << "tensor 2 x pipeline 2";
+  mpi_test::SharedData shared;
+  const std::vector<std::string> layout = {"parallel.tensor=2", "parallel.pipeline=2",
+                                           "checkpoint.dir=" + shared.out("ckpt")};
+  double continued = 0;
+  {
+    mpi_test::Run run(mpi_test::config_for(shared, layout), true);
+    run.trainer->train_step();
+    run.trainer->train_step();
+    run.trainer->save_checkpoint();
+    continued = run.trainer->train_step().loss;
+  }
+  // The same layout resumes bit for bit.
+  {
+    mpi_test::Run run(mpi_test::config_for(shared, layout), true);
+    EXPECT_TRUE(run.trainer->resume("auto"));
+    EXPECT_EQ(run.trainer->step(), 2);
+    EXPECT_EQ(run.trainer->train_step().loss, continued);
+  }
+  // One process loads the tp2 x pp2 shards (vocabulary padded differently).
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    mpi_test::Run single(mpi_test::config_for(shared, {"checkpoint.dir=" + shared.out("ckpt")}), false);
+    EXPECT_TRUE(single.trainer->resume("auto"));
+    const double loss = single.trainer->train_step().loss;
+    EXPECT_LT(std::abs(loss - continued) / continued, 1e-5) << loss << " vs " << continued;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace

@@ -96,7 +96,7 @@ TEST(ConfigParse, AcceptsYamlNumberSpellings) {
 
 TEST(ConfigParse, RejectsUnknownTopLevelSection) {
   EXPECT_TRUE(parse_rejected("modle: {num_layers: 2}\n", kWithData, "modle",
-                             {"unknown key", "model, train, optimizer, data, parallel, recompute, output"}));
+                             {"unknown key", "model, train, optimizer, data, parallel, recompute, checkpoint, output"}));
 }
 
 TEST(ConfigParse, RejectsUnknownKeyInSectionAndListsTheKnownOnes) {

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Parallel layouts on one machine: tokens/s, and per rank the activation peak
+# (measured and predicted) and the bytes handed to communicators per step, for
+# a model sized for 2 cores. Ranks are oversubscribed: a correctness-scale run,
+# not a speed claim. Writes bench/parallel.json (one object per layout).
+# Usage: scripts/bench_parallel.sh [STEPS]
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+root=$(repo_root)
+"$root/scripts/setup.sh" >/dev/null
+configure_and_build "$root/build/release" >/dev/null
+trainer="$root/build/release/trainer/trainer"
+steps=${1:-4}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$trainer" prepare-data --synthetic --num-tokens 200000 --output-prefix "$work/data" >/dev/null
+model="--set model.num_layers=4 --set model.hidden_size=128 --set model.num_attention_heads=4 \
+  --set model.seq_length=128 --set train.micro_batch_size=4 --set train.global_batch_size=16 \
+  --set train.steps=$steps --set train.eval_interval=0 --set optimizer.lr_warmup_steps=0 \
+  --set output.export=false --set data.path=$work/data --set train.log_interval=1000"
+layouts=(
+  "1|single|"
+  "2|tp2|--set parallel.tensor=2"
+  "2|tp2 sp|--set parallel.tensor=2 --set parallel.sequence_parallel=true"
+  "2|pp2 1f1b|--set parallel.pipeline=2"
+  "2|pp2 interleaved|--set parallel.pipeline=2 --set parallel.virtual_pipeline=2"
+  "2|dp2|--set parallel.data=2"
+  "4|tp2 pp2|--set parallel.tensor=2 --set parallel.pipeline=2"
+  "8|tp2 pp2 dp2|--set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=2"
+)
+echo "machine: $(nproc) cores; model 4 layers, hidden 128, seq 128, global batch 16 x 128 tokens"
+printf '| %-16s | %5s | %9s | %-40s | %-40s |\n' layout ranks tokens/s "activation peak per rank (MiB, = predicted?)" "comm MiB per step per rank"
+echo "[" > "$root/bench/parallel.json"
+first=1
+for entry in "${layouts[@]}"; do
+  IFS='|' read -r ranks name flags <<< "$entry"
+  out="$work/run-${name// /-}"
+  # shellcheck disable=SC2086
+  mpirun $(mpirun_flags) -np "$ranks" "$trainer" train --config "$root/configs/tiny.yaml" $model $flags \
+    --set output.dir="$out" >/dev/null
+  last=$(tail -n 1 "$out/metrics.jsonl")
+  python3 - "$name" "$ranks" "$last" <<'PY'
+import json, sys
+name, ranks, m = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+peaks = m.get("rank_peak_activation_bytes", [m["peak_activation_bytes"]])
+pred = m.get("rank_predicted_activation_peak_bytes", [m["predicted_activation_peak_bytes"]])
+comm = m.get("rank_comm_bytes", [m["comm_bytes"]])
+mib = lambda b: b / 2**20
+peak_text = " ".join("%.1f%s" % (mib(a), "" if a == b else "!") for a, b in zip(peaks, pred))
+comm_text = " ".join("%.2f" % mib(c) for c in comm)
+print("| %-16s | %5d | %9.0f | %-40s | %-40s |" % (name, ranks, m["tokens_per_s"], peak_text, comm_text))
+PY
+  [ $first -eq 1 ] || echo "," >> "$root/bench/parallel.json"
+  first=0
+  printf '{"layout": "%s", "ranks": %s, "last_step": %s}' "$name" "$ranks" "$last" >> "$root/bench/parallel.json"
+done
+echo "]" >> "$root/bench/parallel.json"
+echo "('!' marks a rank whose measured activation peak differs from the prediction)"

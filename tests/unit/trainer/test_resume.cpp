@@ -1,0 +1,149 @@
+// Checkpoints in the training loop: N + M steps in one go equal N steps, a
+// checkpoint, a resume and M steps (losses and final weights bit for bit);
+// non-finite steps stop or are skipped as configured; a checkpoint of another
+// model is refused; init_from loads exported weights.
+#include <cstring>
+#include <fstream>
+
+#include "trainer/export/hf_gpt2.h"
+#include "trainer_fixture.h"
+
+namespace trainer {
+namespace {
+
+using testing_support::InProcessRun;
+using testing_support::TempDir;
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The loss field of a metrics.jsonl line.
+std::string loss_of(const std::string& line) {
+  const size_t begin = line.find("\"loss\": ") + 8;
+  return line.substr(begin, line.find(',', begin) - begin);
+}
+
+TEST(Resume, SplitRunIsBitIdenticalToOneRun) {
+  TempDir dir;
+  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  const std::vector<std::string> common = {"train.steps=6", "model.hidden_dropout=0.1",
+                                           "model.attention_dropout=0.1", "data.shuffle=true",
+                                           "optimizer.lr_warmup_steps=2"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  InProcessRun whole(testing_support::small_config(dir / "data", dir / "whole", with({})));
+  whole.trainer->run();
+
+  InProcessRun first(testing_support::small_config(
+      dir / "data", dir / "first", with({"checkpoint.dir=" + dir / "ckpt", "checkpoint.interval=4"})));
+  for (int i = 0; i < 4; ++i) first.trainer->train_step();
+  first.trainer->save_checkpoint();
+
+  InProcessRun resumed(testing_support::small_config(
+      dir / "data", dir / "resumed", with({"checkpoint.dir=" + dir / "ckpt"})));
+  ASSERT_TRUE(resumed.trainer->resume("auto"));
+  EXPECT_EQ(resumed.trainer->step(), 4);
+  resumed.trainer->run();
+
+  const auto& a = whole.trainer->params().flat;
+  const auto& b = resumed.trainer->params().flat;
+  ASSERT_EQ(a.numel(), b.numel());
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
+  const auto whole_lines = lines_of(dir / "whole/metrics.jsonl");
+  const auto resumed_lines = lines_of(dir / "resumed/metrics.jsonl");
+  ASSERT_EQ(whole_lines.size(), 6u);
+  ASSERT_EQ(resumed_lines.size(), 2u);  // steps 5 and 6
+  EXPECT_EQ(loss_of(resumed_lines[0]), loss_of(whole_lines[4]));
+  EXPECT_EQ(loss_of(resumed_lines[1]), loss_of(whole_lines[5]));
+  EXPECT_EQ(resumed_lines[0].rfind("{\"step\": 5,", 0), 0u);
+}
+
+TEST(Resume, AutoWithoutCheckpointStartsFresh) {
+  TempDir dir;
+  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  InProcessRun run(testing_support::small_config(dir / "data", dir / "run",
+                                                 {"checkpoint.dir=" + dir / "none"}));
+  EXPECT_FALSE(run.trainer->resume("auto"));
+  EXPECT_EQ(run.trainer->step(), 0);
+}
+
+TEST(Resume, RefusesACheckpointOfAnotherModel) {
+  TempDir dir;
+  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  InProcessRun writer(testing_support::small_config(dir / "data", dir / "a",
+                                                    {"checkpoint.dir=" + dir / "ckpt"}));
+  writer.trainer->train_step();
+  writer.trainer->save_checkpoint();
+  InProcessRun reader(testing_support::small_config(
+      dir / "data", dir / "b", {"checkpoint.dir=" + dir / "ckpt", "model.num_layers=3"}));
+  try {
+    reader.trainer->resume("auto");
+    FAIL() << "resumed a 2-layer checkpoint into 3 layers";
+  } catch (const runtime::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.num_layers 2 in the checkpoint, 3 now"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Nonfinite, StopNamesTheStepAndTensor) {
+  TempDir dir;
+  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  InProcessRun run(testing_support::small_config(
+      dir / "data", dir / "run", {"optimizer.lr=1e30", "optimizer.clip_grad=0", "train.steps=10"}));
+  try {
+    run.trainer->run();
+    FAIL() << "a learning rate of 1e30 trained on";
+  } catch (const runtime::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("[rank 0] step 2: non-finite loss"), std::string::npos) << message;
+    EXPECT_NE(message.find("(first: gradient of "), std::string::npos) << message;
+  }
+}
+
+TEST(Nonfinite, SkipStepKeepsWeightsThenStopsAfterTheLimit) {
+  TempDir dir;
+  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  InProcessRun run(testing_support::small_config(
+      dir / "data", dir / "run",
+      {"optimizer.lr=1e30", "optimizer.clip_grad=0", "train.steps=10",
+       "train.on_nonfinite=skip_step", "train.max_skipped_steps=2"}));
+  run.trainer->train_step();  // step 1 is finite and blows the weights up
+  const std::vector<float> after_first(run.trainer->params().flat.f32(),
+                                       run.trainer->params().flat.f32() + run.trainer->params().flat.numel());
+  run.trainer->train_step();  // skipped
+  run.trainer->train_step();  // skipped
+  EXPECT_EQ(std::memcmp(after_first.data(), run.trainer->params().flat.raw(),
+                        after_first.size() * sizeof(float)),
+            0);
+  EXPECT_NE(run.log.str().find("update skipped"), std::string::npos);
+  try {
+    run.trainer->train_step();
+    FAIL() << "a third skip in a row went on";
+  } catch (const runtime::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 steps skipped in a row > train.max_skipped_steps 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(InitFrom, LoadsExportedWeights) {
+  TempDir dir;
+  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  InProcessRun trained(testing_support::small_config(dir / "data", dir / "run",
+                                                     {"train.steps=2", "train.eval_interval=2"}));
+  trained.trainer->run();
+  InProcessRun fresh(testing_support::small_config(
+      dir / "data", dir / "fresh", {"train.seed=5", "train.init_from=" + dir / "run/model.safetensors"}));
+  fresh.trainer->init_from(dir / "run/model.safetensors");
+  EXPECT_EQ(fresh.trainer->evaluate(), trained.trainer->evaluate());
+}
+
+}  // namespace
+}  // namespace trainer

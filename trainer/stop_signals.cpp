@@ -1,0 +1,41 @@
+// Signal flag and its agreement across ranks. The handler only touches a
+// sig_atomic_t (and _exit on the second signal), as async-signal safety requires.
+#include "trainer/stop_signals.h"
+
+#include <unistd.h>
+
+namespace trainer {
+namespace {
+
+volatile std::sig_atomic_t g_signals = 0;
+
+void on_signal(int signal_number) {
+  if (g_signals > 0) _exit(128 + signal_number);  // the second signal: now
+  g_signals = g_signals + 1;
+  static const char kMessage[] = "trainer: stopping after this step (signal again to exit now)\n";
+  [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+}
+
+}  // namespace
+
+StopSignals::StopSignals() {
+  g_signals = 0;
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, &previous_term_);
+  sigaction(SIGINT, &action, &previous_int_);
+}
+
+StopSignals::~StopSignals() {
+  sigaction(SIGTERM, &previous_term_, nullptr);
+  sigaction(SIGINT, &previous_int_, nullptr);
+}
+
+bool StopSignals::stop_requested(parallel::Communicator& world) const {
+  double requested = g_signals > 0 ? 1.0 : 0.0;
+  world.all_reduce_sum(&requested, 1);
+  return requested > 0;
+}
+
+}  // namespace trainer

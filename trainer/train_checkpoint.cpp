@@ -1,0 +1,161 @@
+// The trainer's state in and out of checkpoints (trainer/checkpoint.h) and the
+// start from Hugging Face weights. Rules: a checkpoint holds the fp32 weights and
+// both AdamW moments of every parameter under its global name, the word
+// embeddings without vocabulary padding (padding depends on the tp size), so
+// any layout resumes any other; dropout and data order are keyed by (seed,
+// step), so the step alone restores them.
+#include <algorithm>
+#include <ostream>
+
+#include "trainer/checkpoint.h"
+#include "trainer/export/hf_gpt2.h"
+#include "trainer/export/safetensors.h"
+#include "trainer/train.h"
+
+namespace trainer {
+namespace {
+
+const char* const kStateNames[] = {"param/", "exp_avg/", "exp_avg_sq/"};
+
+// The part of `p` a checkpoint stores: everything but padded vocabulary rows.
+struct StoredPart {
+  std::vector<int64_t> global_shape;
+  ShardSlice slice;
+  int64_t elements;  // from the start of the local tensor
+};
+
+StoredPart stored_part(const model::NamedParam& p, const model::GptConfig& config) {
+  StoredPart part{p.global_shape, {p.shard_dim, p.shard_offset, 0}, p.tensor.numel()};
+  if (p.shard_dim >= 0) part.slice.length = p.tensor.dim(p.shard_dim);
+  if (p.name == "embedding.word_embeddings.weight") {
+    const int64_t rows = std::clamp<int64_t>(config.vocab_size - p.shard_offset, 0, p.tensor.dim(0));
+    part.global_shape[0] = config.vocab_size;
+    part.slice = {0, p.shard_offset, rows};
+    part.elements = rows * p.tensor.dim(1);
+  }
+  return part;
+}
+
+// The model fields a checkpoint must agree on.
+std::string model_mismatch(const model::GptConfig& a, const model::GptConfig& b) {
+  std::string out;
+  auto check = [&](const char* name, int64_t x, int64_t y) {
+    if (x != y) out += TRAINER_STR("model." << name << " " << x << " in the checkpoint, " << y << " now; ");
+  };
+  check("num_layers", a.num_layers, b.num_layers);
+  check("hidden_size", a.hidden_size, b.hidden_size);
+  check("num_attention_heads", a.num_attention_heads, b.num_attention_heads);
+  check("ffn_hidden_size", a.ffn(), b.ffn());
+  check("vocab_size", a.vocab_size, b.vocab_size);
+  check("max_position_embeddings", a.positions(), b.positions());
+  return out;
+}
+
+}  // namespace
+
+void Trainer::save_checkpoint() {
+  std::vector<TensorShard> shards;
+  const float* state[] = {params_.flat.f32(), optimizer_->exp_avg().f32(), optimizer_->exp_avg_sq().f32()};
+  for (const model::NamedParam& p : params_.named) {
+    const StoredPart part = stored_part(p, config_.model);
+    if (part.elements == 0) continue;
+    const int64_t offset = p.tensor.f32() - params_.flat.f32();
+    for (int i = 0; i < 3; ++i) {
+      shards.push_back({kStateNames[i] + p.name, part.global_shape, part.slice,
+                        runtime::DType::f32, state[i] + offset});
+    }
+  }
+  CheckpointMeta meta;
+  meta.step = step_;
+  meta.consumed_samples = step_ * config_.train.global_batch_size;
+  meta.seed = config_.train.seed;
+  meta.config_yaml = to_yaml(config_);
+  meta.tensor = config_.parallel.tensor;
+  meta.pipeline = config_.parallel.pipeline;
+  meta.data = config_.parallel.data;
+  trainer::save_checkpoint(config_.checkpoint.dir, meta, shards, groups_.coordinates.dp == 0,
+                           static_cast<int>(config_.checkpoint.keep_last), *groups_.world);
+  if (groups_.is_logging_rank()) {
+    log_ << "checkpoint: step " << step_ << " written to " << config_.checkpoint.dir << "\n";
+    log_.flush();
+  }
+}
+
+bool Trainer::resume(const std::string& which) {
+  if (config_.checkpoint.dir.empty() && which == "auto") {
+    throw runtime::ConfigError("checkpoint.dir", "--resume auto needs checkpoint.dir");
+  }
+  const std::optional<std::string> step_dir = find_checkpoint(config_.checkpoint.dir, which);
+  if (!step_dir) {
+    if (groups_.is_logging_rank()) log_ << "resume: no checkpoint in " << config_.checkpoint.dir << " yet, starting fresh\n";
+    return false;
+  }
+  const CheckpointReader reader(*step_dir, ChecksumPolicy::verify_on_first_read);
+  const CheckpointMeta& meta = reader.meta();
+  const Config saved = parse_config(meta.config_yaml, *step_dir + "/manifest.json (config)");
+  const std::string mismatch = model_mismatch(saved.model, config_.model);
+  if (!mismatch.empty()) {
+    throw runtime::InputError("checkpoint " + *step_dir + " does not fit this model: " + mismatch);
+  }
+  if (meta.step > config_.train.steps) {
+    throw runtime::InputError(TRAINER_STR("checkpoint " << *step_dir << " is at step " << meta.step
+                                                        << ", beyond train.steps " << config_.train.steps));
+  }
+  float* state[] = {params_.flat.f32(), optimizer_->exp_avg().f32(), optimizer_->exp_avg_sq().f32()};
+  for (const model::NamedParam& p : params_.named) {
+    const StoredPart part = stored_part(p, config_.model);
+    const int64_t offset = p.tensor.f32() - params_.flat.f32();
+    for (int i = 0; i < 3; ++i) {
+      std::fill(state[i] + offset, state[i] + offset + p.tensor.numel(), 0.f);  // padding rows
+      if (part.elements > 0) {
+        reader.read(kStateNames[i] + p.name, part.global_shape, part.slice, runtime::DType::f32,
+                    state[i] + offset);
+      }
+    }
+  }
+  step_ = meta.step;
+  if (groups_.is_logging_rank()) {
+    log_ << "resume: step " << meta.step << " from " << *step_dir << " (written by tensor "
+         << meta.tensor << " x pipeline " << meta.pipeline << " x data " << meta.data << ")";
+    if (saved.train.seed != config_.train.seed ||
+        saved.train.global_batch_size != config_.train.global_batch_size) {
+      log_ << "; note: train.seed or train.global_batch_size changed, so the data order and "
+              "dropout differ from an uninterrupted run";
+    }
+    log_ << "\n";
+    log_.flush();
+  }
+  return true;
+}
+
+void Trainer::init_from(const std::string& path) {
+  // The whole model in this run's padding, loaded from the file, then each
+  // rank keeps its own slices.
+  model::GptConfig padded = config_.model;
+  padded.make_vocab_size_divisible_by *= config_.parallel.tensor;
+  runtime::CpuAllocator scratch;
+  const model::GptParams whole =
+      model::GptParams::allocate(scratch, padded, runtime::MemoryCategory::workspace);
+  model::init_params(whole, padded, config_.train.seed);
+  from_hf_gpt2(read_safetensors(path), whole, padded);
+  for (const model::NamedParam& p : params_.named) {
+    const model::NamedParam* source = whole.find(p.name);
+    TRAINER_ASSERT(source != nullptr, "init_from: no " << p.name);
+    float* out = p.tensor.f32();
+    const float* in = source->tensor.f32();
+    if (p.shard_dim < 0) {
+      std::copy(in, in + p.tensor.numel(), out);
+    } else if (p.shard_dim == 0) {
+      const int64_t row = p.tensor.numel() / p.tensor.dim(0);
+      std::copy(in + p.shard_offset * row, in + p.shard_offset * row + p.tensor.numel(), out);
+    } else {
+      const int64_t rows = p.tensor.dim(0), cols = p.tensor.dim(1), whole_cols = source->tensor.dim(1);
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy(in + r * whole_cols + p.shard_offset, in + r * whole_cols + p.shard_offset + cols,
+                  out + r * cols);
+    }
+  }
+  if (groups_.is_logging_rank()) log_ << "init_from: weights of " << path << "\n";
+}
+
+}  // namespace trainer
