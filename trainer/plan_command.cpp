@@ -8,6 +8,7 @@
 
 #include "model/flops.h"
 #include "recompute/executor.h"
+#include "parallel/schedules.h"
 #include "recompute/memory_model.h"
 #include "trainer/metrics.h"
 
@@ -16,7 +17,9 @@ namespace trainer {
 void print_plan(const Config& config, const std::string& source, std::ostream& out) {
   const model::GptConfig& m = config.model;
   const parallel::ParallelConfig& p = config.parallel;
-  model::LayerDims dims = recompute::layer_dims(m, config.train.micro_batch_size, true);
+  model::LayerDims dims = recompute::with_tensor_parallel(
+      recompute::layer_dims(m, config.train.micro_batch_size, true), nullptr, p.tensor, 0,
+      p.sequence_parallel);
   dims.activation_dtype =
       config.train.precision == Precision::bf16 ? runtime::DType::bf16 : runtime::DType::f32;
   const int64_t microbatches =
@@ -37,10 +40,26 @@ void print_plan(const Config& config, const std::string& source, std::ostream& o
   for (int64_t stage = 0; stage < p.pipeline; ++stage) {
     const auto& stage_chunks = chunks[static_cast<size_t>(stage)];
     const recompute::RecomputePlan plan = recompute::resolve_plan(config.recompute, stage, stage_chunks);
+    // The stage's peak over its schedule, chunk by chunk, as the trainer predicts it.
+    std::vector<recompute::ActivationMemory> chunk_memory;
+    int64_t first = 0;
+    for (size_t v = 0; v < stage_chunks.size(); ++v) {
+      chunk_memory.push_back(recompute::predict_activation_memory(
+          m, dims, plan.slice(first, stage_chunks[v].count), 1, stage == 0 && v == 0,
+          stage == p.pipeline - 1 && v + 1 == stage_chunks.size()));
+      first += stage_chunks[v].count;
+    }
+    const auto kind = p.pipeline == 1          ? parallel::ScheduleKind::no_pipeline
+                      : p.virtual_pipeline > 1 ? parallel::ScheduleKind::interleaved
+                                               : parallel::ScheduleKind::one_f_one_b;
+    const int64_t stage_peak = parallel::predict_activation_peak(
+        parallel::schedule_ops(kind, p.pipeline, stage, static_cast<int64_t>(stage_chunks.size()),
+                               microbatches),
+        chunk_memory);
+    const auto memory = recompute::predict_activation_memory(m, dims, plan, 1, stage == 0,
+                                                             stage == p.pipeline - 1);
     const int64_t in_flight = p.pipeline == 1 ? 1 : std::min(p.pipeline - stage, microbatches);
-    const auto memory = recompute::predict_activation_memory(
-        m, dims, plan, in_flight, stage == 0, stage == p.pipeline - 1);
-    out << "\nstage " << stage << " (" << in_flight << " microbatch"
+    out << "\nstage " << stage << " (1F1B: up to " << in_flight << " microbatch"
         << (in_flight > 1 ? "es" : "") << " in flight)\n";
     out << "  layer | entry                                   | group |         kept |      rebuilt\n";
     int64_t recompute_flops = 0;
@@ -65,11 +84,11 @@ void print_plan(const Config& config, const std::string& source, std::ostream& o
     const int64_t model_flops = 3 * static_cast<int64_t>(plan.num_layers()) * layer_flops.total();
     std::snprintf(line, sizeof line,
                   "  embedding %s, head %s; per microbatch: forward end %s, backward peak %s\n"
-                  "  predicted activation peak: %s\n"
+                  "  predicted activation peak (per rank of this stage): %s\n"
                   "  recompute: %.3f GFLOP per microbatch (%.1f%% of the layers' model FLOPs)\n",
                   format_bytes(memory.embedding).c_str(), format_bytes(memory.head).c_str(),
                   format_bytes(memory.forward_end).c_str(),
-                  format_bytes(memory.backward_peak).c_str(), format_bytes(memory.peak).c_str(),
+                  format_bytes(memory.backward_peak).c_str(), format_bytes(stage_peak).c_str(),
                   static_cast<double>(recompute_flops) / 1e9,
                   model_flops > 0 ? 100.0 * static_cast<double>(recompute_flops) /
                                         static_cast<double>(model_flops)
