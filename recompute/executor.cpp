@@ -123,15 +123,20 @@ ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const 
                          layer_context(state.context, i), allocator_);
     x = out;
   }
+  return finish(x, batch.targets, state.head, train_dims_, /*keep=*/true);
+}
+
+ForwardResult ChunkExecutor::finish(const Tensor& x, const Tensor& targets,
+                                    model::HeadStash& head, const model::LayerDims& dims,
+                                    bool keep) {
   ForwardResult result;
   if (!chunk_.head) {
     result.output = x;
     return result;
   }
-  Tensor losses = Tensor::empty(allocator_, {train_dims_.seq * train_dims_.micro_batch},
-                                runtime::DType::f32, runtime::MemoryCategory::workspace);
-  model::head_forward(losses.f32(), state.head, x, batch.targets, params_, config_, train_dims_,
-                      /*keep_for_backward=*/true, allocator_);
+  Tensor losses = Tensor::empty(allocator_, {dims.seq * dims.micro_batch}, runtime::DType::f32,
+                                runtime::MemoryCategory::workspace);
+  model::head_forward(losses.f32(), head, x, targets, params_, config_, dims, keep, allocator_);
   for (int64_t i = 0; i < losses.numel(); ++i) result.loss_sum += losses.f32()[i];
   return result;
 }
@@ -204,18 +209,8 @@ ForwardResult ChunkExecutor::evaluate(const Microbatch& batch, const Tensor& inp
                          layer_context(context, i), allocator_);
     x = out;
   }
-  ForwardResult result;
-  if (!chunk_.head) {
-    result.output = x;
-    return result;
-  }
-  Tensor losses = Tensor::empty(allocator_, {eval_dims_.seq * eval_dims_.micro_batch},
-                                runtime::DType::f32, runtime::MemoryCategory::workspace);
   model::HeadStash head;
-  model::head_forward(losses.f32(), head, x, batch.targets, params_, config_, eval_dims_,
-                      /*keep_for_backward=*/false, allocator_);
-  for (int64_t i = 0; i < losses.numel(); ++i) result.loss_sum += losses.f32()[i];
-  return result;
+  return finish(x, batch.targets, head, eval_dims_, /*keep=*/false);
 }
 
 }  // namespace recompute

@@ -96,6 +96,10 @@ class ChunkExecutor {
   const model::LayerParams& weights(int64_t layer) const;
   const model::LayerParams& gradients(int64_t layer) const;
   void backward_group(InFlight& state, int64_t first, int64_t last, Tensor& dx);
+  // The chunk's result for its last hidden state x: the loss sum through the
+  // head (kept in `head` for backward when keep), or x itself to send on.
+  ForwardResult finish(const Tensor& x, const Tensor& targets, model::HeadStash& head,
+                       const model::LayerDims& dims, bool keep);
 
   const model::GptConfig& config_;
   const model::GptParams& params_;

@@ -10,35 +10,10 @@
 
 #include "runtime/error.h"
 #include "runtime/philox.h"
+#include "trainer/data/splitmix_stream.h"
 
 namespace trainer {
 namespace {
-
-// Note [Portable shuffle]
-// std::shuffle and std::uniform_int_distribution are implementation-defined, so
-// two standard libraries would feed ranks different samples. The permutation is
-// instead Fisher-Yates driven by the splitmix64 sequence of a key derived from
-// (seed, epoch), with unbiased bounded draws by rejection.
-class SplitMix64Stream {
- public:
-  explicit SplitMix64Stream(uint64_t key) : state_(key) {}
-  uint64_t next() {
-    const uint64_t out = runtime::splitmix64(state_);
-    state_ += 0x9E3779B97F4A7C15ull;
-    return out;
-  }
-  // Uniform in [0, bound): draws below 2^64 mod bound are rejected.
-  uint64_t below(uint64_t bound) {
-    const uint64_t threshold = (0 - bound) % bound;
-    for (;;) {
-      const uint64_t r = next();
-      if (r >= threshold) return r % bound;
-    }
-  }
-
- private:
-  uint64_t state_;
-};
 
 constexpr uint64_t kShuffleDomain =
     0x53485546464C4531ull;  // "SHUFFLE1": separates from other seed uses

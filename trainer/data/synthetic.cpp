@@ -16,30 +16,10 @@
 
 #include "runtime/error.h"
 #include "runtime/philox.h"
+#include "trainer/data/splitmix_stream.h"
 
 namespace trainer {
 namespace {
-
-class SplitMix64Stream {
- public:
-  explicit SplitMix64Stream(uint64_t key) : state_(key) {}
-  uint64_t next() {
-    const uint64_t out = runtime::splitmix64(state_);
-    state_ += 0x9E3779B97F4A7C15ull;
-    return out;
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  uint64_t below(uint64_t bound) {  // uniform in [0, bound), unbiased by rejection
-    const uint64_t threshold = (0 - bound) % bound;
-    for (;;) {
-      const uint64_t r = next();
-      if (r >= threshold) return r % bound;
-    }
-  }
-
- private:
-  uint64_t state_;
-};
 
 constexpr uint64_t kChainDomain = 0x4348414931ull;   // keys the chain's construction
 constexpr uint64_t kStreamDomain = 0x5354524D31ull;  // keys the token stream
