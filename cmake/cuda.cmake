@@ -1,6 +1,5 @@
-# TRAINER_CUDA: AUTO turns the CUDA language on when nvcc is found, ON requires it.
-# The CUDA backend's sources belong to runtime/kernels/cuda; until they exist this
-# only checks that the toolchain is usable, so a broken toolkit fails at configure.
+# TRAINER_CUDA: AUTO turns the CUDA backend on when nvcc is found, ON requires it.
+# Finds the CUDA toolkit (cudart, cuBLASLt) and NCCL; defines trainer_nccl.
 set(TRAINER_WITH_CUDA OFF)
 if(TRAINER_CUDA STREQUAL "ON" OR TRAINER_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
@@ -12,10 +11,25 @@ if(TRAINER_CUDA STREQUAL "ON" OR TRAINER_CUDA STREQUAL "AUTO")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 80 90)
     endif()
+    # CMake 3.25 has no C++20 dialect flags for nvcc: CUDA sources (and the
+    # runtime headers they include) are C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     enable_language(CUDA)
     set(TRAINER_WITH_CUDA ON)
   elseif(TRAINER_CUDA STREQUAL "ON")
     message(FATAL_ERROR "TRAINER_CUDA=ON but no CUDA compiler (nvcc) was found")
   endif()
 endif()
-message(STATUS "trainer: CUDA toolchain ${TRAINER_WITH_CUDA} (TRAINER_CUDA=${TRAINER_CUDA})")
+if(TRAINER_WITH_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "CUDA is on but NCCL (nccl.h, libnccl) was not found")
+  endif()
+  add_library(trainer_nccl INTERFACE)
+  target_include_directories(trainer_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(trainer_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+endif()
+message(STATUS "trainer: CUDA backend ${TRAINER_WITH_CUDA} (TRAINER_CUDA=${TRAINER_CUDA})")

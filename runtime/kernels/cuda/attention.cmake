@@ -1,0 +1,1 @@
+# (attention) sources of runtime_cuda: list(APPEND TRAINER_CUDA_SOURCES file.cu ...)

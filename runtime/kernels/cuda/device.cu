@@ -1,0 +1,22 @@
+// Device discovery and selection.
+#include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device.h"
+
+namespace runtime::cuda {
+
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error of a machine without a driver
+    return 0;
+  }
+  return count;
+}
+
+void select_device_for_local_rank(int local_rank) {
+  const int count = device_count();
+  if (count == 0) throw LibraryError("no CUDA device is visible to this process");
+  TRAINER_CUDA_CHECK(cudaSetDevice(local_rank % count));
+}
+
+}  // namespace runtime::cuda

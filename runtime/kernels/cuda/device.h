@@ -1,0 +1,13 @@
+// CUDA devices: how many this process sees (0 without a driver or a GPU, never
+// an error) and the choice of one per local rank.
+#pragma once
+
+namespace runtime::cuda {
+
+// Devices visible to this process; 0 when there is no driver or no device.
+int device_count();
+// Selects device local_rank % device_count() for this process's calls.
+// Throws LibraryError when there is no device.
+void select_device_for_local_rank(int local_rank);
+
+}  // namespace runtime::cuda

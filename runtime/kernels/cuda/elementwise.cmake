@@ -1,0 +1,1 @@
+# (elementwise) sources of runtime_cuda: list(APPEND TRAINER_CUDA_SOURCES file.cu ...)

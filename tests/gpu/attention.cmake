@@ -1,0 +1,1 @@
+# (attention) GPU tests: trainer_gpu_test(...)

@@ -1,0 +1,1 @@
+# (elementwise) GPU tests: trainer_gpu_test(...)

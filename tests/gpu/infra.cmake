@@ -1,0 +1,1 @@
+# (infra) GPU tests: trainer_gpu_test(...)
