@@ -6,7 +6,7 @@
 #                                  checking the size against the device tool's 64 MiB carry limit.
 #   scripts/gpu_check.sh run       (on the GPU machine, from the repo root, with .gpu carried)
 #                                  runs every GPU test binary, each under a time limit, and writes
-#                                  logs plus a JSON summary (tests passed/failed/skipped per
+#                                  one log per binary plus a JSON summary (tests passed/failed/skipped per
 #                                  binary, device name) under $OUT.
 # A device call then is:  run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
 set -euo pipefail
@@ -48,7 +48,7 @@ run_on_device() {
     name=$(basename "$b")
     log="$OUT/$name.log"
     set +e
-    timeout 120 "$b" --gtest_output="json:$OUT/$name.json" > "$log" 2>&1
+    timeout 120 "$b" > "$log" 2>&1
     code=$?
     set -e
     [ $first -eq 1 ] || echo "," >> "$summary"
