@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
 "$root/scripts/setup.sh" >/dev/null
-configure_and_build "$root/build/release" >/dev/null
+configure_and_build "$root/build/release" bench_cpu >/dev/null
 cd "$root"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 "$root/build/release/bench/bench_cpu" bench/cpu.json "${1:-5}"

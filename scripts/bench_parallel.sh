@@ -8,7 +8,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
 "$root/scripts/setup.sh" >/dev/null
-configure_and_build "$root/build/release" >/dev/null
+configure_and_build "$root/build/release" trainer >/dev/null
 trainer="$root/build/release/trainer/trainer"
 steps=${1:-4}
 work=$(mktemp -d)

@@ -3,11 +3,15 @@
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 repo_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
-# configure_and_build BUILD_DIR [cmake args...]: Release build of every target.
+# configure_and_build BUILD_DIR [TARGET...]: Release build of the targets (all when none).
 configure_and_build() {
   local build_dir=$1; shift
-  cmake -S "$(repo_root)" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-  cmake --build "$build_dir" --parallel "$(nproc)"
+  cmake -S "$(repo_root)" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  if [ $# -gt 0 ]; then
+    cmake --build "$build_dir" --parallel "$(nproc)" --target "$@"
+  else
+    cmake --build "$build_dir" --parallel "$(nproc)"
+  fi
 }
 
 # mpirun with the flags this machine needs: root is allowed, ranks may exceed cores.

@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
 done
 
 "$root/scripts/setup.sh"
-configure_and_build "$root/build/release"
+configure_and_build "$root/build/release" trainer
 trainer="$root/build/release/trainer/trainer"
 
 # The bundled configs train on a generated corpus under data/; make it once.
