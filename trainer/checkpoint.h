@@ -12,6 +12,7 @@
 
 #include "parallel/communicator.h"
 #include "runtime/dtype.h"
+#include "runtime/tensor.h"
 
 namespace trainer {
 
@@ -61,6 +62,31 @@ struct CheckpointMeta {
 void save_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                      const std::vector<TensorShard>& shards, bool writes_shards, int keep_last,
                      parallel::Communicator& world);
+
+// checkpoint.async: the same protocol with this rank's file written on a
+// background thread from a snapshot the save owns, while training goes on.
+// The constructor prepares the step directory (collective); poll() (collective,
+// once per training step) publishes the checkpoint once every rank's file is
+// written; wait() (collective) blocks until then. One save in flight at a time.
+class AsyncCheckpointSave {
+ public:
+  // `shards` point into `snapshot`, which the save keeps alive.
+  AsyncCheckpointSave(const std::string& dir, const CheckpointMeta& meta,
+                      runtime::Tensor snapshot, std::vector<TensorShard> shards,
+                      bool writes_shards, int keep_last, parallel::Communicator& world);
+  ~AsyncCheckpointSave();
+  AsyncCheckpointSave(const AsyncCheckpointSave&) = delete;
+  AsyncCheckpointSave& operator=(const AsyncCheckpointSave&) = delete;
+
+  bool poll(parallel::Communicator& world);  // true once published
+  void wait(parallel::Communicator& world);
+  int64_t step() const;
+
+ private:
+  void finish(parallel::Communicator& world);
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The step directory to resume from. `which` is "auto" (the step named by <dir>/latest; nullopt
 // when <dir>/latest does not exist yet) or a step directory path (taken relative to the working

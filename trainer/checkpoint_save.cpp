@@ -12,6 +12,8 @@
 #include <exception>
 #include <filesystem>
 #include <optional>
+#include <thread>
+#include <atomic>
 
 #include "runtime/error.h"
 #include "trainer/checkpoint_format.h"
@@ -363,30 +365,38 @@ RankFileRecord write_rank_file(const std::string& path, int rank,
 
 }  // namespace checkpoint
 
-void save_checkpoint(const std::string& dir, const CheckpointMeta& meta,
-                     const std::vector<TensorShard>& shards, bool writes_shards, int keep_last,
-                     parallel::Communicator& world) {
-  namespace fs = std::filesystem;
-  using namespace checkpoint;
-  const int rank = world.rank();
-  const fs::path root(dir);
-  const std::string step_name = step_dir_name(meta.step);
-  const fs::path final_dir = root / step_name;
-  const fs::path staged = root / (step_name + ".tmp");
+namespace {
 
-  // Runs one phase on this rank, then makes every rank agree on whether any rank failed.
-  const auto run_phase = [&](const auto& body) {
+// The paths of one save and the rule that ends every phase: each rank runs its
+// part, then all agree on whether any failed (the staged directory goes away and
+// every rank throws together).
+struct SaveProtocol {
+  std::filesystem::path root, final_dir, staged;
+  std::string step_name;
+
+  SaveProtocol(const std::string& dir, int64_t step)
+      : root(dir),
+        final_dir(root / checkpoint::step_dir_name(step)),
+        staged(root / (checkpoint::step_dir_name(step) + ".tmp")),
+        step_name(checkpoint::step_dir_name(step)) {}
+
+  template <typename Body>
+  void run_phase(parallel::Communicator& world, const Body& body) const {
     std::exception_ptr error;
     try {
       body();
     } catch (...) {
       error = std::current_exception();
     }
-    const std::vector<int> failed = agree_on_failures(world, error != nullptr);
+    finish_phase(world, error);
+  }
+
+  void finish_phase(parallel::Communicator& world, std::exception_ptr error) const {
+    const std::vector<int> failed = checkpoint::agree_on_failures(world, error != nullptr);
     if (failed.empty()) return;
-    if (rank == 0) {
+    if (world.rank() == 0) {
       std::error_code ignored;
-      fs::remove_all(staged, ignored);
+      std::filesystem::remove_all(staged, ignored);
     }
     if (error) std::rethrow_exception(error);
     std::string ranks;
@@ -395,49 +405,134 @@ void save_checkpoint(const std::string& dir, const CheckpointMeta& meta,
     throw runtime::LibraryError(TRAINER_STR("checkpoint " << final_dir.string()
                                                           << ": the save failed on rank(s) "
                                                           << ranks << " (see their errors)"));
-  };
+  }
 
-  run_phase([&] {  // asserts in a phase fail every rank together, as errors do
-    TRAINER_ASSERT(meta.step >= 0, "checkpoint step " << meta.step);
-    if (rank == 0) prepare_directories(root, staged);
-    fault_point("prepared", rank);
-  });
+  void prepare(parallel::Communicator& world, int64_t step) const {
+    run_phase(world, [&] {  // asserts in a phase fail every rank together, as errors do
+      TRAINER_ASSERT(step >= 0, "checkpoint step " << step);
+      if (world.rank() == 0) checkpoint::prepare_directories(root, staged);
+      checkpoint::fault_point("prepared", world.rank());
+    });
+  }
 
-  std::optional<RankFileRecord> record;
-  run_phase([&] {
+  std::optional<checkpoint::RankFileRecord> write(int rank, const std::vector<TensorShard>& shards,
+                                                  bool writes_shards) const {
     TRAINER_ASSERT(writes_shards || shards.empty(),
                    "a rank that does not write shards passed " << shards.size());
-    if (writes_shards)
-      record = write_rank_file((staged / rank_file_name(rank)).string(), rank, shards);
-    fault_point("rank_file_written", rank);
-  });
-
-  const std::vector<RankFileRecord> records = gather_records(world, record);
-  run_phase([&] {
-    if (rank != 0) return;
-    Manifest manifest;
-    manifest.meta = meta;
-    for (const RankFileRecord& written : records) {
-      manifest.files.push_back(written.file);
-      manifest.shards.insert(manifest.shards.end(), written.shards.begin(), written.shards.end());
+    std::optional<checkpoint::RankFileRecord> record;
+    if (writes_shards) {
+      record = checkpoint::write_rank_file((staged / checkpoint::rank_file_name(rank)).string(),
+                                           rank, shards);
     }
-    AtomicFileWriter manifest_file((staged / kManifestFileName).string());
-    manifest_file.write(manifest_to_json(manifest));
-    manifest_file.commit();  // fsyncs the file and the staged directory
-    fault_point("manifest_written", rank);
+    checkpoint::fault_point("rank_file_written", rank);
+    return record;
+  }
 
-    const std::optional<fs::path> replaced = publish_directory(staged, final_dir);
-    fsync_directory(root.string());
-    fault_point("renamed", rank);
+  // After every rank's file is written: manifest, rename, `latest`, pruning.
+  void publish(parallel::Communicator& world, const CheckpointMeta& meta,
+               const std::optional<checkpoint::RankFileRecord>& record, int keep_last) const {
+    using namespace checkpoint;
+    const std::vector<RankFileRecord> records = gather_records(world, record);
+    run_phase(world, [&] {
+      const int rank = world.rank();
+      if (rank != 0) return;
+      Manifest manifest;
+      manifest.meta = meta;
+      for (const RankFileRecord& written : records) {
+        manifest.files.push_back(written.file);
+        manifest.shards.insert(manifest.shards.end(), written.shards.begin(), written.shards.end());
+      }
+      AtomicFileWriter manifest_file((staged / kManifestFileName).string());
+      manifest_file.write(manifest_to_json(manifest));
+      manifest_file.commit();  // fsyncs the file and the staged directory
+      fault_point("manifest_written", rank);
 
-    AtomicFileWriter latest((root / kLatestFileName).string());
-    latest.write(step_name + "\n");
-    latest.commit();  // fsyncs <dir>
-    fault_point("latest_written", rank);
+      const std::optional<std::filesystem::path> replaced = publish_directory(staged, final_dir);
+      fsync_directory(root.string());
+      fault_point("renamed", rank);
 
-    if (replaced) remove_tree(*replaced);
-    prune_steps(root, meta.step, keep_last);
+      AtomicFileWriter latest((root / kLatestFileName).string());
+      latest.write(step_name + "\n");
+      latest.commit();  // fsyncs <dir>
+      fault_point("latest_written", rank);
+
+      if (replaced) remove_tree(*replaced);
+      prune_steps(root, meta.step, keep_last);
+    });
+  }
+};
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const CheckpointMeta& meta,
+                     const std::vector<TensorShard>& shards, bool writes_shards, int keep_last,
+                     parallel::Communicator& world) {
+  const SaveProtocol save(dir, meta.step);
+  save.prepare(world, meta.step);
+  std::optional<checkpoint::RankFileRecord> record;
+  save.run_phase(world, [&] { record = save.write(world.rank(), shards, writes_shards); });
+  save.publish(world, meta, record, keep_last);
+}
+
+struct AsyncCheckpointSave::State {
+  SaveProtocol protocol;
+  CheckpointMeta meta;
+  runtime::Tensor snapshot;
+  std::vector<TensorShard> shards;
+  bool writes_shards;
+  int keep_last;
+  int rank;
+  std::thread writer;
+  std::atomic<bool> written{false};
+  std::exception_ptr error;
+  std::optional<checkpoint::RankFileRecord> record;
+  bool published = false;
+};
+
+AsyncCheckpointSave::AsyncCheckpointSave(const std::string& dir, const CheckpointMeta& meta,
+                                         runtime::Tensor snapshot,
+                                         std::vector<TensorShard> shards, bool writes_shards,
+                                         int keep_last, parallel::Communicator& world)
+    : state_(new State{SaveProtocol(dir, meta.step), meta, std::move(snapshot), std::move(shards),
+                       writes_shards, keep_last, world.rank(), {}, {}, {}, {}, false}) {
+  state_->protocol.prepare(world, meta.step);
+  State* s = state_.get();
+  s->writer = std::thread([s] {
+    try {
+      s->record = s->protocol.write(s->rank, s->shards, s->writes_shards);
+    } catch (...) {
+      s->error = std::current_exception();
+    }
+    s->written.store(true, std::memory_order_release);
   });
 }
+
+AsyncCheckpointSave::~AsyncCheckpointSave() {
+  if (state_ && state_->writer.joinable()) state_->writer.join();
+}
+
+bool AsyncCheckpointSave::poll(parallel::Communicator& world) {
+  if (state_->published) return true;
+  double pending = state_->written.load(std::memory_order_acquire) ? 0.0 : 1.0;
+  world.all_reduce_sum(&pending, 1);
+  if (pending > 0) return false;
+  finish(world);
+  return true;
+}
+
+void AsyncCheckpointSave::wait(parallel::Communicator& world) {
+  if (state_->published) return;
+  state_->writer.join();
+  finish(world);
+}
+
+void AsyncCheckpointSave::finish(parallel::Communicator& world) {
+  if (state_->writer.joinable()) state_->writer.join();
+  state_->published = true;
+  state_->protocol.finish_phase(world, state_->error);
+  state_->protocol.publish(world, state_->meta, state_->record, state_->keep_last);
+}
+
+int64_t AsyncCheckpointSave::step() const { return state_->meta.step; }
 
 }  // namespace trainer

@@ -37,6 +37,7 @@ struct CheckpointConfig {
   std::string dir;       // empty: no checkpoints
   int64_t interval = 0;  // save every N steps (0: only at the end and on SIGTERM/SIGINT)
   int64_t keep_last = 2; // step directories kept (<= 0: all)
+  bool async = false;    // write on a background thread from a snapshot; training goes on
 };
 
 struct OptimizerConfig {

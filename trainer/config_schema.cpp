@@ -216,6 +216,7 @@ struct ConfigSchema<CheckpointConfig> {
         field("dir", &CheckpointConfig::dir),
         field("interval", &CheckpointConfig::interval),
         field("keep_last", &CheckpointConfig::keep_last),
+        field("async", &CheckpointConfig::async),
     };
     return table;
   }

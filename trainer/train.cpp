@@ -356,8 +356,10 @@ TrainSummary Trainer::run() {
   while (step_ < t.steps) {
     StepMetrics m = train_step();
     const bool last = step_ == t.steps;
+    if (pending_save_ && pending_save_->poll(*groups_.world)) finish_checkpoints();
     if (signals.stop_requested(*groups_.world)) {
       if (!config_.checkpoint.dir.empty()) save_checkpoint();
+      finish_checkpoints();
       if (logging) {
         log_ << "stopped by a signal after step " << step_
              << (config_.checkpoint.dir.empty() ? " (no checkpoint.dir: nothing saved)"
@@ -384,6 +386,7 @@ TrainSummary Trainer::run() {
     }
   }
   if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();
+  finish_checkpoints();
   summary.seconds = seconds_since(start);
   summary.tokens_per_s = static_cast<double>((t.steps - first_step) * t.global_batch_size *
                                              config_.model.seq_length) /

@@ -12,6 +12,7 @@
 #include "parallel/schedules.h"
 #include "recompute/executor.h"
 #include "recompute/memory_model.h"
+#include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/data/gpt_sampler.h"
 #include "trainer/data/synthetic.h"
@@ -44,8 +45,11 @@ class Trainer {
   // Resumes from a checkpoint: "auto" (the latest under checkpoint.dir, if any)
   // or a step directory. Returns false when "auto" found none.
   bool resume(const std::string& which);
-  // Writes a checkpoint of the current state (collective).
+  // Writes a checkpoint of the current state (collective). With checkpoint.async
+  // it returns after a snapshot; finish_checkpoints() waits for the writes
+  // (run() polls once per step and waits at the end).
   void save_checkpoint();
+  void finish_checkpoints();
   // Loads Hugging Face GPT-2 weights (train.init_from) into this rank's shard.
   void init_from(const std::string& path);
   // One optimizer step (step number advances).
@@ -85,6 +89,7 @@ class Trainer {
   int64_t predicted_peak_ = 0;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<runtime::CpuAllocator> gather_allocator_;
+  std::unique_ptr<AsyncCheckpointSave> pending_save_;
   std::vector<int32_t> sample_buffer_;
   int64_t step_ = 0;  // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;

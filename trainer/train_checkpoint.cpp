@@ -54,8 +54,22 @@ std::string model_mismatch(const model::GptConfig& a, const model::GptConfig& b)
 }  // namespace
 
 void Trainer::save_checkpoint() {
+  finish_checkpoints();  // one save in flight at a time
+  const bool async = config_.checkpoint.async;
+  // Async saves write from a snapshot (workspace memory) so training can go on.
+  runtime::Tensor snapshot;
+  if (async) {
+    snapshot = runtime::Tensor::empty(allocator_, {3, params_.flat.numel()}, runtime::DType::f32,
+                                      runtime::MemoryCategory::workspace);
+  }
+  const int64_t n = params_.flat.numel();
+  const float* live[] = {params_.flat.f32(), optimizer_->exp_avg().f32(), optimizer_->exp_avg_sq().f32()};
+  const float* state[3];
+  for (int i = 0; i < 3; ++i) {
+    if (async) std::copy(live[i], live[i] + n, snapshot.f32() + i * n);
+    state[i] = async ? snapshot.f32() + i * n : live[i];
+  }
   std::vector<TensorShard> shards;
-  const float* state[] = {params_.flat.f32(), optimizer_->exp_avg().f32(), optimizer_->exp_avg_sq().f32()};
   for (const model::NamedParam& p : params_.named) {
     const StoredPart part = stored_part(p, config_.model);
     if (part.elements == 0) continue;
@@ -73,12 +87,30 @@ void Trainer::save_checkpoint() {
   meta.tensor = config_.parallel.tensor;
   meta.pipeline = config_.parallel.pipeline;
   meta.data = config_.parallel.data;
-  trainer::save_checkpoint(config_.checkpoint.dir, meta, shards, groups_.coordinates.dp == 0,
-                           static_cast<int>(config_.checkpoint.keep_last), *groups_.world);
+  const bool writes = groups_.coordinates.dp == 0;
+  const int keep_last = static_cast<int>(config_.checkpoint.keep_last);
+  if (async) {
+    pending_save_ = std::make_unique<AsyncCheckpointSave>(config_.checkpoint.dir, meta,
+                                                          std::move(snapshot), std::move(shards),
+                                                          writes, keep_last, *groups_.world);
+    return;
+  }
+  trainer::save_checkpoint(config_.checkpoint.dir, meta, shards, writes, keep_last, *groups_.world);
   if (groups_.is_logging_rank()) {
     log_ << "checkpoint: step " << step_ << " written to " << config_.checkpoint.dir << "\n";
     log_.flush();
   }
+}
+
+void Trainer::finish_checkpoints() {
+  if (!pending_save_) return;
+  pending_save_->wait(*groups_.world);
+  if (groups_.is_logging_rank()) {
+    log_ << "checkpoint: step " << pending_save_->step() << " written to "
+         << config_.checkpoint.dir << " (async)\n";
+    log_.flush();
+  }
+  pending_save_.reset();
 }
 
 bool Trainer::resume(const std::string& which) {

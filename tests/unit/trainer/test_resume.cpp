@@ -64,6 +64,25 @@ TEST(Resume, SplitRunIsBitIdenticalToOneRun) {
   EXPECT_EQ(resumed_lines[0].rfind("{\"step\": 5,", 0), 0u);
 }
 
+TEST(Resume, AsyncCheckpointsResumeBitIdentical) {
+  TempDir dir;
+  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  const std::vector<std::string> async = {"train.steps=6", "model.hidden_dropout=0.1",
+                                          "checkpoint.dir=" + dir / "ckpt",
+                                          "checkpoint.interval=2", "checkpoint.async=true",
+                                          "checkpoint.keep_last=3"};
+  InProcessRun whole(testing_support::small_config(dir / "data", dir / "whole", async));
+  whole.trainer->run();
+  EXPECT_NE(whole.log.str().find("checkpoint: step 4 written"), std::string::npos) << whole.log.str();
+  EXPECT_EQ(lines_of(dir / "ckpt/latest").at(0), "step_00000006");
+  InProcessRun resumed(testing_support::small_config(dir / "data", dir / "resumed", async));
+  ASSERT_TRUE(resumed.trainer->resume(dir / "ckpt/step_00000004"));
+  resumed.trainer->run();
+  const auto& a = whole.trainer->params().flat;
+  const auto& b = resumed.trainer->params().flat;
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
+}
+
 TEST(Resume, AutoWithoutCheckpointStartsFresh) {
   TempDir dir;
   testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
