@@ -29,7 +29,7 @@ layouts=(
   "8|tp2 pp2 dp2|--set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=2"
 )
 echo "machine: $(nproc) cores; model 4 layers, hidden 128, seq 128, global batch 16 x 128 tokens"
-printf '| %-16s | %5s | %9s | %-40s | %-40s |\n' layout ranks tokens/s "activation peak per rank (MiB, = predicted?)" "comm MiB per step per rank"
+printf '| %-16s | %5s | %9s | %-40s | %-40s |\n' layout ranks tokens/s "activation peak per rank (MiB)" "comm MiB per step per rank"
 echo "[" > "$root/bench/parallel.json"
 first=1
 for entry in "${layouts[@]}"; do
@@ -45,9 +45,10 @@ name, ranks, m = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 peaks = m.get("rank_peak_activation_bytes", [m["peak_activation_bytes"]])
 pred = m.get("rank_predicted_activation_peak_bytes", [m["predicted_activation_peak_bytes"]])
 comm = m.get("rank_comm_bytes", [m["comm_bytes"]])
+comm_pred = m.get("rank_predicted_comm_bytes", [m["predicted_comm_bytes"]])
 mib = lambda b: b / 2**20
 peak_text = " ".join("%.1f%s" % (mib(a), "" if a == b else "!") for a, b in zip(peaks, pred))
-comm_text = " ".join("%.2f" % mib(c) for c in comm)
+comm_text = " ".join("%.2f%s" % (mib(a), "" if a == b else "!") for a, b in zip(comm, comm_pred))
 print("| %-16s | %5d | %9.0f | %-40s | %-40s |" % (name, ranks, m["tokens_per_s"], peak_text, comm_text))
 PY
   [ $first -eq 1 ] || echo "," >> "$root/bench/parallel.json"
@@ -55,4 +56,4 @@ PY
   printf '{"layout": "%s", "ranks": %s, "last_step": %s}' "$name" "$ranks" "$last" >> "$root/bench/parallel.json"
 done
 echo "]" >> "$root/bench/parallel.json"
-echo "('!' marks a rank whose measured activation peak differs from the prediction)"
+echo "('!' marks a rank whose measured value differs from the prediction)"

@@ -17,12 +17,14 @@ void MetricsWriter::write(const StepMetrics& m) {
                 "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
                 "\"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"model_tflops\": %.6g, "
                 "\"hardware_tflops\": %.6g, \"recompute_flops\": %lld, "
-                "\"predicted_activation_peak_bytes\": %lld, \"comm_bytes\": %lld",
+                "\"predicted_activation_peak_bytes\": %lld, \"comm_bytes\": %lld, "
+                "\"predicted_comm_bytes\": %lld",
                 static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s,
                 m.step_ms, m.model_tflops, m.hardware_tflops,
                 static_cast<long long>(m.recompute_flops),
                 static_cast<long long>(m.predicted_activation_peak),
-                static_cast<long long>(m.comm_bytes));
+                static_cast<long long>(m.comm_bytes),
+                static_cast<long long>(m.predicted_comm_bytes));
   out_ << buffer;
   for (runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
     out_ << ", \"peak_" << runtime::category_name(c) << "_bytes\": " << m.memory[c].peak;
@@ -36,6 +38,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   list("rank_peak_activation_bytes", m.rank_activation_peak);
   list("rank_predicted_activation_peak_bytes", m.rank_predicted_peak);
   list("rank_comm_bytes", m.rank_comm_bytes);
+  list("rank_predicted_comm_bytes", m.rank_predicted_comm_bytes);
   if (m.val_loss) {
     std::snprintf(buffer, sizeof buffer, ", \"val_loss\": %.9g", *m.val_loss);
     out_ << buffer;

@@ -24,8 +24,10 @@ struct StepMetrics {
   int64_t recompute_flops = 0;
   int64_t predicted_activation_peak = 0;
   int64_t comm_bytes = 0;  // payload this rank handed to its communicators during the step
+  int64_t predicted_comm_bytes = 0;
   // Per world rank (filled on the logging rank): activation peak, predicted peak, comm bytes.
-  std::vector<int64_t> rank_activation_peak, rank_predicted_peak, rank_comm_bytes;
+  std::vector<int64_t> rank_activation_peak, rank_predicted_peak, rank_comm_bytes,
+      rank_predicted_comm_bytes;
   runtime::AllocatorStats memory;  // peaks of this step
   std::optional<double> val_loss;
 };

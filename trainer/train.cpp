@@ -18,6 +18,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/schedules.h"
 #include "trainer/export/hf_gpt2.h"
+#include "trainer/comm_model.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/stop_signals.h"
 
@@ -148,6 +149,9 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
                              num_microbatches_),
       chunk_memory);
   const std::string plan_text = describe_plan(plan);
+  std::vector<const recompute::ChunkExecutor*> chunk_list;
+  for (const auto& chunk : chunks_) chunk_list.push_back(chunk.get());
+  predicted_comm_ = predict_step_comm_bytes(config_, dims, chunk_list, params_, groups_.world_size());
   model_flops_per_step_ = 3 * forward_flops * num_microbatches_;
   peak_gflops_ = measure_sgemm_gflops();
 
@@ -285,21 +289,26 @@ StepMetrics Trainer::train_step() {
   m.hardware_tflops = static_cast<double>(model_flops_per_step_ + m.recompute_flops) / seconds / 1e12;
   m.predicted_activation_peak = predicted_peak_;
   m.memory = allocator_.stats();
-  m.comm_bytes = groups_.payload_bytes() - comm_before;
+  m.predicted_comm_bytes = predicted_comm_;
   if (groups_.world_size() > 1) {
     // Per-rank numbers to the logging rank: each rank fills its slots, one sum.
+    // (Counted in the step's comm bytes: the 4 x n doubles of this very sum.)
     const int64_t n = groups_.world_size(), r = groups_.world_rank;
-    std::vector<double> slots(static_cast<size_t>(3 * n), 0.0);
+    std::vector<double> slots(static_cast<size_t>(4 * n), 0.0);
     slots[static_cast<size_t>(r)] = static_cast<double>(m.memory[runtime::MemoryCategory::activation].peak);
     slots[static_cast<size_t>(n + r)] = static_cast<double>(m.predicted_activation_peak);
-    slots[static_cast<size_t>(2 * n + r)] = static_cast<double>(m.comm_bytes);
-    groups_.world->all_reduce_sum(slots.data(), 3 * n);
+    slots[static_cast<size_t>(2 * n + r)] =
+        static_cast<double>(groups_.payload_bytes() - comm_before + 4 * n * 8);
+    slots[static_cast<size_t>(3 * n + r)] = static_cast<double>(predicted_comm_);
+    groups_.world->all_reduce_sum(slots.data(), 4 * n);
     for (int64_t i = 0; i < n; ++i) {
       m.rank_activation_peak.push_back(static_cast<int64_t>(slots[static_cast<size_t>(i)]));
       m.rank_predicted_peak.push_back(static_cast<int64_t>(slots[static_cast<size_t>(n + i)]));
       m.rank_comm_bytes.push_back(static_cast<int64_t>(slots[static_cast<size_t>(2 * n + i)]));
+      m.rank_predicted_comm_bytes.push_back(static_cast<int64_t>(slots[static_cast<size_t>(3 * n + i)]));
     }
   }
+  m.comm_bytes = groups_.payload_bytes() - comm_before;
   return m;
 }
 

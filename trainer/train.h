@@ -87,6 +87,7 @@ class Trainer {
   std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // virtual stages of this rank
   parallel::ScheduleKind schedule_ = parallel::ScheduleKind::no_pipeline;
   int64_t predicted_peak_ = 0;
+  int64_t predicted_comm_ = 0;  // payload bytes per step, this rank
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<runtime::CpuAllocator> gather_allocator_;
   std::unique_ptr<AsyncCheckpointSave> pending_save_;

@@ -1,5 +1,6 @@
 // Every parallel layout against one process: losses of 3 steps and all the
-// (gathered) gradients match within 1e-5 relative in fp32 with dropout on;
+// (gathered) gradients match within 1e-5 relative in fp32 with dropout on, and
+// every rank's communication payload per step equals the comm model's;
 // inside one layout every recompute plan gives bit-identical gradients; and a
 // 4-stage 1F1B pipeline's measured activation peaks equal the memory model's.
 #include <gtest/gtest.h>
@@ -75,7 +76,11 @@ TEST(Layouts, MatchOneProcessWithin1e5) {
     double worst_loss = 0, worst_grad = 0, later_grad = 0;
     std::string worst_tensor;
     for (int s = 0; s < kSteps; ++s) {
-      const double loss = run.trainer->train_step().loss;
+      const trainer::StepMetrics metrics = run.trainer->train_step();
+      const double loss = metrics.loss;
+      EXPECT_TRUE(all_ranks(metrics.comm_bytes == metrics.predicted_comm_bytes))
+          << layout.name << ": rank " << world_rank() << " handed " << metrics.comm_bytes
+          << " bytes to its communicators, the model predicts " << metrics.predicted_comm_bytes;
       const auto full = run.trainer->gather(run.trainer->grads());
       if (world_rank() != 0) continue;
       worst_loss = std::max(worst_loss, std::abs(loss - reference_loss[s]) / reference_loss[s]);

@@ -1,0 +1,81 @@
+// Payload bytes per step, collective by collective, in the order the layer,
+// embedding, head, schedule and gradient reductions issue them.
+#include "trainer/comm_model.h"
+
+namespace trainer {
+namespace {
+
+constexpr int64_t kFloat = 4, kDouble = 8;
+
+struct Sizes {
+  int64_t full;   // (T, B, C) floats
+  int64_t shard;  // (Ts, B, C) floats
+  int64_t rows;   // T * B
+};
+
+// Tensor-parallel payload of one layer's forward and backward.
+int64_t layer_forward(const model::LayerDims& d, const Sizes& s) {
+  if (d.tp_size == 1) return 0;
+  if (!d.sequence_parallel) return 2 * s.full * kFloat;  // proj, fc2 all-reduce
+  return 2 * (s.shard + s.full) * kFloat;                // gather ln, reduce-scatter out (x2)
+}
+
+int64_t layer_backward(const model::LayerDims& d, const Sizes& s) {
+  if (d.tp_size == 1) return 0;
+  if (!d.sequence_parallel) return 2 * s.full * kFloat;  // copy_to_tp backward (x2)
+  // output-grad gathers (x2), input re-gathers (x2), input-grad reduce-scatters (x2)
+  return (4 * s.shard + 2 * s.full) * kFloat;
+}
+
+}  // namespace
+
+int64_t predict_step_comm_bytes(const Config& config, const model::LayerDims& d,
+                                const std::vector<const recompute::ChunkExecutor*>& chunks,
+                                const model::GptParams& params, int64_t world_size) {
+  const Sizes s{d.seq * d.micro_batch * d.hidden, d.seq_shard() * d.micro_batch * d.hidden,
+                d.seq * d.micro_batch};
+  const bool tp = d.tp_size > 1, sp = tp && d.sequence_parallel;
+  const int64_t microbatches = config.train.global_batch_size /
+                               (config.train.micro_batch_size * config.parallel.data);
+  int64_t per_microbatch = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const recompute::ChunkExecutor& chunk = *chunks[c];
+    const recompute::RecomputePlan& plan = chunk.plan();
+    for (int64_t i = 0; i < plan.num_layers(); ++i) {
+      const model::LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
+      per_microbatch += layer_forward(d, s) + layer_backward(d, s);
+      if (entry.mode == model::RecomputeMode::full) per_microbatch += layer_forward(d, s);
+      if (sp && entry.mode == model::RecomputeMode::selective && entry.modules.mlp) {
+        per_microbatch += s.shard * kFloat;  // the fc1 rebuild gathers ln2_out
+      }
+    }
+    if (chunk.chunk().embedding && tp) {
+      per_microbatch += s.full * kFloat;             // all-reduce or reduce-scatter of the lookup
+      if (sp) per_microbatch += s.shard * kFloat;    // backward all-gather
+    }
+    if (chunk.chunk().head && tp) {
+      per_microbatch += 3 * s.rows * kFloat;         // max, sum of exp, target logit
+      per_microbatch += s.full * kFloat;             // backward all-reduce / reduce-scatter
+      if (sp) per_microbatch += s.shard * kFloat;    // forward gather of the final layernorm
+    }
+    const bool last_chunk = c + 1 == chunks.size();
+    const bool sends_forward = !(chunk.chunk().head && last_chunk);
+    const bool sends_backward = !chunk.chunk().embedding;
+    if (config.parallel.pipeline > 1) {
+      per_microbatch += (sends_forward ? s.shard * kFloat : 0) + (sends_backward ? s.shard * kFloat : 0);
+    }
+  }
+  int64_t bytes = microbatches * per_microbatch;
+  bytes += 2 * kDouble;  // the loss over pp, then over dp
+  if (sp) {
+    for (const model::NamedParam& p : params.named)
+      if (p.sequence_parallel_partial) bytes += p.tensor.numel() * kFloat;
+  }
+  if (config.parallel.pipeline > 1 && params.wte.defined()) bytes += params.wte.numel() * kFloat;
+  if (config.parallel.data > 1) bytes += params.flat.numel() * kFloat;
+  bytes += kDouble;  // the gradient norm over tp x pp
+  if (world_size > 1) bytes += 4 * world_size * kDouble;  // per-rank metrics to the logging rank
+  return bytes;
+}
+
+}  // namespace trainer
