@@ -1,1 +1,4 @@
-# (infra) GPU tests: trainer_gpu_test(...)
+# (infra) GPU tests: caching allocator, streams/events, cuBLASLt GEMMs.
+trainer_gpu_test(test_gpu_infra
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gpu_infra.cpp ${CMAKE_CURRENT_LIST_DIR}/test_gpu_gemm.cpp
+  LIBS runtime)

@@ -1,0 +1,124 @@
+// CudaAllocator: per-size free lists over cudaMalloc, never managed memory
+// (Note [Caching allocator and streams] in cuda_allocator.h), and the synchronous
+// copy helpers. Stats bookkeeping is MemoryStat's, shared with CpuAllocator.
+#include <cuda_runtime.h>
+
+#include "runtime/error.h"
+#include "runtime/kernels/cuda/cuda_allocator.h"
+#include "runtime/kernels/cuda/cuda_check.h"
+
+namespace runtime::cuda {
+
+int64_t CudaAllocator::rounded_size(int64_t bytes) {
+  const int64_t unit = bytes < kLargeThresholdBytes ? kSmallRoundingBytes : kLargeRoundingBytes;
+  return (bytes + unit - 1) / unit * unit;
+}
+
+CudaAllocator::~CudaAllocator() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [block_bytes, blocks] : free_blocks_) {
+    for (void* block : blocks) cudaFree(block);  // no throw from a destructor
+  }
+  free_blocks_.clear();
+}
+
+void* CudaAllocator::allocate(int64_t bytes, MemoryCategory category) {
+  TRAINER_ASSERT(bytes >= 0, "negative allocation " << bytes);
+  if (bytes == 0) return nullptr;
+  const int64_t block_bytes = rounded_size(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* ptr = nullptr;
+  auto it = free_blocks_.find(block_bytes);
+  if (it != free_blocks_.end() && !it->second.empty()) {
+    ptr = it->second.back();
+    it->second.pop_back();
+  } else {
+    cudaError_t status = cudaMalloc(&ptr, static_cast<size_t>(block_bytes));
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear the (non-sticky) error, free the cache, retry once
+      release_cache_locked();
+      status = cudaMalloc(&ptr, static_cast<size_t>(block_bytes));
+    }
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      int64_t allocated_now = 0;
+      for (const MemoryStat& stat : stats_.by_category) allocated_now += stat.current;
+      throw LibraryError(TRAINER_STR(
+          "[rank " << error_rank() << "] CUDA allocation failed (" << cuda_error_string(status)
+                   << "): " << bytes << " bytes (block " << block_bytes << ") for category "
+                   << category_name(category) << "; reserved " << stats_.reserved.current
+                   << " bytes, allocated " << allocated_now << " bytes"));
+    }
+    stats_.reserved.add(block_bytes);
+    ++stats_.system_allocations;
+  }
+  live_blocks_.emplace(ptr, std::make_pair(bytes, category));
+  stats_.by_category[static_cast<int>(category)].add(bytes);
+  return ptr;
+}
+
+void CudaAllocator::deallocate(void* ptr, int64_t bytes, MemoryCategory category) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_blocks_.find(ptr);
+  TRAINER_ASSERT(it != live_blocks_.end(), "deallocate of a pointer this allocator does not hold");
+  TRAINER_ASSERT(it->second.first == bytes && it->second.second == category,
+                 "deallocate of " << bytes << " bytes as " << category_name(category)
+                                  << ", allocated as " << it->second.first << " bytes of "
+                                  << category_name(it->second.second));
+  live_blocks_.erase(it);
+  stats_.by_category[static_cast<int>(category)].remove(bytes);
+  free_blocks_[rounded_size(bytes)].push_back(ptr);
+}
+
+AllocatorStats CudaAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CudaAllocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (MemoryStat& stat : stats_.by_category) stat.peak = stat.current;
+  stats_.reserved.peak = stats_.reserved.current;
+}
+
+void CudaAllocator::release_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cache_locked();
+}
+
+void CudaAllocator::release_cache_locked() {
+  for (auto& [block_bytes, blocks] : free_blocks_) {
+    for (void* block : blocks) {
+      TRAINER_CUDA_CHECK(cudaFree(block));
+      stats_.reserved.remove(block_bytes);
+    }
+  }
+  free_blocks_.clear();
+}
+
+void copy_to_device(void* dst, const void* src, int64_t bytes) {
+  TRAINER_ASSERT(bytes >= 0, "negative copy " << bytes);
+  if (bytes == 0) return;
+  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+  TRAINER_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice));
+  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void copy_to_host(void* dst, const void* src, int64_t bytes) {
+  TRAINER_ASSERT(bytes >= 0, "negative copy " << bytes);
+  if (bytes == 0) return;
+  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+  TRAINER_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost));
+  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void memset_zero(void* ptr, int64_t bytes) {
+  TRAINER_ASSERT(bytes >= 0, "negative memset " << bytes);
+  if (bytes == 0) return;
+  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+  TRAINER_CUDA_CHECK(cudaMemset(ptr, 0, static_cast<size_t>(bytes)));
+  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace runtime::cuda

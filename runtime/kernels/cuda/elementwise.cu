@@ -1,0 +1,215 @@
+// Small vector kernels: elementwise ops in grid-stride loops (each element computed alone,
+// bf16 through float), and sum_squares over a fixed partition of kSumChunk elements per
+// block, tree-reduced in double, with the partial sums combined by one block in fixed order.
+#include <algorithm>
+#include <type_traits>
+
+#include "runtime/error.h"
+#include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/elementwise.h"
+
+namespace runtime::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = int64_t{1} << 30;
+constexpr int64_t kSumChunk = int64_t{1} << 16;  // elements per partial sum of sum_squares
+
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return __float2bfloat16(x);
+  }
+}
+
+unsigned grid_for(int64_t n) {
+  return static_cast<unsigned>(std::min((n + kThreads - 1) / kThreads, kMaxBlocks));
+}
+
+// Stream-ordered device scratch: cudaMallocAsync on construction, cudaFreeAsync on the same
+// stream on destruction (so kernels queued before it may still use it); copy deleted.
+class StreamScratch {
+ public:
+  StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes > 0) TRAINER_CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+  }
+  ~StreamScratch() {
+    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  void* get() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  cudaStream_t stream_;
+};
+
+template <class T>
+__global__ void add_kernel(T* out, const T* a, const T* b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
+}
+
+template <class T>
+__global__ void scale_kernel(T* x, float s, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    x[i] = from_float<T>(to_float(x[i]) * s);
+}
+
+template <class T>
+__global__ void add_bias_kernel(T* out, const T* bias, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = from_float<T>(to_float(out[i]) + to_float(bias[i % cols]));
+}
+
+template <class Out, class In>
+__global__ void convert_kernel(Out* out, const In* inp, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = from_float<Out>(to_float(inp[i]));
+}
+
+// Sums the kThreads values of `shared` in a fixed tree; the total ends in shared[0].
+__device__ void block_tree_sum(double* shared) {
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+}
+
+// partial[block] = sum of x[i]^2 over the block's chunk [block * kSumChunk, ...).
+__global__ void __launch_bounds__(kThreads)
+    sum_squares_partial_kernel(double* partial, const float* x, int64_t n) {
+  __shared__ double shared[kThreads];
+  const int64_t begin = blockIdx.x * kSumChunk;
+  const int64_t end = begin + kSumChunk < n ? begin + kSumChunk : n;
+  double sum = 0.0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const double v = x[i];
+    sum += v * v;
+  }
+  shared[threadIdx.x] = sum;
+  block_tree_sum(shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
+}
+
+// *result = sum of partial[0, count): thread t adds t, t + kThreads, ... in order, then a tree.
+__global__ void __launch_bounds__(kThreads)
+    sum_partials_kernel(double* result, const double* partial, int64_t count) {
+  __shared__ double shared[kThreads];
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < count; i += kThreads) sum += partial[i];
+  shared[threadIdx.x] = sum;
+  block_tree_sum(shared);
+  if (threadIdx.x == 0) *result = shared[0];
+}
+
+template <class T>
+void launch_add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_scale(T* x, float s, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(x, s, n);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_add_bias(T* out, const T* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  add_bias_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(out, bias, rows, cols);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class Out, class In>
+void launch_convert(Out* out, const In* inp, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  convert_kernel<Out, In><<<grid_for(n), kThreads, 0, stream>>>(out, inp, n);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void add(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
+  launch_add(out, a, b, n, stream);
+}
+void add(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
+         cudaStream_t stream) {
+  launch_add(out, a, b, n, stream);
+}
+
+void add_inplace(float* out, const float* a, int64_t n, cudaStream_t stream) {
+  launch_add(out, static_cast<const float*>(out), a, n, stream);
+}
+void add_inplace(__nv_bfloat16* out, const __nv_bfloat16* a, int64_t n, cudaStream_t stream) {
+  launch_add(out, static_cast<const __nv_bfloat16*>(out), a, n, stream);
+}
+
+void scale_inplace(float* x, float s, int64_t n, cudaStream_t stream) {
+  launch_scale(x, s, n, stream);
+}
+void scale_inplace(__nv_bfloat16* x, float s, int64_t n, cudaStream_t stream) {
+  launch_scale(x, s, n, stream);
+}
+
+void add_bias(float* out, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+  launch_add_bias(out, bias, rows, cols, stream);
+}
+void add_bias(__nv_bfloat16* out, const __nv_bfloat16* bias, int64_t rows, int64_t cols,
+              cudaStream_t stream) {
+  launch_add_bias(out, bias, rows, cols, stream);
+}
+
+void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream) {
+  TRAINER_ASSERT(n >= 0, "sum_squares of " << n << " elements");
+  if (n == 0) {
+    TRAINER_CUDA_CHECK(cudaMemsetAsync(result_device, 0, sizeof(double), stream));
+    return;
+  }
+  const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  TRAINER_ASSERT(chunks <= kMaxBlocks, "sum_squares of " << n << " elements: too many chunks");
+  const StreamScratch partial(static_cast<size_t>(chunks) * sizeof(double), stream);
+  sum_squares_partial_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+      static_cast<double*>(partial.get()), x, n);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(result_device,
+                                                  static_cast<double*>(partial.get()), chunks);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+double sum_squares(const float* x, int64_t n, cudaStream_t stream) {
+  const StreamScratch result_device(sizeof(double), stream);
+  sum_squares(static_cast<double*>(result_device.get()), x, n, stream);
+  double result = 0.0;
+  TRAINER_CUDA_CHECK(cudaMemcpyAsync(&result, result_device.get(), sizeof(double),
+                                     cudaMemcpyDeviceToHost, stream));
+  TRAINER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return result;
+}
+
+void convert(__nv_bfloat16* out, const float* inp, int64_t n, cudaStream_t stream) {
+  launch_convert(out, inp, n, stream);
+}
+void convert(float* out, const __nv_bfloat16* inp, int64_t n, cudaStream_t stream) {
+  launch_convert(out, inp, n, stream);
+}
+
+}  // namespace runtime::cuda

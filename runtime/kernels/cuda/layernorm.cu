@@ -1,0 +1,240 @@
+// Layer normalization: one block per row, row statistics reduced in double in a fixed tree.
+// Backward: dinp by rows as in forward; dweight/dbias as per-(row chunk, channel) partial sums
+// in double in scratch, then summed over chunks in order: deterministic, no atomics.
+#include <algorithm>
+#include <type_traits>
+
+#include "runtime/error.h"
+#include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/layernorm.h"
+
+namespace runtime::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = int64_t{1} << 30;
+constexpr int64_t kMaxRowChunks = 256;  // row chunks of the dweight/dbias partial sums
+
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return __float2bfloat16(x);
+  }
+}
+
+// Stream-ordered device scratch: cudaMallocAsync on construction, cudaFreeAsync on the same
+// stream on destruction (so kernels queued before it may still use it); copy deleted.
+class StreamScratch {
+ public:
+  StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes > 0) TRAINER_CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+  }
+  ~StreamScratch() {
+    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  void* get() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  cudaStream_t stream_;
+};
+
+// Sum of `value` over the block's kThreads threads in a fixed tree; every thread gets it.
+__device__ double block_sum(double value, double* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();  // shared is reused by the next call
+  return total;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
+                             const T* bias, int64_t rows, int64_t C, float eps) {
+  __shared__ double shared[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = inp + r * C;
+    double sum = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += kThreads) sum += to_float(x[c]);
+    const double row_mean = block_sum(sum, shared) / static_cast<double>(C);
+    double square_sum = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += kThreads) {
+      const double d = to_float(x[c]) - row_mean;
+      square_sum += d * d;
+    }
+    const double variance = block_sum(square_sum, shared) / static_cast<double>(C);
+    const float m = static_cast<float>(row_mean);
+    const float s = static_cast<float>(1.0 / sqrt(variance + static_cast<double>(eps)));
+    T* y = out + r * C;
+    for (int64_t c = threadIdx.x; c < C; c += kThreads)
+      y[c] = from_float<T>((to_float(x[c]) - m) * s * to_float(weight[c]) + to_float(bias[c]));
+    if (threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = s;
+    }
+  }
+}
+
+// dinp += rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dout * weight.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    layernorm_dinp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* mean,
+                          const float* rstd, int64_t rows, int64_t C) {
+  __shared__ double shared[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = inp + r * C;
+    const T* dy = dout + r * C;
+    const float m = mean[r], s = rstd[r];
+    double dnorm_sum = 0.0, dnorm_xhat_sum = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += kThreads) {
+      const double dnorm = to_float(dy[c]) * to_float(weight[c]);
+      dnorm_sum += dnorm;
+      dnorm_xhat_sum += dnorm * static_cast<double>((to_float(x[c]) - m) * s);
+    }
+    const double dnorm_mean = block_sum(dnorm_sum, shared) / static_cast<double>(C);
+    const double dnorm_xhat_mean = block_sum(dnorm_xhat_sum, shared) / static_cast<double>(C);
+    const float a = static_cast<float>(dnorm_mean), b = static_cast<float>(dnorm_xhat_mean);
+    T* dx = dinp + r * C;
+    for (int64_t c = threadIdx.x; c < C; c += kThreads) {
+      const float xhat = (to_float(x[c]) - m) * s;
+      const float grad = (to_float(dy[c]) * to_float(weight[c]) - a - xhat * b) * s;
+      dx[c] = from_float<T>(to_float(dx[c]) + grad);
+    }
+  }
+}
+
+// partial_dw[chunk][c] = sum over the chunk's rows, in order, of dout * xhat; partial_db of dout.
+// Grid: (channel blocks, row chunks).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    layernorm_param_partial_kernel(double* partial_dw, double* partial_db, const T* dout,
+                                   const T* inp, const float* mean, const float* rstd, int64_t rows,
+                                   int64_t C, int64_t chunk_rows) {
+  const int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  if (c >= C) return;
+  const int64_t chunk = blockIdx.y;
+  const int64_t r_begin = chunk * chunk_rows;
+  const int64_t r_end = r_begin + chunk_rows < rows ? r_begin + chunk_rows : rows;
+  double dw = 0.0, db = 0.0;
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    const float dy = to_float(dout[r * C + c]);
+    const float xhat = (to_float(inp[r * C + c]) - mean[r]) * rstd[r];
+    dw += static_cast<double>(dy * xhat);
+    db += static_cast<double>(dy);
+  }
+  partial_dw[chunk * C + c] = dw;
+  partial_db[chunk * C + c] = db;
+}
+
+// dweight[c] += sum over chunks in order of partial_dw[chunk][c]; dbias likewise.
+__global__ void __launch_bounds__(kThreads)
+    layernorm_param_final_kernel(float* dweight, float* dbias, const double* partial_dw,
+                                 const double* partial_db, int64_t chunks, int64_t C) {
+  const int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  if (c >= C) return;
+  double dw = 0.0, db = 0.0;
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    dw += partial_dw[chunk * C + c];
+    db += partial_db[chunk * C + c];
+  }
+  dweight[c] += static_cast<float>(dw);
+  dbias[c] += static_cast<float>(db);
+}
+
+unsigned row_grid(int64_t rows) {
+  return static_cast<unsigned>(std::min(rows, kMaxBlocks));
+}
+
+// Rows per chunk of the parameter-gradient partial sums: a function of `rows` only.
+int64_t chunk_rows_for(int64_t rows) {
+  return std::max<int64_t>(1, (rows + kMaxRowChunks - 1) / kMaxRowChunks);
+}
+int64_t chunks_for(int64_t rows) {
+  const int64_t chunk_rows = chunk_rows_for(rows);
+  return (rows + chunk_rows - 1) / chunk_rows;
+}
+
+template <class T>
+void launch_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias,
+                    int64_t rows, int64_t C, float eps, cudaStream_t stream) {
+  TRAINER_ASSERT(rows >= 0 && C > 0, "layernorm of " << rows << " rows of " << C << " channels");
+  if (rows == 0) return;
+  layernorm_forward_kernel<T>
+      <<<row_grid(rows), kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, rows, C, eps);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
+                     const T* weight, const float* mean, const float* rstd, int64_t rows, int64_t C,
+                     void* scratch, cudaStream_t stream) {
+  TRAINER_ASSERT(rows >= 0 && C > 0, "layernorm of " << rows << " rows of " << C << " channels");
+  if (rows == 0) return;
+  layernorm_dinp_kernel<T>
+      <<<row_grid(rows), kThreads, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, rows, C);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+
+  const int64_t chunk_rows = chunk_rows_for(rows), chunks = chunks_for(rows);
+  const StreamScratch owned(scratch == nullptr ? layernorm_backward_scratch_bytes(rows, C) : 0,
+                            stream);
+  void* partials = scratch != nullptr ? scratch : owned.get();
+  double* partial_dw = static_cast<double*>(partials);
+  double* partial_db = partial_dw + chunks * C;
+  const unsigned channel_blocks = static_cast<unsigned>((C + kThreads - 1) / kThreads);
+  layernorm_param_partial_kernel<T>
+      <<<dim3(channel_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
+          partial_dw, partial_db, dout, inp, mean, rstd, rows, C, chunk_rows);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+  layernorm_param_final_kernel<<<channel_blocks, kThreads, 0, stream>>>(dweight, dbias, partial_dw,
+                                                                        partial_db, chunks, C);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+size_t layernorm_backward_scratch_bytes(int64_t rows, int64_t channels) {
+  if (rows <= 0 || channels <= 0) return 0;
+  return 2 * static_cast<size_t>(chunks_for(rows)) * static_cast<size_t>(channels) * sizeof(double);
+}
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t rows, int64_t channels, float eps,
+                       cudaStream_t stream) {
+  launch_forward(out, mean, rstd, inp, weight, bias, rows, channels, eps, stream);
+}
+void layernorm_forward(__nv_bfloat16* out, float* mean, float* rstd, const __nv_bfloat16* inp,
+                       const __nv_bfloat16* weight, const __nv_bfloat16* bias, int64_t rows,
+                       int64_t channels, float eps, cudaStream_t stream) {
+  launch_forward(out, mean, rstd, inp, weight, bias, rows, channels, eps, stream);
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int64_t rows, int64_t channels, void* scratch, cudaStream_t stream) {
+  launch_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels, scratch,
+                  stream);
+}
+void layernorm_backward(__nv_bfloat16* dinp, float* dweight, float* dbias,
+                        const __nv_bfloat16* dout, const __nv_bfloat16* inp,
+                        const __nv_bfloat16* weight, const float* mean, const float* rstd,
+                        int64_t rows, int64_t channels, void* scratch, cudaStream_t stream) {
+  launch_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels, scratch,
+                  stream);
+}
+
+}  // namespace runtime::cuda

@@ -1,0 +1,152 @@
+// Causal softmax kernels: one thread block per score row, reductions in a fixed order
+// (per-thread strided partials, warp butterfly, warps combined in index order), so results
+// are bit-identical from run to run. Each element is read and written by the same thread.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "runtime/error.h"
+#include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/softmax.h"
+
+namespace runtime::cuda {
+namespace {
+
+constexpr int kWarpThreads = 32;
+constexpr int kMaxRowThreads = 256;  // threads of the block that handles one row
+
+__device__ inline float load_float(const float* p) {
+  return *p;
+}
+__device__ inline float load_float(const __nv_bfloat16* p) {
+  return __bfloat162float(*p);
+}
+__device__ inline void store_float(float* p, float value) {
+  *p = value;
+}
+__device__ inline void store_float(__nv_bfloat16* p, float value) {
+  *p = __float2bfloat16(value);
+}
+
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// Combines `value` over the block (blockDim.x a multiple of 32); every thread gets the result.
+// `partials` holds one float per warp.
+template <typename Op>
+__device__ float block_reduce(float value, float* partials, Op op) {
+  for (int offset = kWarpThreads / 2; offset > 0; offset /= 2)
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  const int warps = static_cast<int>(blockDim.x) / kWarpThreads;
+  __syncthreads();  // partials may still be read by an earlier reduction
+  if (threadIdx.x % kWarpThreads == 0) partials[warp] = value;
+  __syncthreads();
+  float result = partials[0];
+  for (int w = 1; w < warps; ++w) result = op(result, partials[w]);
+  return result;
+}
+
+// One block per row of the (batch_heads * T) rows; row % T is the query position i.
+template <typename Element>
+__global__ void causal_softmax_forward_kernel(Element* probs, const Element* scores, int64_t T) {
+  __shared__ float partials[kMaxRowThreads / kWarpThreads];
+  const int64_t row = blockIdx.x;
+  const int64_t i = row % T;
+  const Element* x = scores + row * T;
+  Element* p = probs + row * T;  // may be x itself
+
+  float local_max = -INFINITY;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
+    local_max = fmaxf(local_max, load_float(x + j));
+  const float row_max = block_reduce(local_max, partials, MaxOp{});
+
+  float local_sum = 0.f;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
+    local_sum += expf(load_float(x + j) - row_max);
+  const float inv_sum = 1.f / block_reduce(local_sum, partials, SumOp{});
+
+  for (int64_t j = threadIdx.x; j < T; j += blockDim.x)
+    store_float(p + j, j <= i ? expf(load_float(x + j) - row_max) * inv_sum : 0.f);
+}
+
+template <typename Element>
+__global__ void causal_softmax_backward_kernel(Element* dscores, const Element* dprobs,
+                                               const Element* probs, int64_t T) {
+  __shared__ float partials[kMaxRowThreads / kWarpThreads];
+  const int64_t row = blockIdx.x;
+  const int64_t i = row % T;
+  const Element* dp = dprobs + row * T;
+  const Element* p = probs + row * T;
+  Element* ds = dscores + row * T;  // may be dp itself
+
+  float local_dot = 0.f;
+  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
+    local_dot += load_float(dp + j) * load_float(p + j);
+  const float row_dot = block_reduce(local_dot, partials, SumOp{});
+
+  for (int64_t j = threadIdx.x; j < T; j += blockDim.x)
+    store_float(ds + j, j <= i ? load_float(p + j) * (load_float(dp + j) - row_dot) : 0.f);
+}
+
+// Threads per row block: the row length rounded up to whole warps, at most kMaxRowThreads.
+int row_threads(int64_t T) {
+  const int64_t warps = (T + kWarpThreads - 1) / kWarpThreads;
+  return static_cast<int>(std::min<int64_t>(warps * kWarpThreads, kMaxRowThreads));
+}
+
+// Grid of one block per row; false when there is nothing to do.
+bool row_grid(int64_t batch_heads, int64_t T, unsigned* blocks) {
+  TRAINER_ASSERT(batch_heads >= 0 && T >= 0, "causal softmax of " << batch_heads << " x " << T);
+  const int64_t rows = batch_heads * T;
+  TRAINER_ASSERT(rows <= INT_MAX, "causal softmax of " << rows << " rows exceeds the grid");
+  *blocks = static_cast<unsigned>(rows);
+  return rows > 0;
+}
+
+template <typename Element>
+void launch_forward(Element* probs, const Element* scores, int64_t batch_heads, int64_t T,
+                    cudaStream_t stream) {
+  unsigned blocks = 0;
+  if (!row_grid(batch_heads, T, &blocks)) return;
+  causal_softmax_forward_kernel<<<blocks, row_threads(T), 0, stream>>>(probs, scores, T);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Element>
+void launch_backward(Element* dscores, const Element* dprobs, const Element* probs,
+                     int64_t batch_heads, int64_t T, cudaStream_t stream) {
+  unsigned blocks = 0;
+  if (!row_grid(batch_heads, T, &blocks)) return;
+  causal_softmax_backward_kernel<<<blocks, row_threads(T), 0, stream>>>(dscores, dprobs, probs, T);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void causal_softmax_forward(float* probs, const float* scores, int64_t batch_heads, int64_t T,
+                            cudaStream_t stream) {
+  launch_forward(probs, scores, batch_heads, T, stream);
+}
+
+void causal_softmax_forward(__nv_bfloat16* probs, const __nv_bfloat16* scores, int64_t batch_heads,
+                            int64_t T, cudaStream_t stream) {
+  launch_forward(probs, scores, batch_heads, T, stream);
+}
+
+void causal_softmax_backward(float* dscores, const float* dprobs, const float* probs,
+                             int64_t batch_heads, int64_t T, cudaStream_t stream) {
+  launch_backward(dscores, dprobs, probs, batch_heads, T, stream);
+}
+
+void causal_softmax_backward(__nv_bfloat16* dscores, const __nv_bfloat16* dprobs,
+                             const __nv_bfloat16* probs, int64_t batch_heads, int64_t T,
+                             cudaStream_t stream) {
+  launch_backward(dscores, dprobs, probs, batch_heads, T, stream);
+}
+
+}  // namespace runtime::cuda

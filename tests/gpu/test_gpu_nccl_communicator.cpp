@@ -1,0 +1,115 @@
+// NcclCommunicator in a world of one rank (bootstrapped through SelfCommunicator): every
+// collective's result is known exactly (sums and maxima of one rank are the input, gathers and
+// scatters are copies), send/recv to oneself, and the payload counters. Skips without a device.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "parallel/nccl_communicator.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace {
+
+using gpu_test::DeviceBuffer;
+
+class NcclCommunicatorTest : public gpu_test::GpuTest {};
+
+template <typename T>
+bool identical(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+TEST_F(NcclCommunicatorTest, ReportsRankAndSizeOfTheBootstrapGroup) {
+  parallel::SelfCommunicator bootstrap;
+  parallel::NcclCommunicator nccl(bootstrap);
+  EXPECT_EQ(nccl.rank(), 0);
+  EXPECT_EQ(nccl.size(), 1);
+  EXPECT_EQ(nccl.payload_bytes(), 0);
+}
+
+TEST_F(NcclCommunicatorTest, ReductionsOfOneRankKeepTheInput) {
+  parallel::SelfCommunicator bootstrap;
+  parallel::NcclCommunicator nccl(bootstrap);
+  const int64_t count = 1000;
+  const std::vector<float> values = gpu_test::random_vector(count, 61, 100.f);
+
+  DeviceBuffer<float> sum(values);
+  nccl.all_reduce_sum(sum.data(), count);
+  EXPECT_TRUE(identical(sum.download(), values));
+  EXPECT_EQ(nccl.payload_bytes(), count * 4);
+
+  DeviceBuffer<float> max(values);
+  nccl.all_reduce_max(max.data(), count);
+  EXPECT_TRUE(identical(max.download(), values));
+  EXPECT_EQ(nccl.payload_bytes(), 2 * count * 4);
+
+  std::vector<double> doubles(static_cast<size_t>(count));
+  for (size_t i = 0; i < doubles.size(); ++i) doubles[i] = 1e-3 * values[i] + 1e10;  // needs f64
+  DeviceBuffer<double> sum_f64(doubles);
+  nccl.all_reduce_sum(sum_f64.data(), count);
+  EXPECT_TRUE(identical(sum_f64.download(), doubles));
+  EXPECT_EQ(nccl.payload_bytes(), 2 * count * 4 + count * 8);
+}
+
+TEST_F(NcclCommunicatorTest, GatherAndScatterOfOneRankCopy) {
+  parallel::SelfCommunicator bootstrap;
+  parallel::NcclCommunicator nccl(bootstrap);
+  const int64_t count = 777;
+  const std::vector<float> values = gpu_test::random_vector(count, 62);
+
+  DeviceBuffer<float> in(values), out(std::vector<float>(count, -1.f));
+  nccl.all_gather(out.data(), in.data(), count);
+  EXPECT_TRUE(identical(out.download(), values));
+  EXPECT_EQ(nccl.payload_bytes(), count * 4);
+
+  DeviceBuffer<float> scattered(std::vector<float>(count, -1.f));
+  nccl.reduce_scatter(scattered.data(), in.data(), count);
+  EXPECT_TRUE(identical(scattered.download(), values));
+  EXPECT_EQ(nccl.payload_bytes(), 2 * count * 4);
+}
+
+TEST_F(NcclCommunicatorTest, BroadcastAndBarrier) {
+  parallel::SelfCommunicator bootstrap;
+  parallel::NcclCommunicator nccl(bootstrap);
+  std::vector<uint8_t> bytes(333);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+  DeviceBuffer<uint8_t> data(bytes);
+  nccl.broadcast(data.data(), static_cast<int64_t>(bytes.size()), 0);
+  EXPECT_TRUE(identical(data.download(), bytes));
+  nccl.barrier();
+  nccl.barrier();
+  EXPECT_EQ(nccl.payload_bytes(), 0);  // as the MPI one: broadcast and barrier add nothing
+}
+
+TEST_F(NcclCommunicatorTest, SendToSelfArrivesAtTheNextRecv) {
+  parallel::SelfCommunicator bootstrap;
+  parallel::NcclCommunicator nccl(bootstrap);
+  const int64_t count = 1 << 20;  // 4 MiB: larger than NCCL's buffers, so not sent eagerly
+  const int64_t bytes = count * 4;
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<float> message = gpu_test::random_vector(count, 63 + round);
+    DeviceBuffer<float> sent(message), received(std::vector<float>(count, 0.f));
+    std::unique_ptr<parallel::Request> request = nccl.send_async(sent.data(), bytes, 0, round);
+    nccl.recv(received.data(), bytes, 0, round);
+    request->wait();
+    EXPECT_TRUE(identical(received.download(), message)) << "round " << round;
+    EXPECT_EQ(nccl.payload_bytes(), (round + 1) * bytes);
+  }
+}
+
+TEST_F(NcclCommunicatorTest, EmptyCollectivesReturn) {
+  parallel::SelfCommunicator bootstrap;
+  parallel::NcclCommunicator nccl(bootstrap);
+  DeviceBuffer<float> buffer(std::vector<float>{1.f});
+  nccl.all_reduce_sum(buffer.data(), 0);
+  nccl.all_reduce_max(buffer.data(), 0);
+  nccl.all_gather(buffer.data(), buffer.data(), 0);
+  nccl.reduce_scatter(buffer.data(), buffer.data(), 0);
+  nccl.broadcast(buffer.data(), 0, 0);
+  EXPECT_EQ(buffer.download(), std::vector<float>{1.f});
+  EXPECT_EQ(nccl.payload_bytes(), 0);
+}
+
+}  // namespace
