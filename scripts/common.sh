@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Shared by the scripts: repo root, build helpers and the root-safe mpirun flags.
 # Source it. Note [OpenMP and OpenBLAS threads]: OpenMP workers must not spin.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
