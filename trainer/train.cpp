@@ -337,7 +337,7 @@ std::unique_ptr<model::GptParams> Trainer::gather(const model::GptParams& local)
   return full;
 }
 
-void Trainer::log_step(const StepMetrics& m) {
+void Trainer::log_step(const StepMetrics& m, double seconds_per_step) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %8.0f tok/s | %7.1f ms"
@@ -348,7 +348,16 @@ void Trainer::log_step(const StepMetrics& m) {
                 100.0 * m.hardware_tflops * 1e3 / peak_gflops_,
                 format_bytes(m.memory[runtime::MemoryCategory::activation].peak).c_str());
   log_ << line;
+  const int64_t measured = m.memory[runtime::MemoryCategory::activation].peak;
+  if (measured != m.predicted_activation_peak) {
+    log_ << " (predicted " << format_bytes(m.predicted_activation_peak) << ")";
+  }
   if (m.val_loss) log_ << format(" | val loss %.4f", *m.val_loss);
+  const int64_t remaining = config_.train.steps - m.step;
+  if (remaining > 0 && seconds_per_step > 0) {
+    const auto eta = static_cast<int64_t>(static_cast<double>(remaining) * seconds_per_step);
+    log_ << " | eta " << eta / 60 << "m" << (eta % 60 < 10 ? "0" : "") << eta % 60 << "s";
+  }
   log_ << "\n";
   log_.flush();
 }
@@ -391,7 +400,9 @@ TrainSummary Trainer::run() {
     summary.last_loss = m.loss;
     if (logging) {
       metrics_->write(m);
-      if (step_ % t.log_interval == 0 || last || step_ == first_step + 1 || m.val_loss) log_step(m);
+      if (step_ % t.log_interval == 0 || last || step_ == first_step + 1 || m.val_loss) {
+        log_step(m, seconds_since(start) / static_cast<double>(step_ - first_step));
+      }
     }
   }
   if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();

@@ -70,7 +70,9 @@ class Trainer {
   recompute::Microbatch make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
                                         const recompute::ChunkExecutor& chunk);
   parallel::PipelineStep pipeline_step(const GptSampler& sampler, int64_t batch, int64_t step);
-  void log_step(const StepMetrics& metrics);
+  // One stdout line; the measured activation peak is followed by the prediction
+  // when they differ (they should not), and the remaining time is estimated.
+  void log_step(const StepMetrics& metrics, double seconds_per_step);
 
   Config config_;
   parallel::ProcessGroups& groups_;
