@@ -87,7 +87,8 @@ void Trainer::save_checkpoint() {
   meta.tensor = config_.parallel.tensor;
   meta.pipeline = config_.parallel.pipeline;
   meta.data = config_.parallel.data;
-  const bool writes = groups_.coordinates.dp == 0;
+  const bool writes = groups_.coordinates.dp == 0;  // dp replicas hold the same shards
+  if (!writes) shards.clear();
   const int keep_last = static_cast<int>(config_.checkpoint.keep_last);
   if (async) {
     pending_save_ = std::make_unique<AsyncCheckpointSave>(config_.checkpoint.dir, meta,
