@@ -19,7 +19,7 @@ struct HeadStash {
   Tensor lnf_mean;  // (Ts*B) f32
   Tensor lnf_rstd;  // (Ts*B) f32
   Tensor lnf_out;   // (T, B, C) head input (gathered over the sequence)
-  Tensor logits;    // (T, B, Vs) f32
+  Tensor logits;    // (T, B, Vs), activation dtype
   Tensor lse;       // (T*B) f32 logsumexp of each row's real logits (whole vocabulary)
   Tensor targets;   // (T, B) i32
 };
@@ -40,7 +40,7 @@ void embedding_backward(const GptParams& grads, const Tensor& dout, EmbeddingSta
 
 // Writes per-token losses (T*B) of the last layer's output `input` (kept in the
 // stash when keep_for_backward, otherwise freed on return).
-void head_forward(float* losses, HeadStash& stash, const Tensor& input, const Tensor& targets,
+void head_forward(const Tensor& losses, HeadStash& stash, const Tensor& input, const Tensor& targets,
                   const GptParams& params, const GptConfig& config, const LayerDims& dims,
                   bool keep_for_backward, runtime::Allocator& allocator);
 // d(sum of losses * loss_scale) / d(input): returns dinput (=); accumulates into

@@ -6,19 +6,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/kernels/cpu/attention.h"
-#include "runtime/kernels/cpu/dropout.h"
-#include "runtime/kernels/cpu/elementwise.h"
-#include "runtime/kernels/cpu/gemm.h"
-#include "runtime/kernels/cpu/layernorm.h"
-#include "runtime/kernels/cpu/softmax.h"
-#include "runtime/kernels/cpu/vocab_parallel.h"
 #include "parallel/mappings.h"
+#include "runtime/ops.h"
 
 namespace model {
 namespace {
 
-namespace cpu = runtime::cpu;
+namespace ops = runtime::ops;
 using runtime::DType;
 using runtime::MemoryCategory;
 using runtime::DropoutOp;
@@ -58,8 +52,8 @@ class StashMaker {
   runtime::Allocator& allocator_;
 };
 
-Tensor workspace(runtime::Allocator& allocator, const runtime::Shape& shape,
-                 DType dtype = DType::f32) {
+// A temporary of the activations' type (f32 on the host, bf16 on a device).
+Tensor workspace(runtime::Allocator& allocator, const runtime::Shape& shape, DType dtype) {
   return Tensor::empty(allocator, shape, dtype, MemoryCategory::workspace);
 }
 
@@ -71,14 +65,14 @@ runtime::DropoutKey key(const LayerContext& c, DropoutOp op) {
 // --- forward pieces, shared by forward and the backward-time rebuild ---------
 
 void input_layernorm_forward(LayerStash& s, const LayerParams& w, const LayerDims& d) {
-  cpu::layernorm_forward(s.ln1_out.f32(), s.ln1_mean.f32(), s.ln1_rstd.f32(), s.input.f32(),
-                         w.ln1_weight.f32(), w.ln1_bias.f32(), d.seq_shard() * d.micro_batch,
+  ops::layernorm_forward(s.ln1_out, s.ln1_mean, s.ln1_rstd, s.input,
+                         w.ln1_weight, w.ln1_bias, d.seq_shard() * d.micro_batch,
                          d.hidden, d.layernorm_eps);
 }
 
 void pre_mlp_layernorm_forward(LayerStash& s, const LayerParams& w, const LayerDims& d) {
-  cpu::layernorm_forward(s.ln2_out.f32(), s.ln2_mean.f32(), s.ln2_rstd.f32(), s.residual.f32(),
-                         w.ln2_weight.f32(), w.ln2_bias.f32(), d.seq_shard() * d.micro_batch,
+  ops::layernorm_forward(s.ln2_out, s.ln2_mean, s.ln2_rstd, s.residual,
+                         w.ln2_weight, w.ln2_bias, d.seq_shard() * d.micro_batch,
                          d.hidden, d.layernorm_eps);
 }
 
@@ -87,7 +81,7 @@ void pre_mlp_layernorm_forward(LayerStash& s, const LayerParams& w, const LayerD
 Tensor column_parallel_input(const Tensor& shard, const LayerDims& d,
                              runtime::Allocator& allocator) {
   if (!d.sequence_parallel || d.tp_size == 1) return shard;
-  Tensor full = workspace(allocator, {d.seq, d.micro_batch, shard.dim(2)});
+  Tensor full = workspace(allocator, {d.seq, d.micro_batch, shard.dim(2)}, d.activation_dtype);
   parallel::gather_from_sp_forward(*d.tp, full.f32(), shard.f32(), shard.numel());
   return full;
 }
@@ -101,7 +95,7 @@ Tensor column_parallel_input_grad(const Tensor& dfull, const LayerDims& d,
     parallel::copy_to_tp_backward(*d.tp, dfull.f32(), dfull.numel());
     return dfull;
   }
-  Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, dfull.dim(2)});
+  Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, dfull.dim(2)}, d.activation_dtype);
   parallel::gather_from_sp_backward(*d.tp, shard.f32(), dfull.f32(), shard.numel());
   return shard;
 }
@@ -111,20 +105,20 @@ Tensor column_parallel_input_grad(const Tensor& dfull, const LayerDims& d,
 Tensor row_parallel_linear(const Tensor& inp, const Tensor& weight, const Tensor& bias,
                            int64_t in_features, const LayerDims& d, runtime::Allocator& allocator) {
   const int64_t rows = d.seq * d.micro_batch, C = d.hidden;
-  Tensor out = workspace(allocator, {d.seq, d.micro_batch, C});
+  Tensor out = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
   if (d.tp_size == 1) {
-    cpu::linear_forward(out.f32(), inp.f32(), weight.f32(), bias.f32(), rows, in_features, C);
+    ops::linear_forward(out, inp, weight, bias, rows, in_features, C);
     return out;
   }
-  cpu::linear_forward(out.f32(), inp.f32(), weight.f32(), nullptr, rows, in_features, C);
+  ops::linear_forward(out, inp, weight, Tensor(), rows, in_features, C);
   if (d.sequence_parallel) {
-    Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, C});
+    Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
     parallel::reduce_scatter_to_sp_forward(*d.tp, shard.f32(), out.f32(), shard.numel());
     out = shard;
   } else {
     parallel::reduce_from_tp_forward(*d.tp, out.f32(), out.numel());
   }
-  cpu::add_bias(out.f32(), bias.f32(), d.seq_shard() * d.micro_batch, C);
+  ops::add_bias(out, bias, d.seq_shard() * d.micro_batch, C);
   return out;
 }
 
@@ -133,7 +127,7 @@ Tensor row_parallel_linear(const Tensor& inp, const Tensor& weight, const Tensor
 Tensor row_parallel_output_grad(const Tensor& dshard, const LayerDims& d,
                                 runtime::Allocator& allocator) {
   if (!d.sequence_parallel || d.tp_size == 1) return dshard;
-  Tensor full = workspace(allocator, {d.seq, d.micro_batch, dshard.dim(2)});
+  Tensor full = workspace(allocator, {d.seq, d.micro_batch, dshard.dim(2)}, d.activation_dtype);
   parallel::reduce_scatter_to_sp_backward(*d.tp, full.f32(), dshard.f32(), dshard.numel());
   return full;
 }
@@ -142,10 +136,10 @@ Tensor row_parallel_output_grad(const Tensor& dshard, const LayerDims& d,
 void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerContext& c) {
   const int64_t BH = d.micro_batch * d.heads, T = d.seq, D = d.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  cpu::attention_scores_forward(s.probs.f32(), s.q.f32(), s.k.f32(), BH, T, D, scale);
-  cpu::causal_softmax_forward(s.probs.f32(), s.probs.f32(), BH, T);
+  ops::attention_scores_forward(s.probs, s.q, s.k, BH, T, D, scale);
+  ops::causal_softmax_forward(s.probs, s.probs, BH, T);
   if (d.attention_dropout > 0.f) {
-    cpu::dropout_attention_forward(s.probs_drop.f32(), s.attn_mask.u8(), s.probs.f32(),
+    ops::dropout_attention_forward(s.probs_drop, s.attn_mask, s.probs,
                                    d.micro_batch, d.heads, T, d.head_offset(), c.sample_offset,
                                    d.attention_dropout, key(c, DropoutOp::attention_probs));
   }
@@ -158,23 +152,23 @@ const Tensor& context_input(const LayerStash& s, const LayerDims& d) {
 void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d,
                  runtime::Allocator& allocator) {
   const Tensor input = column_parallel_input(s.ln2_out, d, allocator);
-  cpu::linear_forward(s.fc1_out.f32(), input.f32(), w.fc1_weight.f32(), w.fc1_bias.f32(),
+  ops::linear_forward(s.fc1_out, input, w.fc1_weight, w.fc1_bias,
                       d.seq * d.micro_batch, d.hidden, d.ffn);
 }
 
 void act_forward(LayerStash& s, const LayerDims& d) {
-  cpu::gelu_forward(s.gelu_out.f32(), s.fc1_out.f32(), s.fc1_out.numel(), d.gelu);
+  ops::gelu_forward(s.gelu_out, s.fc1_out, s.fc1_out.numel(), d.gelu);
 }
 
 // out = x + dropout(y) on hidden states (y is overwritten by its dropped version).
 void dropout_add(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& mask,
                  const LayerDims& d, const LayerContext& c, DropoutOp op) {
   if (d.hidden_dropout > 0.f) {
-    cpu::dropout_hidden_forward(y.f32(), mask.u8(), y.f32(), d.seq_shard(), d.micro_batch,
+    ops::dropout_hidden_forward(y, mask, y, d.seq_shard(), d.micro_batch,
                                 d.hidden, d.seq_offset(), c.sample_offset, d.hidden_dropout,
                                 key(c, op));
   }
-  cpu::add(out.f32(), x.f32(), y.f32(), out.numel());
+  ops::add(out, x, y, out.numel());
 }
 
 }  // namespace
@@ -189,20 +183,20 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
   s.input = input;
 
   input_layernorm_forward(s, w, d);                                    // ln1_out (Ts, B, C)
-  Tensor qkv = workspace(allocator, {d.seq, d.micro_batch, 3 * HD});
+  Tensor qkv = workspace(allocator, {d.seq, d.micro_batch, 3 * HD}, d.activation_dtype);
   {
     const Tensor ln1_full = column_parallel_input(s.ln1_out, d, allocator);
-    cpu::linear_forward(qkv.f32(), ln1_full.f32(), w.qkv_weight.f32(), w.qkv_bias.f32(), rows, C,
+    ops::linear_forward(qkv, ln1_full, w.qkv_weight, w.qkv_bias, rows, C,
                         3 * HD);
   }
-  cpu::split_qkv_heads(s.q.f32(), s.k.f32(), s.v.f32(), qkv.f32(), d.seq, d.micro_batch, d.heads,
+  ops::split_qkv_heads(s.q, s.k, s.v, qkv, d.seq, d.micro_batch, d.heads,
                        d.head_dim);
   qkv = Tensor();
   core_attn_probs_forward(s, d, c);                                    // probs (B, H, T, T)
-  Tensor ctx_heads = workspace(allocator, {d.micro_batch, d.heads, d.seq, d.head_dim});
-  cpu::attention_context_forward(ctx_heads.f32(), context_input(s, d).f32(), s.v.f32(),
+  Tensor ctx_heads = workspace(allocator, {d.micro_batch, d.heads, d.seq, d.head_dim}, d.activation_dtype);
+  ops::attention_context_forward(ctx_heads, context_input(s, d), s.v,
                                  d.micro_batch * d.heads, d.seq, d.head_dim);
-  cpu::merge_heads(s.ctx.f32(), ctx_heads.f32(), d.seq, d.micro_batch, d.heads, d.head_dim);
+  ops::merge_heads(s.ctx, ctx_heads, d.seq, d.micro_batch, d.heads, d.head_dim);
   ctx_heads = Tensor();
   Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
   dropout_add(s.residual, input, proj, s.attn_out_mask, d, c, DropoutOp::attention_out);
@@ -246,82 +240,82 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w,
   if (rebuild(&LayerStash::gelu_out)) act_forward(s, d);
 
   // dres: gradient of the residual stream (Ts, B, C); it becomes dinput at the end.
-  Tensor dres = workspace(allocator, {d.seq_shard(), d.micro_batch, C});
-  std::copy(dout.f32(), dout.f32() + dout.numel(), dres.f32());
+  Tensor dres = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
+  ops::copy(dres, dout);
 
   // mlp: out = residual + dropout(fc2(gelu(fc1(ln2(residual)))))
-  Tensor dfc2 = workspace(allocator, {d.seq_shard(), d.micro_batch, C});
+  Tensor dfc2 = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
   if (d.hidden_dropout > 0.f) {
-    cpu::dropout_backward(dfc2.f32(), dout.f32(), s.mlp_out_mask.u8(), dfc2.numel(),
+    ops::dropout_backward(dfc2, dout, s.mlp_out_mask, dfc2.numel(),
                           d.hidden_dropout);
   } else {
-    std::copy(dout.f32(), dout.f32() + dout.numel(), dfc2.f32());
+    ops::copy(dfc2, dout);
   }
-  Tensor dffn = workspace(allocator, {d.seq, d.micro_batch, d.ffn});
+  Tensor dffn = workspace(allocator, {d.seq, d.micro_batch, d.ffn}, d.activation_dtype);
   {
     const Tensor dfc2_full = row_parallel_output_grad(dfc2, d, allocator);
-    cpu::linear_backward(dffn.f32(), g.fc2_weight.f32(), g.fc2_bias.f32(), dfc2_full.f32(),
-                         s.gelu_out.f32(), w.fc2_weight.f32(), rows, d.ffn, C);
+    ops::linear_backward(dffn, g.fc2_weight, g.fc2_bias, dfc2_full,
+                         s.gelu_out, w.fc2_weight, rows, d.ffn, C);
   }
-  cpu::gelu_backward(dffn.f32(), dffn.f32(), s.fc1_out.f32(), dffn.numel(), d.gelu);
+  ops::gelu_backward(dffn, dffn, s.fc1_out, dffn.numel(), d.gelu);
   {
-    Tensor dln_full = workspace(allocator, {d.seq, d.micro_batch, C});
+    Tensor dln_full = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
     const Tensor ln2_full = column_parallel_input(s.ln2_out, d, allocator);
-    cpu::linear_backward(dln_full.f32(), g.fc1_weight.f32(), g.fc1_bias.f32(), dffn.f32(),
-                         ln2_full.f32(), w.fc1_weight.f32(), rows, C, d.ffn);
+    ops::linear_backward(dln_full, g.fc1_weight, g.fc1_bias, dffn,
+                         ln2_full, w.fc1_weight, rows, C, d.ffn);
     dffn = Tensor();
     const Tensor dln = column_parallel_input_grad(dln_full, d, allocator);
-    cpu::layernorm_backward(dres.f32(), g.ln2_weight.f32(), g.ln2_bias.f32(), dln.f32(),
-                            s.residual.f32(), w.ln2_weight.f32(), s.ln2_mean.f32(),
-                            s.ln2_rstd.f32(), rows_shard, C);
+    ops::layernorm_backward(dres, g.ln2_weight, g.ln2_bias, dln,
+                            s.residual, w.ln2_weight, s.ln2_mean,
+                            s.ln2_rstd, rows_shard, C);
   }
 
   // attention: residual = input + dropout(proj(ctx))
   Tensor& dproj = dfc2;
   if (d.hidden_dropout > 0.f) {
-    cpu::dropout_backward(dproj.f32(), dres.f32(), s.attn_out_mask.u8(), dproj.numel(),
+    ops::dropout_backward(dproj, dres, s.attn_out_mask, dproj.numel(),
                           d.hidden_dropout);
   } else {
-    std::copy(dres.f32(), dres.f32() + dres.numel(), dproj.f32());
+    ops::copy(dproj, dres);
   }
-  Tensor dctx = workspace(allocator, {d.seq, d.micro_batch, HD});
+  Tensor dctx = workspace(allocator, {d.seq, d.micro_batch, HD}, d.activation_dtype);
   {
     const Tensor dproj_full = row_parallel_output_grad(dproj, d, allocator);
-    cpu::linear_backward(dctx.f32(), g.proj_weight.f32(), g.proj_bias.f32(), dproj_full.f32(),
-                         s.ctx.f32(), w.proj_weight.f32(), rows, HD, C);
+    ops::linear_backward(dctx, g.proj_weight, g.proj_bias, dproj_full,
+                         s.ctx, w.proj_weight, rows, HD, C);
   }
-  Tensor dctx_heads = workspace(allocator, {d.micro_batch, d.heads, T, D});
-  cpu::split_heads(dctx_heads.f32(), dctx.f32(), T, d.micro_batch, d.heads, D);
+  Tensor dctx_heads = workspace(allocator, {d.micro_batch, d.heads, T, D}, d.activation_dtype);
+  ops::split_heads(dctx_heads, dctx, T, d.micro_batch, d.heads, D);
   dctx = Tensor();
-  Tensor dprobs = workspace(allocator, {d.micro_batch, d.heads, T, T});
-  Tensor dq = workspace(allocator, {d.micro_batch, d.heads, T, D});
-  Tensor dk = workspace(allocator, {d.micro_batch, d.heads, T, D});
-  Tensor dv = workspace(allocator, {d.micro_batch, d.heads, T, D});
-  cpu::attention_context_backward(dprobs.f32(), dv.f32(), dctx_heads.f32(),
-                                  context_input(s, d).f32(), s.v.f32(), BH, T, D);
+  Tensor dprobs = workspace(allocator, {d.micro_batch, d.heads, T, T}, d.activation_dtype);
+  Tensor dq = workspace(allocator, {d.micro_batch, d.heads, T, D}, d.activation_dtype);
+  Tensor dk = workspace(allocator, {d.micro_batch, d.heads, T, D}, d.activation_dtype);
+  Tensor dv = workspace(allocator, {d.micro_batch, d.heads, T, D}, d.activation_dtype);
+  ops::attention_context_backward(dprobs, dv, dctx_heads,
+                                  context_input(s, d), s.v, BH, T, D);
   dctx_heads = Tensor();
   if (d.attention_dropout > 0.f) {
-    cpu::dropout_backward(dprobs.f32(), dprobs.f32(), s.attn_mask.u8(), dprobs.numel(),
+    ops::dropout_backward(dprobs, dprobs, s.attn_mask, dprobs.numel(),
                           d.attention_dropout);
   }
-  cpu::causal_softmax_backward(dprobs.f32(), dprobs.f32(), s.probs.f32(), BH, T);
+  ops::causal_softmax_backward(dprobs, dprobs, s.probs, BH, T);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  cpu::attention_scores_backward(dq.f32(), dk.f32(), dprobs.f32(), s.q.f32(), s.k.f32(), BH, T,
+  ops::attention_scores_backward(dq, dk, dprobs, s.q, s.k, BH, T,
                                  D, scale);
   dprobs = Tensor();
-  Tensor dqkv = workspace(allocator, {d.seq, d.micro_batch, 3 * HD});
-  cpu::merge_qkv_heads(dqkv.f32(), dq.f32(), dk.f32(), dv.f32(), T, d.micro_batch, d.heads, D);
+  Tensor dqkv = workspace(allocator, {d.seq, d.micro_batch, 3 * HD}, d.activation_dtype);
+  ops::merge_qkv_heads(dqkv, dq, dk, dv, T, d.micro_batch, d.heads, D);
   dq = Tensor(), dk = Tensor(), dv = Tensor();
   {
-    Tensor dln_full = workspace(allocator, {d.seq, d.micro_batch, C});
+    Tensor dln_full = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
     const Tensor ln1_full = column_parallel_input(s.ln1_out, d, allocator);
-    cpu::linear_backward(dln_full.f32(), g.qkv_weight.f32(), g.qkv_bias.f32(), dqkv.f32(),
-                         ln1_full.f32(), w.qkv_weight.f32(), rows, C, 3 * HD);
+    ops::linear_backward(dln_full, g.qkv_weight, g.qkv_bias, dqkv,
+                         ln1_full, w.qkv_weight, rows, C, 3 * HD);
     dqkv = Tensor();
     const Tensor dln = column_parallel_input_grad(dln_full, d, allocator);
-    cpu::layernorm_backward(dres.f32(), g.ln1_weight.f32(), g.ln1_bias.f32(), dln.f32(),
-                            s.input.f32(), w.ln1_weight.f32(), s.ln1_mean.f32(),
-                            s.ln1_rstd.f32(), rows_shard, C);
+    ops::layernorm_backward(dres, g.ln1_weight, g.ln1_bias, dln,
+                            s.input, w.ln1_weight, s.ln1_mean,
+                            s.ln1_rstd, rows_shard, C);
   }
   s = LayerStash();
   return dres;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model/flops.h"
+#include "runtime/ops.h"
 
 namespace recompute {
 
@@ -136,8 +137,8 @@ ForwardResult ChunkExecutor::finish(const Tensor& x, const Tensor& targets,
   }
   Tensor losses = Tensor::empty(allocator_, {dims.seq * dims.micro_batch}, runtime::DType::f32,
                                 runtime::MemoryCategory::workspace);
-  model::head_forward(losses.f32(), head, x, targets, params_, config_, dims, keep, allocator_);
-  for (int64_t i = 0; i < losses.numel(); ++i) result.loss_sum += losses.f32()[i];
+  model::head_forward(losses, head, x, targets, params_, config_, dims, keep, allocator_);
+  result.loss_sum = runtime::ops::sum(losses);
   return result;
 }
 

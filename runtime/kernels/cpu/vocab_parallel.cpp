@@ -40,6 +40,13 @@ void vocab_shard_target_logit(float* target_logit, const float* logits, const in
   }
 }
 
+void vocab_shard_finish(float* losses, float* lse, const float* row_max, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    lse[r] = row_max[r] + std::log(lse[r]);
+    losses[r] = lse[r] - losses[r];
+  }
+}
+
 void vocab_shard_cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                                         const int32_t* targets, int64_t rows, int64_t vocab_start,
                                         int64_t real_cols, int64_t shard_cols, float scale) {

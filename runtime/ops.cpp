@@ -1,0 +1,212 @@
+// Dispatch of runtime/ops.h: host tensors run the CPU kernels, device tensors
+// the registered backend. Generated from one list with ops.h.
+#include "runtime/ops.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/kernels/cpu/attention.h"
+#include "runtime/kernels/cpu/cross_entropy.h"
+#include "runtime/kernels/cpu/dropout.h"
+#include "runtime/kernels/cpu/elementwise.h"
+#include "runtime/kernels/cpu/embedding.h"
+#include "runtime/kernels/cpu/gemm.h"
+#include "runtime/kernels/cpu/layernorm.h"
+#include "runtime/kernels/cpu/softmax.h"
+#include "runtime/kernels/cpu/vocab_parallel.h"
+
+namespace runtime::ops {
+namespace {
+const Backend* g_device_backend = nullptr;  // process-wide: one device kind per process
+}  // namespace
+
+void register_device_backend(const Backend* backend) { g_device_backend = backend; }
+
+const Backend& device_backend(const char* op) {
+  if (g_device_backend == nullptr) {
+    throw LibraryError(std::string("ops::") + op + " on a device tensor, but no device backend is registered");
+  }
+  return *g_device_backend;
+}
+
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_features, int64_t out_features) {
+  if (out.device() != DeviceKind::cpu) return device_backend("linear_forward").linear_forward(out, inp, weight, bias, rows, in_features, out_features);
+  cpu::linear_forward(out.f32(), inp.f32(), weight.f32(), (bias.defined() ? bias.f32() : nullptr), rows, in_features, out_features);
+}
+
+void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, int64_t rows, int64_t in_features, int64_t out_features) {
+  if (dinp.device() != DeviceKind::cpu) return device_backend("linear_backward").linear_backward(dinp, dweight, dbias, dout, inp, weight, rows, in_features, out_features);
+  cpu::linear_backward((dinp.defined() ? dinp.f32() : nullptr), dweight.f32(), (dbias.defined() ? dbias.f32() : nullptr), dout.f32(), inp.f32(), weight.f32(), rows, in_features, out_features);
+}
+
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t channels, float eps) {
+  if (out.device() != DeviceKind::cpu) return device_backend("layernorm_forward").layernorm_forward(out, mean, rstd, inp, weight, bias, rows, channels, eps);
+  cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), inp.f32(), weight.f32(), bias.f32(), rows, channels, eps);
+}
+
+void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t channels) {
+  if (dinp.device() != DeviceKind::cpu) return device_backend("layernorm_backward").layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels);
+  cpu::layernorm_backward(dinp.f32(), dweight.f32(), dbias.f32(), dout.f32(), inp.f32(), weight.f32(), mean.f32(), rstd.f32(), rows, channels);
+}
+
+void causal_softmax_forward(const Tensor& probs, const Tensor& scores, int64_t batch_heads, int64_t T) {
+  if (probs.device() != DeviceKind::cpu) return device_backend("causal_softmax_forward").causal_softmax_forward(probs, scores, batch_heads, T);
+  cpu::causal_softmax_forward(probs.f32(), scores.f32(), batch_heads, T);
+}
+
+void causal_softmax_backward(const Tensor& dscores, const Tensor& dprobs, const Tensor& probs, int64_t batch_heads, int64_t T) {
+  if (dscores.device() != DeviceKind::cpu) return device_backend("causal_softmax_backward").causal_softmax_backward(dscores, dprobs, probs, batch_heads, T);
+  cpu::causal_softmax_backward(dscores.f32(), dprobs.f32(), probs.f32(), batch_heads, T);
+}
+
+void gelu_forward(const Tensor& out, const Tensor& inp, int64_t n, cpu::GeluKind kind) {
+  if (out.device() != DeviceKind::cpu) return device_backend("gelu_forward").gelu_forward(out, inp, n, kind);
+  cpu::gelu_forward(out.f32(), inp.f32(), n, kind);
+}
+
+void gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, int64_t n, cpu::GeluKind kind) {
+  if (dinp.device() != DeviceKind::cpu) return device_backend("gelu_backward").gelu_backward(dinp, dout, inp, n, kind);
+  cpu::gelu_backward(dinp.f32(), dout.f32(), inp.f32(), n, kind);
+}
+
+void dropout_hidden_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t T, int64_t B, int64_t C, int64_t t_offset, int64_t sample_offset, float p, DropoutKey key) {
+  if (out.device() != DeviceKind::cpu) return device_backend("dropout_hidden_forward").dropout_hidden_forward(out, mask, inp, T, B, C, t_offset, sample_offset, p, key);
+  cpu::dropout_hidden_forward(out.f32(), mask.u8(), inp.f32(), T, B, C, t_offset, sample_offset, p, key);
+}
+
+void dropout_attention_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t B, int64_t H, int64_t T, int64_t head_offset, int64_t sample_offset, float p, DropoutKey key) {
+  if (out.device() != DeviceKind::cpu) return device_backend("dropout_attention_forward").dropout_attention_forward(out, mask, inp, B, H, T, head_offset, sample_offset, p, key);
+  cpu::dropout_attention_forward(out.f32(), mask.u8(), inp.f32(), B, H, T, head_offset, sample_offset, p, key);
+}
+
+void dropout_backward(const Tensor& dinp, const Tensor& dout, const Tensor& mask, int64_t n, float p) {
+  if (dinp.device() != DeviceKind::cpu) return device_backend("dropout_backward").dropout_backward(dinp, dout, mask, n, p);
+  cpu::dropout_backward(dinp.f32(), dout.f32(), mask.u8(), n, p);
+}
+
+void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows) {
+  if (out.device() != DeviceKind::cpu) return device_backend("embedding_forward").embedding_forward(out, tokens, wte, rows, C, vocab_start, vocab_rows);
+  cpu::embedding_forward(out.f32(), tokens.i32(), wte.f32(), rows, C, vocab_start, vocab_rows);
+}
+
+void embedding_backward(const Tensor& dwte, const Tensor& dout, const Tensor& tokens, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows) {
+  if (dwte.device() != DeviceKind::cpu) return device_backend("embedding_backward").embedding_backward(dwte, dout, tokens, rows, C, vocab_start, vocab_rows);
+  cpu::embedding_backward(dwte.f32(), dout.f32(), tokens.i32(), rows, C, vocab_start, vocab_rows);
+}
+
+void position_embedding_forward(const Tensor& out, const Tensor& wpe, int64_t T, int64_t B, int64_t C, int64_t t_offset) {
+  if (out.device() != DeviceKind::cpu) return device_backend("position_embedding_forward").position_embedding_forward(out, wpe, T, B, C, t_offset);
+  cpu::position_embedding_forward(out.f32(), wpe.f32(), T, B, C, t_offset);
+}
+
+void position_embedding_backward(const Tensor& dwpe, const Tensor& dout, int64_t T, int64_t B, int64_t C, int64_t t_offset) {
+  if (dwpe.device() != DeviceKind::cpu) return device_backend("position_embedding_backward").position_embedding_backward(dwpe, dout, T, B, C, t_offset);
+  cpu::position_embedding_backward(dwpe.f32(), dout.f32(), T, B, C, t_offset);
+}
+
+void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab) {
+  if (losses.device() != DeviceKind::cpu) return device_backend("cross_entropy_forward").cross_entropy_forward(losses, lse, logits, targets, rows, vocab, padded_vocab);
+  cpu::cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), targets.i32(), rows, vocab, padded_vocab);
+}
+
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab, float scale) {
+  if (dlogits.device() != DeviceKind::cpu) return device_backend("cross_entropy_backward").cross_entropy_backward(dlogits, logits, lse, targets, rows, vocab, padded_vocab, scale);
+  cpu::cross_entropy_backward(dlogits.f32(), logits.f32(), lse.f32(), targets.i32(), rows, vocab, padded_vocab, scale);
+}
+
+void vocab_shard_max(const Tensor& row_max, const Tensor& logits, int64_t rows, int64_t real_cols, int64_t shard_cols) {
+  if (row_max.device() != DeviceKind::cpu) return device_backend("vocab_shard_max").vocab_shard_max(row_max, logits, rows, real_cols, shard_cols);
+  cpu::vocab_shard_max(row_max.f32(), logits.f32(), rows, real_cols, shard_cols);
+}
+
+void vocab_shard_sum_exp(const Tensor& row_sum, const Tensor& logits, const Tensor& row_max, int64_t rows, int64_t real_cols, int64_t shard_cols) {
+  if (row_sum.device() != DeviceKind::cpu) return device_backend("vocab_shard_sum_exp").vocab_shard_sum_exp(row_sum, logits, row_max, rows, real_cols, shard_cols);
+  cpu::vocab_shard_sum_exp(row_sum.f32(), logits.f32(), row_max.f32(), rows, real_cols, shard_cols);
+}
+
+void vocab_shard_target_logit(const Tensor& target_logit, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols) {
+  if (target_logit.device() != DeviceKind::cpu) return device_backend("vocab_shard_target_logit").vocab_shard_target_logit(target_logit, logits, targets, rows, vocab_start, real_cols, shard_cols);
+  cpu::vocab_shard_target_logit(target_logit.f32(), logits.f32(), targets.i32(), rows, vocab_start, real_cols, shard_cols);
+}
+
+void vocab_shard_finish(const Tensor& losses, const Tensor& lse, const Tensor& row_max, int64_t rows) {
+  if (losses.device() != DeviceKind::cpu) return device_backend("vocab_shard_finish").vocab_shard_finish(losses, lse, row_max, rows);
+  cpu::vocab_shard_finish(losses.f32(), lse.f32(), row_max.f32(), rows);
+}
+
+void vocab_shard_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols, float scale) {
+  if (dlogits.device() != DeviceKind::cpu) return device_backend("vocab_shard_cross_entropy_backward").vocab_shard_cross_entropy_backward(dlogits, logits, lse, targets, rows, vocab_start, real_cols, shard_cols, scale);
+  cpu::vocab_shard_cross_entropy_backward(dlogits.f32(), logits.f32(), lse.f32(), targets.i32(), rows, vocab_start, real_cols, shard_cols, scale);
+}
+
+void split_qkv_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv, int64_t T, int64_t B, int64_t H, int64_t D) {
+  if (q.device() != DeviceKind::cpu) return device_backend("split_qkv_heads").split_qkv_heads(q, k, v, qkv, T, B, H, D);
+  cpu::split_qkv_heads(q.f32(), k.f32(), v.f32(), qkv.f32(), T, B, H, D);
+}
+
+void merge_qkv_heads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t T, int64_t B, int64_t H, int64_t D) {
+  if (dqkv.device() != DeviceKind::cpu) return device_backend("merge_qkv_heads").merge_qkv_heads(dqkv, dq, dk, dv, T, B, H, D);
+  cpu::merge_qkv_heads(dqkv.f32(), dq.f32(), dk.f32(), dv.f32(), T, B, H, D);
+}
+
+void merge_heads(const Tensor& ctx, const Tensor& ctx_heads, int64_t T, int64_t B, int64_t H, int64_t D) {
+  if (ctx.device() != DeviceKind::cpu) return device_backend("merge_heads").merge_heads(ctx, ctx_heads, T, B, H, D);
+  cpu::merge_heads(ctx.f32(), ctx_heads.f32(), T, B, H, D);
+}
+
+void split_heads(const Tensor& ctx_heads, const Tensor& ctx, int64_t T, int64_t B, int64_t H, int64_t D) {
+  if (ctx_heads.device() != DeviceKind::cpu) return device_backend("split_heads").split_heads(ctx_heads, ctx, T, B, H, D);
+  cpu::split_heads(ctx_heads.f32(), ctx.f32(), T, B, H, D);
+}
+
+void attention_scores_forward(const Tensor& scores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale) {
+  if (scores.device() != DeviceKind::cpu) return device_backend("attention_scores_forward").attention_scores_forward(scores, q, k, BH, T, D, scale);
+  cpu::attention_scores_forward(scores.f32(), q.f32(), k.f32(), BH, T, D, scale);
+}
+
+void attention_scores_backward(const Tensor& dq, const Tensor& dk, const Tensor& dscores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale) {
+  if (dq.device() != DeviceKind::cpu) return device_backend("attention_scores_backward").attention_scores_backward(dq, dk, dscores, q, k, BH, T, D, scale);
+  cpu::attention_scores_backward(dq.f32(), dk.f32(), dscores.f32(), q.f32(), k.f32(), BH, T, D, scale);
+}
+
+void attention_context_forward(const Tensor& ctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D) {
+  if (ctx_heads.device() != DeviceKind::cpu) return device_backend("attention_context_forward").attention_context_forward(ctx_heads, probs, v, BH, T, D);
+  cpu::attention_context_forward(ctx_heads.f32(), probs.f32(), v.f32(), BH, T, D);
+}
+
+void attention_context_backward(const Tensor& dprobs, const Tensor& dv, const Tensor& dctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D) {
+  if (dprobs.device() != DeviceKind::cpu) return device_backend("attention_context_backward").attention_context_backward(dprobs, dv, dctx_heads, probs, v, BH, T, D);
+  cpu::attention_context_backward(dprobs.f32(), dv.f32(), dctx_heads.f32(), probs.f32(), v.f32(), BH, T, D);
+}
+
+void add(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n) {
+  if (out.device() != DeviceKind::cpu) return device_backend("add").add(out, a, b, n);
+  cpu::add(out.f32(), a.f32(), b.f32(), n);
+}
+
+void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols) {
+  if (out.device() != DeviceKind::cpu) return device_backend("add_bias").add_bias(out, bias, rows, cols);
+  cpu::add_bias(out.f32(), bias.f32(), rows, cols);
+}
+
+void copy(const Tensor& dst, const Tensor& src) {
+  TRAINER_ASSERT(dst.nbytes() == src.nbytes() && dst.device() == src.device(),
+                 "copy of " << src.nbytes() << " bytes into " << dst.nbytes());
+  if (dst.device() != DeviceKind::cpu) return device_backend("copy").copy(dst, src);
+  if (dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(dst.nbytes()));
+}
+
+void zero(const Tensor& t) {
+  if (t.device() != DeviceKind::cpu) return device_backend("zero").zero(t);
+  t.zero_();
+}
+
+double sum(const Tensor& t) {
+  if (t.device() != DeviceKind::cpu) return device_backend("sum").sum(t);
+  double total = 0;
+  const float* x = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) total += x[i];
+  return total;
+}
+
+}  // namespace runtime::ops

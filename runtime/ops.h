@@ -1,0 +1,96 @@
+// Device-dispatching operators: the model calls these with tensors, and each
+// call runs the kernel of its first tensor's device (host tensors: the CPU
+// kernels of runtime/kernels/cpu, whose headers define the semantics, argument
+// order and `=` vs `+=` rules; device tensors: the backend runtime_cuda
+// registers). Generated from one list, so the host and device tables match.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/kernels/cpu/gelu.h"
+#include "runtime/philox.h"
+#include "runtime/tensor.h"
+
+namespace runtime::ops {
+
+// A device backend: one entry per operator, same signature as the function.
+struct Backend {
+  void (*linear_forward)(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_features, int64_t out_features);
+  void (*linear_backward)(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, int64_t rows, int64_t in_features, int64_t out_features);
+  void (*layernorm_forward)(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t channels, float eps);
+  void (*layernorm_backward)(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t channels);
+  void (*causal_softmax_forward)(const Tensor& probs, const Tensor& scores, int64_t batch_heads, int64_t T);
+  void (*causal_softmax_backward)(const Tensor& dscores, const Tensor& dprobs, const Tensor& probs, int64_t batch_heads, int64_t T);
+  void (*gelu_forward)(const Tensor& out, const Tensor& inp, int64_t n, cpu::GeluKind kind);
+  void (*gelu_backward)(const Tensor& dinp, const Tensor& dout, const Tensor& inp, int64_t n, cpu::GeluKind kind);
+  void (*dropout_hidden_forward)(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t T, int64_t B, int64_t C, int64_t t_offset, int64_t sample_offset, float p, DropoutKey key);
+  void (*dropout_attention_forward)(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t B, int64_t H, int64_t T, int64_t head_offset, int64_t sample_offset, float p, DropoutKey key);
+  void (*dropout_backward)(const Tensor& dinp, const Tensor& dout, const Tensor& mask, int64_t n, float p);
+  void (*embedding_forward)(const Tensor& out, const Tensor& tokens, const Tensor& wte, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows);
+  void (*embedding_backward)(const Tensor& dwte, const Tensor& dout, const Tensor& tokens, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows);
+  void (*position_embedding_forward)(const Tensor& out, const Tensor& wpe, int64_t T, int64_t B, int64_t C, int64_t t_offset);
+  void (*position_embedding_backward)(const Tensor& dwpe, const Tensor& dout, int64_t T, int64_t B, int64_t C, int64_t t_offset);
+  void (*cross_entropy_forward)(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab);
+  void (*cross_entropy_backward)(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab, float scale);
+  void (*vocab_shard_max)(const Tensor& row_max, const Tensor& logits, int64_t rows, int64_t real_cols, int64_t shard_cols);
+  void (*vocab_shard_sum_exp)(const Tensor& row_sum, const Tensor& logits, const Tensor& row_max, int64_t rows, int64_t real_cols, int64_t shard_cols);
+  void (*vocab_shard_target_logit)(const Tensor& target_logit, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols);
+  void (*vocab_shard_finish)(const Tensor& losses, const Tensor& lse, const Tensor& row_max, int64_t rows);
+  void (*vocab_shard_cross_entropy_backward)(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols, float scale);
+  void (*split_qkv_heads)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv, int64_t T, int64_t B, int64_t H, int64_t D);
+  void (*merge_qkv_heads)(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t T, int64_t B, int64_t H, int64_t D);
+  void (*merge_heads)(const Tensor& ctx, const Tensor& ctx_heads, int64_t T, int64_t B, int64_t H, int64_t D);
+  void (*split_heads)(const Tensor& ctx_heads, const Tensor& ctx, int64_t T, int64_t B, int64_t H, int64_t D);
+  void (*attention_scores_forward)(const Tensor& scores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale);
+  void (*attention_scores_backward)(const Tensor& dq, const Tensor& dk, const Tensor& dscores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale);
+  void (*attention_context_forward)(const Tensor& ctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D);
+  void (*attention_context_backward)(const Tensor& dprobs, const Tensor& dv, const Tensor& dctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D);
+  void (*add)(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n);
+  void (*add_bias)(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols);
+  void (*copy)(const Tensor& dst, const Tensor& src);  // same device, same dtype, same size
+  void (*zero)(const Tensor& t);
+  double (*sum)(const Tensor& t);                      // in double, on the host when it returns
+};
+
+// Installs the backend of device tensors (runtime_cuda calls this once).
+void register_device_backend(const Backend* backend);
+// The registered backend; throws LibraryError naming the operator when none is.
+const Backend& device_backend(const char* op);
+
+void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_features, int64_t out_features);
+void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, int64_t rows, int64_t in_features, int64_t out_features);
+void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t channels, float eps);
+void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t channels);
+void causal_softmax_forward(const Tensor& probs, const Tensor& scores, int64_t batch_heads, int64_t T);
+void causal_softmax_backward(const Tensor& dscores, const Tensor& dprobs, const Tensor& probs, int64_t batch_heads, int64_t T);
+void gelu_forward(const Tensor& out, const Tensor& inp, int64_t n, cpu::GeluKind kind);
+void gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, int64_t n, cpu::GeluKind kind);
+void dropout_hidden_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t T, int64_t B, int64_t C, int64_t t_offset, int64_t sample_offset, float p, DropoutKey key);
+void dropout_attention_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t B, int64_t H, int64_t T, int64_t head_offset, int64_t sample_offset, float p, DropoutKey key);
+void dropout_backward(const Tensor& dinp, const Tensor& dout, const Tensor& mask, int64_t n, float p);
+void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows);
+void embedding_backward(const Tensor& dwte, const Tensor& dout, const Tensor& tokens, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows);
+void position_embedding_forward(const Tensor& out, const Tensor& wpe, int64_t T, int64_t B, int64_t C, int64_t t_offset);
+void position_embedding_backward(const Tensor& dwpe, const Tensor& dout, int64_t T, int64_t B, int64_t C, int64_t t_offset);
+void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab);
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab, float scale);
+void vocab_shard_max(const Tensor& row_max, const Tensor& logits, int64_t rows, int64_t real_cols, int64_t shard_cols);
+void vocab_shard_sum_exp(const Tensor& row_sum, const Tensor& logits, const Tensor& row_max, int64_t rows, int64_t real_cols, int64_t shard_cols);
+void vocab_shard_target_logit(const Tensor& target_logit, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols);
+void vocab_shard_finish(const Tensor& losses, const Tensor& lse, const Tensor& row_max, int64_t rows);
+void vocab_shard_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols, float scale);
+void split_qkv_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv, int64_t T, int64_t B, int64_t H, int64_t D);
+void merge_qkv_heads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t T, int64_t B, int64_t H, int64_t D);
+void merge_heads(const Tensor& ctx, const Tensor& ctx_heads, int64_t T, int64_t B, int64_t H, int64_t D);
+void split_heads(const Tensor& ctx_heads, const Tensor& ctx, int64_t T, int64_t B, int64_t H, int64_t D);
+void attention_scores_forward(const Tensor& scores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale);
+void attention_scores_backward(const Tensor& dq, const Tensor& dk, const Tensor& dscores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale);
+void attention_context_forward(const Tensor& ctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D);
+void attention_context_backward(const Tensor& dprobs, const Tensor& dv, const Tensor& dctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D);
+void add(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n);
+void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols);
+void copy(const Tensor& dst, const Tensor& src);
+void zero(const Tensor& t);
+double sum(const Tensor& t);
+
+}  // namespace runtime::ops
