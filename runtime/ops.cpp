@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/kernels/cpu/adamw.h"
 #include "runtime/kernels/cpu/attention.h"
 #include "runtime/kernels/cpu/cross_entropy.h"
 #include "runtime/kernels/cpu/dropout.h"
@@ -187,6 +188,24 @@ void add(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n) {
 void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols) {
   if (out.device() != DeviceKind::cpu) return device_backend("add_bias").add_bias(out, bias, rows, cols);
   cpu::add_bias(out.f32(), bias.f32(), rows, cols);
+}
+
+void scale_inplace(const Tensor& x, float s, int64_t n) {
+  if (x.device() != DeviceKind::cpu) return device_backend("scale_inplace").scale_inplace(x, s, n);
+  cpu::scale_inplace(x.f32(), s, n);
+}
+
+double sum_squares(const Tensor& x, int64_t n) {
+  if (x.device() != DeviceKind::cpu) return device_backend("sum_squares").sum_squares(x, n);
+  return cpu::sum_squares(x.f32(), n);
+}
+
+void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper) {
+  if (param.device() != DeviceKind::cpu) {
+    return device_backend("adamw_step").adamw_step(param, exp_avg, exp_avg_sq, grad, n, hyper);
+  }
+  cpu::adamw_step(param.f32(), exp_avg.f32(), exp_avg_sq.f32(), grad.f32(), n, hyper);
 }
 
 void copy(const Tensor& dst, const Tensor& src) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/cpu/adamw.h"
 #include "runtime/kernels/cpu/gelu.h"
 #include "runtime/philox.h"
 #include "runtime/tensor.h"
@@ -47,6 +48,10 @@ struct Backend {
   void (*attention_context_backward)(const Tensor& dprobs, const Tensor& dv, const Tensor& dctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D);
   void (*add)(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n);
   void (*add_bias)(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols);
+  void (*scale_inplace)(const Tensor& x, float s, int64_t n);
+  double (*sum_squares)(const Tensor& x, int64_t n);    // deterministic, in double
+  void (*adamw_step)(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                     const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper);
   void (*copy)(const Tensor& dst, const Tensor& src);  // same device, same dtype, same size
   void (*zero)(const Tensor& t);
   double (*sum)(const Tensor& t);                      // in double, on the host when it returns
@@ -89,6 +94,10 @@ void attention_context_forward(const Tensor& ctx_heads, const Tensor& probs, con
 void attention_context_backward(const Tensor& dprobs, const Tensor& dv, const Tensor& dctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D);
 void add(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n);
 void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols);
+void scale_inplace(const Tensor& x, float s, int64_t n);
+double sum_squares(const Tensor& x, int64_t n);
+void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper);
 void copy(const Tensor& dst, const Tensor& src);
 void zero(const Tensor& t);
 double sum(const Tensor& t);

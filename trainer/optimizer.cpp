@@ -3,28 +3,30 @@
 
 #include <cmath>
 
-#include "runtime/kernels/cpu/adamw.h"
-#include "runtime/kernels/cpu/elementwise.h"
+#include "runtime/ops.h"
 
 namespace trainer {
 
 double global_grad_norm(const model::GptParams& grads) {
-  return std::sqrt(runtime::cpu::sum_squares(grads.flat.f32(), grads.flat.numel()));
+  return std::sqrt(runtime::ops::sum_squares(grads.flat, grads.flat.numel()));
 }
 
 double clip_gradients(const model::GptParams& grads, double norm, double max_norm) {
   if (max_norm <= 0) return 1.0;
   const double coeff = max_norm / (norm + 1e-6);
   if (coeff >= 1.0) return 1.0;
-  runtime::cpu::scale_inplace(grads.flat.f32(), static_cast<float>(coeff), grads.flat.numel());
+  runtime::ops::scale_inplace(grads.flat, static_cast<float>(coeff), grads.flat.numel());
   return coeff;
 }
 
 AdamW::AdamW(const model::GptParams& params, runtime::Allocator& allocator)
-    : exp_avg_(runtime::Tensor::zeros(allocator, params.flat.shape(), runtime::DType::f32,
+    : exp_avg_(runtime::Tensor::empty(allocator, params.flat.shape(), runtime::DType::f32,
                                       runtime::MemoryCategory::optimizer)),
-      exp_avg_sq_(runtime::Tensor::zeros(allocator, params.flat.shape(), runtime::DType::f32,
-                                         runtime::MemoryCategory::optimizer)) {}
+      exp_avg_sq_(runtime::Tensor::empty(allocator, params.flat.shape(), runtime::DType::f32,
+                                         runtime::MemoryCategory::optimizer)) {
+  runtime::ops::zero(exp_avg_);
+  runtime::ops::zero(exp_avg_sq_);
+}
 
 void AdamW::step(const model::GptParams& params, const model::GptParams& grads,
                  const OptimizerConfig& config, double lr, int64_t step) {
@@ -34,13 +36,14 @@ void AdamW::step(const model::GptParams& params, const model::GptParams& grads,
   hyper.beta2 = config.adam_beta2;
   hyper.eps = config.adam_eps;
   hyper.step = step;
-  float* base = params.flat.f32();
+  int64_t offset = 0;  // named tensors tile the flat buffer in order
   for (size_t i = 0; i < params.named.size(); ++i) {
     const model::NamedParam& p = params.named[i];
-    const int64_t offset = p.tensor.f32() - base;
+    const int64_t n = p.tensor.numel();
     hyper.weight_decay = p.weight_decay ? config.weight_decay : 0.f;
-    runtime::cpu::adamw_step(p.tensor.f32(), exp_avg_.f32() + offset, exp_avg_sq_.f32() + offset,
-                             grads.named[i].tensor.f32(), p.tensor.numel(), hyper);
+    runtime::ops::adamw_step(p.tensor, exp_avg_.view(offset, {n}), exp_avg_sq_.view(offset, {n}),
+                             grads.named[i].tensor, n, hyper);
+    offset += n;
   }
 }
 

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "model/flops.h"
+#include "runtime/ops.h"
 #include "runtime/kernels/cpu/gemm.h"
 #include "parallel/gather_params.h"
 #include "parallel/grad_sync.h"
@@ -117,7 +118,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   params_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::param);
   model::init_params(params_, m, t.seed);
   grads_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::grad);
-  grads_.flat.zero_();
+  runtime::ops::zero(grads_.flat);
   optimizer_ = std::make_unique<AdamW>(params_, allocator_);
 
   const recompute::RecomputePlan plan = recompute::resolve_plan(config_.recompute, stage, stage_chunks);
@@ -237,7 +238,7 @@ StepMetrics Trainer::train_step() {
   allocator_.reset_peaks();
   const int64_t comm_before = groups_.payload_bytes();
   for (const auto& chunk : chunks_) chunk->reset_recompute_flops();
-  grads_.flat.zero_();
+  runtime::ops::zero(grads_.flat);
 
   double loss_sum = parallel::run_schedule(schedule_, pipeline_step(*train_sampler_, step_, step));
   groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
