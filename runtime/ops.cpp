@@ -36,7 +36,8 @@ void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, 
 }
 
 void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, int64_t rows, int64_t in_features, int64_t out_features) {
-  if (dinp.device() != DeviceKind::cpu) return device_backend("linear_backward").linear_backward(dinp, dweight, dbias, dout, inp, weight, rows, in_features, out_features);
+  // dinp is optional: dispatch on the weight gradient, which is always there.
+  if (dweight.device() != DeviceKind::cpu) return device_backend("linear_backward").linear_backward(dinp, dweight, dbias, dout, inp, weight, rows, in_features, out_features);
   cpu::linear_backward((dinp.defined() ? dinp.f32() : nullptr), dweight.f32(), (dbias.defined() ? dbias.f32() : nullptr), dout.f32(), inp.f32(), weight.f32(), rows, in_features, out_features);
 }
 
@@ -209,10 +210,26 @@ void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_av
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
-  TRAINER_ASSERT(dst.nbytes() == src.nbytes() && dst.device() == src.device(),
-                 "copy of " << src.nbytes() << " bytes into " << dst.nbytes());
+  TRAINER_ASSERT(dst.nbytes() == src.nbytes() && dst.device() == src.device() &&
+                     dst.dtype() == src.dtype(),
+                 "copy of " << src.nbytes() << " bytes (" << dtype_name(src.dtype()) << ") into "
+                            << dst.nbytes() << " (" << dtype_name(dst.dtype()) << ")");
   if (dst.device() != DeviceKind::cpu) return device_backend("copy").copy(dst, src);
   if (dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(dst.nbytes()));
+}
+
+void upload(const Tensor& dst, const Tensor& host_src) {
+  TRAINER_ASSERT(host_src.device() == DeviceKind::cpu && dst.nbytes() == host_src.nbytes(),
+                 "upload of " << host_src.nbytes() << " host bytes into " << dst.nbytes());
+  if (dst.device() == DeviceKind::cpu) return copy(dst, host_src);
+  device_backend("upload").upload(dst, host_src);
+}
+
+void download(const Tensor& host_dst, const Tensor& src) {
+  TRAINER_ASSERT(host_dst.device() == DeviceKind::cpu && host_dst.nbytes() == src.nbytes(),
+                 "download of " << src.nbytes() << " bytes into " << host_dst.nbytes() << " host bytes");
+  if (src.device() == DeviceKind::cpu) return copy(host_dst, src);
+  device_backend("download").download(host_dst, src);
 }
 
 void zero(const Tensor& t) {

@@ -1,5 +1,5 @@
 // Device-dispatching operators: the model calls these with tensors, and each
-// call runs the kernel of its first tensor's device (host tensors: the CPU
+// call runs the kernel of its first required tensor's device (host tensors: the CPU
 // kernels of runtime/kernels/cpu, whose headers define the semantics, argument
 // order and `=` vs `+=` rules; device tensors: the backend runtime_cuda
 // registers). Generated from one list, so the host and device tables match.
@@ -53,6 +53,8 @@ struct Backend {
   void (*adamw_step)(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                      const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper);
   void (*copy)(const Tensor& dst, const Tensor& src);  // same device, same dtype, same size
+  void (*upload)(const Tensor& device_dst, const Tensor& host_src);    // synchronous
+  void (*download)(const Tensor& host_dst, const Tensor& device_src);  // synchronous
   void (*zero)(const Tensor& t);
   double (*sum)(const Tensor& t);                      // in double, on the host when it returns
 };
@@ -99,6 +101,9 @@ double sum_squares(const Tensor& x, int64_t n);
 void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper);
 void copy(const Tensor& dst, const Tensor& src);
+// Between host and device tensors of one size and dtype (a plain copy when both are host).
+void upload(const Tensor& dst, const Tensor& host_src);
+void download(const Tensor& host_dst, const Tensor& src);
 void zero(const Tensor& t);
 double sum(const Tensor& t);
 

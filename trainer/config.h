@@ -28,6 +28,7 @@ struct TrainConfig {
   int64_t eval_iters = 4;          // validation global batches per evaluation
   Device device = Device::cpu;
   Precision precision = Precision::fp32;
+  double peak_tflops = 989.0;      // the device's dense peak for MFU (H100/H200 bf16); CPU measures sgemm
   OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
   int64_t max_skipped_steps = 5;   // skip_step: this many skips in a row stop the run
   std::string init_from;           // HF GPT-2 model.safetensors to start from (not on resume)

@@ -153,6 +153,7 @@ struct ConfigSchema<TrainConfig> {
         field("eval_iters", &TrainConfig::eval_iters),
         field("device", &TrainConfig::device),
         field("precision", &TrainConfig::precision),
+        field("peak_tflops", &TrainConfig::peak_tflops),
         field("on_nonfinite", &TrainConfig::on_nonfinite),
         field("max_skipped_steps", &TrainConfig::max_skipped_steps),
         field("init_from", &TrainConfig::init_from),

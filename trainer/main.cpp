@@ -5,11 +5,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "parallel/process_groups.h"
+#ifdef TRAINER_WITH_CUDA
+#include "runtime/kernels/cuda/cuda_allocator.h"
+#include "runtime/kernels/cuda/cuda_ops.h"
+#include "runtime/kernels/cuda/device.h"
+#endif
 #include "runtime/error.h"
 #include "trainer/config.h"
 #include "trainer/plan_command.h"
@@ -72,7 +78,19 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
     trainer::validate_launch(config, mpi.world_size());
     trainer::check_supported(config);
     parallel::ProcessGroups groups = parallel::ProcessGroups::from_mpi(config.parallel);
-    runtime::CpuAllocator allocator;
+    std::unique_ptr<runtime::Allocator> allocator_owner;
+#ifdef TRAINER_WITH_CUDA
+    std::unique_ptr<runtime::cuda::CudaContext> cuda;
+    if (config.train.device == trainer::Device::cuda) {
+      const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+      runtime::cuda::select_device_for_local_rank(local_rank ? std::atoi(local_rank) : 0);
+      cuda = std::make_unique<runtime::cuda::CudaContext>();
+      runtime::cuda::register_cuda_backend(*cuda);
+      allocator_owner = std::make_unique<runtime::cuda::CudaAllocator>();
+    }
+#endif
+    if (!allocator_owner) allocator_owner = std::make_unique<runtime::CpuAllocator>();
+    runtime::Allocator& allocator = *allocator_owner;
     std::ostringstream discard;
     std::ostream& log = groups.is_logging_rank() ? std::cout : discard;
     trainer::Trainer trainer(config, groups, allocator, log);

@@ -69,9 +69,17 @@ double measure_sgemm_gflops() {
 }
 
 void check_supported(const Config& c) {
-  if (c.train.device != Device::cpu) {
-    throw runtime::ConfigError("train.device",
-                               "device cuda is not supported by this build of the trainer yet");
+  if (c.train.device != Device::cuda) return;
+#ifndef TRAINER_WITH_CUDA
+  throw runtime::ConfigError("train.device", "cuda, but this trainer was built without CUDA");
+#endif
+  if (c.parallel.world_size() != 1) {
+    throw runtime::ConfigError("parallel", "device cuda runs one rank in this build (tensor x "
+                                           "pipeline x data = " + std::to_string(c.parallel.world_size()) + ")");
+  }
+  if (c.train.precision != Precision::fp32) {
+    throw runtime::ConfigError("train.precision",
+                               "bf16 (fp32 master weights) is not wired into the trainer yet; use fp32");
   }
 }
 
@@ -116,7 +124,14 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   for (const parallel::LayerRange& chunk : stage_chunks)
     for (int64_t i = 0; i < chunk.count; ++i) shard_.layers.push_back(chunk.first + i);
   params_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::param);
-  model::init_params(params_, m, t.seed);
+  on_device_ = allocator_.device() != runtime::DeviceKind::cpu;
+  if (on_device_) {
+    host_params_ = model::GptParams::allocate(host_allocator_, m, shard_, runtime::MemoryCategory::comm);
+    model::init_params(host_params_, m, t.seed);
+    runtime::ops::upload(params_.flat, host_params_.flat);
+  } else {
+    model::init_params(params_, m, t.seed);
+  }
   grads_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::grad);
   runtime::ops::zero(grads_.flat);
   optimizer_ = std::make_unique<AdamW>(params_, allocator_);
@@ -154,7 +169,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   for (const auto& chunk : chunks_) chunk_list.push_back(chunk.get());
   predicted_comm_ = predict_step_comm_bytes(config_, dims, chunk_list, params_, groups_.world_size());
   model_flops_per_step_ = 3 * forward_flops * num_microbatches_;
-  peak_gflops_ = measure_sgemm_gflops();
+  peak_gflops_ = on_device_ ? t.peak_tflops * 1e3 : measure_sgemm_gflops();
 
   if (groups_.is_logging_rank()) {
     metrics_ = std::make_unique<MetricsWriter>(config_.output.dir + "/metrics.jsonl");
@@ -177,7 +192,8 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     log_ << "recompute (stage 0): " << plan_text << "; activation memory (predicted peak, rank 0) "
          << format_bytes(predicted_peak_) << "\n";
     log_ << "peak for MFU: " << format("%.1f", peak_gflops_)
-         << " GFLOP/s (OpenBLAS sgemm measured on this machine)\n";
+         << (on_device_ ? " GFLOP/s (train.peak_tflops)\n"
+                        : " GFLOP/s (OpenBLAS sgemm measured on this machine)\n");
     if (entropy_) {
       log_ << "data entropy floor: " << format("%.4f", entropy_->loss_floor(m.seq_length))
            << " nats/token for seq_length " << m.seq_length << " (entropy rate "
@@ -198,19 +214,28 @@ recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_
   micro.sample_offset = mb * B * config_.parallel.data + groups_.coordinates.dp * B;
   const bool tokens = chunk.chunk().embedding, targets = chunk.chunk().head;
   if (!tokens && !targets) return micro;
-  auto ids = [&]() {
-    return runtime::Tensor::empty(allocator_, {T, B}, runtime::DType::i32,
+  // Filled on the host, then moved to the training device (a no-op on the host).
+  auto ids = [&](runtime::Allocator& allocator) {
+    return runtime::Tensor::empty(allocator, {T, B}, runtime::DType::i32,
                                   runtime::MemoryCategory::activation);
   };
-  if (tokens) micro.tokens = ids();
-  if (targets) micro.targets = ids();
+  runtime::Allocator& staging = on_device_ ? static_cast<runtime::Allocator&>(host_allocator_) : allocator_;
+  runtime::Tensor host_tokens = tokens ? ids(staging) : runtime::Tensor();
+  runtime::Tensor host_targets = targets ? ids(staging) : runtime::Tensor();
   for (int64_t b = 0; b < B; ++b) {
     sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
     for (int64_t i = 0; i < T; ++i) {
-      if (tokens) micro.tokens.i32()[i * B + b] = sample_buffer_[static_cast<size_t>(i)];
-      if (targets) micro.targets.i32()[i * B + b] = sample_buffer_[static_cast<size_t>(i + 1)];
+      if (tokens) host_tokens.i32()[i * B + b] = sample_buffer_[static_cast<size_t>(i)];
+      if (targets) host_targets.i32()[i * B + b] = sample_buffer_[static_cast<size_t>(i + 1)];
     }
   }
+  if (!on_device_) {
+    micro.tokens = host_tokens;
+    micro.targets = host_targets;
+    return micro;
+  }
+  if (tokens) runtime::ops::upload(micro.tokens = ids(allocator_), host_tokens);
+  if (targets) runtime::ops::upload(micro.targets = ids(allocator_), host_targets);
   return micro;
 }
 
@@ -325,6 +350,12 @@ double Trainer::evaluate() {
   return loss_sum / static_cast<double>(t.eval_iters * t.global_batch_size * config_.model.seq_length);
 }
 
+const model::GptParams& Trainer::host_params() {
+  if (!on_device_) return params_;
+  runtime::ops::download(host_params_.flat, params_.flat);
+  return host_params_;
+}
+
 std::unique_ptr<model::GptParams> Trainer::gather(const model::GptParams& local) {
   std::unique_ptr<model::GptParams> full;
   model::GptConfig padded = config_.model;  // the whole model, padded as this run pads
@@ -414,7 +445,7 @@ TrainSummary Trainer::run() {
                          std::max(summary.seconds, 1e-9);
   if (config_.output.export_model) {
     if (groups_.world_size() == 1) {
-      export_hf_gpt2(config_.output.dir, params_, config_.model);
+      export_hf_gpt2(config_.output.dir, host_params(), config_.model);
     } else if (const auto full = gather(params_)) {
       model::GptConfig padded = config_.model;
       padded.make_vocab_size_divisible_by *= config_.parallel.tensor;

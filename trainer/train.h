@@ -57,7 +57,10 @@ class Trainer {
   // Mean token loss over eval_iters validation batches, read in order from the start.
   double evaluate();
 
+  // The weights where they train (host or device) and a host copy of them and of
+  // the optimizer moments, refreshed on each call (collective-free).
   const model::GptParams& params() const { return params_; }
+  const model::GptParams& host_params();
   const model::GptParams& grads() const { return grads_; }
   int64_t predicted_activation_peak() const { return predicted_peak_; }
   // The whole model's parameters or gradients on world rank 0 (collective; null elsewhere).
@@ -93,6 +96,9 @@ class Trainer {
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<runtime::CpuAllocator> gather_allocator_;
   std::unique_ptr<AsyncCheckpointSave> pending_save_;
+  bool on_device_ = false;  // the allocator is a device's: host data is uploaded
+  runtime::CpuAllocator host_allocator_;  // staging of batches, init, checkpoints, export
+  model::GptParams host_params_;          // host copy of params_ on a device
   std::vector<int32_t> sample_buffer_;
   int64_t step_ = 0;  // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "runtime/ops.h"
 #include "trainer/checkpoint.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/safetensors.h"
@@ -56,18 +57,20 @@ std::string model_mismatch(const model::GptConfig& a, const model::GptConfig& b)
 void Trainer::save_checkpoint() {
   finish_checkpoints();  // one save in flight at a time
   const bool async = config_.checkpoint.async;
-  // Async saves write from a snapshot (workspace memory) so training can go on.
-  runtime::Tensor snapshot;
-  if (async) {
-    snapshot = runtime::Tensor::empty(allocator_, {3, params_.flat.numel()}, runtime::DType::f32,
-                                      runtime::MemoryCategory::workspace);
-  }
+  // Async saves write from a snapshot (workspace memory) so training can go on;
+  // device state is always written from a host snapshot.
+  const bool snapshotted = async || on_device_;
   const int64_t n = params_.flat.numel();
-  const float* live[] = {params_.flat.f32(), optimizer_->exp_avg().f32(), optimizer_->exp_avg_sq().f32()};
+  const runtime::Tensor live[] = {params_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
+  runtime::Tensor snapshot;
+  if (snapshotted) {
+    snapshot = runtime::Tensor::empty(on_device_ ? host_allocator_ : allocator_, {3 * n},
+                                      runtime::DType::f32, runtime::MemoryCategory::workspace);
+  }
   const float* state[3];
   for (int i = 0; i < 3; ++i) {
-    if (async) std::copy(live[i], live[i] + n, snapshot.f32() + i * n);
-    state[i] = async ? snapshot.f32() + i * n : live[i];
+    if (snapshotted) runtime::ops::download(snapshot.view(i * n, {n}), live[i].reshape({n}));
+    state[i] = snapshotted ? snapshot.f32() + i * n : live[i].f32();
   }
   std::vector<TensorShard> shards;
   for (const model::NamedParam& p : params_.named) {
@@ -134,7 +137,16 @@ bool Trainer::resume(const std::string& which) {
     throw runtime::InputError(TRAINER_STR("checkpoint " << *step_dir << " is at step " << meta.step
                                                         << ", beyond train.steps " << config_.train.steps));
   }
-  float* state[] = {params_.flat.f32(), optimizer_->exp_avg().f32(), optimizer_->exp_avg_sq().f32()};
+  // Read into host memory (the state itself, or a staging copy for a device).
+  const int64_t n = params_.flat.numel();
+  const runtime::Tensor live[] = {params_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
+  runtime::Tensor staging;
+  if (on_device_) {
+    staging = runtime::Tensor::empty(host_allocator_, {3 * n}, runtime::DType::f32,
+                                     runtime::MemoryCategory::workspace);
+  }
+  float* state[3];
+  for (int i = 0; i < 3; ++i) state[i] = on_device_ ? staging.f32() + i * n : live[i].f32();
   for (const model::NamedParam& p : params_.named) {
     const StoredPart part = stored_part(p, config_.model);
     const int64_t offset = p.tensor.f32() - params_.flat.f32();
@@ -145,6 +157,9 @@ bool Trainer::resume(const std::string& which) {
                     state[i] + offset);
       }
     }
+  }
+  if (on_device_) {
+    for (int i = 0; i < 3; ++i) runtime::ops::upload(live[i].reshape({n}), staging.view(i * n, {n}));
   }
   step_ = meta.step;
   if (groups_.is_logging_rank()) {
@@ -171,7 +186,8 @@ void Trainer::init_from(const std::string& path) {
       model::GptParams::allocate(scratch, padded, runtime::MemoryCategory::workspace);
   model::init_params(whole, padded, config_.train.seed);
   from_hf_gpt2(read_safetensors(path), whole, padded);
-  for (const model::NamedParam& p : params_.named) {
+  const model::GptParams& target = on_device_ ? host_params_ : params_;
+  for (const model::NamedParam& p : target.named) {
     const model::NamedParam* source = whole.find(p.name);
     TRAINER_ASSERT(source != nullptr, "init_from: no " << p.name);
     float* out = p.tensor.f32();
@@ -188,6 +204,7 @@ void Trainer::init_from(const std::string& path) {
                   out + r * cols);
     }
   }
+  if (on_device_) runtime::ops::upload(params_.flat, host_params_.flat);
   if (groups_.is_logging_rank()) log_ << "init_from: weights of " << path << "\n";
 }
 
