@@ -5,9 +5,12 @@
 #                                  non-CUDA shared libraries they load into .gpu/ (git-ignored),
 #                                  checking the size against the device tool's 64 MiB carry limit.
 #   scripts/gpu_check.sh run       (on the GPU machine, from the repo root, with .gpu carried)
-#                                  runs every GPU test binary, each under a time limit, and writes
-#                                  one log per binary plus a JSON summary (tests passed/failed/skipped per
-#                                  binary, device name) under $OUT.
+#                                  runs every GPU test binary, each under a time limit, then trains
+#                                  the tiny model 20 steps on the CPU and on the GPU (fp32) and
+#                                  compares the losses; writes under $OUT: device.txt, gpu_tests.log,
+#                                  train_cpu.log, train_gpu.log and gpu_check.json (tests passed /
+#                                  failed / skipped per binary, both loss curves, the largest
+#                                  relative loss difference).
 # A device call then is:  run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +27,7 @@ prepare() {
   local binaries
   binaries=$(find "$build/tests/gpu" -maxdepth 1 -type f -name 'test_gpu_*' -perm -u+x)
   [ -n "$binaries" ] || { echo "gpu_check: no GPU test binaries were built"; exit 1; }
-  for b in $binaries; do
+  for b in $binaries "$build/trainer/trainer"; do
     cp "$b" "$carry/bin/"
     # Shared libraries outside the CUDA toolkit (the GPU machine has CUDA, cuBLASLt, NCCL).
     ldd "$b" | awk '/=> \// {print $3}' | grep -vE 'libcuda|libcudart|libcublas|libnccl|/libc\.so|/libm\.so|ld-linux|libpthread|libdl|librt' \
@@ -41,24 +44,49 @@ run_on_device() {
   : "${OUT:?run on the device machine, where OUT is set}"
   export LD_LIBRARY_PATH="$carry/lib:${LD_LIBRARY_PATH:-}" OMP_WAIT_POLICY=passive
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/device.txt" 2>&1 || true
-  local summary="$OUT/gpu_check.json" first=1
+  local summary="$OUT/gpu_check.json" first=1 log="$OUT/gpu_tests.log"
+  : > "$log"
   echo "{\"device\": \"$(head -1 "$OUT/device.txt" | tr -d '"')\", \"binaries\": [" > "$summary"
   for b in "$carry"/bin/test_gpu_*; do
-    local name log code
+    local name code part
     name=$(basename "$b")
-    log="$OUT/$name.log"
+    part=$(mktemp)
     set +e
-    timeout 120 "$b" > "$log" 2>&1
+    timeout 120 "$b" > "$part" 2>&1
     code=$?
     set -e
+    { echo "=== $name (exit $code)"; cat "$part"; } >> "$log"
     [ $first -eq 1 ] || echo "," >> "$summary"
     first=0
     printf '{"binary": "%s", "exit_code": %d, "passed": %d, "failed": %d, "skipped": %d}' "$name" "$code" \
-      "$(grep -c '^\[       OK \]' "$log")" "$(grep -c '^\[  FAILED  \]' "$log")" \
-      "$(grep -c '^\[  SKIPPED \]' "$log")" >> "$summary"
+      "$(grep -c '^\[       OK \]' "$part")" "$(grep -c '^\[  FAILED  \]' "$part")" \
+      "$(grep -c '^\[  SKIPPED \]' "$part")" >> "$summary"
     echo "$name: exit $code"
   done
-  echo "]}" >> "$summary"
+  echo "]," >> "$summary"
+  # The tiny model, 20 steps, on the CPU and on the GPU (fp32, dropout on).
+  local trainer="$carry/bin/trainer" work
+  work=$(mktemp -d)
+  "$trainer" prepare-data --synthetic --num-tokens 200000 --output-prefix "$work/data" > /dev/null
+  local flags=(--config "$root/configs/tiny.yaml" --set data.path="$work/data" --set train.steps=20
+               --set optimizer.lr_warmup_steps=5 --set train.eval_interval=0 --set output.export=false
+               --set model.hidden_dropout=0.1 --set model.attention_dropout=0.1 --set train.log_interval=1)
+  set +e
+  timeout 120 "$trainer" train "${flags[@]}" --set output.dir="$work/cpu" > "$OUT/train_cpu.log" 2>&1
+  timeout 120 "$trainer" train "${flags[@]}" --set output.dir="$work/gpu" --set train.device=cuda \
+    > "$OUT/train_gpu.log" 2>&1
+  set -e
+  python3 - "$work/cpu/metrics.jsonl" "$work/gpu/metrics.jsonl" >> "$summary" <<'PY'
+import json, sys
+def losses(path):
+    try:
+        return [json.loads(line)["loss"] for line in open(path)]
+    except OSError:
+        return []
+cpu, gpu = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max((abs(a - b) / abs(a) for a, b in zip(cpu, gpu)), default=None)
+print(json.dumps({"cpu_losses": cpu, "gpu_losses": gpu, "max_relative_loss_difference": worst}) + "}")
+PY
   cat "$summary"
 }
 
