@@ -48,14 +48,15 @@ class Communicator {
   int64_t payload_bytes_ = 0;
 };
 
-// The group of one process: every collective is the identity.
+// The group of one process: every collective is the identity (payloads are
+// still counted, so the communication model holds for one process too).
 class SelfCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce_sum(float*, int64_t) override {}
-  void all_reduce_sum(double*, int64_t) override {}
-  void all_reduce_max(float*, int64_t) override {}
+  void all_reduce_sum(float*, int64_t count) override { add_payload(count * 4); }
+  void all_reduce_sum(double*, int64_t count) override { add_payload(count * 8); }
+  void all_reduce_max(float*, int64_t count) override { add_payload(count * 4); }
   void all_gather(float* out, const float* in, int64_t count) override;
   void reduce_scatter(float* out, const float* in, int64_t count) override;
   void broadcast(void*, int64_t, int) override {}

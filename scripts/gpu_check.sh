@@ -59,8 +59,8 @@ run_on_device() {
     [ $first -eq 1 ] || echo "," >> "$summary"
     first=0
     printf '{"binary": "%s", "exit_code": %d, "passed": %d, "failed": %d, "skipped": %d}' "$name" "$code" \
-      "$(grep -c '^\[       OK \]' "$part")" "$(grep -c '^\[  FAILED  \]' "$part")" \
-      "$(grep -c '^\[  SKIPPED \]' "$part")" >> "$summary"
+      "$(grep -c '^\[       OK \].* ms)$' "$part")" "$(grep -c '^\[  FAILED  \].* ms)$' "$part")" \
+      "$(grep -c '^\[  SKIPPED \].* ms)$' "$part")" >> "$summary"
     echo "$name: exit $code"
   done
   echo "]," >> "$summary"

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -69,15 +70,26 @@ TrainArgs parse_train_args(const std::vector<std::string>& args, const std::stri
   return parsed;
 }
 
+// Whether a launcher (mpirun, srun) started this process: then MPI is set up;
+// a plain `trainer train` runs as one rank without the MPI runtime.
+bool launched_by_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
 int run_train(int argc, char** argv, const std::vector<std::string>& args) {
-  parallel::MpiRuntime mpi(&argc, &argv);
-  runtime::set_error_rank(mpi.world_rank());
+  std::optional<parallel::MpiRuntime> mpi;
+  if (launched_by_mpi()) mpi.emplace(&argc, &argv);
+  const int world_rank = mpi ? mpi->world_rank() : 0, world_size = mpi ? mpi->world_size() : 1;
+  runtime::set_error_rank(world_rank);
   try {
     const TrainArgs train_args = parse_train_args(args, "train");
     const trainer::Config config = trainer::load_config(train_args.config_path, train_args.overrides);
-    trainer::validate_launch(config, mpi.world_size());
+    trainer::validate_launch(config, world_size);
     trainer::check_supported(config);
-    parallel::ProcessGroups groups = parallel::ProcessGroups::from_mpi(config.parallel);
+    parallel::ProcessGroups groups = mpi ? parallel::ProcessGroups::from_mpi(config.parallel)
+                                         : parallel::ProcessGroups::single();
     std::unique_ptr<runtime::Allocator> allocator_owner;
 #ifdef TRAINER_WITH_CUDA
     std::unique_ptr<runtime::cuda::CudaContext> cuda;
@@ -98,9 +110,9 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
     if (!resumed && !config.train.init_from.empty()) trainer.init_from(config.train.init_from);
     trainer.run();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] error: %s\n", mpi.world_rank(), e.what());
+    std::fprintf(stderr, "[rank %d] error: %s\n", world_rank, e.what());
     std::fflush(stderr);
-    if (mpi.world_size() > 1) parallel::abort_job(1);
+    if (world_size > 1) parallel::abort_job(1);
     return 1;
   }
   return 0;

@@ -86,6 +86,7 @@ TEST(Training, MeasuredActivationPeakEqualsPrediction) {
                                                    {"model.hidden_dropout=0.1", plan}));
     const StepMetrics m = run.trainer->train_step();
     EXPECT_EQ(m.memory[runtime::MemoryCategory::activation].peak, m.predicted_activation_peak) << plan;
+    EXPECT_EQ(m.comm_bytes, m.predicted_comm_bytes) << plan;
   }
 }
 
