@@ -7,16 +7,13 @@
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/adamw.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device_common.cuh"
 
 namespace runtime::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t{1} << 30;
+using namespace ::runtime::cuda::device;  // device_common.cuh
 
-unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::min((n + kThreads - 1) / kThreads, kMaxBlocks));
-}
 
 // Per-step float scalars, computed as in runtime::cpu::adamw_step.
 struct AdamWScalars {

@@ -13,6 +13,7 @@
 #include "runtime/kernels/cuda/attention_layout.h"
 #include "runtime/kernels/cuda/cross_entropy.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device_common.cuh"
 #include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/kernels/cuda/dropout.h"
 #include "runtime/kernels/cuda/elementwise.h"
@@ -25,6 +26,8 @@
 
 namespace runtime::cuda {
 namespace {
+
+using namespace ::runtime::cuda::device;  // device_common.cuh
 
 // Note [CUDA op dtypes]
 // In one call, activations and weights share one type, f32 or bf16 (the "activation type",
@@ -138,14 +141,7 @@ void with_act(DType act, F&& f) {
 
 // ---- kernels the CUDA side lacked ----
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t{1} << 30;
 constexpr int64_t kSumChunk = int64_t{1} << 16;  // elements per partial sum of sum()
-
-unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
 
 // lse = row_max + log(lse) (lse holds the row's sum of exp), losses = lse - losses (losses
 // holds the target logit): the twin of cpu::vocab_shard_finish.

@@ -6,32 +6,14 @@
 
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device_common.cuh"
 #include "runtime/kernels/cuda/dropout.h"
 
 namespace runtime::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t{1} << 30;
+using namespace ::runtime::cuda::device;  // device_common.cuh
 
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <class T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return __float2bfloat16(x);
-  }
-}
-
-unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::min((n + kThreads - 1) / kThreads, kMaxBlocks));
-}
 
 struct DropoutRule {
   DropoutKey key;

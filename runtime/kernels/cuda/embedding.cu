@@ -8,56 +8,19 @@
 
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device_common.cuh"
 #include "runtime/kernels/cuda/embedding.h"
 
 namespace runtime::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = int64_t{1} << 30;
+using namespace ::runtime::cuda::device;  // device_common.cuh
+
 constexpr size_t kScratchAlignBytes = 256;
-
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <class T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return __float2bfloat16(x);
-  }
-}
-
-unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::min((n + kThreads - 1) / kThreads, kMaxBlocks));
-}
 
 size_t align_up(size_t bytes) {
   return (bytes + kScratchAlignBytes - 1) / kScratchAlignBytes * kScratchAlignBytes;
 }
-
-// Stream-ordered device scratch: cudaMallocAsync on construction, cudaFreeAsync on the same
-// stream on destruction (so kernels queued before it may still use it); copy deleted.
-class StreamScratch {
- public:
-  StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes > 0) TRAINER_CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
-  }
-  ~StreamScratch() {
-    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  void* get() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-  cudaStream_t stream_;
-};
 
 // Sort keys are shard-local ids; ids outside the shard get key vocab_rows (sorted last, skipped).
 int sort_end_bit(int64_t vocab_rows) {

@@ -7,49 +7,15 @@
 
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device_common.cuh"
 #include "runtime/kernels/cuda/softmax.h"
 
 namespace runtime::cuda {
 namespace {
 
-constexpr int kWarpThreads = 32;
+using namespace ::runtime::cuda::device;  // device_common.cuh
+
 constexpr int kMaxRowThreads = 256;  // threads of the block that handles one row
-
-__device__ inline float load_float(const float* p) {
-  return *p;
-}
-__device__ inline float load_float(const __nv_bfloat16* p) {
-  return __bfloat162float(*p);
-}
-__device__ inline void store_float(float* p, float value) {
-  *p = value;
-}
-__device__ inline void store_float(__nv_bfloat16* p, float value) {
-  *p = __float2bfloat16(value);
-}
-
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct SumOp {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-
-// Combines `value` over the block (blockDim.x a multiple of 32); every thread gets the result.
-// `partials` holds one float per warp.
-template <typename Op>
-__device__ float block_reduce(float value, float* partials, Op op) {
-  for (int offset = kWarpThreads / 2; offset > 0; offset /= 2)
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
-  const int warps = static_cast<int>(blockDim.x) / kWarpThreads;
-  __syncthreads();  // partials may still be read by an earlier reduction
-  if (threadIdx.x % kWarpThreads == 0) partials[warp] = value;
-  __syncthreads();
-  float result = partials[0];
-  for (int w = 1; w < warps; ++w) result = op(result, partials[w]);
-  return result;
-}
 
 // One block per row of the (batch_heads * T) rows; row % T is the query position i.
 template <typename Element>

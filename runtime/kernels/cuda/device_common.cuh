@@ -1,0 +1,85 @@
+// Device-side helpers shared by the CUDA kernels of this folder (included by .cu
+// files only): f32/bf16 element access in fp32, the 1-D launch shape, block
+// reductions, and stream-ordered scratch memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "runtime/kernels/cuda/cuda_check.h"
+
+namespace runtime::cuda::device {
+
+constexpr int kThreads = 256;                      // threads per block of 1-D kernels
+constexpr int64_t kMaxBlocks = int64_t{1} << 30;   // grid-stride loops cover the rest
+constexpr int kWarpThreads = 32;
+
+// Blocks of kThreads for n elements (grid-stride loops handle more than kMaxBlocks).
+inline unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return __float2bfloat16(x);
+  }
+}
+__device__ __forceinline__ float load_float(const float* p) { return *p; }
+__device__ __forceinline__ float load_float(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void store_float(float* p, float value) { *p = value; }
+__device__ __forceinline__ void store_float(__nv_bfloat16* p, float value) {
+  *p = __float2bfloat16(value);
+}
+
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// Combines `value` over the block (blockDim.x a multiple of 32) in a fixed order;
+// every thread gets the result. `partials` holds one float per warp.
+template <typename Op>
+__device__ float block_reduce(float value, float* partials, Op op) {
+  for (int offset = kWarpThreads / 2; offset > 0; offset /= 2)
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  const int warp = static_cast<int>(threadIdx.x) / kWarpThreads;
+  const int warps = static_cast<int>(blockDim.x) / kWarpThreads;
+  __syncthreads();  // partials may still be read by an earlier reduction
+  if (threadIdx.x % kWarpThreads == 0) partials[warp] = value;
+  __syncthreads();
+  float result = partials[0];
+  for (int w = 1; w < warps; ++w) result = op(result, partials[w]);
+  return result;
+}
+
+// Stream-ordered device scratch: cudaMallocAsync on construction, cudaFreeAsync on the
+// same stream on destruction (kernels queued before it may still use it); copy deleted.
+class StreamScratch {
+ public:
+  StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes > 0) TRAINER_CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+  }
+  ~StreamScratch() {
+    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  void* get() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  cudaStream_t stream_;
+};
+
+}  // namespace runtime::cuda::device
