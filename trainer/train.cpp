@@ -350,6 +350,12 @@ double Trainer::evaluate() {
   return loss_sum / static_cast<double>(t.eval_iters * t.global_batch_size * config_.model.seq_length);
 }
 
+model::GptConfig Trainer::whole_model_config() const {
+  model::GptConfig padded = config_.model;
+  padded.make_vocab_size_divisible_by *= config_.parallel.tensor;
+  return padded;
+}
+
 const model::GptParams& Trainer::host_params() {
   if (!on_device_) return params_;
   runtime::ops::download(host_params_.flat, params_.flat);
@@ -358,8 +364,7 @@ const model::GptParams& Trainer::host_params() {
 
 std::unique_ptr<model::GptParams> Trainer::gather(const model::GptParams& local) {
   std::unique_ptr<model::GptParams> full;
-  model::GptConfig padded = config_.model;  // the whole model, padded as this run pads
-  padded.make_vocab_size_divisible_by *= config_.parallel.tensor;
+  const model::GptConfig padded = whole_model_config();
   if (groups_.world_rank == 0) {
     if (!gather_allocator_) gather_allocator_ = std::make_unique<runtime::CpuAllocator>();
     full = std::make_unique<model::GptParams>(
@@ -447,9 +452,7 @@ TrainSummary Trainer::run() {
     if (groups_.world_size() == 1) {
       export_hf_gpt2(config_.output.dir, host_params(), config_.model);
     } else if (const auto full = gather(params_)) {
-      model::GptConfig padded = config_.model;
-      padded.make_vocab_size_divisible_by *= config_.parallel.tensor;
-      export_hf_gpt2(config_.output.dir, *full, padded);
+      export_hf_gpt2(config_.output.dir, *full, whole_model_config());
     }
   }
   if (logging) {

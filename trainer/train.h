@@ -72,6 +72,9 @@ class Trainer {
   // embedding, targets where it has the head.
   recompute::Microbatch make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
                                         const recompute::ChunkExecutor& chunk);
+  // The whole model's config with the vocabulary padded as this run pads it
+  // (padding grows with the tensor-parallel size): the shape of gathered weights.
+  model::GptConfig whole_model_config() const;
   parallel::PipelineStep pipeline_step(const GptSampler& sampler, int64_t batch, int64_t step);
   // One stdout line; the measured activation peak is followed by the prediction
   // when they differ (they should not), and the remaining time is estimated.

@@ -179,8 +179,7 @@ bool Trainer::resume(const std::string& which) {
 void Trainer::init_from(const std::string& path) {
   // The whole model in this run's padding, loaded from the file, then each
   // rank keeps its own slices.
-  model::GptConfig padded = config_.model;
-  padded.make_vocab_size_divisible_by *= config_.parallel.tensor;
+  const model::GptConfig padded = whole_model_config();
   runtime::CpuAllocator scratch;
   const model::GptParams whole =
       model::GptParams::allocate(scratch, padded, runtime::MemoryCategory::workspace);

@@ -1,6 +1,6 @@
 // The ops::Backend of CUDA tensors: each entry checks its tensors (Note [CUDA op dtypes]) and
 // launches the runtime::cuda kernel on the registered context's stream. Kernels the CUDA side
-// lacked (vocab_shard_finish, sum, bf16 sum_squares) are here.
+// lacked (vocab_shard_finish) are here.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -141,7 +141,6 @@ void with_act(DType act, F&& f) {
 
 // ---- kernels the CUDA side lacked ----
 
-constexpr int64_t kSumChunk = int64_t{1} << 16;  // elements per partial sum of sum()
 
 // lse = row_max + log(lse) (lse holds the row's sum of exp), losses = lse - losses (losses
 // holds the target logit): the twin of cpu::vocab_shard_finish.
@@ -155,65 +154,16 @@ __global__ void vocab_shard_finish_kernel(float* losses, float* lse, const float
   }
 }
 
-template <class T>  // float or __nv_bfloat16
-__device__ __forceinline__ double to_double(T x) {
-  return static_cast<float>(x);
-}
-
-// Sums the kThreads values of `shared` in a fixed tree; the total ends in shared[0].
-__device__ void block_tree_sum(double* shared) {
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (static_cast<int>(threadIdx.x) < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-}
-
-// partial[block] = sum of x (or of x^2) over the block's chunk [block * kSumChunk, ...), in
-// double.
-template <class T, bool kSquare>
-__global__ void __launch_bounds__(kThreads)
-    sum_chunks_kernel(double* partial, const T* x, int64_t n) {
-  __shared__ double shared[kThreads];
-  const int64_t begin = blockIdx.x * kSumChunk;
-  const int64_t end = begin + kSumChunk < n ? begin + kSumChunk : n;
-  double sum = 0.0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const double v = to_double(x[i]);
-    sum += kSquare ? v * v : v;
-  }
-  shared[threadIdx.x] = sum;
-  block_tree_sum(shared);
-  if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
-}
-
-// *result = sum of partial[0, count): thread t adds t, t + kThreads, ... in order, then a tree.
-__global__ void __launch_bounds__(kThreads)
-    sum_partials_kernel(double* result, const double* partial, int64_t count) {
-  __shared__ double shared[kThreads];
-  double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) sum += partial[i];
-  shared[threadIdx.x] = sum;
-  block_tree_sum(shared);
-  if (threadIdx.x == 0) *result = shared[0];
-}
-
-// Sum of x[0, n) (or of its squares) in double over a fixed partition (kSumChunk elements per
-// block, a fixed tree in each, the partials combined by one block in a fixed order):
-// deterministic and independent of the device. Waits for the stream: the result is on the host.
+// The deterministic sum (or sum of squares) of cuda::sum, returned to the host: waits for
+// the stream.
 template <bool kSquare, class T>
 double reduce_to_host(const T* x, int64_t n, CudaContext& c) {
-  if (n <= 0) return 0.0;
-  const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
-  TRAINER_ASSERT(chunks <= INT_MAX, "sum of " << n << " elements: too many chunks");
-  // scratch: the result, then one partial per chunk
-  double* result_device = static_cast<double*>(c.scratch((chunks + 1) * sizeof(double)));
-  double* partial = result_device + 1;
-  sum_chunks_kernel<T, kSquare>
-      <<<static_cast<unsigned>(chunks), kThreads, 0, c.stream()>>>(partial, x, n);
-  TRAINER_CUDA_CHECK(cudaGetLastError());
-  sum_partials_kernel<<<1, kThreads, 0, c.stream()>>>(result_device, partial, chunks);
-  TRAINER_CUDA_CHECK(cudaGetLastError());
+  double* result_device = static_cast<double*>(c.scratch(sizeof(double)));
+  if (kSquare) {
+    cuda::sum_squares(result_device, x, n, c.stream());
+  } else {
+    cuda::sum(result_device, x, n, c.stream());
+  }
   double result = 0.0;
   TRAINER_CUDA_CHECK(
       cudaMemcpyAsync(&result, result_device, sizeof(double), cudaMemcpyDeviceToHost, c.stream()));
@@ -616,11 +566,10 @@ void scale_inplace(const Tensor& x, float s, int64_t n) {
   });
 }
 
-// f32 (the gradients) through the CUDA twin of cpu::sum_squares, bf16 through reduce_to_host
-// (the same partition); both deterministic and synchronizing.
+// f32 (the gradients) or bf16; deterministic and synchronizing, see reduce_to_host.
 double sum_squares(const Tensor& x, int64_t n) {
   const DType act = check_args("sum_squares", {arg("x", x, kAct, n)});
-  if (act == DType::f32) return cuda::sum_squares(ptr<float>(x), n, context().stream());
+  if (act == DType::f32) return reduce_to_host<true>(ptr<float>(x), n, context());
   return reduce_to_host<true>(ptr<__nv_bfloat16>(x), n, context());
 }
 

@@ -1,5 +1,5 @@
 // Small vector kernels: elementwise ops in grid-stride loops (each element computed alone,
-// bf16 through float), and sum_squares over a fixed partition of kSumChunk elements per
+// bf16 through float), and sum / sum_squares over a fixed partition of kSumChunk elements per
 // block, tree-reduced in double, with the partial sums combined by one block in fixed order.
 #include <algorithm>
 #include <type_traits>
@@ -54,16 +54,22 @@ __device__ void block_tree_sum(double* shared) {
   }
 }
 
-// partial[block] = sum of x[i]^2 over the block's chunk [block * kSumChunk, ...).
+template <class T>  // float or __nv_bfloat16
+__device__ __forceinline__ double to_double(T x) {
+  return static_cast<double>(to_float(x));
+}
+
+// partial[block] = sum of x[i] (or x[i]^2) over the block's chunk [block * kSumChunk, ...).
+template <class T, bool kSquare>
 __global__ void __launch_bounds__(kThreads)
-    sum_squares_partial_kernel(double* partial, const float* x, int64_t n) {
+    sum_partial_kernel(double* partial, const T* x, int64_t n) {
   __shared__ double shared[kThreads];
   const int64_t begin = blockIdx.x * kSumChunk;
   const int64_t end = begin + kSumChunk < n ? begin + kSumChunk : n;
   double sum = 0.0;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const double v = x[i];
-    sum += v * v;
+    const double v = to_double(x[i]);
+    sum += kSquare ? v * v : v;
   }
   shared[threadIdx.x] = sum;
   block_tree_sum(shared);
@@ -141,21 +147,36 @@ void add_bias(__nv_bfloat16* out, const __nv_bfloat16* bias, int64_t rows, int64
   launch_add_bias(out, bias, rows, cols, stream);
 }
 
-void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream) {
-  TRAINER_ASSERT(n >= 0, "sum_squares of " << n << " elements");
+// The fixed-partition reduction behind sum and sum_squares.
+template <bool kSquare, class T>
+void launch_sum(double* result_device, const T* x, int64_t n, cudaStream_t stream) {
+  TRAINER_ASSERT(n >= 0, "sum of " << n << " elements");
   if (n == 0) {
     TRAINER_CUDA_CHECK(cudaMemsetAsync(result_device, 0, sizeof(double), stream));
     return;
   }
   const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
-  TRAINER_ASSERT(chunks <= kMaxBlocks, "sum_squares of " << n << " elements: too many chunks");
+  TRAINER_ASSERT(chunks <= kMaxBlocks, "sum of " << n << " elements: too many chunks");
   const StreamScratch partial(static_cast<size_t>(chunks) * sizeof(double), stream);
-  sum_squares_partial_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+  sum_partial_kernel<T, kSquare><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
       static_cast<double*>(partial.get()), x, n);
   TRAINER_CUDA_CHECK(cudaGetLastError());
   sum_partials_kernel<<<1, kThreads, 0, stream>>>(result_device,
                                                   static_cast<double*>(partial.get()), chunks);
   TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+void sum(double* result_device, const float* x, int64_t n, cudaStream_t stream) {
+  launch_sum<false>(result_device, x, n, stream);
+}
+void sum(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
+  launch_sum<false>(result_device, x, n, stream);
+}
+void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream) {
+  launch_sum<true>(result_device, x, n, stream);
+}
+void sum_squares(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
+  launch_sum<true>(result_device, x, n, stream);
 }
 
 double sum_squares(const float* x, int64_t n, cudaStream_t stream) {

@@ -28,10 +28,13 @@ void add_bias(float* out, const float* bias, int64_t rows, int64_t cols, cudaStr
 void add_bias(__nv_bfloat16* out, const __nv_bfloat16* bias, int64_t rows, int64_t cols,
               cudaStream_t stream);
 
-// Sum of squares in double with a fixed partition of x (independent of the device), each
-// part summed in a fixed tree order and the parts combined in a fixed order: deterministic.
-// *result_device = sum (=); result_device is one double in device memory.
+// Sum (or sum of squares) in double with a fixed partition of x (independent of the device),
+// each part summed in a fixed tree order and the parts combined in a fixed order:
+// deterministic. *result_device = sum (=); result_device is one double in device memory.
+void sum(double* result_device, const float* x, int64_t n, cudaStream_t stream);
+void sum(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream);
 void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream);
+void sum_squares(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream);
 // The same, returned to the host: synchronizes `stream`.
 double sum_squares(const float* x, int64_t n, cudaStream_t stream);
 

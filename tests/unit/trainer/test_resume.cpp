@@ -14,13 +14,6 @@ namespace {
 using testing_support::InProcessRun;
 using testing_support::TempDir;
 
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 // The loss field of a metrics.jsonl line.
 std::string loss_of(const std::string& line) {
   const size_t begin = line.find("\"loss\": ") + 8;
@@ -55,8 +48,8 @@ TEST(Resume, SplitRunIsBitIdenticalToOneRun) {
   const auto& b = resumed.trainer->params().flat;
   ASSERT_EQ(a.numel(), b.numel());
   EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
-  const auto whole_lines = lines_of(dir / "whole/metrics.jsonl");
-  const auto resumed_lines = lines_of(dir / "resumed/metrics.jsonl");
+  const auto whole_lines = testing_support::read_lines(dir / "whole/metrics.jsonl");
+  const auto resumed_lines = testing_support::read_lines(dir / "resumed/metrics.jsonl");
   ASSERT_EQ(whole_lines.size(), 6u);
   ASSERT_EQ(resumed_lines.size(), 2u);  // steps 5 and 6
   EXPECT_EQ(loss_of(resumed_lines[0]), loss_of(whole_lines[4]));
@@ -74,7 +67,7 @@ TEST(Resume, AsyncCheckpointsResumeBitIdentical) {
   InProcessRun whole(testing_support::small_config(dir / "data", dir / "whole", async));
   whole.trainer->run();
   EXPECT_NE(whole.log.str().find("checkpoint: step 4 written"), std::string::npos) << whole.log.str();
-  EXPECT_EQ(lines_of(dir / "ckpt/latest").at(0), "step_00000006");
+  EXPECT_EQ(testing_support::read_lines(dir / "ckpt/latest").at(0), "step_00000006");
   InProcessRun resumed(testing_support::small_config(dir / "data", dir / "resumed", async));
   ASSERT_TRUE(resumed.trainer->resume(dir / "ckpt/step_00000004"));
   resumed.trainer->run();

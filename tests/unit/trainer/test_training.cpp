@@ -15,13 +15,6 @@ namespace {
 using testing_support::InProcessRun;
 using testing_support::TempDir;
 
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 TEST(Training, LearnsTheSyntheticChainToNearItsFloor) {
   TempDir dir;
   SyntheticCorpusSpec spec;
@@ -52,7 +45,7 @@ TEST(Training, MetricsFileHasOneObjectPerStepFromStepOne) {
   InProcessRun run(testing_support::small_config(dir / "data", dir / "run",
                                                  {"train.eval_interval=2", "train.steps=3"}));
   run.trainer->run();
-  const auto lines = read_lines(dir / "run/metrics.jsonl");
+  const auto lines = testing_support::read_lines(dir / "run/metrics.jsonl");
   ASSERT_EQ(lines.size(), 3u);
   for (size_t i = 0; i < lines.size(); ++i) {
     EXPECT_EQ(lines[i].rfind("{\"step\": " + std::to_string(i + 1) + ", \"loss\": ", 0), 0u) << lines[i];
@@ -101,7 +94,7 @@ TEST(Training, ZeroStepsWritesTheInitialModel) {
   const float* init = run.trainer->params().wpe.f32();
   EXPECT_EQ(std::memcmp(wpe.data.data(), init, wpe.data.size()), 0);
   EXPECT_TRUE(std::filesystem::exists(dir / "run/config.json"));
-  EXPECT_TRUE(read_lines(dir / "run/metrics.jsonl").empty());
+  EXPECT_TRUE(testing_support::read_lines(dir / "run/metrics.jsonl").empty());
 }
 
 TEST(Training, ExportReimportGivesTheSameLoss) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -31,6 +32,14 @@ class TempDir {
   std::filesystem::path path_;
   static inline int counter_ = 0;
 };
+
+// The lines of a text file (metrics.jsonl, latest).
+inline std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
 
 // Writes a synthetic corpus at `prefix` (with its entropy sidecar).
 inline SyntheticEntropy write_corpus(const std::string& prefix, const SyntheticCorpusSpec& spec) {
