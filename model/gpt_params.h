@@ -60,9 +60,11 @@ struct GptParams {
   Tensor lnf_weight, lnf_bias;     // (C)
   std::vector<NamedParam> named;   // in flat-buffer order
 
-  // Views over a new flat buffer of `category` (uninitialized).
+  // Views over a new flat buffer of `category` and `dtype` (uninitialized): f32 for
+  // master weights, gradients and moments, bf16 for the weights a bf16 model computes with.
   static GptParams allocate(runtime::Allocator& allocator, const GptConfig& config,
-                            const ModelShard& shard, runtime::MemoryCategory category);
+                            const ModelShard& shard, runtime::MemoryCategory category,
+                            runtime::DType dtype = runtime::DType::f32);
   static GptParams allocate(runtime::Allocator& allocator, const GptConfig& config,
                             runtime::MemoryCategory category) {
     return allocate(allocator, config, ModelShard::whole(config), category);

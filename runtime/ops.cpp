@@ -7,6 +7,7 @@
 
 #include "runtime/kernels/cpu/adamw.h"
 #include "runtime/kernels/cpu/attention.h"
+#include "runtime/kernels/cpu/convert.h"
 #include "runtime/kernels/cpu/cross_entropy.h"
 #include "runtime/kernels/cpu/dropout.h"
 #include "runtime/kernels/cpu/elementwise.h"
@@ -202,11 +203,36 @@ double sum_squares(const Tensor& x, int64_t n) {
 }
 
 void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper) {
+                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper,
+                const Tensor& param_copy) {
   if (param.device() != DeviceKind::cpu) {
-    return device_backend("adamw_step").adamw_step(param, exp_avg, exp_avg_sq, grad, n, hyper);
+    return device_backend("adamw_step").adamw_step(param, exp_avg, exp_avg_sq, grad, n, hyper,
+                                                   param_copy);
   }
   cpu::adamw_step(param.f32(), exp_avg.f32(), exp_avg_sq.f32(), grad.f32(), n, hyper);
+  if (param_copy.defined()) convert(param_copy.view(0, {n}), param.view(0, {n}));
+}
+
+void convert(const Tensor& dst, const Tensor& src) {
+  TRAINER_ASSERT(dst.defined() && src.defined() && dst.numel() == src.numel() &&
+                     dst.device() == src.device(),
+                 "convert of " << src.numel() << " elements (" << dtype_name(src.dtype())
+                               << ") into " << dst.numel() << " (" << dtype_name(dst.dtype())
+                               << "): needs one element count on one device");
+  if (dst.device() != DeviceKind::cpu) return device_backend("convert").convert(dst, src);
+  if (dst.dtype() == src.dtype()) return copy(dst, src);
+  if (dst.dtype() == DType::bf16 && src.dtype() == DType::f32) {
+    return cpu::convert(dst.data<uint16_t>(), src.f32(), src.numel());
+  }
+  if (dst.dtype() == DType::f32 && src.dtype() == DType::bf16) {
+    return cpu::convert(dst.f32(), src.data<uint16_t>(), src.numel());
+  }
+  TRAINER_ASSERT(false, "convert from " << dtype_name(src.dtype()) << " to "
+                                        << dtype_name(dst.dtype()) << ": only f32 <-> bf16");
+}
+
+void synchronize(const Tensor& on) {
+  if (on.defined() && on.device() != DeviceKind::cpu) device_backend("synchronize").synchronize();
 }
 
 void copy(const Tensor& dst, const Tensor& src) {

@@ -51,7 +51,10 @@ struct Backend {
   void (*scale_inplace)(const Tensor& x, float s, int64_t n);
   double (*sum_squares)(const Tensor& x, int64_t n);    // deterministic, in double
   void (*adamw_step)(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                     const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper);
+                     const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper,
+                     const Tensor& param_copy);
+  void (*convert)(const Tensor& dst, const Tensor& src);  // f32 <-> bf16, or a same-dtype copy
+  void (*synchronize)();                                 // the host waits for queued work
   void (*copy)(const Tensor& dst, const Tensor& src);  // same device, same dtype, same size
   void (*upload)(const Tensor& device_dst, const Tensor& host_src);    // synchronous
   void (*download)(const Tensor& host_dst, const Tensor& device_src);  // synchronous
@@ -98,8 +101,17 @@ void add(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n);
 void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols);
 void scale_inplace(const Tensor& x, float s, int64_t n);
 double sum_squares(const Tensor& x, int64_t n);
+// param_copy (optional, f32 or bf16): also set to the updated param in its own dtype (the
+// bf16 weights the model computes with, from fp32 master weights), in the same pass.
 void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper);
+                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper,
+                const Tensor& param_copy = Tensor());
+// dst = src converted to dst's dtype (f32 <-> bf16, round to nearest even; same dtype: a
+// copy); one device, one element count.
+void convert(const Tensor& dst, const Tensor& src);
+// Returns when every op queued on `on`'s device so far has finished (host: at once). Timers
+// call it: device ops are asynchronous.
+void synchronize(const Tensor& on);
 void copy(const Tensor& dst, const Tensor& src);
 // Between host and device tensors of one size and dtype (a plain copy when both are host).
 void upload(const Tensor& dst, const Tensor& host_src);

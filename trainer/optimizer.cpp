@@ -29,7 +29,8 @@ AdamW::AdamW(const model::GptParams& params, runtime::Allocator& allocator)
 }
 
 void AdamW::step(const model::GptParams& params, const model::GptParams& grads,
-                 const OptimizerConfig& config, double lr, int64_t step) {
+                 const OptimizerConfig& config, double lr, int64_t step,
+                 const model::GptParams* compute_copy) {
   runtime::cpu::AdamWParams hyper;
   hyper.lr = static_cast<float>(lr);
   hyper.beta1 = config.adam_beta1;
@@ -42,7 +43,8 @@ void AdamW::step(const model::GptParams& params, const model::GptParams& grads,
     const int64_t n = p.tensor.numel();
     hyper.weight_decay = p.weight_decay ? config.weight_decay : 0.f;
     runtime::ops::adamw_step(p.tensor, exp_avg_.view(offset, {n}), exp_avg_sq_.view(offset, {n}),
-                             grads.named[i].tensor, n, hyper);
+                             grads.named[i].tensor, n, hyper,
+                             compute_copy ? compute_copy->named[i].tensor : runtime::Tensor());
     offset += n;
   }
 }

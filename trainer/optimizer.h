@@ -17,9 +17,12 @@ double clip_gradients(const model::GptParams& grads, double norm, double max_nor
 class AdamW {
  public:
   AdamW(const model::GptParams& params, runtime::Allocator& allocator);
-  // One update with learning rate `lr`; `step` counts updates from 1.
+  // One update with learning rate `lr`; `step` counts updates from 1. With `compute_copy`
+  // (the bf16 weights of a bf16 run; `params` are then the fp32 master weights) the copy is
+  // rewritten from the updated params in the same pass.
   void step(const model::GptParams& params, const model::GptParams& grads,
-            const OptimizerConfig& config, double lr, int64_t step);
+            const OptimizerConfig& config, double lr, int64_t step,
+            const model::GptParams* compute_copy = nullptr);
 
   const runtime::Tensor& exp_avg() const { return exp_avg_; }
   const runtime::Tensor& exp_avg_sq() const { return exp_avg_sq_; }

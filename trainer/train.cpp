@@ -77,10 +77,6 @@ void check_supported(const Config& c) {
     throw runtime::ConfigError("parallel", "device cuda runs one rank in this build (tensor x "
                                            "pipeline x data = " + std::to_string(c.parallel.world_size()) + ")");
   }
-  if (c.train.precision != Precision::fp32) {
-    throw runtime::ConfigError("train.precision",
-                               "bf16 (fp32 master weights) is not wired into the trainer yet; use fp32");
-  }
 }
 
 Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
@@ -123,23 +119,32 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   shard_.tp_size = pc.tensor;
   for (const parallel::LayerRange& chunk : stage_chunks)
     for (int64_t i = 0; i < chunk.count; ++i) shard_.layers.push_back(chunk.first + i);
-  params_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::param);
+  // bf16 (Megatron's mixed precision): the model reads bf16 weights (`param`); the optimizer
+  // updates fp32 master weights, counted as optimizer state like its moments (12 bytes per
+  // parameter in all), and rewrites the bf16 copy in the same pass. Gradients are fp32.
+  const bool bf16 = t.precision == Precision::bf16;
+  const runtime::DType compute_dtype = bf16 ? runtime::DType::bf16 : runtime::DType::f32;
+  params_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::param, compute_dtype);
+  master_ = bf16 ? model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::optimizer)
+                 : params_;
   on_device_ = allocator_.device() != runtime::DeviceKind::cpu;
   if (on_device_) {
     host_params_ = model::GptParams::allocate(host_allocator_, m, shard_, runtime::MemoryCategory::comm);
     model::init_params(host_params_, m, t.seed);
-    runtime::ops::upload(params_.flat, host_params_.flat);
+    runtime::ops::upload(master_.flat, host_params_.flat);
   } else {
-    model::init_params(params_, m, t.seed);
+    model::init_params(master_, m, t.seed);
   }
+  refresh_compute_weights();
   grads_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::grad);
   runtime::ops::zero(grads_.flat);
-  optimizer_ = std::make_unique<AdamW>(params_, allocator_);
+  optimizer_ = std::make_unique<AdamW>(master_, allocator_);
 
   const recompute::RecomputePlan plan = recompute::resolve_plan(config_.recompute, stage, stage_chunks);
-  const model::LayerDims dims = recompute::with_tensor_parallel(
+  model::LayerDims dims = recompute::with_tensor_parallel(
       recompute::layer_dims(m, t.micro_batch_size, true), groups_.tp.get(), pc.tensor,
       groups_.coordinates.tp, pc.sequence_parallel);
+  dims.activation_dtype = compute_dtype;
   schedule_ = pc.pipeline == 1          ? parallel::ScheduleKind::no_pipeline
               : pc.virtual_pipeline > 1 ? parallel::ScheduleKind::interleaved
                                         : parallel::ScheduleKind::one_f_one_b;
@@ -204,6 +209,18 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::refresh_compute_weights() {
+  if (params_.flat.raw() != master_.flat.raw()) runtime::ops::convert(params_.flat, master_.flat);
+}
+
+std::string Trainer::first_nonfinite_gradient() const {
+  for (const model::NamedParam& p : grads_.named) {
+    // A NaN or an infinity anywhere makes the sum of squares non-finite (host or device).
+    if (!std::isfinite(runtime::ops::sum_squares(p.tensor, p.tensor.numel()))) return p.name;
+  }
+  return "";
+}
 
 recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
                                                const recompute::ChunkExecutor& chunk) {
@@ -275,15 +292,8 @@ StepMetrics Trainer::train_step() {
   m.loss = loss_sum / static_cast<double>(G * T);
   m.grad_norm = parallel::global_grad_norm(groups_, grads_, shard_.embedding);
   if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
-    // Name the first tensor of this rank whose gradient is not finite.
-    std::string where = "no gradient of this rank";
-    for (const model::NamedParam& p : grads_.named) {
-      const float* g = p.tensor.f32();
-      if (!std::all_of(g, g + p.tensor.numel(), [](float v) { return std::isfinite(v); })) {
-        where = "gradient of " + p.name;
-        break;
-      }
-    }
+    const std::string first = first_nonfinite_gradient();
+    const std::string where = first.empty() ? "no gradient of this rank" : "gradient of " + first;
     const std::string message =
         TRAINER_STR("[rank " << groups_.world_rank << "] step " << step << ": non-finite loss "
                              << m.loss << " or gradient norm " << m.grad_norm << " (first: "
@@ -304,8 +314,10 @@ StepMetrics Trainer::train_step() {
   skipped_in_a_row_ = 0;
   clip_gradients(grads_, m.grad_norm, config_.optimizer.clip_grad);
   m.lr = learning_rate(config_.optimizer, t.steps, step);
-  optimizer_->step(params_, grads_, config_.optimizer, m.lr, step);
+  optimizer_->step(master_, grads_, config_.optimizer, m.lr, step,
+                   params_.flat.raw() != master_.flat.raw() ? &params_ : nullptr);
   step_ = step;
+  runtime::ops::synchronize(params_.flat);  // device ops are asynchronous: time finished work
 
   const double seconds = seconds_since(start);
   m.step_ms = seconds * 1e3;
@@ -357,8 +369,8 @@ model::GptConfig Trainer::whole_model_config() const {
 }
 
 const model::GptParams& Trainer::host_params() {
-  if (!on_device_) return params_;
-  runtime::ops::download(host_params_.flat, params_.flat);
+  if (!on_device_) return master_;
+  runtime::ops::download(host_params_.flat, master_.flat);
   return host_params_;
 }
 
@@ -451,7 +463,7 @@ TrainSummary Trainer::run() {
   if (config_.output.export_model) {
     if (groups_.world_size() == 1) {
       export_hf_gpt2(config_.output.dir, host_params(), config_.model);
-    } else if (const auto full = gather(params_)) {
+    } else if (const auto full = gather(master_)) {
       export_hf_gpt2(config_.output.dir, *full, whole_model_config());
     }
   }

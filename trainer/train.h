@@ -57,9 +57,11 @@ class Trainer {
   // Mean token loss over eval_iters validation batches, read in order from the start.
   double evaluate();
 
-  // The weights where they train (host or device) and a host copy of them and of
-  // the optimizer moments, refreshed on each call (collective-free).
+  // The weights the model computes with (host or device; bf16 in a bf16 run), the fp32
+  // master weights the optimizer updates (the same tensors in an fp32 run), and a host copy
+  // of the master weights, refreshed on each call (collective-free).
   const model::GptParams& params() const { return params_; }
+  const model::GptParams& master_params() const { return master_; }
   const model::GptParams& host_params();
   const model::GptParams& grads() const { return grads_; }
   int64_t predicted_activation_peak() const { return predicted_peak_; }
@@ -79,6 +81,11 @@ class Trainer {
   // One stdout line; the measured activation peak is followed by the prediction
   // when they differ (they should not), and the remaining time is estimated.
   void log_step(const StepMetrics& metrics, double seconds_per_step);
+  // params_ = master_ rounded to the compute dtype, after the master weights were written
+  // (init, resume, init_from); nothing in an fp32 run, where they are the same tensors.
+  void refresh_compute_weights();
+  // The first parameter of this rank whose gradient holds a NaN or an infinity, or "".
+  std::string first_nonfinite_gradient() const;
 
   Config config_;
   parallel::ProcessGroups& groups_;
@@ -88,8 +95,9 @@ class Trainer {
   std::unique_ptr<GptSampler> train_sampler_;
   std::unique_ptr<GptSampler> valid_sampler_;
   std::optional<SyntheticEntropy> entropy_;
-  model::GptParams params_;
-  model::GptParams grads_;
+  model::GptParams params_;  // what forward/backward read: bf16 or f32
+  model::GptParams master_;  // f32; params_ itself in an fp32 run
+  model::GptParams grads_;   // f32
   std::unique_ptr<AdamW> optimizer_;
   model::ModelShard shard_;
   std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // virtual stages of this rank

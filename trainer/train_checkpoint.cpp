@@ -60,8 +60,8 @@ void Trainer::save_checkpoint() {
   // Async saves write from a snapshot (workspace memory) so training can go on;
   // device state is always written from a host snapshot.
   const bool snapshotted = async || on_device_;
-  const int64_t n = params_.flat.numel();
-  const runtime::Tensor live[] = {params_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
+  const int64_t n = master_.flat.numel();
+  const runtime::Tensor live[] = {master_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
   runtime::Tensor snapshot;
   if (snapshotted) {
     snapshot = runtime::Tensor::empty(on_device_ ? host_allocator_ : allocator_, {3 * n},
@@ -73,10 +73,10 @@ void Trainer::save_checkpoint() {
     state[i] = snapshotted ? snapshot.f32() + i * n : live[i].f32();
   }
   std::vector<TensorShard> shards;
-  for (const model::NamedParam& p : params_.named) {
+  for (const model::NamedParam& p : master_.named) {
     const StoredPart part = stored_part(p, config_.model);
     if (part.elements == 0) continue;
-    const int64_t offset = p.tensor.f32() - params_.flat.f32();
+    const int64_t offset = p.tensor.f32() - master_.flat.f32();
     for (int i = 0; i < 3; ++i) {
       shards.push_back({kStateNames[i] + p.name, part.global_shape, part.slice,
                         runtime::DType::f32, state[i] + offset});
@@ -138,8 +138,8 @@ bool Trainer::resume(const std::string& which) {
                                                         << ", beyond train.steps " << config_.train.steps));
   }
   // Read into host memory (the state itself, or a staging copy for a device).
-  const int64_t n = params_.flat.numel();
-  const runtime::Tensor live[] = {params_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
+  const int64_t n = master_.flat.numel();
+  const runtime::Tensor live[] = {master_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
   runtime::Tensor staging;
   if (on_device_) {
     staging = runtime::Tensor::empty(host_allocator_, {3 * n}, runtime::DType::f32,
@@ -147,9 +147,9 @@ bool Trainer::resume(const std::string& which) {
   }
   float* state[3];
   for (int i = 0; i < 3; ++i) state[i] = on_device_ ? staging.f32() + i * n : live[i].f32();
-  for (const model::NamedParam& p : params_.named) {
+  for (const model::NamedParam& p : master_.named) {
     const StoredPart part = stored_part(p, config_.model);
-    const int64_t offset = p.tensor.f32() - params_.flat.f32();
+    const int64_t offset = p.tensor.f32() - master_.flat.f32();
     for (int i = 0; i < 3; ++i) {
       std::fill(state[i] + offset, state[i] + offset + p.tensor.numel(), 0.f);  // padding rows
       if (part.elements > 0) {
@@ -161,6 +161,7 @@ bool Trainer::resume(const std::string& which) {
   if (on_device_) {
     for (int i = 0; i < 3; ++i) runtime::ops::upload(live[i].reshape({n}), staging.view(i * n, {n}));
   }
+  refresh_compute_weights();
   step_ = meta.step;
   if (groups_.is_logging_rank()) {
     log_ << "resume: step " << meta.step << " from " << *step_dir << " (written by tensor "
@@ -185,7 +186,7 @@ void Trainer::init_from(const std::string& path) {
       model::GptParams::allocate(scratch, padded, runtime::MemoryCategory::workspace);
   model::init_params(whole, padded, config_.train.seed);
   from_hf_gpt2(read_safetensors(path), whole, padded);
-  const model::GptParams& target = on_device_ ? host_params_ : params_;
+  const model::GptParams& target = on_device_ ? host_params_ : master_;
   for (const model::NamedParam& p : target.named) {
     const model::NamedParam* source = whole.find(p.name);
     TRAINER_ASSERT(source != nullptr, "init_from: no " << p.name);
@@ -203,7 +204,8 @@ void Trainer::init_from(const std::string& path) {
                   out + r * cols);
     }
   }
-  if (on_device_) runtime::ops::upload(params_.flat, host_params_.flat);
+  if (on_device_) runtime::ops::upload(master_.flat, host_params_.flat);
+  refresh_compute_weights();
   if (groups_.is_logging_rank()) log_ << "init_from: weights of " << path << "\n";
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/kernels/cpu/convert.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/device.h"
 
@@ -29,20 +30,8 @@ class GpuTest : public ::testing::Test {
 };
 
 // ---- bf16 on the host (bit pattern in a uint16_t) ----
-inline uint16_t float_to_bf16_bits(float value) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
-    return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // NaN stays a quiet NaN
-  const uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>((bits + rounding_bias) >> 16);
-}
-inline float bf16_bits_to_float(uint16_t bits) {
-  const uint32_t widened = static_cast<uint32_t>(bits) << 16;
-  float value = 0.0f;
-  std::memcpy(&value, &widened, sizeof(value));
-  return value;
-}
+inline uint16_t float_to_bf16_bits(float value) { return runtime::cpu::float_to_bf16(value); }
+inline float bf16_bits_to_float(uint16_t bits) { return runtime::cpu::bf16_to_float(bits); }
 inline float round_to_bf16(float value) {
   return bf16_bits_to_float(float_to_bf16_bits(value));
 }

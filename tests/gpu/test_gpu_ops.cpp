@@ -463,6 +463,39 @@ TEST_F(GpuOps, CopyZeroSumsAndAdamWMatchHost) {
   EXPECT_TWIN_CLOSE(exp_avg_sq, kF32Tolerance);
 }
 
+// bf16 mixed precision: convert both ways bit-exact against the host rule, and AdamW over fp32
+// master weights writing the bf16 copy in the same pass equals AdamW then a convert.
+TEST_F(GpuOps, ConvertAndAdamwBf16CopyMatchHostBitForBit) {
+  const int64_t n = 4099;  // not a multiple of any block size
+  Twin x = twin(gpu_test::random_vector(n, 101, 30.0f));
+  Twin x16{host_tensor(std::vector<uint16_t>(static_cast<size_t>(n)), DType::bf16), Tensor()};
+  x16.device = device_copy(x16.host);
+  Twin back = twin(std::vector<float>(static_cast<size_t>(n)));
+  for (Side side : kBothSides) {
+    ops::convert(x16.*side, x.*side);
+    ops::convert(back.*side, x16.*side);
+  }
+  EXPECT_EQ(elements<uint16_t>(x16.device), elements<uint16_t>(x16.host));
+  EXPECT_TWIN_EQ(back);
+
+  Twin param = twin(gpu_test::random_vector(n, 102));
+  Twin exp_avg = twin(std::vector<float>(static_cast<size_t>(n)));
+  Twin exp_avg_sq = twin(std::vector<float>(static_cast<size_t>(n)));
+  Twin grad = twin(gpu_test::random_vector(n, 103));
+  runtime::cpu::AdamWParams hyper;
+  hyper.lr = 1e-2f;
+  hyper.weight_decay = 0.1f;
+  for (Side side : kBothSides)
+    ops::adamw_step(param.*side, exp_avg.*side, exp_avg_sq.*side, grad.*side, n, hyper, x16.*side);
+  // The copy is the rounding of the device's own updated master weights.
+  Twin rounded{host_tensor(std::vector<uint16_t>(static_cast<size_t>(n)), DType::bf16), Tensor()};
+  rounded.device = device_copy(rounded.host);
+  ops::convert(rounded.device, param.device);
+  EXPECT_EQ(elements<uint16_t>(x16.device), elements<uint16_t>(rounded.device));
+  EXPECT_TWIN_CLOSE(param, kF32Tolerance);
+  ops::synchronize(param.device);
+}
+
 TEST_F(GpuOps, WrongDtypesAndDevicesFailNamingTheOp) {
   const int64_t n = 16;
   Twin x = twin(gpu_test::random_vector(n, 91));

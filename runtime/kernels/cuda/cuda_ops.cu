@@ -573,14 +573,44 @@ double sum_squares(const Tensor& x, int64_t n) {
   return reduce_to_host<true>(ptr<__nv_bfloat16>(x), n, context());
 }
 
-// fp32 master params, moments and grads, as on the CPU.
+// fp32 master params, moments and grads, as on the CPU; param_copy (optional) f32 or bf16.
 void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper) {
+                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper,
+                const Tensor& param_copy) {
   check_args("adamw_step", {arg("param", param, kF32, n), arg("exp_avg", exp_avg, kF32, n),
                             arg("exp_avg_sq", exp_avg_sq, kF32, n), arg("grad", grad, kF32, n)});
+  const cudaStream_t stream = context().stream();
+  if (param_copy.defined() && param_copy.dtype() == DType::bf16) {
+    check_args("adamw_step", {arg("param_copy", param_copy, kAct, n)});
+    cuda::adamw_step(ptr<float>(param), ptr<float>(exp_avg), ptr<float>(exp_avg_sq),
+                     ptr<__nv_bfloat16>(param_copy), ptr<float>(grad), n, hyper, stream);
+    return;
+  }
   cuda::adamw_step(ptr<float>(param), ptr<float>(exp_avg), ptr<float>(exp_avg_sq), ptr<float>(grad),
-                   n, hyper, context().stream());
+                   n, hyper, stream);
+  if (param_copy.defined()) {
+    check_args("adamw_step", {arg("param_copy", param_copy, kF32, n)});
+    TRAINER_CUDA_CHECK(cudaMemcpyAsync(param_copy.raw(), param.raw(), static_cast<size_t>(n) * 4,
+                                       cudaMemcpyDeviceToDevice, stream));
+  }
 }
+
+// f32 <-> bf16 (round to nearest even) or a same-dtype copy; ops::convert checked the count.
+void convert(const Tensor& dst, const Tensor& src) {
+  const int64_t n = src.numel();
+  check_args("convert", {arg("dst", dst, dst.dtype() == DType::f32 ? kF32 : kAct, n),
+                         arg("src", src, src.dtype() == DType::f32 ? kF32 : kAct, n)});
+  if (dst.dtype() == src.dtype()) {
+    TRAINER_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()),
+                                       cudaMemcpyDeviceToDevice, context().stream()));
+  } else if (dst.dtype() == DType::bf16) {
+    cuda::convert(ptr<__nv_bfloat16>(dst), ptr<float>(src), n, context().stream());
+  } else {
+    cuda::convert(ptr<float>(dst), ptr<__nv_bfloat16>(src), n, context().stream());
+  }
+}
+
+void synchronize() { context().synchronize(); }
 
 // dst and src defined, on the given devices, of one dtype and byte size.
 void check_transfer(const char* op, const Tensor& dst, DeviceKind dst_device, const Tensor& src,
@@ -654,7 +684,7 @@ double sum(const Tensor& t) {
 
 // Entries of ops::Backend; a new operator in ops.h changes its size and stops the build here
 // until it is wired below.
-constexpr size_t kBackendEntries = 40;
+constexpr size_t kBackendEntries = 42;
 static_assert(sizeof(ops::Backend) == kBackendEntries * sizeof(void (*)()),
               "ops::Backend gained or lost an entry: update make_backend()");
 
@@ -695,6 +725,8 @@ ops::Backend make_backend() {
   b.scale_inplace = &device_op::scale_inplace;
   b.sum_squares = &device_op::sum_squares;
   b.adamw_step = &device_op::adamw_step;
+  b.convert = &device_op::convert;
+  b.synchronize = &device_op::synchronize;
   b.copy = &device_op::copy;
   b.upload = &device_op::upload;
   b.download = &device_op::download;
