@@ -58,10 +58,10 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
   if (d.sequence_parallel && d.tp_size > 1) {
     Tensor words = workspace(allocator, {T, B, C}, d.activation_dtype);
     ops::embedding_forward(words, tokens, p.wte, T * B, C, vocab.start, vocab.rows);
-    parallel::reduce_scatter_to_sp_forward(*d.tp, out.f32(), words.f32(), out.numel());
+    parallel::reduce_scatter_to_sp_forward(*d.tp, out, words);
   } else {
     ops::embedding_forward(out, tokens, p.wte, T * B, C, vocab.start, vocab.rows);
-    if (d.tp_size > 1) parallel::reduce_from_tp_forward(*d.tp, out.f32(), out.numel());
+    if (d.tp_size > 1) parallel::reduce_from_tp_forward(*d.tp, out);
   }
   ops::position_embedding_forward(out, p.wpe, Ts, B, C, d.seq_offset());
   s.tokens = tokens;
@@ -88,7 +88,7 @@ void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& 
   Tensor dwords = dout;
   if (d.sequence_parallel && d.tp_size > 1) {
     dwords = workspace(allocator, {T, B, C}, d.activation_dtype);
-    parallel::reduce_scatter_to_sp_backward(*d.tp, dwords.f32(), dout.f32(), dout.numel());
+    parallel::reduce_scatter_to_sp_backward(*d.tp, dwords, dout);
   }
   const VocabShard vocab = vocab_shard(config, d);
   ops::embedding_backward(g.wte, dwords, s.tokens, T * B, C, vocab.start,
@@ -112,7 +112,7 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
       sp ? workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype) : s.lnf_out;
   ops::layernorm_forward(normalized, s.lnf_mean, s.lnf_rstd, input,
                          p.lnf_weight, p.lnf_bias, rows_shard, C, d.layernorm_eps);
-  if (sp) parallel::gather_from_sp_forward(*d.tp, s.lnf_out.f32(), normalized.f32(), normalized.numel());
+  if (sp) parallel::gather_from_sp_forward(*d.tp, s.lnf_out, normalized);
   normalized = Tensor();
   s.logits = activation(allocator, {d.seq, d.micro_batch, vocab.rows}, d.activation_dtype, keep);
   ops::linear_forward(s.logits, s.lnf_out, p.wte, Tensor(), rows, C, vocab.rows);
@@ -124,12 +124,12 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
     // Vocab-parallel cross entropy: global max, then sum of exp, then the target logit.
     Tensor row_max = workspace(allocator, {rows});
     ops::vocab_shard_max(row_max, s.logits, rows, vocab.real, vocab.rows);
-    d.tp->all_reduce_max(row_max.f32(), rows);
+    d.tp->all_reduce_max(row_max);
     ops::vocab_shard_sum_exp(s.lse, s.logits, row_max, rows, vocab.real, vocab.rows);
-    d.tp->all_reduce_sum(s.lse.f32(), rows);
+    d.tp->all_reduce_sum(s.lse);
     ops::vocab_shard_target_logit(losses, s.logits, targets, rows, vocab.start, vocab.real,
                                   vocab.rows);
-    d.tp->all_reduce_sum(losses.f32(), rows);
+    d.tp->all_reduce_sum(losses);
     ops::vocab_shard_finish(losses, s.lse, row_max, rows);
   }
   if (!keep) s = HeadStash();
@@ -154,10 +154,10 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g,
                        rows, C, vocab.rows);
   if (d.tp_size > 1 && d.sequence_parallel) {
     Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
-    parallel::gather_from_sp_backward(*d.tp, shard.f32(), dlnf.f32(), shard.numel());
+    parallel::gather_from_sp_backward(*d.tp, shard, dlnf);
     dlnf = shard;
   } else if (d.tp_size > 1) {
-    parallel::copy_to_tp_backward(*d.tp, dlnf.f32(), dlnf.numel());
+    parallel::copy_to_tp_backward(*d.tp, dlnf);
   }
   Tensor dinput = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
   ops::zero(dinput);

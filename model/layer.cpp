@@ -82,7 +82,7 @@ Tensor column_parallel_input(const Tensor& shard, const LayerDims& d,
                              runtime::Allocator& allocator) {
   if (!d.sequence_parallel || d.tp_size == 1) return shard;
   Tensor full = workspace(allocator, {d.seq, d.micro_batch, shard.dim(2)}, d.activation_dtype);
-  parallel::gather_from_sp_forward(*d.tp, full.f32(), shard.f32(), shard.numel());
+  parallel::gather_from_sp_forward(*d.tp, full, shard);
   return full;
 }
 
@@ -92,11 +92,11 @@ Tensor column_parallel_input_grad(const Tensor& dfull, const LayerDims& d,
                                   runtime::Allocator& allocator) {
   if (d.tp_size == 1) return dfull;
   if (!d.sequence_parallel) {
-    parallel::copy_to_tp_backward(*d.tp, dfull.f32(), dfull.numel());
+    parallel::copy_to_tp_backward(*d.tp, dfull);
     return dfull;
   }
   Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, dfull.dim(2)}, d.activation_dtype);
-  parallel::gather_from_sp_backward(*d.tp, shard.f32(), dfull.f32(), shard.numel());
+  parallel::gather_from_sp_backward(*d.tp, shard, dfull);
   return shard;
 }
 
@@ -113,10 +113,10 @@ Tensor row_parallel_linear(const Tensor& inp, const Tensor& weight, const Tensor
   ops::linear_forward(out, inp, weight, Tensor(), rows, in_features, C);
   if (d.sequence_parallel) {
     Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
-    parallel::reduce_scatter_to_sp_forward(*d.tp, shard.f32(), out.f32(), shard.numel());
+    parallel::reduce_scatter_to_sp_forward(*d.tp, shard, out);
     out = shard;
   } else {
-    parallel::reduce_from_tp_forward(*d.tp, out.f32(), out.numel());
+    parallel::reduce_from_tp_forward(*d.tp, out);
   }
   ops::add_bias(out, bias, d.seq_shard() * d.micro_batch, C);
   return out;
@@ -128,7 +128,7 @@ Tensor row_parallel_output_grad(const Tensor& dshard, const LayerDims& d,
                                 runtime::Allocator& allocator) {
   if (!d.sequence_parallel || d.tp_size == 1) return dshard;
   Tensor full = workspace(allocator, {d.seq, d.micro_batch, dshard.dim(2)}, d.activation_dtype);
-  parallel::reduce_scatter_to_sp_backward(*d.tp, full.f32(), dshard.f32(), dshard.numel());
+  parallel::reduce_scatter_to_sp_backward(*d.tp, full, dshard);
   return full;
 }
 

@@ -2,11 +2,20 @@
 // buffers) and NCCL (device buffers) implementations are interchangeable.
 // Counts are elements. Gathers and scatters split their buffer into `size()`
 // equal contiguous chunks in rank order.
+//
+// Two levels: buffer methods take raw memory of the kind takes_device_buffers()
+// says; tensor methods take a runtime::Tensor on any device, so the model and the
+// schedules never ask where their tensors live (Note [Device tensors over host
+// communicators]).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "runtime/allocator.h"
+#include "runtime/dtype.h"
+#include "runtime/tensor.h"
 
 namespace parallel {
 
@@ -22,14 +31,19 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In-place reductions across the group.
-  virtual void all_reduce_sum(float* data, int64_t count) = 0;
+  // Whether the buffer methods take device memory (NCCL) instead of host memory.
+  virtual bool takes_device_buffers() const { return false; }
+
+  // ---- buffer methods ----
+  // In-place sums; `dtype` f32 or bf16 (a bf16 sum adds in f32, rounding per step as
+  // the implementation's reduction does).
+  virtual void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) = 0;
   virtual void all_reduce_sum(double* data, int64_t count) = 0;
   virtual void all_reduce_max(float* data, int64_t count) = 0;
-  // out (size() * count) = concatenation of every rank's in (count).
-  virtual void all_gather(float* out, const float* in, int64_t count) = 0;
-  // out (count) = sum over ranks of chunk rank() of in (size() * count).
-  virtual void reduce_scatter(float* out, const float* in, int64_t count) = 0;
+  // out (size() * count) = concatenation of every rank's in (count); any dtype.
+  virtual void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) = 0;
+  // out (count) = sum over ranks of chunk rank() of in (size() * count); f32 or bf16.
+  virtual void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) = 0;
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Point to point; `tag` tells concurrent messages between the same ranks apart.
@@ -37,32 +51,106 @@ class Communicator {
   virtual std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) = 0;
   virtual void recv(void* data, int64_t bytes, int peer, int tag) = 0;
 
+  // f32 shorthands of the buffer methods.
+  void all_reduce_sum(float* data, int64_t count) { all_reduce_sum(data, count, runtime::DType::f32); }
+  void all_gather(float* out, const float* in, int64_t count) {
+    all_gather(out, in, count, runtime::DType::f32);
+  }
+  void reduce_scatter(float* out, const float* in, int64_t count) {
+    reduce_scatter(out, in, count, runtime::DType::f32);
+  }
+
+  // ---- tensor methods (whole tensors, any device) ----
+  virtual void all_reduce_sum(const runtime::Tensor& data);
+  virtual void all_reduce_max(const runtime::Tensor& data);  // f32
+  // out holds size() times in's elements.
+  virtual void all_gather(const runtime::Tensor& out, const runtime::Tensor& in);
+  // in holds size() times out's elements.
+  virtual void reduce_scatter(const runtime::Tensor& out, const runtime::Tensor& in);
+  // The tensor must stay untouched until the request is waited for.
+  virtual std::unique_ptr<Request> send_async(const runtime::Tensor& data, int peer, int tag);
+  virtual void recv(const runtime::Tensor& data, int peer, int tag);
+
   // Bytes this rank has handed to the group since construction: each
   // collective's input buffer, each message sent.
-  int64_t payload_bytes() const { return payload_bytes_; }
+  virtual int64_t payload_bytes() const { return payload_bytes_; }
 
  protected:
   void add_payload(int64_t bytes) { payload_bytes_ += bytes; }
+  // Whether a tensor on this device goes to the buffer methods as it is.
+  bool direct(const runtime::Tensor& t) const {
+    return (t.device() == runtime::DeviceKind::cpu) != takes_device_buffers();
+  }
+  // A host tensor shaped like `t` for staging (Note [Device tensors over host communicators]).
+  runtime::Tensor staging(const runtime::Tensor& t);
 
  private:
   int64_t payload_bytes_ = 0;
+  runtime::CpuAllocator staging_allocator_;  // category comm
 };
 
 // The group of one process: every collective is the identity (payloads are
 // still counted, so the communication model holds for one process too).
 class SelfCommunicator final : public Communicator {
  public:
+  using Communicator::all_gather;
+  using Communicator::all_reduce_sum;
+  using Communicator::recv;
+  using Communicator::reduce_scatter;
+  using Communicator::send_async;
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce_sum(float*, int64_t count) override { add_payload(count * 4); }
+  void all_reduce_sum(void*, int64_t count, runtime::DType dtype) override {
+    add_payload(count * runtime::dtype_size(dtype));
+  }
   void all_reduce_sum(double*, int64_t count) override { add_payload(count * 8); }
   void all_reduce_max(float*, int64_t count) override { add_payload(count * 4); }
-  void all_gather(float* out, const float* in, int64_t count) override;
-  void reduce_scatter(float* out, const float* in, int64_t count) override;
+  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override;
+  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override;
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
   std::unique_ptr<Request> send_async(const void*, int64_t, int, int) override;
   void recv(void*, int64_t, int, int) override;
+  // Identities on any device, no staging.
+  void all_reduce_sum(const runtime::Tensor& data) override;
+  void all_reduce_max(const runtime::Tensor& data) override;
+  void all_gather(const runtime::Tensor& out, const runtime::Tensor& in) override;
+  void reduce_scatter(const runtime::Tensor& out, const runtime::Tensor& in) override;
+};
+
+// One group's host-buffer communicator (MPI) and device-buffer one (NCCL) together: the
+// buffer methods go to `host`, tensor methods on device tensors to `device`, on host
+// tensors to `host`. Payloads are the sum of both.
+class SplitCommunicator final : public Communicator {
+ public:
+  using Communicator::all_gather;
+  using Communicator::all_reduce_sum;
+  using Communicator::reduce_scatter;
+  SplitCommunicator(std::unique_ptr<Communicator> host, std::unique_ptr<Communicator> device);
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override;
+  void all_reduce_sum(double* data, int64_t count) override;
+  void all_reduce_max(float* data, int64_t count) override;
+  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override;
+  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override;
+  void broadcast(void* data, int64_t bytes, int root) override;
+  void barrier() override;
+  std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) override;
+  void recv(void* data, int64_t bytes, int peer, int tag) override;
+  void all_reduce_sum(const runtime::Tensor& data) override;
+  void all_reduce_max(const runtime::Tensor& data) override;
+  void all_gather(const runtime::Tensor& out, const runtime::Tensor& in) override;
+  void reduce_scatter(const runtime::Tensor& out, const runtime::Tensor& in) override;
+  std::unique_ptr<Request> send_async(const runtime::Tensor& data, int peer, int tag) override;
+  void recv(const runtime::Tensor& data, int peer, int tag) override;
+  int64_t payload_bytes() const override;
+
+ private:
+  Communicator& pick(const runtime::Tensor& t) const {
+    return t.device() == runtime::DeviceKind::cpu ? *host_ : *device_;
+  }
+  std::unique_ptr<Communicator> host_, device_;
 };
 
 }  // namespace parallel

@@ -38,6 +38,8 @@ void place(const model::NamedParam& whole, const float* part, const runtime::Sha
 
 void gather_to_rank0(ProcessGroups& groups, const model::GptConfig& config,
                      const model::GptParams& local, const model::GptParams* full) {
+  TRAINER_ASSERT(local.flat.device() == runtime::DeviceKind::cpu,
+                 "gather_to_rank0 takes host parameters (download device ones first)");
   Communicator& world = *groups.world;
   const bool root = world.rank() == 0;
   const bool holder = groups.coordinates.dp == 0;

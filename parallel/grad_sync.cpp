@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "runtime/kernels/cpu/elementwise.h"
+#include "runtime/ops.h"
 
 namespace parallel {
 
@@ -11,16 +11,16 @@ void reduce_gradients(ProcessGroups& groups, const model::GptParams& grads,
                       bool sequence_parallel) {
   if (sequence_parallel && groups.tp->size() > 1) {
     for (const model::NamedParam& p : grads.named) {
-      if (p.sequence_parallel_partial) groups.tp->all_reduce_sum(p.tensor.f32(), p.tensor.numel());
+      if (p.sequence_parallel_partial) groups.tp->all_reduce_sum(p.tensor);
     }
   }
   if (groups.embedding != nullptr && grads.wte.defined()) {
-    groups.embedding->all_reduce_sum(grads.wte.f32(), grads.wte.numel());
+    groups.embedding->all_reduce_sum(grads.wte);
   }
   const int dp = groups.dp->size();
   if (dp > 1) {
-    groups.dp->all_reduce_sum(grads.flat.f32(), grads.flat.numel());
-    runtime::cpu::scale_inplace(grads.flat.f32(), 1.0f / static_cast<float>(dp), grads.flat.numel());
+    groups.dp->all_reduce_sum(grads.flat);
+    runtime::ops::scale_inplace(grads.flat, 1.0f / static_cast<float>(dp), grads.flat.numel());
   }
 }
 
@@ -31,7 +31,7 @@ double global_grad_norm(ProcessGroups& groups, const model::GptParams& grads,
   for (const model::NamedParam& p : grads.named) {
     if (p.shard_dim < 0 && !tp_leader) continue;  // replicated over tp: one copy counts
     if (p.name == "embedding.word_embeddings.weight" && !has_embedding_stage) continue;
-    sum += runtime::cpu::sum_squares(p.tensor.f32(), p.tensor.numel());
+    sum += runtime::ops::sum_squares(p.tensor, p.tensor.numel());
   }
   groups.model_parallel->all_reduce_sum(&sum, 1);
   return std::sqrt(sum);

@@ -3,31 +3,24 @@
 
 namespace parallel {
 
-void copy_to_tp_backward(Communicator& tp, float* grad, int64_t count) {
-  tp.all_reduce_sum(grad, count);
+void copy_to_tp_backward(Communicator& tp, const Tensor& grad) { tp.all_reduce_sum(grad); }
+
+void reduce_from_tp_forward(Communicator& tp, const Tensor& data) { tp.all_reduce_sum(data); }
+
+void gather_from_sp_forward(Communicator& tp, const Tensor& full, const Tensor& shard) {
+  tp.all_gather(full, shard);
 }
 
-void reduce_from_tp_forward(Communicator& tp, float* data, int64_t count) {
-  tp.all_reduce_sum(data, count);
+void gather_from_sp_backward(Communicator& tp, const Tensor& dshard, const Tensor& dfull) {
+  tp.reduce_scatter(dshard, dfull);
 }
 
-void gather_from_sp_forward(Communicator& tp, float* full, const float* shard, int64_t shard_count) {
-  tp.all_gather(full, shard, shard_count);
+void reduce_scatter_to_sp_forward(Communicator& tp, const Tensor& shard, const Tensor& partial_full) {
+  tp.reduce_scatter(shard, partial_full);
 }
 
-void gather_from_sp_backward(Communicator& tp, float* dshard, const float* dfull,
-                             int64_t shard_count) {
-  tp.reduce_scatter(dshard, dfull, shard_count);
-}
-
-void reduce_scatter_to_sp_forward(Communicator& tp, float* shard, const float* partial_full,
-                                  int64_t shard_count) {
-  tp.reduce_scatter(shard, partial_full, shard_count);
-}
-
-void reduce_scatter_to_sp_backward(Communicator& tp, float* dfull, const float* dshard,
-                                   int64_t shard_count) {
-  tp.all_gather(dfull, dshard, shard_count);
+void reduce_scatter_to_sp_backward(Communicator& tp, const Tensor& dfull, const Tensor& dshard) {
+  tp.all_gather(dfull, dshard);
 }
 
 }  // namespace parallel

@@ -15,20 +15,20 @@
 
 namespace parallel {
 
+// Tensors of any device and of the activation dtype; shards are contiguous blocks of rows.
+using runtime::Tensor;
+
 // copy_to_tp backward: the input gradient summed over the group, in place.
-void copy_to_tp_backward(Communicator& tp, float* grad, int64_t count);
+void copy_to_tp_backward(Communicator& tp, const Tensor& grad);
 // reduce_from_tp forward: partial sums of a row-parallel output summed, in place.
-void reduce_from_tp_forward(Communicator& tp, float* data, int64_t count);
-// gather_from_sp forward: full (size * shard_count) from every rank's shard.
-void gather_from_sp_forward(Communicator& tp, float* full, const float* shard, int64_t shard_count);
+void reduce_from_tp_forward(Communicator& tp, const Tensor& data);
+// gather_from_sp forward: full (size x shard) from every rank's shard.
+void gather_from_sp_forward(Communicator& tp, const Tensor& full, const Tensor& shard);
 // gather_from_sp backward: dshard = this rank's chunk of the summed dfull.
-void gather_from_sp_backward(Communicator& tp, float* dshard, const float* dfull,
-                             int64_t shard_count);
+void gather_from_sp_backward(Communicator& tp, const Tensor& dshard, const Tensor& dfull);
 // reduce_scatter_to_sp forward: shard = this rank's chunk of the summed partial_full.
-void reduce_scatter_to_sp_forward(Communicator& tp, float* shard, const float* partial_full,
-                                  int64_t shard_count);
+void reduce_scatter_to_sp_forward(Communicator& tp, const Tensor& shard, const Tensor& partial_full);
 // reduce_scatter_to_sp backward: dfull = every rank's dshard, concatenated.
-void reduce_scatter_to_sp_backward(Communicator& tp, float* dfull, const float* dshard,
-                                   int64_t shard_count);
+void reduce_scatter_to_sp_backward(Communicator& tp, const Tensor& dfull, const Tensor& dshard);
 
 }  // namespace parallel

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <utility>
 
 #include "parallel/mpi_check.h"
+#include "runtime/kernels/cpu/convert.h"
 
 namespace parallel {
 namespace {
@@ -20,6 +22,29 @@ void all_reduce_chunks(T* data, int64_t count, MPI_Datatype type, MPI_Op op, MPI
     const int n = static_cast<int>(std::min(kMaxChunk, count - begin));
     TRAINER_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + begin, n, type, op, comm));
   }
+}
+
+// inout[i] = bf16(f32(in[i]) + f32(inout[i])) over bf16 bit patterns.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    b[i] = runtime::cpu::float_to_bf16(runtime::cpu::bf16_to_float(a[i]) +
+                                       runtime::cpu::bf16_to_float(b[i]));
+  }
+}
+
+// The MPI type and sum operation of an f32 or bf16 reduction.
+std::pair<MPI_Datatype, MPI_Op> sum_of(runtime::DType dtype) {
+  if (dtype == runtime::DType::f32) return {MPI_FLOAT, MPI_SUM};
+  TRAINER_ASSERT(dtype == runtime::DType::bf16,
+                 "MPI sum of " << runtime::dtype_name(dtype) << ": f32 or bf16 only");
+  static MPI_Op op = [] {
+    MPI_Op created = MPI_OP_NULL;
+    TRAINER_MPI_CHECK(MPI_Op_create(&bf16_sum, 1, &created));
+    return created;
+  }();
+  return {MPI_UINT16_T, op};
 }
 
 int checked_int(int64_t count, const char* what) {
@@ -52,9 +77,14 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized && comm != MPI_COMM_WORLD && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
 }
 
-void MpiCommunicator::all_reduce_sum(float* data, int64_t count) {
-  add_payload(count * 4);
-  all_reduce_chunks(data, count, MPI_FLOAT, MPI_SUM, as_comm(comm_));
+void MpiCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+  add_payload(count * runtime::dtype_size(dtype));
+  const auto [type, op] = sum_of(dtype);
+  if (dtype == runtime::DType::f32) {
+    all_reduce_chunks(static_cast<float*>(data), count, type, op, as_comm(comm_));
+  } else {
+    all_reduce_chunks(static_cast<uint16_t*>(data), count, type, op, as_comm(comm_));
+  }
 }
 
 void MpiCommunicator::all_reduce_sum(double* data, int64_t count) {
@@ -67,16 +97,19 @@ void MpiCommunicator::all_reduce_max(float* data, int64_t count) {
   all_reduce_chunks(data, count, MPI_FLOAT, MPI_MAX, as_comm(comm_));
 }
 
-void MpiCommunicator::all_gather(float* out, const float* in, int64_t count) {
-  add_payload(count * 4);
-  const int n = checked_int(count, "all_gather");
-  TRAINER_MPI_CHECK(MPI_Allgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, as_comm(comm_)));
+void MpiCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+  const int64_t bytes = count * runtime::dtype_size(dtype);
+  add_payload(bytes);
+  const int n = checked_int(bytes, "all_gather");
+  TRAINER_MPI_CHECK(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, as_comm(comm_)));
 }
 
-void MpiCommunicator::reduce_scatter(float* out, const float* in, int64_t count) {
-  add_payload(count * size_ * 4);
+void MpiCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
+                                     runtime::DType dtype) {
+  add_payload(count * size_ * runtime::dtype_size(dtype));
   const int n = checked_int(count, "reduce_scatter");
-  TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, as_comm(comm_)));
+  const auto [type, op] = sum_of(dtype);
+  TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, type, op, as_comm(comm_)));
 }
 
 std::unique_ptr<Request> MpiCommunicator::send_async(const void* data, int64_t bytes, int peer,

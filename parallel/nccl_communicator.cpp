@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "parallel/process_groups.h"
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 
@@ -18,6 +19,13 @@ namespace {
 bool nccl_ok(ncclResult_t status) {
   return status == ncclSuccess;
 }
+// The NCCL type of a reduction's dtype (f32 or bf16).
+ncclDataType_t nccl_type(runtime::DType dtype) {
+  TRAINER_ASSERT(dtype == runtime::DType::f32 || dtype == runtime::DType::bf16,
+                 "NCCL reduction of " << runtime::dtype_name(dtype) << ": f32 or bf16 only");
+  return dtype == runtime::DType::f32 ? ncclFloat32 : ncclBfloat16;
+}
+
 std::string nccl_error_string(ncclResult_t status) {
   std::string message = ncclGetErrorString(status);
   const char* detail = ncclGetLastError(nullptr);
@@ -132,13 +140,13 @@ void NcclCommunicator::synchronize() {
   TRAINER_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void NcclCommunicator::all_reduce_sum(float* data, int64_t count) {
-  add_payload(count * 4);
+void NcclCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+  add_payload(count * runtime::dtype_size(dtype));
   wait_for_inputs();
   issue_pending_sends();
   if (count > 0) {
-    TRAINER_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32, ncclSum,
-                                     comm_, stream_));
+    TRAINER_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype),
+                                     ncclSum, comm_, stream_));
   }
   synchronize();
 }
@@ -165,24 +173,25 @@ void NcclCommunicator::all_reduce_max(float* data, int64_t count) {
   synchronize();
 }
 
-void NcclCommunicator::all_gather(float* out, const float* in, int64_t count) {
-  add_payload(count * 4);
+void NcclCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+  const int64_t bytes = count * runtime::dtype_size(dtype);
+  add_payload(bytes);
   wait_for_inputs();
   issue_pending_sends();
   if (count > 0) {
-    TRAINER_NCCL_CHECK(
-        ncclAllGather(in, out, static_cast<size_t>(count), ncclFloat32, comm_, stream_));
+    TRAINER_NCCL_CHECK(ncclAllGather(in, out, static_cast<size_t>(bytes), ncclChar, comm_, stream_));
   }
   synchronize();
 }
 
-void NcclCommunicator::reduce_scatter(float* out, const float* in, int64_t count) {
-  add_payload(count * size_ * 4);
+void NcclCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
+                                      runtime::DType dtype) {
+  add_payload(count * size_ * runtime::dtype_size(dtype));
   wait_for_inputs();
   issue_pending_sends();
   if (count > 0) {
-    TRAINER_NCCL_CHECK(ncclReduceScatter(in, out, static_cast<size_t>(count), ncclFloat32, ncclSum,
-                                         comm_, stream_));
+    TRAINER_NCCL_CHECK(ncclReduceScatter(in, out, static_cast<size_t>(count), nccl_type(dtype),
+                                         ncclSum, comm_, stream_));
   }
   synchronize();
 }
@@ -224,6 +233,17 @@ void NcclCommunicator::recv(void* data, int64_t bytes, int peer, int /*tag*/) {
   TRAINER_NCCL_CHECK(ncclRecv(data, static_cast<size_t>(bytes), ncclChar, peer, comm_, stream_));
   TRAINER_NCCL_CHECK(ncclGroupEnd());
   synchronize();
+}
+
+void use_nccl_for_device_tensors(ProcessGroups& groups) {
+  // Every rank takes part in every group's creation in the same order (tp, dp, pp,
+  // embedding), as ncclCommInitRank of overlapping groups requires; groups of one rank and
+  // ranks outside an embedding group skip theirs, which involves nobody else.
+  for (std::unique_ptr<Communicator>* group : {&groups.tp, &groups.dp, &groups.pp, &groups.embedding}) {
+    if (*group == nullptr || (*group)->size() == 1) continue;
+    auto device = std::make_unique<NcclCommunicator>(**group);
+    *group = std::make_unique<SplitCommunicator>(std::move(*group), std::move(device));
+  }
 }
 
 }  // namespace parallel

@@ -23,13 +23,20 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
+  using Communicator::all_gather;
+  using Communicator::all_reduce_max;
+  using Communicator::all_reduce_sum;
+  using Communicator::recv;
+  using Communicator::reduce_scatter;
+  using Communicator::send_async;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void all_reduce_sum(float* data, int64_t count) override;
+  bool takes_device_buffers() const override { return true; }
+  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override;
   void all_reduce_sum(double* data, int64_t count) override;
   void all_reduce_max(float* data, int64_t count) override;
-  void all_gather(float* out, const float* in, int64_t count) override;
-  void reduce_scatter(float* out, const float* in, int64_t count) override;
+  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override;
+  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override;
   void broadcast(void* data, int64_t bytes, int root) override;
   void barrier() override;
   // NCCL has no tags: messages between two ranks match in the order they are issued, and

@@ -44,6 +44,12 @@ struct ProcessGroups {
   static ProcessGroups from_mpi(const ParallelConfig& config);
 };
 
+// Gives the tp, dp, pp and embedding groups (those of more than one rank) an NCCL
+// communicator for device tensors next to their MPI one (SplitCommunicator): device tensors
+// then go to NCCL, host buffers and tensors to MPI. Collective over the world; each rank must
+// have selected its own CUDA device first (NCCL allows one rank per device). CUDA builds only.
+void use_nccl_for_device_tensors(ProcessGroups& groups);
+
 // Owns MPI_Init / MPI_Finalize for the process.
 class MpiRuntime {
  public:

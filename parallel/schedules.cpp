@@ -82,7 +82,7 @@ class OpRunner {
       runtime::Tensor input;
       if (!first) {
         input = chunk.input_buffer();
-        step_.pp->recv(input.raw(), input.nbytes(), previous_stage(), tag(op.microbatch, op.chunk, false));
+        step_.pp->recv(input, previous_stage(), tag(op.microbatch, op.chunk, false));
       }
       recompute::Microbatch batch = step_.microbatch(op.microbatch, op.chunk);
       const recompute::ForwardResult result =
@@ -97,7 +97,7 @@ class OpRunner {
     runtime::Tensor doutput;
     if (!last) {
       doutput = chunk.output_grad_buffer();
-      step_.pp->recv(doutput.raw(), doutput.nbytes(), next_stage(), tag(op.microbatch, op.chunk, true));
+      step_.pp->recv(doutput, next_stage(), tag(op.microbatch, op.chunk, true));
     }
     const runtime::Tensor dinput = chunk.backward_step(step_.loss_scale, doutput);
     if (!first) {
@@ -118,7 +118,7 @@ class OpRunner {
     return static_cast<int>(2 * (mb * chunks_ + chunk) + (gradient ? 1 : 0));
   }
   void send(const runtime::Tensor& tensor, int peer, int message_tag) {
-    pending_.push_back({tensor, step_.pp->send_async(tensor.raw(), tensor.nbytes(), peer, message_tag)});
+    pending_.push_back({tensor, step_.pp->send_async(tensor, peer, message_tag)});
   }
 
   const PipelineStep& step_;

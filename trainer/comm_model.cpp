@@ -8,23 +8,23 @@ namespace {
 constexpr int64_t kFloat = 4, kDouble = 8;
 
 struct Sizes {
-  int64_t full;   // (T, B, C) floats
-  int64_t shard;  // (Ts, B, C) floats
+  int64_t full;   // (T, B, C) activations, bytes
+  int64_t shard;  // (Ts, B, C) activations, bytes
   int64_t rows;   // T * B
 };
 
 // Tensor-parallel payload of one layer's forward and backward.
 int64_t layer_forward(const model::LayerDims& d, const Sizes& s) {
   if (d.tp_size == 1) return 0;
-  if (!d.sequence_parallel) return 2 * s.full * kFloat;  // proj, fc2 all-reduce
-  return 2 * (s.shard + s.full) * kFloat;                // gather ln, reduce-scatter out (x2)
+  if (!d.sequence_parallel) return 2 * s.full;  // proj, fc2 all-reduce
+  return 2 * (s.shard + s.full);                // gather ln, reduce-scatter out (x2)
 }
 
 int64_t layer_backward(const model::LayerDims& d, const Sizes& s) {
   if (d.tp_size == 1) return 0;
-  if (!d.sequence_parallel) return 2 * s.full * kFloat;  // copy_to_tp backward (x2)
+  if (!d.sequence_parallel) return 2 * s.full;  // copy_to_tp backward (x2)
   // output-grad gathers (x2), input re-gathers (x2), input-grad reduce-scatters (x2)
-  return (4 * s.shard + 2 * s.full) * kFloat;
+  return 4 * s.shard + 2 * s.full;
 }
 
 }  // namespace
@@ -32,7 +32,9 @@ int64_t layer_backward(const model::LayerDims& d, const Sizes& s) {
 int64_t predict_step_comm_bytes(const Config& config, const model::LayerDims& d,
                                 const std::vector<const recompute::ChunkExecutor*>& chunks,
                                 const model::GptParams& params, int64_t world_size) {
-  const Sizes s{d.seq * d.micro_batch * d.hidden, d.seq_shard() * d.micro_batch * d.hidden,
+  // Activations travel in their own dtype (bf16 in a bf16 run); statistics and gradients in f32.
+  const int64_t act = runtime::dtype_size(d.activation_dtype);
+  const Sizes s{d.seq * d.micro_batch * d.hidden * act, d.seq_shard() * d.micro_batch * d.hidden * act,
                 d.seq * d.micro_batch};
   const bool tp = d.tp_size > 1, sp = tp && d.sequence_parallel;
   const int64_t microbatches = config.train.global_batch_size /
@@ -46,23 +48,23 @@ int64_t predict_step_comm_bytes(const Config& config, const model::LayerDims& d,
       per_microbatch += layer_forward(d, s) + layer_backward(d, s);
       if (entry.mode == model::RecomputeMode::full) per_microbatch += layer_forward(d, s);
       if (sp && entry.mode == model::RecomputeMode::selective && entry.modules.mlp) {
-        per_microbatch += s.shard * kFloat;  // the fc1 rebuild gathers ln2_out
+        per_microbatch += s.shard;  // the fc1 rebuild gathers ln2_out
       }
     }
     if (chunk.chunk().embedding && tp) {
-      per_microbatch += s.full * kFloat;             // all-reduce or reduce-scatter of the lookup
-      if (sp) per_microbatch += s.shard * kFloat;    // backward all-gather
+      per_microbatch += s.full;             // all-reduce or reduce-scatter of the lookup
+      if (sp) per_microbatch += s.shard;    // backward all-gather
     }
     if (chunk.chunk().head && tp) {
       per_microbatch += 3 * s.rows * kFloat;         // max, sum of exp, target logit
-      per_microbatch += s.full * kFloat;             // backward all-reduce / reduce-scatter
-      if (sp) per_microbatch += s.shard * kFloat;    // forward gather of the final layernorm
+      per_microbatch += s.full;                      // backward all-reduce / reduce-scatter
+      if (sp) per_microbatch += s.shard;             // forward gather of the final layernorm
     }
     const bool last_chunk = c + 1 == chunks.size();
     const bool sends_forward = !(chunk.chunk().head && last_chunk);
     const bool sends_backward = !chunk.chunk().embedding;
     if (config.parallel.pipeline > 1) {
-      per_microbatch += (sends_forward ? s.shard * kFloat : 0) + (sends_backward ? s.shard * kFloat : 0);
+      per_microbatch += (sends_forward ? s.shard : 0) + (sends_backward ? s.shard : 0);
     }
   }
   int64_t bytes = microbatches * per_microbatch;

@@ -130,6 +130,10 @@ void validate_train(const TrainConfig& train, const parallel::ParallelConfig& pa
     throw ConfigError("train.precision", "bf16 requires train.device cuda, got train.device " +
                                              std::string(config_detail::enum_name(train.device)));
   }
+  if (parallel.backend == parallel::CommBackend::nccl && train.device != Device::cuda) {
+    throw ConfigError("parallel.backend", "nccl requires train.device cuda, got train.device " +
+                                              std::string(config_detail::enum_name(train.device)));
+  }
 }
 
 void validate_optimizer(const OptimizerConfig& optimizer, const TrainConfig& train) {

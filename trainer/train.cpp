@@ -73,10 +73,23 @@ void check_supported(const Config& c) {
 #ifndef TRAINER_WITH_CUDA
   throw runtime::ConfigError("train.device", "cuda, but this trainer was built without CUDA");
 #endif
-  if (c.parallel.world_size() != 1) {
-    throw runtime::ConfigError("parallel", "device cuda runs one rank in this build (tensor x "
-                                           "pipeline x data = " + std::to_string(c.parallel.world_size()) + ")");
+}
+
+parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_size,
+                                           int64_t local_ranks, int64_t devices) {
+  const parallel::CommBackend asked = config.parallel.backend;
+  if (config.train.device != Device::cuda || world_size == 1) return parallel::CommBackend::mpi;
+  const bool own_gpu = local_ranks <= devices;
+  if (asked == parallel::CommBackend::nccl && !own_gpu) {
+    throw runtime::ConfigError(
+        "parallel.backend", "nccl needs a GPU per rank, but " + std::to_string(local_ranks) +
+                                " ranks share this node's " + std::to_string(devices) +
+                                " GPUs; use backend auto or mpi");
   }
+  if (asked == parallel::CommBackend::automatic) {
+    return own_gpu ? parallel::CommBackend::nccl : parallel::CommBackend::mpi;
+  }
+  return asked;
 }
 
 Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
@@ -231,28 +244,35 @@ recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_
   micro.sample_offset = mb * B * config_.parallel.data + groups_.coordinates.dp * B;
   const bool tokens = chunk.chunk().embedding, targets = chunk.chunk().head;
   if (!tokens && !targets) return micro;
-  // Filled on the host, then moved to the training device (a no-op on the host).
-  auto ids = [&](runtime::Allocator& allocator) {
-    return runtime::Tensor::empty(allocator, {T, B}, runtime::DType::i32,
-                                  runtime::MemoryCategory::activation);
-  };
+  // Filled on the host: tokens in row 0, targets in row 1 of one staging tensor, so a device
+  // gets both in one transfer (then copied into tensors of their own, whose lifetimes differ).
   runtime::Allocator& staging = on_device_ ? static_cast<runtime::Allocator&>(host_allocator_) : allocator_;
-  runtime::Tensor host_tokens = tokens ? ids(staging) : runtime::Tensor();
-  runtime::Tensor host_targets = targets ? ids(staging) : runtime::Tensor();
+  const int64_t rows = (tokens ? 1 : 0) + (targets ? 1 : 0);
+  const runtime::Tensor host = runtime::Tensor::empty(staging, {rows, T, B}, runtime::DType::i32,
+                                                      runtime::MemoryCategory::workspace);
+  int32_t* host_tokens = tokens ? host.i32() : nullptr;
+  int32_t* host_targets = targets ? host.i32() + (tokens ? T * B : 0) : nullptr;
   for (int64_t b = 0; b < B; ++b) {
     sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
     for (int64_t i = 0; i < T; ++i) {
-      if (tokens) host_tokens.i32()[i * B + b] = sample_buffer_[static_cast<size_t>(i)];
-      if (targets) host_targets.i32()[i * B + b] = sample_buffer_[static_cast<size_t>(i + 1)];
+      if (tokens) host_tokens[i * B + b] = sample_buffer_[static_cast<size_t>(i)];
+      if (targets) host_targets[i * B + b] = sample_buffer_[static_cast<size_t>(i + 1)];
     }
   }
-  if (!on_device_) {
-    micro.tokens = host_tokens;
-    micro.targets = host_targets;
-    return micro;
+  runtime::Tensor moved = host;
+  if (on_device_) {
+    moved = runtime::Tensor::empty(allocator_, host.shape(), runtime::DType::i32,
+                                   runtime::MemoryCategory::workspace);
+    runtime::ops::upload(moved, host);
   }
-  if (tokens) runtime::ops::upload(micro.tokens = ids(allocator_), host_tokens);
-  if (targets) runtime::ops::upload(micro.targets = ids(allocator_), host_targets);
+  auto row = [&](int64_t r) {
+    runtime::Tensor ids = runtime::Tensor::empty(allocator_, {T, B}, runtime::DType::i32,
+                                                 runtime::MemoryCategory::activation);
+    runtime::ops::copy(ids, moved.view(r * T * B, {T, B}));
+    return ids;
+  };
+  if (tokens) micro.tokens = row(0);
+  if (targets) micro.targets = row(tokens ? 1 : 0);
   return micro;
 }
 
@@ -375,6 +395,12 @@ const model::GptParams& Trainer::host_params() {
 }
 
 std::unique_ptr<model::GptParams> Trainer::gather(const model::GptParams& local) {
+  if (local.flat.device() != runtime::DeviceKind::cpu) {  // gathered from a host copy
+    const model::GptParams host =
+        model::GptParams::allocate(host_allocator_, config_.model, shard_, runtime::MemoryCategory::comm);
+    runtime::ops::download(host.flat, local.flat);
+    return gather(host);
+  }
   std::unique_ptr<model::GptParams> full;
   const model::GptConfig padded = whole_model_config();
   if (groups_.world_rank == 0) {

@@ -126,4 +126,12 @@ double measure_sgemm_gflops();
 // Rejects configurations the trainer cannot run yet, naming the field.
 void check_supported(const Config& config);
 
+// The communicator of device tensors for a job of `world_size` ranks, `local_ranks` of them
+// on this node, which has `devices` GPUs: with parallel.backend auto, NCCL when train.device is
+// cuda, there is more than one rank and each rank of the node has its own GPU; MPI (device
+// tensors staged through host memory) otherwise, so ranks may share a GPU. backend nccl with
+// more ranks than GPUs on a node is a ConfigError naming both counts.
+parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_size,
+                                           int64_t local_ranks, int64_t devices);
+
 }  // namespace trainer

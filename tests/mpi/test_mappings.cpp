@@ -7,11 +7,29 @@
 #include "mpi_support.h"
 #include "parallel/mappings.h"
 #include "parallel/process_groups.h"
+#include "runtime/kernels/cpu/convert.h"
 
 namespace {
 
 using mpi_test::world_rank;
 using mpi_test::world_size;
+
+using runtime::Tensor;
+
+runtime::CpuAllocator& allocator() {
+  static runtime::CpuAllocator instance;
+  return instance;
+}
+
+// A host f32 tensor holding `values`.
+Tensor tensor(const std::vector<float>& values) {
+  Tensor t = Tensor::empty(allocator(), {static_cast<int64_t>(values.size())}, runtime::DType::f32,
+                           runtime::MemoryCategory::activation);
+  std::copy(values.begin(), values.end(), t.f32());
+  return t;
+}
+
+std::vector<float> values(const Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); }
 
 std::unique_ptr<parallel::ProcessGroups> world_as_tp() {
   parallel::ParallelConfig config;
@@ -22,8 +40,9 @@ std::unique_ptr<parallel::ProcessGroups> world_as_tp() {
 TEST(Mappings, CopyToTpBackwardSumsGradients) {
   auto groups = world_as_tp();
   const int r = world_rank(), n = world_size();
-  std::vector<float> grad = {static_cast<float>(r + 1), static_cast<float>(10 * r)};
-  parallel::copy_to_tp_backward(*groups->tp, grad.data(), 2);
+  const Tensor grad_tensor = tensor({static_cast<float>(r + 1), static_cast<float>(10 * r)});
+  parallel::copy_to_tp_backward(*groups->tp, grad_tensor);
+  const std::vector<float> grad = values(grad_tensor);
   EXPECT_EQ(grad[0], n * (n + 1) / 2.0f);
   EXPECT_EQ(grad[1], 10.0f * n * (n - 1) / 2.0f);
 }
@@ -31,9 +50,9 @@ TEST(Mappings, CopyToTpBackwardSumsGradients) {
 TEST(Mappings, ReduceFromTpForwardSumsPartials) {
   auto groups = world_as_tp();
   const int r = world_rank(), n = world_size();
-  std::vector<float> partial(3, static_cast<float>(r));
-  parallel::reduce_from_tp_forward(*groups->tp, partial.data(), 3);
-  for (float v : partial) EXPECT_EQ(v, n * (n - 1) / 2.0f);
+  const Tensor partial = tensor(std::vector<float>(3, static_cast<float>(r)));
+  parallel::reduce_from_tp_forward(*groups->tp, partial);
+  for (float v : values(partial)) EXPECT_EQ(v, n * (n - 1) / 2.0f);
 }
 
 TEST(Mappings, GatherFromSpConcatenatesShardsAndScattersGradients) {
@@ -42,13 +61,17 @@ TEST(Mappings, GatherFromSpConcatenatesShardsAndScattersGradients) {
   const int64_t shard = 3;
   std::vector<float> mine(shard), full(static_cast<size_t>(shard * n));
   for (int64_t i = 0; i < shard; ++i) mine[static_cast<size_t>(i)] = 100.0f * r + i;
-  parallel::gather_from_sp_forward(*groups->tp, full.data(), mine.data(), shard);
+  const Tensor full_tensor = tensor(full);
+  parallel::gather_from_sp_forward(*groups->tp, full_tensor, tensor(mine));
+  full = values(full_tensor);
   for (int q = 0; q < n; ++q)
     for (int64_t i = 0; i < shard; ++i) EXPECT_EQ(full[static_cast<size_t>(q * shard + i)], 100.0f * q + i);
   // backward: dshard = chunk r of the sum over ranks of dfull; dfull[j] = j + rank
   std::vector<float> dfull(full.size()), dshard(static_cast<size_t>(shard));
   for (size_t j = 0; j < dfull.size(); ++j) dfull[j] = static_cast<float>(j) + r;
-  parallel::gather_from_sp_backward(*groups->tp, dshard.data(), dfull.data(), shard);
+  const Tensor dshard_tensor = tensor(dshard);
+  parallel::gather_from_sp_backward(*groups->tp, dshard_tensor, tensor(dfull));
+  dshard = values(dshard_tensor);
   for (int64_t i = 0; i < shard; ++i) {
     const float j = static_cast<float>(r * shard + i);
     EXPECT_EQ(dshard[static_cast<size_t>(i)], n * j + n * (n - 1) / 2.0f);
@@ -61,18 +84,51 @@ TEST(Mappings, ReduceScatterToSpSumsPartialsAndGathersGradients) {
   const int64_t shard = 2;
   std::vector<float> partial(static_cast<size_t>(shard * n)), mine(static_cast<size_t>(shard));
   for (size_t j = 0; j < partial.size(); ++j) partial[j] = static_cast<float>(j * (r + 1));
-  parallel::reduce_scatter_to_sp_forward(*groups->tp, mine.data(), partial.data(), shard);
+  const Tensor mine_tensor = tensor(mine);
+  parallel::reduce_scatter_to_sp_forward(*groups->tp, mine_tensor, tensor(partial));
+  mine = values(mine_tensor);
   for (int64_t i = 0; i < shard; ++i) {
     const float j = static_cast<float>(r * shard + i);
     EXPECT_EQ(mine[static_cast<size_t>(i)], j * n * (n + 1) / 2.0f);
   }
   std::vector<float> dfull(partial.size());
   const std::vector<float> dmine = {static_cast<float>(r), static_cast<float>(-r)};
-  parallel::reduce_scatter_to_sp_backward(*groups->tp, dfull.data(), dmine.data(), shard);
+  const Tensor dfull_tensor = tensor(dfull);
+  parallel::reduce_scatter_to_sp_backward(*groups->tp, dfull_tensor, tensor(dmine));
+  dfull = values(dfull_tensor);
   for (int q = 0; q < n; ++q) {
     EXPECT_EQ(dfull[static_cast<size_t>(2 * q)], static_cast<float>(q));
     EXPECT_EQ(dfull[static_cast<size_t>(2 * q + 1)], static_cast<float>(-q));
   }
+}
+
+// bf16 activations under tensor parallelism: MPI has no bf16, so sums add in f32 and round
+// to bf16 at each step (here every partial sum is exact in bf16, so the result is too).
+TEST(Mappings, Bf16SumsAndGathersOverMpi) {
+  auto groups = world_as_tp();
+  const int r = world_rank(), n = world_size();
+  const int64_t shard = 4;
+  Tensor partial = Tensor::empty(allocator(), {shard * n}, runtime::DType::bf16,
+                                 runtime::MemoryCategory::activation);
+  for (int64_t j = 0; j < shard * n; ++j)
+    partial.data<uint16_t>()[j] = runtime::cpu::float_to_bf16(static_cast<float>(j + r));
+  Tensor mine = Tensor::empty(allocator(), {shard}, runtime::DType::bf16,
+                              runtime::MemoryCategory::activation);
+  parallel::reduce_scatter_to_sp_forward(*groups->tp, mine, partial);
+  for (int64_t i = 0; i < shard; ++i) {
+    const float j = static_cast<float>(r * shard + i);
+    EXPECT_EQ(runtime::cpu::bf16_to_float(mine.data<uint16_t>()[i]), n * j + n * (n - 1) / 2.0f);
+  }
+  parallel::reduce_from_tp_forward(*groups->tp, partial);
+  for (int64_t j = 0; j < shard * n; ++j) {
+    EXPECT_EQ(runtime::cpu::bf16_to_float(partial.data<uint16_t>()[j]),
+              n * static_cast<float>(j) + n * (n - 1) / 2.0f);
+  }
+  Tensor full = Tensor::empty(allocator(), {shard * n}, runtime::DType::bf16,
+                              runtime::MemoryCategory::activation);
+  parallel::gather_from_sp_forward(*groups->tp, full, mine);
+  for (int64_t j = 0; j < shard * n; ++j)
+    EXPECT_EQ(full.data<uint16_t>()[j], partial.data<uint16_t>()[j]);
 }
 
 TEST(ProcessGroups, TpFastestThenDpThenPp) {

@@ -138,8 +138,17 @@ class ThreadCommunicator final : public parallel::Communicator {
   ThreadCommunicator(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return group_.size(); }
-  void all_reduce_sum(float* data, int64_t count) override {
-    group_.all_reduce(rank_, data, count, [](float a, float b) { return a + b; });
+  using parallel::Communicator::all_gather;
+  using parallel::Communicator::all_reduce_max;
+  using parallel::Communicator::all_reduce_sum;
+  using parallel::Communicator::recv;
+  using parallel::Communicator::reduce_scatter;
+  using parallel::Communicator::send_async;
+  // f32 only (the checkpoint code reduces nothing else).
+  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override {
+    require_f32(dtype);
+    group_.all_reduce(rank_, static_cast<float*>(data), count,
+                      [](float a, float b) { return a + b; });
   }
   void all_reduce_sum(double* data, int64_t count) override {
     group_.all_reduce(rank_, data, count, [](double a, double b) { return a + b; });
@@ -147,11 +156,13 @@ class ThreadCommunicator final : public parallel::Communicator {
   void all_reduce_max(float* data, int64_t count) override {
     group_.all_reduce(rank_, data, count, [](float a, float b) { return std::max(a, b); });
   }
-  void all_gather(float* out, const float* in, int64_t count) override {
-    group_.all_gather(rank_, out, in, count);
+  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override {
+    require_f32(dtype);
+    group_.all_gather(rank_, static_cast<float*>(out), static_cast<const float*>(in), count);
   }
-  void reduce_scatter(float* out, const float* in, int64_t count) override {
-    group_.reduce_scatter(rank_, out, in, count);
+  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override {
+    require_f32(dtype);
+    group_.reduce_scatter(rank_, static_cast<float*>(out), static_cast<const float*>(in), count);
   }
   void broadcast(void* data, int64_t bytes, int root) override {
     group_.broadcast(rank_, data, bytes, root);
@@ -167,6 +178,9 @@ class ThreadCommunicator final : public parallel::Communicator {
   }
 
  private:
+  static void require_f32(runtime::DType dtype) {
+    TRAINER_ASSERT(dtype == runtime::DType::f32, "ThreadCommunicator reduces f32 only");
+  }
   ThreadGroup& group_;
   int rank_;
 };

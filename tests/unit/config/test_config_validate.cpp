@@ -191,6 +191,15 @@ TEST(ValidateTrain, Bf16NeedsCuda) {
   EXPECT_TRUE(accepted(config));
 }
 
+TEST(ValidateTrain, NcclNeedsCuda) {
+  Config config = valid_config();
+  config.parallel.backend = parallel::CommBackend::nccl;
+  EXPECT_TRUE(
+      rejected(config, "parallel.backend", {"nccl", "train.device cuda", "got train.device cpu"}));
+  config.train.device = Device::cuda;
+  EXPECT_TRUE(accepted(config));
+}
+
 // ---- optimizer ----
 
 TEST(ValidateOptimizer, LrPositive) {
