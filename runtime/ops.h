@@ -62,6 +62,11 @@ struct Backend {
   double (*sum)(const Tensor& t);                      // in double, on the host when it returns
 };
 
+// The host kernels as a backend table: what host tensors run. Its entries work on any memory
+// the host can address, so a device backend over host memory may reuse it (the tests emulate
+// a device this way to run the trainer's device path without a GPU).
+const Backend& host_backend();
+
 // Installs the backend of device tensors (runtime_cuda calls this once).
 void register_device_backend(const Backend* backend);
 // The registered backend; throws LibraryError naming the operator when none is.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/emulated_device.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/train.h"
@@ -86,15 +87,19 @@ inline trainer::Config config_for(const SharedData& shared, const std::vector<st
 
 struct Run {
   parallel::ProcessGroups groups;
-  runtime::CpuAllocator allocator;
+  std::unique_ptr<runtime::Allocator> allocator;
   std::ostringstream log;
   std::unique_ptr<trainer::Trainer> trainer;
 
-  // Every rank of the world when `world`, else rank 0 alone (the reference).
-  Run(const trainer::Config& config, bool world)
+  // Every rank of the world when `world`, else rank 0 alone (the reference). With
+  // `emulated_device` the trainer's tensors live on an emulated device (the caller keeps an
+  // emulated::Device registered), so every collective stages them through host memory.
+  Run(const trainer::Config& config, bool world, bool emulated_device = false)
       : groups(world ? parallel::ProcessGroups::from_mpi(config.parallel)
                      : parallel::ProcessGroups::single()),
-        trainer(std::make_unique<trainer::Trainer>(config, groups, allocator, log)) {}
+        allocator(emulated_device ? std::unique_ptr<runtime::Allocator>(new emulated::DeviceAllocator())
+                                  : std::make_unique<runtime::CpuAllocator>()),
+        trainer(std::make_unique<trainer::Trainer>(config, groups, *allocator, log)) {}
 };
 
 }  // namespace mpi_test
