@@ -236,14 +236,9 @@ void NcclCommunicator::recv(void* data, int64_t bytes, int peer, int /*tag*/) {
 }
 
 void use_nccl_for_device_tensors(ProcessGroups& groups) {
-  // Every rank takes part in every group's creation in the same order (tp, dp, pp,
-  // embedding), as ncclCommInitRank of overlapping groups requires; groups of one rank and
-  // ranks outside an embedding group skip theirs, which involves nobody else.
-  for (std::unique_ptr<Communicator>* group : {&groups.tp, &groups.dp, &groups.pp, &groups.embedding}) {
-    if (*group == nullptr || (*group)->size() == 1) continue;
-    auto device = std::make_unique<NcclCommunicator>(**group);
-    *group = std::make_unique<SplitCommunicator>(std::move(*group), std::move(device));
-  }
+  add_device_communicators(groups, [](Communicator& host) -> std::unique_ptr<Communicator> {
+    return std::make_unique<NcclCommunicator>(host);
+  });
 }
 
 }  // namespace parallel

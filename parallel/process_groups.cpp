@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <utility>
 
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_communicator.h"
@@ -37,6 +38,19 @@ ProcessGroups ProcessGroups::single() {
   g.pp = std::make_unique<SelfCommunicator>();
   g.model_parallel = std::make_unique<SelfCommunicator>();
   return g;
+}
+
+void add_device_communicators(
+    ProcessGroups& groups,
+    const std::function<std::unique_ptr<Communicator>(Communicator& host)>& make_device) {
+  // Groups of one kind are disjoint and every rank goes tp, dp, pp, embedding, so each
+  // creation (collective over its group) meets its peers; groups of one rank and ranks
+  // outside an embedding group skip theirs, which involves nobody else.
+  for (std::unique_ptr<Communicator>* group : {&groups.tp, &groups.dp, &groups.pp, &groups.embedding}) {
+    if (*group == nullptr || (*group)->size() == 1) continue;
+    std::unique_ptr<Communicator> device = make_device(**group);
+    *group = std::make_unique<SplitCommunicator>(std::move(*group), std::move(device));
+  }
 }
 
 ProcessGroups ProcessGroups::from_mpi(const ParallelConfig& config) {

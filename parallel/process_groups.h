@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "parallel/communicator.h"
@@ -44,10 +45,16 @@ struct ProcessGroups {
   static ProcessGroups from_mpi(const ParallelConfig& config);
 };
 
-// Gives the tp, dp, pp and embedding groups (those of more than one rank) an NCCL
-// communicator for device tensors next to their MPI one (SplitCommunicator): device tensors
-// then go to NCCL, host buffers and tensors to MPI. Collective over the world; each rank must
-// have selected its own CUDA device first (NCCL allows one rank per device). CUDA builds only.
+// Gives the tp, dp, pp and embedding groups of more than one rank a second communicator for
+// device tensors, made by `make_device` from the group's host one, next to it
+// (SplitCommunicator): device tensors then go to the new one, host buffers and tensors stay
+// on the old. Collective: every rank makes its groups' communicators in the same order.
+void add_device_communicators(
+    ProcessGroups& groups,
+    const std::function<std::unique_ptr<Communicator>(Communicator& host)>& make_device);
+
+// add_device_communicators with NCCL; each rank must have selected its own CUDA device first
+// (NCCL allows one rank per device). CUDA builds only.
 void use_nccl_for_device_tensors(ProcessGroups& groups);
 
 // Owns MPI_Init / MPI_Finalize for the process.

@@ -170,6 +170,101 @@ TEST(Layouts, EmulatedDeviceMatchesTheHostRunBitForBit) {
   }
 }
 
+// A device communicator over memory the host can address: the group's MPI communicator
+// behind the device-buffer interface (where NCCL would sit), counting its calls. The MPI
+// communicator counts the payload (the split adds both sides).
+class HostMemoryDeviceCommunicator final : public parallel::Communicator {
+ public:
+  using parallel::Communicator::all_gather;
+  using parallel::Communicator::all_reduce_max;
+  using parallel::Communicator::all_reduce_sum;
+  using parallel::Communicator::recv;
+  using parallel::Communicator::reduce_scatter;
+  using parallel::Communicator::send_async;
+  HostMemoryDeviceCommunicator(parallel::Communicator& inner, int64_t& calls)
+      : inner_(inner), calls_(calls) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  bool takes_device_buffers() const override { return true; }
+  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override {
+    ++calls_;
+    inner_.all_reduce_sum(data, count, dtype);
+  }
+  void all_reduce_sum(double* data, int64_t count) override {
+    ++calls_;
+    inner_.all_reduce_sum(data, count);
+  }
+  void all_reduce_max(float* data, int64_t count) override {
+    ++calls_;
+    inner_.all_reduce_max(data, count);
+  }
+  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override {
+    ++calls_;
+    inner_.all_gather(out, in, count, dtype);
+  }
+  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override {
+    ++calls_;
+    inner_.reduce_scatter(out, in, count, dtype);
+  }
+  void broadcast(void* data, int64_t bytes, int root) override { inner_.broadcast(data, bytes, root); }
+  void barrier() override { inner_.barrier(); }
+  std::unique_ptr<parallel::Request> send_async(const void* data, int64_t bytes, int peer,
+                                                int tag) override {
+    ++calls_;
+    return inner_.send_async(data, bytes, peer, tag);
+  }
+  void recv(void* data, int64_t bytes, int peer, int tag) override {
+    ++calls_;
+    inner_.recv(data, bytes, peer, tag);
+  }
+
+ private:
+  parallel::Communicator& inner_;
+  int64_t& calls_;
+};
+
+// The routing NCCL gets (add_device_communicators): device tensors go to the device
+// communicator as they are, host buffers to MPI; results equal the host run bit for bit.
+TEST(Layouts, DeviceCommunicatorsCarryDeviceTensorsBitForBit) {
+  mpi_test::SharedData shared;
+  for (const Layout& layout : layouts()) {
+    if (layout.ranks != world_size()) continue;
+    std::vector<double> losses[2];
+    std::vector<float> grads[2];
+    int64_t device_calls = 0;
+    for (int device = 0; device < 2; ++device) {
+      std::optional<emulated::Device> registered;
+      if (device) registered.emplace();
+      const trainer::Config config = mpi_test::config_for(shared, layout.overrides);
+      parallel::ProcessGroups groups = parallel::ProcessGroups::from_mpi(config.parallel);
+      if (device) {
+        parallel::add_device_communicators(groups, [&](parallel::Communicator& host) {
+          return std::make_unique<HostMemoryDeviceCommunicator>(host, device_calls);
+        });
+      }
+      std::unique_ptr<runtime::Allocator> allocator =
+          device ? std::unique_ptr<runtime::Allocator>(new emulated::DeviceAllocator())
+                 : std::make_unique<runtime::CpuAllocator>();
+      std::ostringstream log;
+      trainer::Trainer trainer(config, groups, *allocator, log);
+      for (int s = 0; s < 2; ++s) {
+        const trainer::StepMetrics m = trainer.train_step();
+        losses[device].push_back(m.loss);
+        EXPECT_TRUE(all_ranks(m.comm_bytes == m.predicted_comm_bytes))
+            << layout.name << (device ? " (device communicators)" : "") << ": rank "
+            << world_rank() << " " << m.comm_bytes << " vs " << m.predicted_comm_bytes;
+      }
+      const auto full = trainer.gather(trainer.grads());
+      if (world_rank() == 0) grads[device].assign(full->flat.f32(), full->flat.f32() + full->flat.numel());
+    }
+    EXPECT_EQ(losses[1], losses[0]) << layout.name;
+    EXPECT_TRUE(all_ranks(device_calls > 0)) << layout.name << ": no device tensor reached them";
+    if (world_rank() == 0) {
+      EXPECT_TRUE(grads[1] == grads[0]) << layout.name;
+    }
+  }
+}
+
 TEST(Layouts, PipelineStagesHoldTheirMicrobatchesAsPredicted) {
   if (world_size() != 4) GTEST_SKIP() << "a 4-stage pipeline";
   mpi_test::SharedData shared;
