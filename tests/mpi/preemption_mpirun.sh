@@ -18,7 +18,10 @@ output: {dir: $dir/out, export: false}
 YAML
 "$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train --config "$dir/run.yaml" > "$dir/log" 2>&1 &
 job=$!
-for _ in $(seq 1 200); do grep -q "^step .*5/100000" "$dir/log" && break; sleep 0.1; done
+# Up to 120 s for step 5 (a loaded CI machine starts two ranks slowly); before the trainer's
+# signal handlers are installed a SIGTERM would simply end it.
+for _ in $(seq 1 1200); do grep -q "^step .*5/100000" "$dir/log" && break; sleep 0.1; done
+grep -q "^step .*5/100000" "$dir/log" || { kill -KILL $job; fail "step 5 not reached within 120 s"; }
 kill -TERM $job
 timeout 60 tail --pid=$job -f /dev/null || fail "the job did not end within 60 s of SIGTERM"
 stopped=$(sed -n 's/^stopped by a signal after step \([0-9]*\).*/\1/p' "$dir/log")
