@@ -26,13 +26,25 @@ void reduce_gradients(ProcessGroups& groups, const model::GptParams& grads,
 
 double global_grad_norm(ProcessGroups& groups, const model::GptParams& grads,
                         bool has_embedding_stage) {
+  // The counted tensors form runs of the flat buffer (usually one): one reduction per run,
+  // as a device reduction synchronizes with the host.
   double sum = 0;
   const bool tp_leader = groups.tp->rank() == 0;
+  int64_t offset = 0, run_begin = 0;
+  auto finish_run = [&] {
+    const int64_t n = offset - run_begin;
+    if (n > 0) sum += runtime::ops::sum_squares(grads.flat.view(run_begin, {n}), n);
+  };
   for (const model::NamedParam& p : grads.named) {
-    if (p.shard_dim < 0 && !tp_leader) continue;  // replicated over tp: one copy counts
-    if (p.name == "embedding.word_embeddings.weight" && !has_embedding_stage) continue;
-    sum += runtime::ops::sum_squares(p.tensor, p.tensor.numel());
+    const bool counted = (p.shard_dim >= 0 || tp_leader) &&  // tp replicas: one copy counts
+                         (p.name != "embedding.word_embeddings.weight" || has_embedding_stage);
+    if (!counted) {
+      finish_run();
+      run_begin = offset + p.tensor.numel();
+    }
+    offset += p.tensor.numel();
   }
+  finish_run();
   groups.model_parallel->all_reduce_sum(&sum, 1);
   return std::sqrt(sum);
 }

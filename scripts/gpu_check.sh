@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # The GPU check, in two halves so no device minute is spent building:
-#   scripts/gpu_check.sh prepare   (here, no GPU needed) builds the CUDA backend and its
-#                                  gpu-labelled test binaries, and copies them with the
-#                                  non-CUDA shared libraries they load into .gpu/ (git-ignored),
-#                                  checking the size against the device tool's 64 MiB carry limit.
-#   scripts/gpu_check.sh run       (on the GPU machine, from the repo root, with .gpu carried)
+#   scripts/gpu_check.sh prepare   (here, no GPU needed) builds the CUDA backend, its
+#                                  gpu-labelled test binaries, the trainer and bench_gpu, and copies
+#                                  them (stripped) with the non-CUDA shared libraries they load into
+#                                  .gpu/ (git-ignored), checking the size against the device tool's
+#                                  64 MiB carry limit (60 MiB here, for headroom).
+#   scripts/gpu_check.sh run [BENCH_OPTION...]
+#                                  (on the GPU machine, from the repo root, with .gpu carried)
 #                                  runs every GPU test binary, each under a time limit, then trains
 #                                  the tiny model 20 steps on the CPU and on the GPU (fp32) and
-#                                  compares the losses; writes under $OUT: device.txt, gpu_tests.log,
-#                                  train_cpu.log, train_gpu.log and gpu_check.json (tests passed /
-#                                  failed / skipped per binary, both loss curves, the largest
-#                                  relative loss difference).
+#                                  compares the losses, then runs bench_gpu (the 1.3B model under
+#                                  three recompute presets and the longest sequence per preset in
+#                                  80 GiB; options such as --quick are passed on) in the time left
+#                                  of GPU_CHECK_LIMIT_S (default 460 s), at most 240 s. Writes under
+#                                  $OUT: device.txt, gpu_tests.log, train_cpu.log, train_gpu.log,
+#                                  gpu_check.json (tests passed / failed / skipped per binary, both
+#                                  loss curves, the largest relative loss difference),
+#                                  bench_gpu.json (see bench/bench_gpu.cpp; rewritten after every
+#                                  configuration, "complete": false when time ran out) and
+#                                  bench_gpu.log (progress with timestamps, then the summary).
 # A device call then is:  run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,8 +35,10 @@ prepare() {
   local binaries
   binaries=$(find "$build/tests/gpu" -maxdepth 1 -type f -name 'test_gpu_*' -perm -u+x)
   [ -n "$binaries" ] || { echo "gpu_check: no GPU test binaries were built"; exit 1; }
-  for b in $binaries "$build/trainer/trainer"; do
+  [ -x "$build/bench/bench_gpu" ] || { echo "gpu_check: bench_gpu was not built"; exit 1; }
+  for b in $binaries "$build/trainer/trainer" "$build/bench/bench_gpu"; do
     cp "$b" "$carry/bin/"
+    strip --strip-unneeded "$carry/bin/$(basename "$b")"
     # Shared libraries outside the CUDA toolkit (the GPU machine has CUDA, cuBLASLt, NCCL).
     ldd "$b" | awk '/=> \// {print $3}' | grep -vE 'libcuda|libcudart|libcublas|libnccl|/libc\.so|/libm\.so|ld-linux|libpthread|libdl|librt' \
       | while read -r lib; do cp -L "$lib" "$carry/lib/" 2>/dev/null || true; done
@@ -88,10 +98,28 @@ worst = max((abs(a - b) / abs(a) for a, b in zip(cpu, gpu)), default=None)
 print(json.dumps({"cpu_losses": cpu, "gpu_losses": gpu, "max_relative_loss_difference": worst}) + "}")
 PY
   cat "$summary"
+  # The benchmark gets what is left of the call's limit (at most 240 s): it rewrites its JSON
+  # after every configuration, so running out of time only shortens the report.
+  local bench_limit=$(( ${GPU_CHECK_LIMIT_S:-460} - SECONDS ))
+  [ "$bench_limit" -le 240 ] || bench_limit=240
+  if [ "$bench_limit" -lt 30 ]; then
+    echo "bench_gpu: skipped, ${bench_limit} s left of GPU_CHECK_LIMIT_S" | tee "$OUT/bench_gpu.log"
+    return
+  fi
+  set +e
+  timeout -k 10 "$bench_limit" "$carry/bin/bench_gpu" "$OUT/bench_gpu.json" "$@" > "$OUT/bench_gpu.log" 2>&1
+  local code=$?
+  set -e
+  echo "bench_gpu: exit $code (limit ${bench_limit} s; 124: timed out, the JSON holds what was measured)"
+  if grep -q '^throughput:' "$OUT/bench_gpu.log"; then
+    sed -n '/^throughput:/,$p' "$OUT/bench_gpu.log"
+  else
+    tail -n 5 "$OUT/bench_gpu.log"
+  fi
 }
 
 case "${1:-}" in
   prepare) prepare ;;
-  run) run_on_device ;;
-  *) echo "usage: scripts/gpu_check.sh prepare|run"; exit 2 ;;
+  run) shift; run_on_device "$@" ;;
+  *) echo "usage: scripts/gpu_check.sh prepare | run [BENCH_OPTION...]"; exit 2 ;;
 esac
