@@ -15,7 +15,7 @@ namespace trainer {
 
 enum class DecayStyle { constant, linear, cosine };
 enum class Device { cpu, cuda };
-enum class Precision { fp32, bf16 };
+enum class Precision { automatic, fp32, bf16 };  // automatic: bf16 on cuda, fp32 on cpu
 enum class OnNonfinite { stop, skip_step };
 
 struct TrainConfig {
@@ -27,12 +27,18 @@ struct TrainConfig {
   int64_t eval_interval = 0;       // validation every N steps and at the end; 0: never
   int64_t eval_iters = 4;          // validation global batches per evaluation
   Device device = Device::cpu;
-  Precision precision = Precision::fp32;
+  Precision precision = Precision::automatic;  // parse_config resolves auto; see uses_bf16
   double peak_tflops = 989.0;      // the device's dense peak for MFU (H100/H200 bf16); CPU measures sgemm
   OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
   int64_t max_skipped_steps = 5;   // skip_step: this many skips in a row stop the run
   std::string init_from;           // HF GPT-2 model.safetensors to start from (not on resume)
 };
+
+// Whether the run computes in bf16 (precision bf16, or auto on cuda).
+inline bool uses_bf16(const TrainConfig& train) {
+  return train.precision == Precision::bf16 ||
+         (train.precision == Precision::automatic && train.device == Device::cuda);
+}
 
 struct CheckpointConfig {
   std::string dir;       // empty: no checkpoints

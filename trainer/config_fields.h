@@ -249,8 +249,8 @@ struct EnumNames<Device> {
 };
 template <>
 struct EnumNames<Precision> {
-  static constexpr std::array<std::pair<std::string_view, Precision>, 2> entries{
-      {{"fp32", Precision::fp32}, {"bf16", Precision::bf16}}};
+  static constexpr std::array<std::pair<std::string_view, Precision>, 3> entries{
+      {{"auto", Precision::automatic}, {"fp32", Precision::fp32}, {"bf16", Precision::bf16}}};
 };
 template <>
 struct EnumNames<OnNonfinite> {

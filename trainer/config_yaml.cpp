@@ -96,6 +96,9 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
   Config config;
   config_detail::read_config(root, config);
   for (const std::string& text : overrides) apply_override(text, config);
+  if (config.train.precision == Precision::automatic) {  // written out (config.yaml) resolved
+    config.train.precision = uses_bf16(config.train) ? Precision::bf16 : Precision::fp32;
+  }
   validate_config(config);
   return config;
 }

@@ -21,7 +21,7 @@ void print_plan(const Config& config, const std::string& source, std::ostream& o
       recompute::layer_dims(m, config.train.micro_batch_size, true), nullptr, p.tensor, 0,
       p.sequence_parallel);
   dims.activation_dtype =
-      config.train.precision == Precision::bf16 ? runtime::DType::bf16 : runtime::DType::f32;
+      uses_bf16(config.train) ? runtime::DType::bf16 : runtime::DType::f32;
   const int64_t microbatches =
       config.train.global_batch_size / (config.train.micro_batch_size * p.data);
   const auto chunks = parallel::stage_layer_chunks(p, m.num_layers);

@@ -135,7 +135,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   // bf16 (Megatron's mixed precision): the model reads bf16 weights (`param`); the optimizer
   // updates fp32 master weights, counted as optimizer state like its moments (12 bytes per
   // parameter in all), and rewrites the bf16 copy in the same pass. Gradients are fp32.
-  const bool bf16 = t.precision == Precision::bf16;
+  const bool bf16 = uses_bf16(t);
   const runtime::DType compute_dtype = bf16 ? runtime::DType::bf16 : runtime::DType::f32;
   params_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::param, compute_dtype);
   master_ = bf16 ? model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::optimizer)

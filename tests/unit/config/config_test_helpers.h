@@ -20,6 +20,7 @@ namespace trainer::config_test {
 inline Config valid_config() {
   Config config;
   config.data.path = "data/corpus";
+  config.train.precision = Precision::fp32;  // what parsing resolves auto to on cpu
   return config;
 }
 

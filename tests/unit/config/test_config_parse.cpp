@@ -166,13 +166,29 @@ TEST(ConfigParse, EnumsListTheAllowedNames) {
   EXPECT_TRUE(
       parse_rejected("train: {device: gpu}\n", kWithData, "train.device", {"'gpu'", "cpu, cuda"}));
   EXPECT_TRUE(parse_rejected("train: {precision: fp16}\n", kWithData, "train.precision",
-                             {"'fp16'", "fp32, bf16"}));
+                             {"'fp16'", "auto, fp32, bf16"}));
   EXPECT_TRUE(parse_rejected("optimizer: {lr_decay_style: step}\n", kWithData,
                              "optimizer.lr_decay_style", {"'step'", "constant, linear, cosine"}));
   EXPECT_TRUE(parse_rejected("parallel: {backend: gloo}\n", kWithData, "parallel.backend",
                              {"'gloo'", "auto, mpi, nccl"}));
   EXPECT_EQ(parse_config("parallel: {backend: auto}\n", "t.yaml", kWithData).parallel.backend,
             parallel::CommBackend::automatic);
+}
+
+TEST(ConfigParse, PrecisionDefaultsToBf16OnCudaAndFp32OnCpu) {
+  EXPECT_EQ(parse_config("", "t.yaml", kWithData).train.precision, Precision::fp32);
+  EXPECT_EQ(parse_config("train: {device: cuda}\n", "t.yaml", kWithData).train.precision,
+            Precision::bf16);
+  EXPECT_EQ(parse_config("train: {device: cuda, precision: fp32}\n", "t.yaml", kWithData)
+                .train.precision,
+            Precision::fp32);
+  EXPECT_EQ(parse_config("train: {precision: auto}\n", "t.yaml", {"data.path=d", "train.device=cuda"})
+                .train.precision,
+            Precision::bf16);
+  TrainConfig train;  // precision auto
+  EXPECT_FALSE(uses_bf16(train));
+  train.device = Device::cuda;
+  EXPECT_TRUE(uses_bf16(train));
 }
 
 TEST(ConfigParse, ListsCheckEveryItemWithItsIndex) {
