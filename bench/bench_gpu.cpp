@@ -4,7 +4,7 @@
 // CudaAllocator whose cache is released in between. Numbers are measured, never asserted.
 //
 // usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]
-//                  [--sweep-steps 1] [--peak-tflops 989] [--table-only] [--quick]
+//                  [--sweep-steps 1] [--peak-tflops 989.4] [--table-only] [--quick]
 //   throughput table: seq 2048, micro batch 4, global batch 8; per preset tokens/s, model and
 //     hardware TFLOP/s, MFU and HFU against --peak-tflops (train.peak_tflops), peak bytes per
 //     category and live at once, peak reserved bytes, predicted and measured activation peak;
@@ -59,7 +59,7 @@ constexpr double kDropout = 0.1;
 
 const char* kUsage =
     "usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]\n"
-    "                 [--sweep-steps 1] [--peak-tflops 989] [--table-only] [--quick]\n";
+    "                 [--sweep-steps 1] [--peak-tflops 989.4] [--table-only] [--quick]\n";
 
 struct Options {
   std::string out_path;
@@ -68,7 +68,7 @@ struct Options {
   int timed_steps = 3;
   int sweep_warmup_steps = 1;  // sequence sweep, per attempt
   int sweep_timed_steps = 1;
-  double peak_tflops = 989;  // dense bf16 peak of an H100/H200 SXM (train.peak_tflops)
+  double peak_tflops = trainer::kBf16PeakTflops;  // H100/H200 SXM dense bf16 (989.4)
   bool table_only = false;
   bool quick = false;
 };

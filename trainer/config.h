@@ -28,11 +28,18 @@ struct TrainConfig {
   int64_t eval_iters = 4;          // validation global batches per evaluation
   Device device = Device::cpu;
   Precision precision = Precision::automatic;  // parse_config resolves auto; see uses_bf16
-  double peak_tflops = 989.0;      // the device's dense peak for MFU (H100/H200 bf16); CPU measures sgemm
+  // The MFU denominator on a GPU, TFLOP/s; 0: H100/H200 SXM's dense peak for the precision
+  // (kBf16PeakTflops or kFp32PeakTflops). On cpu the measured sgemm rate is used instead.
+  double peak_tflops = 0.0;
   OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
   int64_t max_skipped_steps = 5;   // skip_step: this many skips in a row stop the run
   std::string init_from;           // HF GPT-2 model.safetensors to start from (not on resume)
 };
+
+// Dense peaks of an H100/H200 SXM: bf16 tensor cores, and fp32 without TF32 (the fp32
+// path computes in true fp32 to match the CPU).
+constexpr double kBf16PeakTflops = 989.4;
+constexpr double kFp32PeakTflops = 66.9;
 
 // Whether the run computes in bf16 (precision bf16, or auto on cuda).
 inline bool uses_bf16(const TrainConfig& train) {

@@ -130,6 +130,10 @@ void validate_train(const TrainConfig& train, const parallel::ParallelConfig& pa
     throw ConfigError("train.precision", "bf16 requires train.device cuda, got train.device " +
                                              std::string(config_detail::enum_name(train.device)));
   }
+  if (!(train.peak_tflops >= 0 && std::isfinite(train.peak_tflops))) {
+    throw ConfigError("train.peak_tflops", "must be >= 0 (0: the device's peak for the "
+                                           "precision), got " + text_of(train.peak_tflops));
+  }
   if (parallel.backend == parallel::CommBackend::nccl && train.device != Device::cuda) {
     throw ConfigError("parallel.backend", "nccl requires train.device cuda, got train.device " +
                                               std::string(config_detail::enum_name(train.device)));

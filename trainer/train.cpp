@@ -187,7 +187,9 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   for (const auto& chunk : chunks_) chunk_list.push_back(chunk.get());
   predicted_comm_ = predict_step_comm_bytes(config_, dims, chunk_list, params_, groups_.world_size());
   model_flops_per_step_ = 3 * forward_flops * num_microbatches_;
-  peak_gflops_ = on_device_ ? t.peak_tflops * 1e3 : measure_sgemm_gflops();
+  const double device_peak_tflops =
+      t.peak_tflops > 0 ? t.peak_tflops : bf16 ? kBf16PeakTflops : kFp32PeakTflops;
+  peak_gflops_ = on_device_ ? device_peak_tflops * 1e3 : measure_sgemm_gflops();
 
   if (groups_.is_logging_rank()) {
     metrics_ = std::make_unique<MetricsWriter>(config_.output.dir + "/metrics.jsonl");
@@ -210,7 +212,9 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     log_ << "recompute (stage 0): " << plan_text << "; activation memory (predicted peak, rank 0) "
          << format_bytes(predicted_peak_) << "\n";
     log_ << "peak for MFU: " << format("%.1f", peak_gflops_)
-         << (on_device_ ? " GFLOP/s (train.peak_tflops)\n"
+         << (on_device_ ? (t.peak_tflops > 0 ? " GFLOP/s (train.peak_tflops)\n"
+                                             : " GFLOP/s (H100/H200 dense peak for the precision; "
+                                               "train.peak_tflops sets another)\n")
                         : " GFLOP/s (OpenBLAS sgemm measured on this machine)\n");
     if (entropy_) {
       log_ << "data entropy floor: " << format("%.4f", entropy_->loss_floor(m.seq_length))

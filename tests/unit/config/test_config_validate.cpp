@@ -1,6 +1,7 @@
 // validate_config / validate_launch: one test per rule. Each sets a bad value,
 // checks the error's YAML path and that the message carries the field(s) and
 // value(s), and checks that the nearest good value is accepted.
+#include <cmath>
 #include <limits>
 
 #include "tests/unit/config/config_test_helpers.h"
@@ -188,6 +189,16 @@ TEST(ValidateTrain, Bf16NeedsCuda) {
   EXPECT_TRUE(
       rejected(config, "train.precision", {"bf16", "train.device cuda", "got train.device cpu"}));
   config.train.device = Device::cuda;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateTrain, PeakTflopsIsNonNegative) {
+  Config config = valid_config();
+  config.train.peak_tflops = -1;
+  EXPECT_TRUE(rejected(config, "train.peak_tflops", {"must be >= 0", "got -1"}));
+  config.train.peak_tflops = std::nan("");
+  EXPECT_TRUE(rejected(config, "train.peak_tflops", {"must be >= 0"}));
+  config.train.peak_tflops = 312;
   EXPECT_TRUE(accepted(config));
 }
 
