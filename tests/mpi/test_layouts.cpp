@@ -170,9 +170,10 @@ TEST(Layouts, EmulatedDeviceMatchesTheHostRunBitForBit) {
   }
 }
 
-// A device communicator over memory the host can address: the group's MPI communicator
-// behind the device-buffer interface (where NCCL would sit), counting its calls. The MPI
-// communicator counts the payload (the split adds both sides).
+// A device communicator over emulated device memory: the group's MPI communicator behind the
+// device-buffer interface (where NCCL would sit), counting its calls and opening device
+// memory while MPI reads or writes it (until a send is waited for). The MPI communicator
+// counts the payload (the split adds both sides).
 class HostMemoryDeviceCommunicator final : public parallel::Communicator {
  public:
   using parallel::Communicator::all_gather;
@@ -187,23 +188,23 @@ class HostMemoryDeviceCommunicator final : public parallel::Communicator {
   int size() const override { return inner_.size(); }
   bool takes_device_buffers() const override { return true; }
   void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override {
-    ++calls_;
+    const emulated::Access open = enter();
     inner_.all_reduce_sum(data, count, dtype);
   }
   void all_reduce_sum(double* data, int64_t count) override {
-    ++calls_;
+    const emulated::Access open = enter();
     inner_.all_reduce_sum(data, count);
   }
   void all_reduce_max(float* data, int64_t count) override {
-    ++calls_;
+    const emulated::Access open = enter();
     inner_.all_reduce_max(data, count);
   }
   void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override {
-    ++calls_;
+    const emulated::Access open = enter();
     inner_.all_gather(out, in, count, dtype);
   }
   void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override {
-    ++calls_;
+    const emulated::Access open = enter();
     inner_.reduce_scatter(out, in, count, dtype);
   }
   void broadcast(void* data, int64_t bytes, int root) override { inner_.broadcast(data, bytes, root); }
@@ -211,14 +212,31 @@ class HostMemoryDeviceCommunicator final : public parallel::Communicator {
   std::unique_ptr<parallel::Request> send_async(const void* data, int64_t bytes, int peer,
                                                 int tag) override {
     ++calls_;
-    return inner_.send_async(data, bytes, peer, tag);
+    auto open = std::make_unique<emulated::Access>();
+    return std::make_unique<OpenUntilWaited>(inner_.send_async(data, bytes, peer, tag), std::move(open));
   }
   void recv(void* data, int64_t bytes, int peer, int tag) override {
-    ++calls_;
+    const emulated::Access open = enter();
     inner_.recv(data, bytes, peer, tag);
   }
 
  private:
+  // A send whose buffer stays open until it completed.
+  class OpenUntilWaited final : public parallel::Request {
+   public:
+    OpenUntilWaited(std::unique_ptr<parallel::Request> inner, std::unique_ptr<emulated::Access> open)
+        : inner_(std::move(inner)), open_(std::move(open)) {}
+    ~OpenUntilWaited() override { inner_.reset(); }  // waits while still open
+    void wait() override { inner_->wait(); }
+
+   private:
+    std::unique_ptr<parallel::Request> inner_;
+    std::unique_ptr<emulated::Access> open_;
+  };
+  emulated::Access enter() {
+    ++calls_;
+    return emulated::Access();
+  }
   parallel::Communicator& inner_;
   int64_t& calls_;
 };

@@ -1,38 +1,61 @@
 // A device that is host memory, for running the trainer's device path without a GPU: an
-// allocator whose tensors say DeviceKind::cuda, and the host kernels (ops::host_backend())
-// registered as the device backend. Uploads, downloads, host staging of collectives, the
-// master/compute weights, device checkpoints and gathers then all run on the CPU with the
-// CPU's kernels, so a run must equal the host run bit for bit. What this cannot catch: a
-// host dereference of device memory (it is host memory here), and bf16 (the host kernels
-// are f32).
+// allocator whose tensors say DeviceKind::cuda, and the host kernels registered as the device
+// backend. Uploads, downloads, host staging of collectives, master/compute weights, device
+// checkpoints and gathers all run on the CPU with the CPU's kernels, so a run must equal the
+// host run bit for bit; and device memory is inaccessible to the host outside device ops
+// (Note [Emulated device memory]), so host code that touches a device tensor faults here as
+// it would fail on a GPU. Not covered: bf16 (the host kernels are f32).
 #pragma once
 
+#include <cstdint>
+#include <mutex>
+
 #include "runtime/allocator.h"
-#include "runtime/ops.h"
 
 namespace emulated {
 
-class DeviceAllocator final : public runtime::Allocator {
- public:
-  runtime::DeviceKind device() const override { return runtime::DeviceKind::cuda; }
-  void* allocate(int64_t bytes, runtime::MemoryCategory category) override {
-    return host_.allocate(bytes, category);
-  }
-  void deallocate(void* ptr, int64_t bytes, runtime::MemoryCategory category) override {
-    host_.deallocate(ptr, bytes, category);
-  }
-  runtime::AllocatorStats stats() const override { return host_.stats(); }
-  void reset_peaks() override { host_.reset_peaks(); }
+// Note [Emulated device memory]
+// Every emulated device tensor lives in one reserved address range that stays PROT_NONE
+// except while an Access is alive. The registered device backend opens one around each op,
+// exactly the calls that may touch device memory on a GPU; anything else that reads or
+// writes a device tensor's memory (a host loop over grads, a memcpy, MPI handed a device
+// pointer) gets SIGSEGV, and the test binary dies naming nothing but the fault, which is
+// the point: such code is wrong on a GPU.
 
- private:
-  runtime::CpuAllocator host_;
+// Device memory readable and writable while alive (nesting and threads allowed): the device
+// ops, and stand-ins for libraries that read device buffers (NCCL) in tests.
+class Access {
+ public:
+  Access();
+  ~Access();
+  Access(const Access&) = delete;
+  Access& operator=(const Access&) = delete;
 };
 
-// Registers the host kernels as the device backend for its lifetime.
+// Caching allocator over the reserved range, with exact per-category statistics.
+class DeviceAllocator final : public runtime::Allocator {
+ public:
+  DeviceAllocator() = default;
+  ~DeviceAllocator() override;
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+
+  runtime::DeviceKind device() const override { return runtime::DeviceKind::cuda; }
+  void* allocate(int64_t bytes, runtime::MemoryCategory category) override;
+  void deallocate(void* ptr, int64_t bytes, runtime::MemoryCategory category) override;
+  runtime::AllocatorStats stats() const override;
+  void reset_peaks() override;
+
+ private:
+  mutable std::mutex mutex_;
+  runtime::AllocatorStats stats_;
+};
+
+// Registers the guarded host kernels as the device backend for its lifetime.
 class Device {
  public:
-  Device() { runtime::ops::register_device_backend(&runtime::ops::host_backend()); }
-  ~Device() { runtime::ops::register_device_backend(nullptr); }
+  Device();
+  ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 };

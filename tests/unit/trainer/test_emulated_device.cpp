@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "runtime/ops.h"
 #include "tests/support/emulated_device.h"
 #include "trainer_fixture.h"
 
@@ -54,6 +55,23 @@ std::vector<std::string> common_overrides(const TempDir& dir, const std::string&
           "output.export=true",
           "checkpoint.dir=" + dir / (name + "-ckpt"),
           "checkpoint.interval=2"};
+}
+
+// The guard itself: device memory is open to the device ops only (Note [Emulated device
+// memory]), so a host read of a device tensor dies as it would be wrong on a GPU.
+TEST(EmulatedDeviceDeathTest, HostReadOfDeviceMemoryFaultsOutsideDeviceOps) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const emulated::Device device;
+  emulated::DeviceAllocator allocator;
+  const runtime::Tensor t = runtime::Tensor::empty(allocator, {16}, runtime::DType::f32,
+                                                   runtime::MemoryCategory::workspace);
+  runtime::ops::zero(t);  // a device op: allowed
+  EXPECT_EQ(runtime::ops::sum(t), 0.0);
+  EXPECT_DEATH({ t.f32()[3] = 1.0f; }, "");
+  {
+    const emulated::Access open;  // as a library reading device buffers would
+    EXPECT_EQ(t.f32()[3], 0.0f);
+  }
 }
 
 TEST(EmulatedDevice, RunEqualsTheHostRunBitForBit) {

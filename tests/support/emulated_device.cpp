@@ -1,0 +1,194 @@
+// The reserved range, its allocator and the guarded backend of the emulated device
+// (Note [Emulated device memory]).
+#include "tests/support/emulated_device.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/ops.h"
+
+namespace emulated {
+namespace {
+
+constexpr int64_t kReservedBytes = int64_t{16} << 30;  // address space only (MAP_NORESERVE)
+
+// The range, a bump pointer with exact-size free lists, and how many Accesses are open.
+class Arena {
+ public:
+  static Arena& get() {
+    static Arena arena;
+    return arena;
+  }
+
+  void* allocate(int64_t bytes) {
+    const int64_t rounded = round_up(bytes, runtime::Allocator::kAlignmentBytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<void*>& free_list = free_blocks_[rounded];
+    if (!free_list.empty()) {
+      void* ptr = free_list.back();
+      free_list.pop_back();
+      return ptr;
+    }
+    TRAINER_ASSERT(used_ + rounded <= kReservedBytes,
+                   "emulated device out of its " << kReservedBytes << " reserved bytes");
+    void* ptr = base_ + used_;
+    used_ += rounded;
+    if (open_ > 0) protect(PROT_READ | PROT_WRITE);  // the new pages join the open range
+    return ptr;
+  }
+
+  void deallocate(void* ptr, int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_blocks_[round_up(bytes, runtime::Allocator::kAlignmentBytes)].push_back(ptr);
+  }
+
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (open_++ == 0) protect(PROT_READ | PROT_WRITE);
+  }
+
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--open_ == 0) protect(PROT_NONE);
+  }
+
+ private:
+  Arena() {
+    void* base = ::mmap(nullptr, static_cast<size_t>(kReservedBytes), PROT_NONE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    TRAINER_ASSERT(base != MAP_FAILED, "emulated device: mmap failed: " << std::strerror(errno));
+    base_ = static_cast<char*>(base);
+  }
+
+  static int64_t round_up(int64_t value, int64_t multiple) {
+    return (value + multiple - 1) / multiple * multiple;
+  }
+
+  // Sets the protection of every page handed out so far.
+  void protect(int protection) {
+    const int64_t page = ::sysconf(_SC_PAGESIZE);
+    const int64_t length = round_up(used_, page);
+    if (length == 0) return;
+    TRAINER_ASSERT(::mprotect(base_, static_cast<size_t>(length), protection) == 0,
+                   "emulated device: mprotect failed: " << std::strerror(errno));
+  }
+
+  std::mutex mutex_;
+  char* base_ = nullptr;
+  int64_t used_ = 0;
+  int open_ = 0;
+  std::unordered_map<int64_t, std::vector<void*>> free_blocks_;
+};
+
+// Backend entry Member of the host table, called with device memory open.
+template <auto Member>
+struct Guarded;
+template <class Result, class... Args, Result (*runtime::ops::Backend::*Member)(Args...)>
+struct Guarded<Member> {
+  static Result call(Args... args) {
+    const Access open;
+    return (runtime::ops::host_backend().*Member)(args...);
+  }
+};
+
+runtime::ops::Backend guarded_backend() {
+  using B = runtime::ops::Backend;
+  B b{};
+  b.linear_forward = &Guarded<&B::linear_forward>::call;
+  b.linear_backward = &Guarded<&B::linear_backward>::call;
+  b.layernorm_forward = &Guarded<&B::layernorm_forward>::call;
+  b.layernorm_backward = &Guarded<&B::layernorm_backward>::call;
+  b.causal_softmax_forward = &Guarded<&B::causal_softmax_forward>::call;
+  b.causal_softmax_backward = &Guarded<&B::causal_softmax_backward>::call;
+  b.gelu_forward = &Guarded<&B::gelu_forward>::call;
+  b.gelu_backward = &Guarded<&B::gelu_backward>::call;
+  b.dropout_hidden_forward = &Guarded<&B::dropout_hidden_forward>::call;
+  b.dropout_attention_forward = &Guarded<&B::dropout_attention_forward>::call;
+  b.dropout_backward = &Guarded<&B::dropout_backward>::call;
+  b.embedding_forward = &Guarded<&B::embedding_forward>::call;
+  b.embedding_backward = &Guarded<&B::embedding_backward>::call;
+  b.position_embedding_forward = &Guarded<&B::position_embedding_forward>::call;
+  b.position_embedding_backward = &Guarded<&B::position_embedding_backward>::call;
+  b.cross_entropy_forward = &Guarded<&B::cross_entropy_forward>::call;
+  b.cross_entropy_backward = &Guarded<&B::cross_entropy_backward>::call;
+  b.vocab_shard_max = &Guarded<&B::vocab_shard_max>::call;
+  b.vocab_shard_sum_exp = &Guarded<&B::vocab_shard_sum_exp>::call;
+  b.vocab_shard_target_logit = &Guarded<&B::vocab_shard_target_logit>::call;
+  b.vocab_shard_finish = &Guarded<&B::vocab_shard_finish>::call;
+  b.vocab_shard_cross_entropy_backward = &Guarded<&B::vocab_shard_cross_entropy_backward>::call;
+  b.split_qkv_heads = &Guarded<&B::split_qkv_heads>::call;
+  b.merge_qkv_heads = &Guarded<&B::merge_qkv_heads>::call;
+  b.merge_heads = &Guarded<&B::merge_heads>::call;
+  b.split_heads = &Guarded<&B::split_heads>::call;
+  b.attention_scores_forward = &Guarded<&B::attention_scores_forward>::call;
+  b.attention_scores_backward = &Guarded<&B::attention_scores_backward>::call;
+  b.attention_context_forward = &Guarded<&B::attention_context_forward>::call;
+  b.attention_context_backward = &Guarded<&B::attention_context_backward>::call;
+  b.add = &Guarded<&B::add>::call;
+  b.add_bias = &Guarded<&B::add_bias>::call;
+  b.scale_inplace = &Guarded<&B::scale_inplace>::call;
+  b.sum_squares = &Guarded<&B::sum_squares>::call;
+  b.adamw_step = &Guarded<&B::adamw_step>::call;
+  b.convert = &Guarded<&B::convert>::call;
+  b.synchronize = &Guarded<&B::synchronize>::call;
+  b.copy = &Guarded<&B::copy>::call;
+  b.upload = &Guarded<&B::upload>::call;
+  b.download = &Guarded<&B::download>::call;
+  b.zero = &Guarded<&B::zero>::call;
+  b.sum = &Guarded<&B::sum>::call;
+  return b;
+}
+
+constexpr size_t kBackendEntries = 42;
+static_assert(sizeof(runtime::ops::Backend) == kBackendEntries * sizeof(void (*)()),
+              "ops::Backend gained or lost an entry: update guarded_backend()");
+
+}  // namespace
+
+Access::Access() { Arena::get().open(); }
+Access::~Access() { Arena::get().close(); }
+
+DeviceAllocator::~DeviceAllocator() = default;
+
+void* DeviceAllocator::allocate(int64_t bytes, runtime::MemoryCategory category) {
+  if (bytes == 0) return nullptr;
+  void* ptr = Arena::get().allocate(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.by_category[static_cast<int>(category)].add(bytes);
+  stats_.reserved.add(bytes);
+  return ptr;
+}
+
+void DeviceAllocator::deallocate(void* ptr, int64_t bytes, runtime::MemoryCategory category) {
+  if (ptr == nullptr) return;
+  Arena::get().deallocate(ptr, bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.by_category[static_cast<int>(category)].remove(bytes);
+  stats_.reserved.remove(bytes);
+}
+
+runtime::AllocatorStats DeviceAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void DeviceAllocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (runtime::MemoryStat& stat : stats_.by_category) stat.peak = stat.current;
+  stats_.reserved.peak = stats_.reserved.current;
+}
+
+Device::Device() {
+  static const runtime::ops::Backend backend = guarded_backend();
+  runtime::ops::register_device_backend(&backend);
+}
+
+Device::~Device() { runtime::ops::register_device_backend(nullptr); }
+
+}  // namespace emulated
