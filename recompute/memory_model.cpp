@@ -19,7 +19,8 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
 
   ActivationMemory m;
   m.embedding = has_embedding ? model::embedding_stash_bytes(dims) : 0;
-  m.head = has_head ? model::head_stash_bytes(dims, config.padded_vocab()) : 0;
+  // The vocabulary pads to a multiple of divisible_by x tp, so the shard holds that / tp rows.
+  m.head = has_head ? model::head_stash_bytes(dims, config.padded_vocab(dims.tp_size)) : 0;
   m.layers.resize(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i) {
     LayerMemory& layer = m.layers[static_cast<size_t>(i)];

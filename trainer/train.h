@@ -123,7 +123,8 @@ std::string describe_plan(const recompute::RecomputePlan& plan);
 // Best-of-5 OpenBLAS sgemm rate at 1024^3 on this machine, GFLOP/s.
 double measure_sgemm_gflops();
 
-// Rejects configurations the trainer cannot run yet, naming the field.
+// Rejects configurations this build cannot run (train.device cuda without the CUDA backend),
+// naming the field; `trainer train` calls it before it sets up a device.
 void check_supported(const Config& config);
 
 // The communicator of device tensors for a job of `world_size` ranks, `local_ranks` of them

@@ -1,6 +1,6 @@
 // Every parallel layout against one process: losses of 3 steps and all the
 // (gathered) gradients match within 1e-5 relative in fp32 with dropout on, and
-// every rank's communication payload per step equals the comm model's;
+// every rank's communication payload and activation peak per step equal the models';
 // inside one layout every recompute plan gives bit-identical gradients; and a
 // 4-stage 1F1B pipeline's measured activation peaks equal the memory model's.
 #include <gtest/gtest.h>
@@ -82,6 +82,11 @@ TEST(Layouts, MatchOneProcessWithin1e5) {
       EXPECT_TRUE(all_ranks(metrics.comm_bytes == metrics.predicted_comm_bytes))
           << layout.name << ": rank " << world_rank() << " handed " << metrics.comm_bytes
           << " bytes to its communicators, the model predicts " << metrics.predicted_comm_bytes;
+      EXPECT_TRUE(all_ranks(metrics.memory[runtime::MemoryCategory::activation].peak ==
+                            metrics.predicted_activation_peak))
+          << layout.name << ": rank " << world_rank() << " activation peak "
+          << metrics.memory[runtime::MemoryCategory::activation].peak << ", predicted "
+          << metrics.predicted_activation_peak;
       const auto full = run.trainer->gather(run.trainer->grads());
       if (world_rank() != 0) continue;
       worst_loss = std::max(worst_loss, std::abs(loss - reference_loss[s]) / reference_loss[s]);
@@ -166,6 +171,42 @@ TEST(Layouts, EmulatedDeviceMatchesTheHostRunBitForBit) {
     EXPECT_EQ(device_losses, host_losses) << layout.name;
     if (world_rank() == 0) {
       EXPECT_TRUE(device_grads == host_grads) << layout.name;
+    }
+  }
+}
+
+// bf16 on the emulated device (tests/support/emulated_device.h: f32 arithmetic per op, bf16
+// storage) in every layout: activations travel as bf16 (MPI sums them through its bf16
+// operation), the payload model counts them so, and the losses stay within bf16 rounding of
+// the one-process bf16 run (partial sums round at other places, so not bit for bit).
+TEST(Layouts, Bf16OnTheEmulatedDeviceMatchesOneProcess) {
+  mpi_test::SharedData shared;
+  const emulated::Device registered;
+  const std::vector<std::string> bf16 = {"train.device=cuda", "train.precision=bf16"};
+  std::vector<double> reference;
+  if (world_rank() == 0) {
+    mpi_test::Run single(mpi_test::config_for(shared, bf16), false, true);
+    for (int s = 0; s < 3; ++s) reference.push_back(single.trainer->train_step().loss);
+  }
+  for (const Layout& layout : layouts()) {
+    if (layout.ranks != world_size()) continue;
+    std::vector<std::string> overrides = layout.overrides;
+    overrides.insert(overrides.end(), bf16.begin(), bf16.end());
+    mpi_test::Run run(mpi_test::config_for(shared, overrides), true, true);
+    double worst = 0;
+    for (int s = 0; s < 3; ++s) {
+      const trainer::StepMetrics m = run.trainer->train_step();
+      EXPECT_TRUE(all_ranks(m.comm_bytes == m.predicted_comm_bytes))
+          << layout.name << ": rank " << world_rank() << " " << m.comm_bytes << " vs "
+          << m.predicted_comm_bytes;
+      EXPECT_TRUE(all_ranks(m.memory[runtime::MemoryCategory::activation].peak ==
+                            m.predicted_activation_peak))
+          << layout.name;
+      if (world_rank() == 0) worst = std::max(worst, std::abs(m.loss - reference[s]) / reference[s]);
+    }
+    if (world_rank() == 0) {
+      std::printf("[ bf16   ] %-24s loss (3 steps) within %.1e of one process\n", layout.name, worst);
+      EXPECT_LT(worst, 1e-2) << layout.name;
     }
   }
 }

@@ -7,10 +7,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/kernels/cpu/convert.h"
 #include "runtime/ops.h"
 
 namespace emulated {
@@ -86,14 +89,64 @@ class Arena {
   std::unordered_map<int64_t, std::vector<void*>> free_blocks_;
 };
 
-// Backend entry Member of the host table, called with device memory open.
+// Note [Emulated bf16]
+// The host kernels compute in f32. A bf16 tensor reaches them as an f32 copy of its values
+// (exact), and after the call every copy is rounded back to nearest even into its tensor
+// (exact again for the inputs the call did not change). That is the GPU's precision model:
+// bf16 storage, f32 arithmetic inside each op, one rounding per op output; only the order of
+// the f32 sums differs. One copy per distinct tensor memory, so an op that works in place
+// (logits into their gradient) still sees one buffer.
+class Widening {
+ public:
+  // `t` itself unless it is bf16; then its f32 copy.
+  runtime::Tensor stand_in(const runtime::Tensor& t) {
+    if (!t.defined() || t.dtype() != runtime::DType::bf16) return t;
+    for (const Pair& pair : pairs_)
+      if (pair.original.raw() == t.raw() && pair.original.numel() == t.numel()) return pair.wide;
+    runtime::Tensor wide = runtime::Tensor::empty(staging(), t.shape(), runtime::DType::f32,
+                                                  runtime::MemoryCategory::workspace);
+    runtime::cpu::convert(wide.f32(), t.data<uint16_t>(), t.numel());
+    pairs_.push_back({t, wide});
+    return wide;
+  }
+  template <class A>
+  A&& stand_in(A&& value) {  // not a tensor
+    return std::forward<A>(value);
+  }
+  // Rounds every copy back into its tensor.
+  void narrow() {
+    for (const Pair& pair : pairs_)
+      runtime::cpu::convert(pair.original.data<uint16_t>(), pair.wide.f32(), pair.wide.numel());
+  }
+
+ private:
+  struct Pair {
+    runtime::Tensor original, wide;
+  };
+  static runtime::CpuAllocator& staging() {
+    static runtime::CpuAllocator allocator;
+    return allocator;
+  }
+  std::vector<Pair> pairs_;
+};
+
+// Backend entry Member of the host table, called with device memory open and bf16 tensors
+// widened (Note [Emulated bf16]).
 template <auto Member>
 struct Guarded;
 template <class Result, class... Args, Result (*runtime::ops::Backend::*Member)(Args...)>
 struct Guarded<Member> {
   static Result call(Args... args) {
     const Access open;
-    return (runtime::ops::host_backend().*Member)(args...);
+    Widening widening;
+    if constexpr (std::is_void_v<Result>) {
+      (runtime::ops::host_backend().*Member)(widening.stand_in(args)...);
+      widening.narrow();
+    } else {
+      Result result = (runtime::ops::host_backend().*Member)(widening.stand_in(args)...);
+      widening.narrow();
+      return result;
+    }
   }
 };
 

@@ -4,7 +4,8 @@
 // checkpoints and gathers all run on the CPU with the CPU's kernels, so a run must equal the
 // host run bit for bit; and device memory is inaccessible to the host outside device ops
 // (Note [Emulated device memory]), so host code that touches a device tensor faults here as
-// it would fail on a GPU. Not covered: bf16 (the host kernels are f32).
+// it would fail on a GPU. bf16 tensors are computed in f32 and rounded per op, the GPU's
+// precision model (Note [Emulated bf16] in the .cpp). Not covered: the CUDA kernels.
 #pragma once
 
 #include <cstdint>
