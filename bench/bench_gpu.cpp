@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_gpu.h"
 #include "model/gpt_params.h"
 #include "parallel/process_groups.h"
 #include "runtime/allocator.h"
@@ -48,116 +49,15 @@
 #include "trainer/metrics.h"
 #include "trainer/train.h"
 
+namespace bench_gpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using runtime::MemoryCategory;
 
-constexpr int64_t kBytesPerGiB = int64_t{1} << 30;
-// Megatron's GPT pretraining defaults; dropout masks (1 byte each) are part of the stash.
-constexpr double kDropout = 0.1;
-
 const char* kUsage =
     "usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]\n"
     "                 [--sweep-steps 1] [--peak-tflops 989.4] [--table-only] [--quick]\n";
-
-struct Options {
-  std::string out_path;
-  double budget_gib = 80;  // the sweep's memory budget (an H100-80GB)
-  int warmup_steps = 2;    // throughput table, per preset
-  int timed_steps = 3;
-  int sweep_warmup_steps = 1;  // sequence sweep, per attempt
-  int sweep_timed_steps = 1;
-  double peak_tflops = trainer::kBf16PeakTflops;  // H100/H200 SXM dense bf16 (989.4)
-  bool table_only = false;
-  bool quick = false;
-};
-
-// Note [Micro batch of the throughput table]
-// The 1.3B model holds 1.32e9 parameters (50304 padded vocabulary rows, 2048 positions) at
-// 18 bytes each: bf16 weights 2, fp32 gradients 4, fp32 master weights 4, Adam moments 8, so
-// 23.7 GB (22.1 GiB). Without recompute one layer keeps s*b*h*(34 + 5*a*s/h) bytes
-// (Korthikanti et al. 2022); at s 2048, b 4, h 2048, a 16 that is 1.91 GB, 45.9 GB for 24
-// layers, and with the head's logits the memory model predicts 43.6 GiB. Only one microbatch
-// is in flight without a pipeline, so the step peaks near 66 GiB: inside the H200's 141 GB
-// with room for the allocator's rounding. Micro batch 4 gives every GEMM 8192 rows; global
-// batch 8 makes two microbatches, so gradient accumulation is part of the measured step.
-struct BenchShape {
-  int64_t num_layers = 24;
-  int64_t hidden_size = 2048;
-  int64_t num_attention_heads = 16;
-  int64_t vocab_size = 50257;  // GPT-2's; the head costs what it costs, whatever the data
-  int64_t table_seq_length = 2048;
-  int64_t table_micro_batch = 4;
-  int64_t table_global_batch = 8;
-  std::vector<int64_t> sweep_seq_lengths = {2048, 4096, 8192, 16384, 32768};  // micro batch 1
-
-  static BenchShape quick() { return {2, 256, 4, 50257, 512, 2, 4, {512, 1024, 2048, 4096}}; }
-};
-
-struct Preset {
-  std::string name;
-  std::vector<std::string> overrides;  // recompute.* as `--set` would give them
-};
-
-const std::vector<Preset>& presets() {
-  static const std::vector<Preset> list = {
-      {"none", {"recompute.granularity=none"}},
-      {"selective core_attn", {"recompute.granularity=selective", "recompute.modules=[core_attn]"}},
-      {"full uniform 1",
-       {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"}},
-  };
-  return list;
-}
-
-struct RunSpec {
-  const Preset* preset = nullptr;
-  int64_t seq_length = 0;
-  int64_t micro_batch = 0;
-  int64_t global_batch = 0;
-  int warmup_steps = 0;
-  int timed_steps = 0;
-
-  int64_t tokens_needed() const {
-    return (warmup_steps + timed_steps) * global_batch * (seq_length + 1);
-  }
-};
-
-struct Measurement {
-  RunSpec spec;
-  int64_t parameters = 0;
-  std::string error;            // empty: every step ran
-  bool out_of_memory = false;   // the error is a failed device allocation
-  std::vector<double> step_ms;  // every step that ran, warmup first
-  // Over the timed steps (set only when they all ran): total work / total time.
-  std::optional<double> tokens_per_s, model_tflops, hardware_tflops;
-  int64_t recompute_flops = 0;  // per step
-  // The most any step reached (at a failure: what was reached before it). Requested bytes per
-  // category, each peaking at its own moment; all categories live at once, as requested and as
-  // the allocator's blocks; bytes held from the device, cached blocks included.
-  std::array<int64_t, runtime::kNumMemoryCategories> peak_bytes{};
-  int64_t peak_live_bytes = 0;
-  int64_t peak_live_block_bytes = 0;
-  int64_t peak_reserved_bytes = 0;
-  int64_t predicted_activation_peak = 0;
-  double setup_s = 0;  // building the trainer: host init, upload, plan
-  double total_s = 0;
-};
-
-enum class Outcome { ok, over_budget, out_of_memory, error };
-
-const char* outcome_name(Outcome outcome) {
-  constexpr std::array<const char*, 4> kNames = {"ok", "over_budget", "out_of_memory", "error"};
-  return kNames[static_cast<size_t>(outcome)];
-}
-
-// budget_bytes: the sweep's budget; none for the throughput table.
-Outcome outcome_of(const Measurement& m, std::optional<int64_t> budget_bytes) {
-  if (m.out_of_memory) return Outcome::out_of_memory;
-  if (!m.error.empty()) return Outcome::error;
-  if (budget_bytes && m.peak_live_block_bytes > *budget_bytes) return Outcome::over_budget;
-  return Outcome::ok;
-}
 
 // What a device allocation failure says: the caching allocator's LibraryError carries CUDA's
 // "out of memory"; cuBLAS reports its own allocation failures.
@@ -257,12 +157,6 @@ class Progress {
  private:
   Clock::time_point start_ = Clock::now();
 };
-
-std::string format(const char* fmt, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, fmt, value);
-  return buffer;
-}
 
 // The run's configuration as `--set` overrides (parsed by measure(), which records a rejection).
 std::vector<std::string> config_overrides(const BenchShape& shape, const Options& options,
@@ -370,274 +264,6 @@ Measurement measure(const RunSpec& spec, const std::vector<std::string>& overrid
                   " bytes still allocated after the trainer was destroyed");
   }
   return m;
-}
-
-// ---- the report ----
-
-struct Report {
-  Options options;
-  BenchShape shape;
-  std::vector<Measurement> table;               // one per preset
-  std::vector<std::vector<Measurement>> sweep;  // per preset, its attempts in order
-  double elapsed_s = 0;
-  bool complete = false;
-
-  int64_t budget_bytes() const { return static_cast<int64_t>(options.budget_gib * kBytesPerGiB); }
-  const Measurement* table_entry(std::string_view preset) const {
-    for (const Measurement& m : table)
-      if (m.spec.preset->name == preset) return &m;
-    return nullptr;
-  }
-  // Throughput of `preset` over `none`, when both ran.
-  std::optional<double> throughput_ratio(std::string_view preset) const {
-    const Measurement* base = table_entry("none");
-    const Measurement* other = table_entry(preset);
-    if (!base || !other || !base->tokens_per_s || !other->tokens_per_s) return std::nullopt;
-    return *other->tokens_per_s / *base->tokens_per_s;
-  }
-  std::optional<double> mfu(const Measurement& m) const {
-    if (!m.model_tflops) return std::nullopt;
-    return *m.model_tflops / options.peak_tflops;
-  }
-  std::optional<double> hfu(const Measurement& m) const {
-    if (!m.hardware_tflops) return std::nullopt;
-    return *m.hardware_tflops / options.peak_tflops;
-  }
-};
-
-struct Target {
-  std::string name;
-  std::optional<double> value;
-  double threshold = 0;  // met when value >= threshold
-};
-
-std::vector<Target> targets(const Report& report) {
-  const Measurement* none = report.table_entry("none");
-  return {{"MFU without recompute", none ? report.mfu(*none) : std::nullopt, 0.40},
-          {"full uniform 1 throughput / none", report.throughput_ratio("full uniform 1"), 0.72},
-          {"selective core_attn throughput / none", report.throughput_ratio("selective core_attn"),
-           0.95}};
-}
-
-// The longest sequence of a preset's attempts that ran within the budget.
-std::optional<int64_t> longest_fitting(const std::vector<Measurement>& attempts, int64_t budget) {
-  std::optional<int64_t> longest;
-  for (const Measurement& m : attempts)
-    if (outcome_of(m, budget) == Outcome::ok) longest = m.spec.seq_length;
-  return longest;
-}
-
-std::string json_number(std::optional<double> value) {
-  if (!value || !std::isfinite(*value)) return "null";
-  return format("%.6g", *value);
-}
-
-std::string json_array(const std::vector<std::string>& items) {
-  std::string text = "[";
-  for (size_t i = 0; i < items.size(); ++i) text += (i ? ", " : "") + items[i];
-  return text + "]";
-}
-
-// One JSON object, field by field: JsonObject().integer("a", 1).text("b", "x").str().
-class JsonObject {
- public:
-  JsonObject& raw(std::string_view key, const std::string& json) {
-    text_ += (text_.empty() ? "{" : ", ") + trainer::json_quote(key) + ": " + json;
-    return *this;
-  }
-  JsonObject& integer(std::string_view key, int64_t value) {
-    return raw(key, std::to_string(value));
-  }
-  JsonObject& number(std::string_view key, std::optional<double> value) {
-    return raw(key, json_number(value));
-  }
-  JsonObject& text(std::string_view key, std::string_view value) {
-    return raw(key, trainer::json_quote(value));
-  }
-  JsonObject& boolean(std::string_view key, bool value) {
-    return raw(key, value ? "true" : "false");
-  }
-  std::string str() const { return text_.empty() ? "{}" : text_ + "}"; }
-
- private:
-  std::string text_;
-};
-
-std::string json_measurement(const Report& report, const Measurement& m,
-                             std::optional<int64_t> budget) {
-  JsonObject j;
-  j.text("preset", m.spec.preset->name)
-      .integer("seq_length", m.spec.seq_length)
-      .integer("micro_batch", m.spec.micro_batch)
-      .integer("global_batch", m.spec.global_batch)
-      .integer("parameters", m.parameters)
-      .text("outcome", outcome_name(outcome_of(m, budget)));
-  if (!m.error.empty()) j.text("error", m.error);
-  std::vector<std::string> step_ms;
-  for (double ms : m.step_ms) step_ms.push_back(format("%.3f", ms));
-  JsonObject peaks;
-  for (MemoryCategory category : runtime::kAllMemoryCategories)
-    peaks.integer(runtime::category_name(category), m.peak_bytes[static_cast<size_t>(category)]);
-  j.raw("step_ms", json_array(step_ms))
-      .number("tokens_per_s", m.tokens_per_s)
-      .number("model_tflops", m.model_tflops)
-      .number("hardware_tflops", m.hardware_tflops)
-      .number("mfu", report.mfu(m))
-      .number("hfu", report.hfu(m))
-      .integer("recompute_flops_per_step", m.recompute_flops)
-      .raw("peak_bytes", peaks.str())
-      .integer("peak_live_bytes", m.peak_live_bytes)
-      .integer("peak_live_block_bytes", m.peak_live_block_bytes)
-      .integer("peak_reserved_bytes", m.peak_reserved_bytes)
-      .integer("predicted_activation_peak_bytes", m.predicted_activation_peak)
-      .integer("measured_activation_peak_bytes",
-               m.peak_bytes[static_cast<size_t>(MemoryCategory::activation)])
-      .number("setup_s", m.setup_s)
-      .number("total_s", m.total_s);
-  return j.str();
-}
-
-std::string json_report(const Report& r) {
-  const Options& o = r.options;
-  const BenchShape& s = r.shape;
-  const std::string model = JsonObject()
-                                .integer("num_layers", s.num_layers)
-                                .integer("hidden_size", s.hidden_size)
-                                .integer("num_attention_heads", s.num_attention_heads)
-                                .integer("vocab_size", s.vocab_size)
-                                .number("dropout", kDropout)
-                                .text("precision", "bf16")
-                                .boolean("quick", o.quick)
-                                .str();
-  std::vector<std::string> runs;
-  JsonObject over_none;
-  for (const Measurement& m : r.table) {
-    runs.push_back(json_measurement(r, m, std::nullopt));
-    over_none.number(m.spec.preset->name, r.throughput_ratio(m.spec.preset->name));
-  }
-  const std::string throughput = JsonObject()
-                                     .integer("seq_length", s.table_seq_length)
-                                     .integer("micro_batch", s.table_micro_batch)
-                                     .integer("global_batch", s.table_global_batch)
-                                     .integer("warmup_steps", o.warmup_steps)
-                                     .integer("timed_steps", o.timed_steps)
-                                     .raw("runs", json_array(runs))
-                                     .raw("throughput_over_none", over_none.str())
-                                     .str();
-  std::vector<std::string> goals;
-  for (const Target& t : targets(r)) {
-    goals.push_back(JsonObject()
-                        .text("name", t.name)
-                        .number("value", t.value)
-                        .number("threshold", t.threshold)
-                        .raw("met", !t.value                  ? "null"
-                                    : *t.value >= t.threshold ? "true"
-                                                              : "false")
-                        .str());
-  }
-  std::vector<std::string> sweep;
-  for (size_t p = 0; p < r.sweep.size(); ++p) {
-    const std::optional<int64_t> longest = longest_fitting(r.sweep[p], r.budget_bytes());
-    std::vector<std::string> attempts;
-    for (const Measurement& m : r.sweep[p])
-      attempts.push_back(json_measurement(r, m, r.budget_bytes()));
-    sweep.push_back(
-        JsonObject()
-            .text("preset", presets()[p].name)
-            .raw("longest_fitting_seq_length", longest ? std::to_string(*longest) : "null")
-            .raw("attempts", json_array(attempts))
-            .str());
-  }
-  const std::string sequence_sweep =
-      JsonObject()
-          .number("budget_gib", o.budget_gib)
-          .integer("budget_bytes", r.budget_bytes())
-          .text("budget_rule",
-                "an attempt fits when every step ran and its peak_live_block_bytes (the allocator "
-                "blocks live at once, all categories) is within the budget; the CUDA context and "
-                "the cuBLASLt workspace, outside the allocator, are not counted")
-          .integer("micro_batch", 1)
-          .integer("global_batch", 1)
-          .integer("warmup_steps", o.sweep_warmup_steps)
-          .integer("timed_steps", o.sweep_timed_steps)
-          .raw("presets", json_array(sweep))
-          .str();
-  return JsonObject()
-             .raw("model", model)
-             .number("peak_tflops", o.peak_tflops)
-             .raw("throughput", throughput)
-             .raw("targets", json_array(goals))
-             .raw("sequence_sweep", sequence_sweep)
-             .number("elapsed_s", r.elapsed_s)
-             .boolean("complete", r.complete)
-             .str() +
-         "\n";
-}
-
-// Written to a temporary name and renamed, so the file is never half a report.
-void write_report(const Report& report) {
-  const std::string temporary = report.options.out_path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << json_report(report);
-    if (!out) throw runtime::InputError("cannot write " + temporary);
-  }
-  std::filesystem::rename(temporary, report.options.out_path);
-}
-
-std::string percent(std::optional<double> fraction) {
-  return fraction ? format("%.1f%%", 100.0 * *fraction) : "-";
-}
-
-void print_summary(const Report& r) {
-  const BenchShape& s = r.shape;
-  std::printf(
-      "\nthroughput: seq %lld, micro batch %lld, global batch %lld, bf16, dropout %g, "
-      "peak %g TFLOP/s\n",
-      static_cast<long long>(s.table_seq_length), static_cast<long long>(s.table_micro_batch),
-      static_cast<long long>(s.table_global_batch), kDropout, r.options.peak_tflops);
-  std::printf("| %-20s | %9s | %7s | %6s | %6s | %7s | %11s | %11s | %11s | %11s |\n", "preset",
-              "tok/s", "TFLOP/s", "MFU", "HFU", "vs none", "act peak", "predicted", "live peak",
-              "reserved");
-  for (const Measurement& m : r.table) {
-    if (!m.tokens_per_s) {
-      std::printf("| %-20s | %s\n", m.spec.preset->name.c_str(), m.error.c_str());
-      continue;
-    }
-    const std::optional<double> ratio = r.throughput_ratio(m.spec.preset->name);
-    std::printf("| %-20s | %9.0f | %7.1f | %6s | %6s | %7s | %11s | %11s | %11s | %11s |\n",
-                m.spec.preset->name.c_str(), *m.tokens_per_s, *m.model_tflops,
-                percent(r.mfu(m)).c_str(), percent(r.hfu(m)).c_str(),
-                ratio ? format("%.3fx", *ratio).c_str() : "-",
-                trainer::format_bytes(m.peak_bytes[static_cast<size_t>(MemoryCategory::activation)])
-                    .c_str(),
-                trainer::format_bytes(m.predicted_activation_peak).c_str(),
-                trainer::format_bytes(m.peak_live_bytes).c_str(),
-                trainer::format_bytes(m.peak_reserved_bytes).c_str());
-  }
-  std::printf("targets:\n");
-  for (const Target& t : targets(r)) {
-    std::printf("  %-40s %8s (target >= %s): %s\n", t.name.c_str(),
-                t.value ? format("%.3f", *t.value).c_str() : "-",
-                format("%.2f", t.threshold).c_str(),
-                !t.value                  ? "not measured"
-                : *t.value >= t.threshold ? "met"
-                                          : "NOT met");
-  }
-  if (r.sweep.empty()) return;
-  std::printf("longest sequence within %g GiB of live allocator blocks (micro batch 1):\n",
-              r.options.budget_gib);
-  for (size_t p = 0; p < r.sweep.size(); ++p) {
-    const std::optional<int64_t> longest = longest_fitting(r.sweep[p], r.budget_bytes());
-    std::printf("  %-20s %6s:", presets()[p].name.c_str(),
-                longest ? std::to_string(*longest).c_str() : "-");
-    for (const Measurement& m : r.sweep[p]) {
-      std::printf(" %lld %s (%s)", static_cast<long long>(m.spec.seq_length),
-                  outcome_name(outcome_of(m, r.budget_bytes())),
-                  trainer::format_bytes(m.peak_live_block_bytes).c_str());
-    }
-    std::printf("\n");
-  }
 }
 
 Options parse_options(int argc, char** argv) {
@@ -768,13 +394,14 @@ int run(const Options& options) {
 }
 
 }  // namespace
+}  // namespace bench_gpu
 
 int main(int argc, char** argv) {
-  Options options;
+  bench_gpu::Options options;
   try {
-    options = parse_options(argc, argv);
+    options = bench_gpu::parse_options(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_gpu: %s\n%s", e.what(), kUsage);
+    std::fprintf(stderr, "bench_gpu: %s\n%s", e.what(), bench_gpu::kUsage);
     return 1;
   }
   if (runtime::cuda::device_count() == 0) {
@@ -784,7 +411,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return run(options);
+    return bench_gpu::run(options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu: %s\n", e.what());
     return 1;

@@ -1,0 +1,190 @@
+// The GPU benchmark's shapes, presets, measurements and report (bench_gpu.cpp runs them,
+// bench_gpu_report.cpp writes them as JSON and as the printed summary).
+#pragma once
+
+#include <array>
+#include <cstdio>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "trainer/config.h"
+
+namespace bench_gpu {
+
+// printf-style formatting of one number.
+inline std::string format(const char* fmt, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, fmt, value);
+  return buffer;
+}
+
+// "41.3%", or "-" for no value.
+inline std::string percent(std::optional<double> fraction) {
+  return fraction ? format("%.1f%%", 100.0 * *fraction) : "-";
+}
+
+constexpr int64_t kBytesPerGiB = int64_t{1} << 30;
+// Megatron's GPT pretraining defaults; dropout masks (1 byte each) are part of the stash.
+constexpr double kDropout = 0.1;
+
+struct Options {
+  std::string out_path;
+  double budget_gib = 80;  // the sweep's memory budget (an H100-80GB)
+  int warmup_steps = 2;    // throughput table, per preset
+  int timed_steps = 3;
+  int sweep_warmup_steps = 1;  // sequence sweep, per attempt
+  int sweep_timed_steps = 1;
+  double peak_tflops = trainer::kBf16PeakTflops;  // H100/H200 SXM dense bf16 (989.4)
+  bool table_only = false;
+  bool quick = false;
+};
+
+// Note [Micro batch of the throughput table]
+// The 1.3B model holds 1.32e9 parameters (50304 padded vocabulary rows, 2048 positions) at
+// 18 bytes each: bf16 weights 2, fp32 gradients 4, fp32 master weights 4, Adam moments 8, so
+// 23.7 GB (22.1 GiB). Without recompute one layer keeps s*b*h*(34 + 5*a*s/h) bytes
+// (Korthikanti et al. 2022); at s 2048, b 4, h 2048, a 16 that is 1.91 GB, 45.9 GB for 24
+// layers, and with the head's logits the memory model predicts 43.6 GiB. Only one microbatch
+// is in flight without a pipeline, so the step peaks near 66 GiB: inside the H200's 141 GB
+// with room for the allocator's rounding. Micro batch 4 gives every GEMM 8192 rows; global
+// batch 8 makes two microbatches, so gradient accumulation is part of the measured step.
+struct BenchShape {
+  int64_t num_layers = 24;
+  int64_t hidden_size = 2048;
+  int64_t num_attention_heads = 16;
+  int64_t vocab_size = 50257;  // GPT-2's; the head costs what it costs, whatever the data
+  int64_t table_seq_length = 2048;
+  int64_t table_micro_batch = 4;
+  int64_t table_global_batch = 8;
+  std::vector<int64_t> sweep_seq_lengths = {2048, 4096, 8192, 16384, 32768};  // micro batch 1
+
+  static BenchShape quick() { return {2, 256, 4, 50257, 512, 2, 4, {512, 1024, 2048, 4096}}; }
+};
+
+struct Preset {
+  std::string name;
+  std::vector<std::string> overrides;  // recompute.* as `--set` would give them
+};
+
+inline const std::vector<Preset>& presets() {
+  static const std::vector<Preset> list = {
+      {"none", {"recompute.granularity=none"}},
+      {"selective core_attn", {"recompute.granularity=selective", "recompute.modules=[core_attn]"}},
+      {"full uniform 1",
+       {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"}},
+  };
+  return list;
+}
+
+struct RunSpec {
+  const Preset* preset = nullptr;
+  int64_t seq_length = 0;
+  int64_t micro_batch = 0;
+  int64_t global_batch = 0;
+  int warmup_steps = 0;
+  int timed_steps = 0;
+
+  int64_t tokens_needed() const {
+    return (warmup_steps + timed_steps) * global_batch * (seq_length + 1);
+  }
+};
+
+struct Measurement {
+  RunSpec spec;
+  int64_t parameters = 0;
+  std::string error;            // empty: every step ran
+  bool out_of_memory = false;   // the error is a failed device allocation
+  std::vector<double> step_ms;  // every step that ran, warmup first
+  // Over the timed steps (set only when they all ran): total work / total time.
+  std::optional<double> tokens_per_s, model_tflops, hardware_tflops;
+  int64_t recompute_flops = 0;  // per step
+  // The most any step reached (at a failure: what was reached before it). Requested bytes per
+  // category, each peaking at its own moment; all categories live at once, as requested and as
+  // the allocator's blocks; bytes held from the device, cached blocks included.
+  std::array<int64_t, runtime::kNumMemoryCategories> peak_bytes{};
+  int64_t peak_live_bytes = 0;
+  int64_t peak_live_block_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t predicted_activation_peak = 0;
+  double setup_s = 0;  // building the trainer: host init, upload, plan
+  double total_s = 0;
+};
+
+enum class Outcome { ok, over_budget, out_of_memory, error };
+
+inline const char* outcome_name(Outcome outcome) {
+  constexpr std::array<const char*, 4> kNames = {"ok", "over_budget", "out_of_memory", "error"};
+  return kNames[static_cast<size_t>(outcome)];
+}
+
+// budget_bytes: the sweep's budget; none for the throughput table.
+inline Outcome outcome_of(const Measurement& m, std::optional<int64_t> budget_bytes) {
+  if (m.out_of_memory) return Outcome::out_of_memory;
+  if (!m.error.empty()) return Outcome::error;
+  if (budget_bytes && m.peak_live_block_bytes > *budget_bytes) return Outcome::over_budget;
+  return Outcome::ok;
+}
+
+struct Report {
+  Options options;
+  BenchShape shape;
+  std::vector<Measurement> table;               // one per preset
+  std::vector<std::vector<Measurement>> sweep;  // per preset, its attempts in order
+  double elapsed_s = 0;
+  bool complete = false;
+
+  int64_t budget_bytes() const { return static_cast<int64_t>(options.budget_gib * kBytesPerGiB); }
+  const Measurement* table_entry(std::string_view preset) const {
+    for (const Measurement& m : table)
+      if (m.spec.preset->name == preset) return &m;
+    return nullptr;
+  }
+  // Throughput of `preset` over `none`, when both ran.
+  std::optional<double> throughput_ratio(std::string_view preset) const {
+    const Measurement* base = table_entry("none");
+    const Measurement* other = table_entry(preset);
+    if (!base || !other || !base->tokens_per_s || !other->tokens_per_s) return std::nullopt;
+    return *other->tokens_per_s / *base->tokens_per_s;
+  }
+  std::optional<double> mfu(const Measurement& m) const {
+    if (!m.model_tflops) return std::nullopt;
+    return *m.model_tflops / options.peak_tflops;
+  }
+  std::optional<double> hfu(const Measurement& m) const {
+    if (!m.hardware_tflops) return std::nullopt;
+    return *m.hardware_tflops / options.peak_tflops;
+  }
+};
+
+struct Target {
+  std::string name;
+  std::optional<double> value;
+  double threshold = 0;  // met when value >= threshold
+};
+
+inline std::vector<Target> targets(const Report& report) {
+  const Measurement* none = report.table_entry("none");
+  return {{"MFU without recompute", none ? report.mfu(*none) : std::nullopt, 0.40},
+          {"full uniform 1 throughput / none", report.throughput_ratio("full uniform 1"), 0.72},
+          {"selective core_attn throughput / none", report.throughput_ratio("selective core_attn"),
+           0.95}};
+}
+
+// The longest sequence of a preset's attempts that ran within the budget.
+inline std::optional<int64_t> longest_fitting(const std::vector<Measurement>& attempts, int64_t budget) {
+  std::optional<int64_t> longest;
+  for (const Measurement& m : attempts)
+    if (outcome_of(m, budget) == Outcome::ok) longest = m.spec.seq_length;
+  return longest;
+}
+
+// OUT_JSON, rewritten whole (a temporary file, then a rename).
+void write_report(const Report& report);
+// The tables and targets on stdout.
+void print_summary(const Report& report);
+
+}  // namespace bench_gpu
