@@ -423,7 +423,7 @@ void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_av
 void convert(const Tensor& dst, const Tensor& src) {
   TRAINER_ASSERT(dst.defined() && src.defined() && dst.numel() == src.numel() &&
                      dst.device() == src.device(),
-                 "convert of " << src.numel() << " elements (" << dtype_name(src.dtype())
+                 "ops::convert of " << src.numel() << " elements (" << dtype_name(src.dtype())
                                << ") into " << dst.numel() << " (" << dtype_name(dst.dtype())
                                << "): needs one element count on one device");
   backend_for(dst, "convert").convert(dst, src);
@@ -436,21 +436,21 @@ void synchronize(const Tensor& on) {
 void copy(const Tensor& dst, const Tensor& src) {
   TRAINER_ASSERT(dst.nbytes() == src.nbytes() && dst.device() == src.device() &&
                      dst.dtype() == src.dtype(),
-                 "copy of " << src.nbytes() << " bytes (" << dtype_name(src.dtype()) << ") into "
+                 "ops::copy of " << src.nbytes() << " bytes (" << dtype_name(src.dtype()) << ") into "
                             << dst.nbytes() << " (" << dtype_name(dst.dtype()) << ")");
   backend_for(dst, "copy").copy(dst, src);
 }
 
 void upload(const Tensor& dst, const Tensor& host_src) {
   TRAINER_ASSERT(host_src.device() == DeviceKind::cpu && dst.nbytes() == host_src.nbytes(),
-                 "upload of " << host_src.nbytes() << " host bytes into " << dst.nbytes());
+                 "ops::upload of " << host_src.nbytes() << " host bytes into " << dst.nbytes());
   if (dst.device() == DeviceKind::cpu) return copy(dst, host_src);
   device_backend("upload").upload(dst, host_src);
 }
 
 void download(const Tensor& host_dst, const Tensor& src) {
   TRAINER_ASSERT(host_dst.device() == DeviceKind::cpu && host_dst.nbytes() == src.nbytes(),
-                 "download of " << src.nbytes() << " bytes into " << host_dst.nbytes() << " host bytes");
+                 "ops::download of " << src.nbytes() << " bytes into " << host_dst.nbytes() << " host bytes");
   if (src.device() == DeviceKind::cpu) return copy(host_dst, src);
   device_backend("download").download(host_dst, src);
 }

@@ -88,10 +88,14 @@ void CudaAllocator::release_cache() {
 }
 
 void CudaAllocator::release_cache_locked() {
+  // Each block leaves its list before cudaFree, so a failing free never leaves a freed block
+  // to be handed out again.
   for (auto& [block_bytes, blocks] : free_blocks_) {
-    for (void* block : blocks) {
-      TRAINER_CUDA_CHECK(cudaFree(block));
+    while (!blocks.empty()) {
+      void* block = blocks.back();
+      blocks.pop_back();
       stats_.reserved.remove(block_bytes);
+      TRAINER_CUDA_CHECK(cudaFree(block));
     }
   }
   free_blocks_.clear();
