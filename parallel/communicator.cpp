@@ -72,6 +72,7 @@ class StagedSend final : public Request {
   StagedSend(Tensor host, std::unique_ptr<Request> inner)
       : host_(std::move(host)), inner_(std::move(inner)) {}
   void wait() override { inner_->wait(); }
+  bool done() override { return inner_->done(); }
 
  private:
   Tensor host_;

@@ -19,11 +19,13 @@
 
 namespace parallel {
 
-// A pending point-to-point transfer; wait() blocks until it completed.
+// A pending point-to-point transfer; wait() blocks until it completed, done() says whether it
+// has without blocking (false when it cannot tell).
 class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  virtual bool done() { return false; }
 };
 
 class Communicator {

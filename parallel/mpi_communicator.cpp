@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -56,9 +57,17 @@ class MpiRequest final : public Request {
  public:
   explicit MpiRequest(MPI_Request request) : request_(request) {}
   ~MpiRequest() override {
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    // Unwinding from an error, the peer may never receive: leave the request (the job is
+    // about to be aborted) rather than hang in MPI_Wait.
+    if (request_ != MPI_REQUEST_NULL && std::uncaught_exceptions() == 0)
+      MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
   void wait() override { TRAINER_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+  bool done() override {
+    int completed = 0;
+    TRAINER_MPI_CHECK(MPI_Test(&request_, &completed, MPI_STATUS_IGNORE));
+    return completed != 0;
+  }
 
  private:
   MPI_Request request_;

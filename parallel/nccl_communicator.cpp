@@ -1,13 +1,17 @@
-// NCCL collectives and point to point over device buffers, on the communicator's own stream,
-// each followed by a stream synchronize. TRAINER_NCCL_CHECK is the NCCL member of the
-// library check-macro family. The only parallel_core source that sees CUDA headers.
+// NCCL collectives over device buffers on the communicator's own stream, each followed by a
+// stream synchronize, and point to point over per-direction channels. TRAINER_NCCL_CHECK is
+// the NCCL member of the library check-macro family. The only parallel_core source that sees
+// CUDA headers.
 #include "parallel/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <exception>
+#include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "parallel/process_groups.h"
 #include "runtime/error.h"
@@ -43,48 +47,56 @@ namespace parallel {
 
 // Note [NCCL buffers are ready]
 // The Communicator interface has no stream argument: like the MPI communicator, a call
-// reads its input as it is when the call is made. Kernels that produced the buffer may
-// still be queued on any compute stream, so every operation first waits for all device
-// work queued so far (cudaDeviceSynchronize). The call blocks the host until its transfer
-// is complete anyway, so this costs only the overlap of the transfer with kernels queued
-// before it. No NCCL kernel of ours is in flight at that point (every call returns
-// synchronized and held-back sends are not issued yet), so the wait cannot stall on a peer.
+// reads its input as it is when the call is made. The kernels that produced a buffer may
+// still be queued on the compute stream (the CUDA backend's one stream), so a collective
+// first waits for that stream, and a send or receive makes its own stream wait for it (an
+// event, without blocking the host). It must not wait for the whole device: a send in flight
+// on a channel stream waits for its peer's receive, and a rank that waited for it before
+// posting its own receive could wait forever (two stages sending to each other).
 //
-// Note [NCCL ordering]
-// An NCCL send or receive blocks the GPU until the peer posts its counterpart, and the
-// operations of one communicator run one after another. Two stages that each send and
-// then receive (the 1F1B steady state) would therefore deadlock if each send ran alone.
-// send_async only records the send; the held-back sends are issued by the next operation
-// on this communicator: recv() issues them in one NCCL group with its own receive (as
-// Megatron's batched isend/irecv), and every other operation and Request::wait() issues
-// them first, as a group of their own. Messages between two ranks match in issue order.
-// A message to oneself must be received by the very next recv of that rank.
+// Note [NCCL point to point]
+// An NCCL send blocks its stream until the peer posts the matching receive, and operations
+// of one communicator run in order on its stream. Pipeline stages send and receive in both
+// directions at once, so sends and receives on one communicator can deadlock (each side's
+// send waits for a receive queued behind the other side's send), and holding sends back to
+// group them with the next receive deadlocks the interleaved schedule. So every ordered pair
+// of ring neighbours (this rank to rank + 1, to rank - 1, and back) has a two-rank
+// communicator and stream of its own that carries messages one way only: a send is queued on
+// it and returns (MPI's send_async), a receive blocks until its message arrived. That is the
+// MPI path's ordering exactly; messages from one rank to another are received in the order
+// they were sent (tests/unit/parallel/test_schedule_order.cpp).
 
-class NcclCommunicator::SendRequest final : public Request {
+namespace {
+
+// The completion of a send: an event recorded on its channel stream after it.
+class ChannelSend final : public Request {
  public:
-  explicit SendRequest(NcclCommunicator* owner) : owner_(owner) {}
-  ~SendRequest() override {
-    try {
-      wait();
-    } catch (...) {  // a destructor cannot throw; the error surfaced or will at the next call
-    }
+  explicit ChannelSend(cudaEvent_t done) : done_(done) {}
+  ~ChannelSend() override {
+    if (done_ == nullptr) return;
+    if (std::uncaught_exceptions() == 0) cudaEventSynchronize(done_);  // unwinding: never block
+    cudaEventDestroy(done_);
   }
+  bool done() override { return done_ == nullptr || cudaEventQuery(done_) == cudaSuccess; }
   void wait() override {
-    if (owner_ == nullptr) return;
-    NcclCommunicator* owner = std::exchange(owner_, nullptr);
-    if (!owner->pending_sends_.empty()) {
-      owner->wait_for_inputs();
-      owner->issue_pending_sends();
-    }
-    owner->synchronize();
+    if (done_ == nullptr) return;
+    const cudaEvent_t done = std::exchange(done_, nullptr);
+    const cudaError_t status = cudaEventSynchronize(done);
+    cudaEventDestroy(done);
+    TRAINER_CUDA_CHECK(status);
   }
 
  private:
-  NcclCommunicator* owner_;
+  cudaEvent_t done_;
 };
 
-NcclCommunicator::NcclCommunicator(Communicator& bootstrap)
-    : rank_(bootstrap.rank()), size_(bootstrap.size()) {
+constexpr int kIdTag = 0x6e63;  // bootstrap messages carrying channel ids
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(Communicator& bootstrap, CUstream_st* compute_stream,
+                                   bool ring_point_to_point)
+    : compute_stream_(compute_stream), rank_(bootstrap.rank()), size_(bootstrap.size()) {
   ncclUniqueId id{};
   if (rank_ == 0) TRAINER_NCCL_CHECK(ncclGetUniqueId(&id));
   bootstrap.broadcast(&id, sizeof id, 0);
@@ -93,25 +105,70 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap)
     TRAINER_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
     TRAINER_CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(float)));
     TRAINER_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    if (ring_point_to_point && size_ > 1) connect_ring_neighbours(bootstrap);
   } catch (...) {
     release();
     throw;
   }
 }
 
-NcclCommunicator::~NcclCommunicator() {
-  try {
-    if (!pending_sends_.empty()) {  // a send is delivered even if nobody waited for it
-      wait_for_inputs();
-      issue_pending_sends();
+void NcclCommunicator::connect_ring_neighbours(Communicator& bootstrap) {
+  // Every ordered pair (this rank, neighbour) and (neighbour, this rank): this rank creates
+  // the id of the channels it sends on and hands it to the neighbour, which receives on it.
+  const int next = (rank_ + 1) % size_, previous = (rank_ + size_ - 1) % size_;
+  std::map<int, ncclUniqueId> sending, receiving;
+  for (int peer : {next, previous}) {
+    if (sending.count(peer) != 0) continue;  // two ranks: next and previous are one peer
+    TRAINER_NCCL_CHECK(ncclGetUniqueId(&sending[peer]));
+  }
+  std::vector<std::unique_ptr<Request>> sends;
+  for (auto& [peer, id] : sending) sends.push_back(bootstrap.send_async(&id, sizeof id, peer, kIdTag));
+  for (const auto& entry : sending) {
+    const int peer = entry.first;  // the neighbours this rank sends to also send to it
+    bootstrap.recv(&receiving[peer], sizeof(ncclUniqueId), peer, kIdTag);
+  }
+  for (auto& send : sends) send->wait();
+  // All channels of all ranks join in one group, so no rank waits for one another has not
+  // started: in a pair the sender is rank 0, the receiver rank 1.
+  TRAINER_NCCL_CHECK(ncclGroupStart());
+  for (auto& [peer, id] : sending) TRAINER_NCCL_CHECK(ncclCommInitRank(&to_[peer].comm, 2, id, 0));
+  for (auto& [peer, id] : receiving) TRAINER_NCCL_CHECK(ncclCommInitRank(&from_[peer].comm, 2, id, 1));
+  TRAINER_NCCL_CHECK(ncclGroupEnd());
+  for (auto* channels : {&to_, &from_}) {
+    for (auto& entry : *channels) {
+      TRAINER_CUDA_CHECK(cudaStreamCreateWithFlags(&entry.second.stream, cudaStreamNonBlocking));
     }
-    synchronize();
-  } catch (...) {  // a destructor cannot throw: release what we own regardless
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  // Unwinding from an error: peers may never post what an operation in flight waits for, so
+  // abort instead of waiting (the job is about to end).
+  if (std::uncaught_exceptions() > 0) {
+    for (auto* channels : {&to_, &from_})
+      for (auto& entry : *channels)
+        if (entry.second.comm != nullptr) ncclCommAbort(std::exchange(entry.second.comm, nullptr));
+    if (comm_ != nullptr) ncclCommAbort(std::exchange(comm_, nullptr));
+  } else {
+    try {
+      synchronize();
+      for (auto* channels : {&to_, &from_})
+        for (auto& entry : *channels)
+          if (entry.second.stream != nullptr) cudaStreamSynchronize(entry.second.stream);
+    } catch (...) {  // a destructor cannot throw: release what we own regardless
+    }
   }
   release();
 }
 
 void NcclCommunicator::release() noexcept {
+  for (auto* channels : {&to_, &from_}) {
+    for (auto& entry : *channels) {
+      if (entry.second.comm != nullptr) ncclCommDestroy(entry.second.comm);
+      if (entry.second.stream != nullptr) cudaStreamDestroy(entry.second.stream);
+    }
+    channels->clear();
+  }
   if (comm_ != nullptr) ncclCommDestroy(comm_);
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -120,20 +177,26 @@ void NcclCommunicator::release() noexcept {
   stream_ = nullptr;
 }
 
-void NcclCommunicator::wait_for_inputs() {
-  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+void NcclCommunicator::order_after_inputs(CUstream_st* stream) {
+  if (compute_stream_ == nullptr) {
+    TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+    return;
+  }
+  cudaEvent_t produced = nullptr;
+  TRAINER_CUDA_CHECK(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(produced, compute_stream_);
+  const cudaError_t waited =
+      recorded == cudaSuccess ? cudaStreamWaitEvent(stream, produced, 0) : recorded;
+  cudaEventDestroy(produced);  // released once the wait is done
+  TRAINER_CUDA_CHECK(waited);
 }
 
-void NcclCommunicator::issue_pending_sends() {
-  if (pending_sends_.empty()) return;
-  // Taken out first: the group is issued once even if a call below throws.
-  const std::vector<PendingSend> sends = std::exchange(pending_sends_, {});
-  TRAINER_NCCL_CHECK(ncclGroupStart());
-  for (const PendingSend& send : sends) {
-    TRAINER_NCCL_CHECK(
-        ncclSend(send.data, static_cast<size_t>(send.bytes), ncclChar, send.peer, comm_, stream_));
+void NcclCommunicator::wait_for_inputs() {
+  if (compute_stream_ == nullptr) {
+    TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    TRAINER_CUDA_CHECK(cudaStreamSynchronize(compute_stream_));
   }
-  TRAINER_NCCL_CHECK(ncclGroupEnd());
 }
 
 void NcclCommunicator::synchronize() {
@@ -143,7 +206,6 @@ void NcclCommunicator::synchronize() {
 void NcclCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
   add_payload(count * runtime::dtype_size(dtype));
   wait_for_inputs();
-  issue_pending_sends();
   if (count > 0) {
     TRAINER_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype),
                                      ncclSum, comm_, stream_));
@@ -154,7 +216,6 @@ void NcclCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType 
 void NcclCommunicator::all_reduce_sum(double* data, int64_t count) {
   add_payload(count * 8);
   wait_for_inputs();
-  issue_pending_sends();
   if (count > 0) {
     TRAINER_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat64, ncclSum,
                                      comm_, stream_));
@@ -165,7 +226,6 @@ void NcclCommunicator::all_reduce_sum(double* data, int64_t count) {
 void NcclCommunicator::all_reduce_max(float* data, int64_t count) {
   add_payload(count * 4);
   wait_for_inputs();
-  issue_pending_sends();
   if (count > 0) {
     TRAINER_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32, ncclMax,
                                      comm_, stream_));
@@ -177,7 +237,6 @@ void NcclCommunicator::all_gather(void* out, const void* in, int64_t count, runt
   const int64_t bytes = count * runtime::dtype_size(dtype);
   add_payload(bytes);
   wait_for_inputs();
-  issue_pending_sends();
   if (count > 0) {
     TRAINER_NCCL_CHECK(ncclAllGather(in, out, static_cast<size_t>(bytes), ncclChar, comm_, stream_));
   }
@@ -188,7 +247,6 @@ void NcclCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
                                       runtime::DType dtype) {
   add_payload(count * size_ * runtime::dtype_size(dtype));
   wait_for_inputs();
-  issue_pending_sends();
   if (count > 0) {
     TRAINER_NCCL_CHECK(ncclReduceScatter(in, out, static_cast<size_t>(count), nccl_type(dtype),
                                          ncclSum, comm_, stream_));
@@ -198,7 +256,6 @@ void NcclCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
 
 void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
   wait_for_inputs();
-  issue_pending_sends();
   if (bytes > 0) {
     TRAINER_NCCL_CHECK(
         ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclChar, root, comm_, stream_));
@@ -208,37 +265,44 @@ void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
 
 void NcclCommunicator::barrier() {
   wait_for_inputs();
-  issue_pending_sends();
   TRAINER_NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_));
   synchronize();
 }
 
 std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t bytes, int peer,
                                                       int /*tag: NCCL matches in order*/) {
-  TRAINER_ASSERT(peer >= 0 && peer < size_, "send to rank " << peer << " of " << size_);
+  const auto channel = to_.find(peer);
+  TRAINER_ASSERT(channel != to_.end(), "NCCL send to rank " << peer << " of " << size_
+                                           << ": only ring neighbours of the pipeline group");
   add_payload(bytes);
-  pending_sends_.push_back({data, bytes, peer});
-  return std::make_unique<SendRequest>(this);
+  CUstream_st* stream = channel->second.stream;
+  order_after_inputs(stream);
+  TRAINER_NCCL_CHECK(ncclSend(data, static_cast<size_t>(bytes), ncclChar, /*peer in pair*/ 1,
+                              channel->second.comm, stream));
+  cudaEvent_t done = nullptr;
+  TRAINER_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  auto request = std::make_unique<ChannelSend>(done);  // owns the event from here
+  TRAINER_CUDA_CHECK(cudaEventRecord(done, stream));
+  return request;
 }
 
 void NcclCommunicator::recv(void* data, int64_t bytes, int peer, int /*tag*/) {
-  TRAINER_ASSERT(peer >= 0 && peer < size_, "receive from rank " << peer << " of " << size_);
-  wait_for_inputs();
-  const std::vector<PendingSend> sends = std::exchange(pending_sends_, {});
-  TRAINER_NCCL_CHECK(ncclGroupStart());
-  for (const PendingSend& send : sends) {
-    TRAINER_NCCL_CHECK(
-        ncclSend(send.data, static_cast<size_t>(send.bytes), ncclChar, send.peer, comm_, stream_));
-  }
-  TRAINER_NCCL_CHECK(ncclRecv(data, static_cast<size_t>(bytes), ncclChar, peer, comm_, stream_));
-  TRAINER_NCCL_CHECK(ncclGroupEnd());
-  synchronize();
+  const auto channel = from_.find(peer);
+  TRAINER_ASSERT(channel != from_.end(), "NCCL receive from rank " << peer << " of " << size_
+                                             << ": only ring neighbours of the pipeline group");
+  CUstream_st* stream = channel->second.stream;
+  order_after_inputs(stream);  // the buffer's memory may still be in use by queued kernels
+  TRAINER_NCCL_CHECK(ncclRecv(data, static_cast<size_t>(bytes), ncclChar, /*peer in pair*/ 0,
+                              channel->second.comm, stream));
+  TRAINER_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void use_nccl_for_device_tensors(ProcessGroups& groups) {
-  add_device_communicators(groups, [](Communicator& host) -> std::unique_ptr<Communicator> {
-    return std::make_unique<NcclCommunicator>(host);
-  });
+void use_nccl_for_device_tensors(ProcessGroups& groups, void* compute_stream) {
+  add_device_communicators(
+      groups, [&](Communicator& host, bool point_to_point) -> std::unique_ptr<Communicator> {
+        return std::make_unique<NcclCommunicator>(host, static_cast<CUstream_st*>(compute_stream),
+                                                  point_to_point);
+      });
 }
 
 }  // namespace parallel

@@ -1,9 +1,11 @@
-// Communicator over NCCL for DEVICE buffers. Owns the ncclComm_t, the stream it runs on and
-// a device scratch float; every call returns once its transfer is complete (the MPI one's
-// semantics). Note [NCCL ordering] in the .cpp says how sends are issued. No CUDA headers here.
+// Communicator over NCCL for DEVICE buffers. Owns its ncclComm_t and stream, and for the
+// pipeline group one two-rank communicator and stream per direction to each ring neighbour
+// (Note [NCCL point to point]). Collectives return once complete (the MPI one's semantics);
+// sends return at once and complete on their own stream. No CUDA headers here.
 #pragma once
 
-#include <vector>
+#include <map>
+#include <memory>
 
 #include "parallel/communicator.h"
 
@@ -17,8 +19,12 @@ class NcclCommunicator final : public Communicator {
   // Collective over `bootstrap`'s group (an MPI communicator over host buffers): rank 0
   // creates the NCCL unique id and broadcasts it through `bootstrap`, then every rank joins
   // with its rank and size. Each rank must have selected its CUDA device beforehand, and
-  // keeps using that device for every call.
-  explicit NcclCommunicator(Communicator& bootstrap);
+  // keeps using that device for every call. `compute_stream`: where the buffers handed in are
+  // produced (Note [NCCL buffers are ready]); null: wait for the whole device. With
+  // `ring_point_to_point` (the pipeline group) it also connects each rank to rank +- 1 mod
+  // size for send_async/recv.
+  explicit NcclCommunicator(Communicator& bootstrap, CUstream_st* compute_stream = nullptr,
+                            bool ring_point_to_point = false);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -39,31 +45,33 @@ class NcclCommunicator final : public Communicator {
   void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override;
   void broadcast(void* data, int64_t bytes, int root) override;
   void barrier() override;
-  // NCCL has no tags: messages between two ranks match in the order they are issued, and
-  // `tag` is not used. A request must be waited for (or destroyed) before this communicator.
+  // To and from ring neighbours only (ring_point_to_point). NCCL has no tags: messages from
+  // one rank to another are received in the order they were sent, and `tag` is not used.
   std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) override;
   void recv(void* data, int64_t bytes, int peer, int tag) override;
 
  private:
-  class SendRequest;
-  struct PendingSend {
-    const void* data;
-    int64_t bytes;
-    int peer;
+  // A two-rank communicator that carries messages one way, with its own stream.
+  struct Channel {
+    ncclComm* comm = nullptr;
+    CUstream_st* stream = nullptr;
   };
 
-  // Waits for all device work queued before the call (Note [NCCL buffers are ready]).
+  void connect_ring_neighbours(Communicator& bootstrap);
+  // Makes `stream` wait for the work queued so far where the buffers are produced.
+  void order_after_inputs(CUstream_st* stream);
+  // Waits for the inputs on the host (collectives run on stream_ right after).
   void wait_for_inputs();
-  // Issues the held-back sends as one NCCL group on stream_ (does not wait).
-  void issue_pending_sends();
   // Blocks until everything queued on stream_ has completed.
   void synchronize();
   void release() noexcept;
 
   ncclComm* comm_ = nullptr;
   CUstream_st* stream_ = nullptr;
-  float* scratch_ = nullptr;  // one device float, the payload of barrier()
-  std::vector<PendingSend> pending_sends_;
+  CUstream_st* compute_stream_ = nullptr;
+  float* scratch_ = nullptr;            // one device float, the payload of barrier()
+  std::map<int, Channel> to_;           // peer -> channel this rank sends on
+  std::map<int, Channel> from_;         // peer -> channel this rank receives on
   int rank_ = 0, size_ = 1;
 };
 

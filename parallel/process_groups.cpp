@@ -42,13 +42,14 @@ ProcessGroups ProcessGroups::single() {
 
 void add_device_communicators(
     ProcessGroups& groups,
-    const std::function<std::unique_ptr<Communicator>(Communicator& host)>& make_device) {
+    const std::function<std::unique_ptr<Communicator>(Communicator& host, bool point_to_point)>&
+        make_device) {
   // Groups of one kind are disjoint and every rank goes tp, dp, pp, embedding, so each
   // creation (collective over its group) meets its peers; groups of one rank and ranks
   // outside an embedding group skip theirs, which involves nobody else.
   for (std::unique_ptr<Communicator>* group : {&groups.tp, &groups.dp, &groups.pp, &groups.embedding}) {
     if (*group == nullptr || (*group)->size() == 1) continue;
-    std::unique_ptr<Communicator> device = make_device(**group);
+    std::unique_ptr<Communicator> device = make_device(**group, group == &groups.pp);
     *group = std::make_unique<SplitCommunicator>(std::move(*group), std::move(device));
   }
 }
@@ -86,6 +87,12 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   TRAINER_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   TRAINER_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MPI_Comm node = MPI_COMM_NULL;
+  TRAINER_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_,
+                                        MPI_INFO_NULL, &node));
+  TRAINER_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
+  TRAINER_MPI_CHECK(MPI_Comm_size(node, &local_size_));
+  MPI_Comm_free(&node);
 }
 
 MpiRuntime::~MpiRuntime() {

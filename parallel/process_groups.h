@@ -48,14 +48,18 @@ struct ProcessGroups {
 // Gives the tp, dp, pp and embedding groups of more than one rank a second communicator for
 // device tensors, made by `make_device` from the group's host one, next to it
 // (SplitCommunicator): device tensors then go to the new one, host buffers and tensors stay
-// on the old. Collective: every rank makes its groups' communicators in the same order.
+// on the old. `point_to_point` is true for the pipeline group, whose device tensors also
+// travel between neighbouring stages. Collective: every rank makes its groups'
+// communicators in the same order.
 void add_device_communicators(
     ProcessGroups& groups,
-    const std::function<std::unique_ptr<Communicator>(Communicator& host)>& make_device);
+    const std::function<std::unique_ptr<Communicator>(Communicator& host, bool point_to_point)>&
+        make_device);
 
 // add_device_communicators with NCCL; each rank must have selected its own CUDA device first
-// (NCCL allows one rank per device). CUDA builds only.
-void use_nccl_for_device_tensors(ProcessGroups& groups);
+// (NCCL allows one rank per device). `compute_stream`: the cudaStream_t the CUDA backend
+// computes on (Note [NCCL buffers are ready]). CUDA builds only.
+void use_nccl_for_device_tensors(ProcessGroups& groups, void* compute_stream);
 
 // Owns MPI_Init / MPI_Finalize for the process.
 class MpiRuntime {
@@ -66,9 +70,13 @@ class MpiRuntime {
   MpiRuntime& operator=(const MpiRuntime&) = delete;
   int world_rank() const { return rank_; }
   int world_size() const { return size_; }
+  // This rank's index among the ranks of its node, and their number (MPI_COMM_TYPE_SHARED),
+  // whatever the launcher.
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
 
  private:
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
 };
 
 // Ends every rank of the job (MPI_Abort when MPI is up, exit otherwise).

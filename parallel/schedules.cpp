@@ -4,9 +4,10 @@
 #include "parallel/schedules.h"
 
 #include <algorithm>
+#include <deque>
+#include <exception>
 #include <memory>
 
-#include "runtime/kernels/cpu/elementwise.h"
 
 namespace parallel {
 
@@ -70,8 +71,20 @@ class OpRunner {
         stage_(step.pp->rank()),
         chunks_(static_cast<int64_t>(step.chunks.size())) {}
 
+  // Unwinding from an error, pending sends are abandoned, not waited for: a peer may never
+  // receive them, and the job is about to be aborted (main's catch).
   ~OpRunner() {
-    for (auto& pending : pending_) pending.request->wait();
+    if (std::uncaught_exceptions() > 0) {
+      for (Pending& pending : pending_) static_cast<void>(pending.request.release());
+      return;
+    }
+    finish();
+  }
+
+  // Waits for every send of the step (their buffers stay alive until then).
+  void finish() {
+    for (Pending& pending : pending_) pending.request->wait();
+    pending_.clear();
   }
 
   double run(const ScheduleOp& op, bool training) {
@@ -117,13 +130,16 @@ class OpRunner {
   int tag(int64_t mb, int64_t chunk, bool gradient) const {
     return static_cast<int>(2 * (mb * chunks_ + chunk) + (gradient ? 1 : 0));
   }
+  // Sends complete in order, so the finished ones are dropped from the front: a sent tensor
+  // (comm memory) lives until its transfer is done, not until the end of the step.
   void send(const runtime::Tensor& tensor, int peer, int message_tag) {
+    while (!pending_.empty() && pending_.front().request->done()) pending_.pop_front();
     pending_.push_back({tensor, step_.pp->send_async(tensor, peer, message_tag)});
   }
 
   const PipelineStep& step_;
   const int64_t stages_, stage_, chunks_;
-  std::vector<Pending> pending_;
+  std::deque<Pending> pending_;
 };
 
 }  // namespace
@@ -134,6 +150,7 @@ double run_schedule(ScheduleKind kind, const PipelineStep& step) {
   OpRunner runner(step);
   double loss_sum = 0;
   for (const ScheduleOp& op : ops) loss_sum += runner.run(op, /*training=*/true);
+  runner.finish();
   return loss_sum;
 }
 
@@ -145,14 +162,8 @@ double run_evaluation(const PipelineStep& step) {
       loss_sum += runner.run({true, mb, chunk}, /*training=*/false);
     }
   }
+  runner.finish();
   return loss_sum;
-}
-
-void average_gradients_over_dp(ProcessGroups& groups, float* grads, int64_t count) {
-  const int size = groups.dp->size();
-  if (size == 1) return;
-  groups.dp->all_reduce_sum(grads, count);
-  runtime::cpu::scale_inplace(grads, 1.0f / static_cast<float>(size), count);
 }
 
 }  // namespace parallel

@@ -51,7 +51,4 @@ double run_schedule(ScheduleKind kind, const PipelineStep& step);
 // Forward of every microbatch without dropout; returns the loss sum on the last stage.
 double run_evaluation(const PipelineStep& step);
 
-// Averages the flat gradient buffer over the data-parallel group.
-void average_gradients_over_dp(ProcessGroups& groups, float* grads, int64_t count);
-
 }  // namespace parallel

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -70,12 +71,6 @@ TrainArgs parse_train_args(const std::vector<std::string>& args, const std::stri
   return parsed;
 }
 
-// An integer environment variable (set by the launcher), or `fallback` when unset.
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::atoll(value) : fallback;
-}
-
 // Whether a launcher (mpirun, srun) started this process: then MPI is set up;
 // a plain `trainer train` runs as one rank without the MPI runtime.
 bool launched_by_mpi() {
@@ -100,14 +95,21 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
 #ifdef TRAINER_WITH_CUDA
     std::unique_ptr<runtime::cuda::CudaContext> cuda;
     if (config.train.device == trainer::Device::cuda) {
-      runtime::cuda::select_device_for_local_rank(static_cast<int>(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0)));
+      runtime::cuda::select_device_for_local_rank(mpi ? mpi->local_rank() : 0);
       cuda = std::make_unique<runtime::cuda::CudaContext>();
       runtime::cuda::register_cuda_backend(*cuda);
       allocator_owner = std::make_unique<runtime::cuda::CudaAllocator>();
-      const int64_t local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-      if (trainer::resolve_comm_backend(config, world_size, local_ranks,
-                                        runtime::cuda::device_count()) == parallel::CommBackend::nccl) {
-        parallel::use_nccl_for_device_tensors(groups);
+      // Every rank's GPU, by UUID: NCCL needs a GPU per rank, and all ranks must choose alike.
+      const auto uuid = runtime::cuda::current_device_uuid();
+      std::vector<unsigned char> uuids(uuid.size() * static_cast<size_t>(world_size));
+      groups.world->all_gather(uuids.data(), uuid.data(), static_cast<int64_t>(uuid.size()),
+                               runtime::DType::u8);
+      std::set<std::string> distinct;
+      for (size_t r = 0; r < static_cast<size_t>(world_size); ++r)
+        distinct.emplace(reinterpret_cast<const char*>(uuids.data()) + r * uuid.size(), uuid.size());
+      if (trainer::resolve_comm_backend(config, world_size, static_cast<int64_t>(distinct.size())) ==
+          parallel::CommBackend::nccl) {
+        parallel::use_nccl_for_device_tensors(groups, cuda->stream());
         if (groups.is_logging_rank()) std::cout << "communication: NCCL for device tensors\n";
       } else if (world_size > 1 && groups.is_logging_rank()) {
         std::cout << "communication: MPI, device tensors staged through host memory\n";

@@ -76,14 +76,14 @@ void check_supported(const Config& c) {
 }
 
 parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_size,
-                                           int64_t local_ranks, int64_t devices) {
+                                           int64_t distinct_gpus) {
   const parallel::CommBackend asked = config.parallel.backend;
   if (config.train.device != Device::cuda || world_size == 1) return parallel::CommBackend::mpi;
-  const bool own_gpu = local_ranks <= devices;
+  const bool own_gpu = distinct_gpus == world_size;
   if (asked == parallel::CommBackend::nccl && !own_gpu) {
     throw runtime::ConfigError(
-        "parallel.backend", "nccl needs a GPU per rank, but " + std::to_string(local_ranks) +
-                                " ranks share this node's " + std::to_string(devices) +
+        "parallel.backend", "nccl needs a GPU per rank, but the " + std::to_string(world_size) +
+                                " ranks share " + std::to_string(distinct_gpus) +
                                 " GPUs; use backend auto or mpi");
   }
   if (asked == parallel::CommBackend::automatic) {

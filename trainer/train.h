@@ -127,12 +127,12 @@ double measure_sgemm_gflops();
 // naming the field; `trainer train` calls it before it sets up a device.
 void check_supported(const Config& config);
 
-// The communicator of device tensors for a job of `world_size` ranks, `local_ranks` of them
-// on this node, which has `devices` GPUs: with parallel.backend auto, NCCL when train.device is
-// cuda, there is more than one rank and each rank of the node has its own GPU; MPI (device
-// tensors staged through host memory) otherwise, so ranks may share a GPU. backend nccl with
-// more ranks than GPUs on a node is a ConfigError naming both counts.
+// The communicator of device tensors for a job of `world_size` ranks that use `distinct_gpus`
+// different GPUs in all: with parallel.backend auto, NCCL when train.device is cuda, there is
+// more than one rank and every rank has a GPU of its own; MPI (device tensors staged through
+// host memory) otherwise, so ranks may share a GPU. backend nccl with shared GPUs is a
+// ConfigError naming both counts. Every rank must pass the same counts (they agree).
 parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_size,
-                                           int64_t local_ranks, int64_t devices);
+                                           int64_t distinct_gpus);
 
 }  // namespace trainer

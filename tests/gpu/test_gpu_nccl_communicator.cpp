@@ -1,9 +1,12 @@
 // NcclCommunicator in a world of one rank (bootstrapped through SelfCommunicator): every
 // collective's result is known exactly (sums and maxima of one rank are the input, gathers and
-// scatters are copies), send/recv to oneself, and the payload counters. Skips without a device.
+// scatters are copies), point to point refused without a ring neighbour, and the payload
+// counters. Skips without a device.
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -83,20 +86,21 @@ TEST_F(NcclCommunicatorTest, BroadcastAndBarrier) {
   EXPECT_EQ(nccl.payload_bytes(), 0);  // as the MPI one: broadcast and barrier add nothing
 }
 
-TEST_F(NcclCommunicatorTest, SendToSelfArrivesAtTheNextRecv) {
+// Point to point runs over per-direction channels to ring neighbours (Note [NCCL point to
+// point]); a group of one has none, so a send or receive is refused naming the peer. (Two
+// ranks need two GPUs: the channels are exercised by multi-GPU runs only.)
+TEST_F(NcclCommunicatorTest, PointToPointNeedsARingNeighbour) {
   parallel::SelfCommunicator bootstrap;
-  parallel::NcclCommunicator nccl(bootstrap);
-  const int64_t count = 1 << 20;  // 4 MiB: larger than NCCL's buffers, so not sent eagerly
-  const int64_t bytes = count * 4;
-  for (int round = 0; round < 3; ++round) {
-    const std::vector<float> message = gpu_test::random_vector(count, 63 + round);
-    DeviceBuffer<float> sent(message), received(std::vector<float>(count, 0.f));
-    std::unique_ptr<parallel::Request> request = nccl.send_async(sent.data(), bytes, 0, round);
-    nccl.recv(received.data(), bytes, 0, round);
-    request->wait();
-    EXPECT_TRUE(identical(received.download(), message)) << "round " << round;
-    EXPECT_EQ(nccl.payload_bytes(), (round + 1) * bytes);
+  parallel::NcclCommunicator nccl(bootstrap, nullptr, /*ring_point_to_point=*/true);
+  DeviceBuffer<float> buffer(std::vector<float>{1.f});
+  try {
+    nccl.send_async(buffer.data(), 4, 0, 0);
+    FAIL() << "a send to oneself was accepted";
+  } catch (const std::logic_error& error) {
+    EXPECT_NE(std::string(error.what()).find("only ring neighbours"), std::string::npos) << error.what();
   }
+  EXPECT_THROW(nccl.recv(buffer.data(), 4, 0, 0), std::logic_error);
+  EXPECT_EQ(nccl.payload_bytes(), 0);
 }
 
 TEST_F(NcclCommunicatorTest, EmptyCollectivesReturn) {

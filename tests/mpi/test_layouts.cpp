@@ -297,7 +297,7 @@ TEST(Layouts, DeviceCommunicatorsCarryDeviceTensorsBitForBit) {
       const trainer::Config config = mpi_test::config_for(shared, layout.overrides);
       parallel::ProcessGroups groups = parallel::ProcessGroups::from_mpi(config.parallel);
       if (device) {
-        parallel::add_device_communicators(groups, [&](parallel::Communicator& host) {
+        parallel::add_device_communicators(groups, [&](parallel::Communicator& host, bool) {
           return std::make_unique<HostMemoryDeviceCommunicator>(host, device_calls);
         });
       }

@@ -2,6 +2,8 @@
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/device.h"
 
+#include <cstring>
+
 namespace runtime::cuda {
 
 int device_count() {
@@ -17,6 +19,16 @@ void select_device_for_local_rank(int local_rank) {
   const int count = device_count();
   if (count == 0) throw LibraryError("no CUDA device is visible to this process");
   TRAINER_CUDA_CHECK(cudaSetDevice(local_rank % count));
+}
+
+std::array<unsigned char, 16> current_device_uuid() {
+  int device = 0;
+  TRAINER_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp properties{};
+  TRAINER_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  std::array<unsigned char, 16> uuid{};
+  std::memcpy(uuid.data(), properties.uuid.bytes, uuid.size());
+  return uuid;
 }
 
 }  // namespace runtime::cuda

@@ -2,6 +2,8 @@
 // an error) and the choice of one per local rank.
 #pragma once
 
+#include <array>
+
 namespace runtime::cuda {
 
 // Devices visible to this process; 0 when there is no driver or no device.
@@ -9,5 +11,7 @@ int device_count();
 // Selects device local_rank % device_count() for this process's calls.
 // Throws LibraryError when there is no device.
 void select_device_for_local_rank(int local_rank);
+// The current device's UUID (the same GPU gives the same bytes in every process).
+std::array<unsigned char, 16> current_device_uuid();
 
 }  // namespace runtime::cuda

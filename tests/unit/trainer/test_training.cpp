@@ -115,6 +115,28 @@ TEST(Training, ExportReimportGivesTheSameLoss) {
   EXPECT_EQ(fresh.trainer->evaluate(), trained_loss);
 }
 
+TEST(Training, CommBackendIsNcclOnlyWithAGpuPerRank) {
+  Config config;
+  using parallel::CommBackend;
+  EXPECT_EQ(resolve_comm_backend(config, 4, 4), CommBackend::mpi);  // cpu
+  config.train.device = Device::cuda;
+  EXPECT_EQ(resolve_comm_backend(config, 1, 1), CommBackend::mpi);  // nothing to communicate
+  EXPECT_EQ(resolve_comm_backend(config, 4, 4), CommBackend::nccl);
+  EXPECT_EQ(resolve_comm_backend(config, 4, 1), CommBackend::mpi);  // ranks share a GPU
+  config.parallel.backend = CommBackend::mpi;
+  EXPECT_EQ(resolve_comm_backend(config, 4, 4), CommBackend::mpi);
+  config.parallel.backend = CommBackend::nccl;
+  EXPECT_EQ(resolve_comm_backend(config, 4, 4), CommBackend::nccl);
+  try {
+    resolve_comm_backend(config, 4, 2);
+    FAIL() << "nccl with shared GPUs was accepted";
+  } catch (const runtime::ConfigError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("parallel.backend"), std::string::npos) << message;
+    EXPECT_NE(message.find("the 4 ranks share 2 GPUs"), std::string::npos) << message;
+  }
+}
+
 TEST(Training, DefaultConfigParsesAndFitsItsData) {
   const Config config = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/tiny.yaml");
   EXPECT_EQ(config.data.path, "data/synthetic");
