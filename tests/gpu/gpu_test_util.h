@@ -10,12 +10,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "runtime/kernels/cpu/convert.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/kernels/cuda/device.h"
 
 namespace gpu_test {
@@ -27,6 +29,21 @@ class GpuTest : public ::testing::Test {
     if (runtime::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
     TRAINER_CUDA_CHECK(cudaSetDevice(0));
   }
+};
+
+// Fixture base of tests through runtime/ops: a CudaContext registered as the device backend
+// for the test's duration.
+class GpuBackendTest : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    context_ = std::make_unique<runtime::cuda::CudaContext>();
+    runtime::cuda::register_cuda_backend(*context_);
+  }
+  void TearDown() override { context_.reset(); }
+
+  std::unique_ptr<runtime::cuda::CudaContext> context_;
 };
 
 // ---- bf16 on the host (bit pattern in a uint16_t) ----

@@ -39,16 +39,8 @@ struct Twin {
 using Side = Tensor Twin::*;
 constexpr Side kBothSides[] = {&Twin::host, &Twin::device};
 
-class GpuOps : public gpu_test::GpuTest {
+class GpuOps : public gpu_test::GpuBackendTest {
  protected:
-  void SetUp() override {
-    GpuTest::SetUp();
-    if (IsSkipped()) return;
-    context_ = std::make_unique<runtime::cuda::CudaContext>();
-    runtime::cuda::register_cuda_backend(*context_);
-  }
-  void TearDown() override { context_.reset(); }
-
   template <class T>
   Tensor host_tensor(const std::vector<T>& values, DType dtype) {
     Tensor t = Tensor::empty(host_allocator_, {static_cast<int64_t>(values.size())}, dtype,
@@ -105,7 +97,6 @@ class GpuOps : public gpu_test::GpuTest {
 
   runtime::CpuAllocator host_allocator_;
   runtime::cuda::CudaAllocator device_allocator_;
-  std::unique_ptr<runtime::cuda::CudaContext> context_;
 };
 
 #define EXPECT_TWIN_CLOSE(x, tolerance) \

@@ -112,19 +112,15 @@ std::vector<Preset> all_presets() {
 }
 
 // Registers the CUDA backend for the test and writes a small synthetic corpus.
-class GpuTrainer : public gpu_test::GpuTest {
+class GpuTrainer : public gpu_test::GpuBackendTest {
  protected:
   void SetUp() override {
-    GpuTest::SetUp();
+    GpuBackendTest::SetUp();
     if (IsSkipped()) return;
-    context_ = std::make_unique<runtime::cuda::CudaContext>();
-    runtime::cuda::register_cuda_backend(*context_);
     trainer::testing_support::write_corpus(dir_ / "data", {.num_tokens = 20'000});
   }
-  void TearDown() override { context_.reset(); }
 
   TempDir dir_;
-  std::unique_ptr<runtime::cuda::CudaContext> context_;
 };
 
 TEST_F(GpuTrainer, OneFp32StepMatchesTheCpuStep) {
