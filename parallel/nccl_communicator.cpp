@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <string>
@@ -77,7 +78,16 @@ class ChannelSend final : public Request {
     if (std::uncaught_exceptions() == 0) cudaEventSynchronize(done_);  // unwinding: never block
     cudaEventDestroy(done_);
   }
-  bool done() override { return done_ == nullptr || cudaEventQuery(done_) == cudaSuccess; }
+  bool done() override {
+    if (done_ == nullptr) return true;
+    const cudaError_t status = cudaEventQuery(done_);
+    if (status == cudaErrorNotReady) {
+      static_cast<void>(cudaGetLastError());  // "not yet" is no error for the next launch check
+      return false;
+    }
+    TRAINER_CUDA_CHECK(status);
+    return true;
+  }
   void wait() override {
     if (done_ == nullptr) return;
     const cudaEvent_t done = std::exchange(done_, nullptr);
@@ -100,6 +110,21 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, CUstream_st* compute
   ncclUniqueId id{};
   if (rank_ == 0) TRAINER_NCCL_CHECK(ncclGetUniqueId(&id));
   bootstrap.broadcast(&id, sizeof id, 0);
+  // The channels wait for the compute stream, never the whole device (Note [NCCL buffers are
+  // ready]): a device-wide wait would also wait for sends in flight.
+  TRAINER_ASSERT(!ring_point_to_point || size_ == 1 || compute_stream != nullptr,
+                 "NCCL point to point needs the compute stream");
+  // Implicit launch order serializes every communicator's kernels on the GPU in host order,
+  // so a receive would wait for this rank's sends in flight: the channels need it off.
+  const char* implicit_order = std::getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+  if (ring_point_to_point && size_ > 1 && implicit_order != nullptr &&
+      std::string(implicit_order) != "0") {
+    throw runtime::LibraryError(TRAINER_STR(
+        "NCCL_LAUNCH_ORDER_IMPLICIT=" << implicit_order
+                                      << " orders all NCCL kernels of a GPU in host order, which "
+                                         "deadlocks the pipeline's channels (Note [NCCL point to "
+                                         "point]); unset it or set it to 0"));
+  }
   try {
     TRAINER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     TRAINER_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
@@ -141,13 +166,23 @@ void NcclCommunicator::connect_ring_neighbours(Communicator& bootstrap) {
   }
 }
 
+std::vector<NcclCommunicator::Channel*> NcclCommunicator::channels_in_pair_order() {
+  // Destroying (or aborting) a communicator waits for its other rank to do the same, so every
+  // rank goes through the channels in one global order: by (sender, receiver).
+  std::map<std::pair<int, int>, Channel*> ordered;
+  for (auto& [peer, channel] : to_) ordered[{rank_, peer}] = &channel;
+  for (auto& [peer, channel] : from_) ordered[{peer, rank_}] = &channel;
+  std::vector<Channel*> channels;
+  for (auto& entry : ordered) channels.push_back(entry.second);
+  return channels;
+}
+
 NcclCommunicator::~NcclCommunicator() {
   // Unwinding from an error: peers may never post what an operation in flight waits for, so
   // abort instead of waiting (the job is about to end).
   if (std::uncaught_exceptions() > 0) {
-    for (auto* channels : {&to_, &from_})
-      for (auto& entry : *channels)
-        if (entry.second.comm != nullptr) ncclCommAbort(std::exchange(entry.second.comm, nullptr));
+    for (Channel* channel : channels_in_pair_order())
+      if (channel->comm != nullptr) ncclCommAbort(std::exchange(channel->comm, nullptr));
     if (comm_ != nullptr) ncclCommAbort(std::exchange(comm_, nullptr));
   } else {
     try {
@@ -162,13 +197,12 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::release() noexcept {
-  for (auto* channels : {&to_, &from_}) {
-    for (auto& entry : *channels) {
-      if (entry.second.comm != nullptr) ncclCommDestroy(entry.second.comm);
-      if (entry.second.stream != nullptr) cudaStreamDestroy(entry.second.stream);
-    }
-    channels->clear();
+  for (Channel* channel : channels_in_pair_order()) {
+    if (channel->comm != nullptr) ncclCommDestroy(channel->comm);
+    if (channel->stream != nullptr) cudaStreamDestroy(channel->stream);
   }
+  to_.clear();
+  from_.clear();
   if (comm_ != nullptr) ncclCommDestroy(comm_);
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "parallel/communicator.h"
 
@@ -58,6 +59,7 @@ class NcclCommunicator final : public Communicator {
   };
 
   void connect_ring_neighbours(Communicator& bootstrap);
+  std::vector<Channel*> channels_in_pair_order();
   // Makes `stream` wait for the work queued so far where the buffers are produced.
   void order_after_inputs(CUstream_st* stream);
   // Waits for the inputs on the host (collectives run on stream_ right after).

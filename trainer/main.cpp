@@ -79,6 +79,13 @@ bool launched_by_mpi() {
   return false;
 }
 
+// Prints the error with the rank and, when other ranks exist, ends the whole job at once.
+void report_and_abort(const std::exception& error, int world_rank, int world_size) {
+  std::fprintf(stderr, "[rank %d] error: %s\n", world_rank, error.what());
+  std::fflush(stderr);
+  if (world_size > 1) parallel::abort_job(1);
+}
+
 int run_train(int argc, char** argv, const std::vector<std::string>& args) {
   std::optional<parallel::MpiRuntime> mpi;
   if (launched_by_mpi()) mpi.emplace(&argc, &argv);
@@ -89,11 +96,14 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
     const trainer::Config config = trainer::load_config(train_args.config_path, train_args.overrides);
     trainer::validate_launch(config, world_size);
     trainer::check_supported(config);
-    parallel::ProcessGroups groups = mpi ? parallel::ProcessGroups::from_mpi(config.parallel)
-                                         : parallel::ProcessGroups::single();
+    // Declared before the groups, so the device outlives their communicators.
     std::unique_ptr<runtime::Allocator> allocator_owner;
 #ifdef TRAINER_WITH_CUDA
     std::unique_ptr<runtime::cuda::CudaContext> cuda;
+#endif
+    parallel::ProcessGroups groups = mpi ? parallel::ProcessGroups::from_mpi(config.parallel)
+                                         : parallel::ProcessGroups::single();
+#ifdef TRAINER_WITH_CUDA
     if (config.train.device == trainer::Device::cuda) {
       runtime::cuda::select_device_for_local_rank(mpi ? mpi->local_rank() : 0);
       cuda = std::make_unique<runtime::cuda::CudaContext>();
@@ -120,14 +130,19 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
     runtime::Allocator& allocator = *allocator_owner;
     std::ostringstream discard;
     std::ostream& log = groups.is_logging_rank() ? std::cout : discard;
-    trainer::Trainer trainer(config, groups, allocator, log);
-    const bool resumed = !train_args.resume.empty() && trainer.resume(train_args.resume);
-    if (!resumed && !config.train.init_from.empty()) trainer.init_from(config.train.init_from);
-    trainer.run();
+    try {
+      trainer::Trainer trainer(config, groups, allocator, log);
+      const bool resumed = !train_args.resume.empty() && trainer.resume(train_args.resume);
+      if (!resumed && !config.train.init_from.empty()) trainer.init_from(config.train.init_from);
+      trainer.run();
+    } catch (const std::exception& e) {
+      // Handled while the groups and the device are alive: with other ranks waiting on this
+      // one, tearing down communicators or freeing device memory could block for ever.
+      report_and_abort(e, world_rank, world_size);
+      return 1;
+    }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] error: %s\n", world_rank, e.what());
-    std::fflush(stderr);
-    if (world_size > 1) parallel::abort_job(1);
+    report_and_abort(e, world_rank, world_size);
     return 1;
   }
   return 0;
