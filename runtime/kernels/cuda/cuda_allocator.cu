@@ -3,11 +3,49 @@
 // copy helpers. Stats bookkeeping is MemoryStat's, shared with CpuAllocator.
 #include <cuda_runtime.h>
 
+#include <mutex>
+#include <set>
+
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 
 namespace runtime::cuda {
+namespace {
+
+// Every live CudaAllocator, so scratch allocations can ask them to release their caches.
+std::mutex g_allocators_mutex;
+std::set<CudaAllocator*>& live_allocators() {
+  static std::set<CudaAllocator*> allocators;
+  return allocators;
+}
+
+}  // namespace
+
+CudaAllocator::CudaAllocator() {
+  std::lock_guard<std::mutex> lock(g_allocators_mutex);
+  live_allocators().insert(this);
+}
+
+void* malloc_async_retrying(size_t bytes, cudaStream_t stream) {
+  void* ptr = nullptr;
+  cudaError_t status = cudaMallocAsync(&ptr, bytes, stream);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    {
+      std::lock_guard<std::mutex> lock(g_allocators_mutex);
+      for (CudaAllocator* allocator : live_allocators()) allocator->release_cache();
+    }
+    status = cudaMallocAsync(&ptr, bytes, stream);
+  }
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw LibraryError(TRAINER_STR("[rank " << error_rank() << "] CUDA scratch allocation of "
+                                            << bytes << " bytes failed ("
+                                            << cuda_error_string(status) << ")"));
+  }
+  return ptr;
+}
 
 int64_t CudaAllocator::rounded_size(int64_t bytes) {
   const int64_t unit = bytes < kLargeThresholdBytes ? kSmallRoundingBytes : kLargeRoundingBytes;
@@ -15,6 +53,10 @@ int64_t CudaAllocator::rounded_size(int64_t bytes) {
 }
 
 CudaAllocator::~CudaAllocator() {
+  {
+    std::lock_guard<std::mutex> registry_lock(g_allocators_mutex);
+    live_allocators().erase(this);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [block_bytes, blocks] : free_blocks_) {
     for (void* block : blocks) cudaFree(block);  // no throw from a destructor

@@ -3,6 +3,9 @@
 // `reserved` counts bytes held from cudaMalloc (cached blocks included).
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -28,7 +31,7 @@ class CudaAllocator final : public runtime::Allocator {
   static constexpr int64_t kLargeThresholdBytes = int64_t{1} << 20;  // 1 MiB
   static constexpr int64_t kLargeRoundingBytes = int64_t{2} << 20;   // 2 MiB
 
-  CudaAllocator() = default;
+  CudaAllocator();
   ~CudaAllocator() override;
   CudaAllocator(const CudaAllocator&) = delete;
   CudaAllocator& operator=(const CudaAllocator&) = delete;
@@ -56,6 +59,12 @@ class CudaAllocator final : public runtime::Allocator {
   // ptr -> (requested bytes, category) of every block handed out and not yet returned
   std::unordered_map<void*, std::pair<int64_t, MemoryCategory>> live_blocks_;
 };
+
+// Stream-ordered scratch memory (cudaMallocAsync on `stream`) for kernels that need it
+// outside the allocator. When the device is full, every CudaAllocator's cache goes back to the
+// device (the caches may hold most of it) and the request is tried once more; then it throws
+// LibraryError naming the bytes.
+void* malloc_async_retrying(size_t bytes, cudaStream_t stream);
 
 // Synchronous, checked copies and zero-fill (the device is idle before and after).
 void copy_to_device(void* dst, const void* src, int64_t bytes);

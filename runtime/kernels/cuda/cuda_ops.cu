@@ -11,6 +11,7 @@
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/adamw.h"
 #include "runtime/kernels/cuda/attention_layout.h"
+#include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cross_entropy.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/device_common.cuh"
@@ -765,7 +766,7 @@ void* CudaContext::scratch(size_t bytes) {
   if (scratch_ != nullptr) TRAINER_CUDA_CHECK(cudaFreeAsync(scratch_, stream_.get()));
   scratch_ = nullptr;
   scratch_bytes_ = 0;
-  TRAINER_CUDA_CHECK(cudaMallocAsync(&scratch_, grown, stream_.get()));
+  scratch_ = malloc_async_retrying(grown, stream_.get());
   scratch_bytes_ = grown;
   return scratch_;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 
 namespace runtime::cuda::device {
@@ -63,12 +64,12 @@ __device__ float block_reduce(float value, float* partials, Op op) {
   return result;
 }
 
-// Stream-ordered device scratch: cudaMallocAsync on construction, cudaFreeAsync on the
+// Stream-ordered device scratch: malloc_async_retrying on construction, cudaFreeAsync on the
 // same stream on destruction (kernels queued before it may still use it); copy deleted.
 class StreamScratch {
  public:
   StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes > 0) TRAINER_CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+    if (bytes > 0) data_ = malloc_async_retrying(bytes, stream);
   }
   ~StreamScratch() {
     if (data_ != nullptr) cudaFreeAsync(data_, stream_);
