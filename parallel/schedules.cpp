@@ -130,8 +130,9 @@ class OpRunner {
   int tag(int64_t mb, int64_t chunk, bool gradient) const {
     return static_cast<int>(2 * (mb * chunks_ + chunk) + (gradient ? 1 : 0));
   }
-  // Sends complete in order, so the finished ones are dropped from the front: a sent tensor
-  // (comm memory) lives until its transfer is done, not until the end of the step.
+  // Finished sends are dropped from the front (sends to one peer finish in order; one to the
+  // other neighbour may wait behind them a little longer): a sent tensor (comm memory) lives
+  // about as long as its transfer, not until the end of the step.
   void send(const runtime::Tensor& tensor, int peer, int message_tag) {
     while (!pending_.empty() && pending_.front().request->done()) pending_.pop_front();
     pending_.push_back({tensor, step_.pp->send_async(tensor, peer, message_tag)});
