@@ -17,6 +17,8 @@
 // OUT_JSON is rewritten after every configuration, so a run cut short keeps what it measured;
 // a configuration that fails (out of memory included) is recorded with its error, never fatal.
 // Exit: 0 done, 1 bad usage or setup, 2 no CUDA device visible.
+#include "bench/bench_gpu.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,7 +36,6 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/bench_gpu.h"
 #include "model/gpt_params.h"
 #include "parallel/process_groups.h"
 #include "runtime/allocator.h"

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <array>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -175,7 +175,8 @@ inline std::vector<Target> targets(const Report& report) {
 }
 
 // The longest sequence of a preset's attempts that ran within the budget.
-inline std::optional<int64_t> longest_fitting(const std::vector<Measurement>& attempts, int64_t budget) {
+inline std::optional<int64_t> longest_fitting(const std::vector<Measurement>& attempts,
+                                              int64_t budget) {
   std::optional<int64_t> longest;
   for (const Measurement& m : attempts)
     if (outcome_of(m, budget) == Outcome::ok) longest = m.spec.seq_length;

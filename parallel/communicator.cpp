@@ -45,8 +45,8 @@ void Communicator::all_reduce_max(const Tensor& data) {
 
 void Communicator::all_gather(const Tensor& out, const Tensor& in) {
   TRAINER_ASSERT(out.numel() == in.numel() * size() && out.dtype() == in.dtype(),
-                 "all_gather of " << in.numel() << " elements into " << out.numel()
-                                  << " over " << size() << " ranks");
+                 "all_gather of " << in.numel() << " elements into " << out.numel() << " over "
+                                  << size() << " ranks");
   if (direct(in)) return all_gather(out.raw(), in.raw(), in.numel(), in.dtype());
   const Tensor host_in = staging(in), host_out = staging(out);
   runtime::ops::download(host_in, in);
@@ -56,8 +56,8 @@ void Communicator::all_gather(const Tensor& out, const Tensor& in) {
 
 void Communicator::reduce_scatter(const Tensor& out, const Tensor& in) {
   TRAINER_ASSERT(in.numel() == out.numel() * size() && out.dtype() == in.dtype(),
-                 "reduce_scatter of " << in.numel() << " elements into " << out.numel()
-                                      << " over " << size() << " ranks");
+                 "reduce_scatter of " << in.numel() << " elements into " << out.numel() << " over "
+                                      << size() << " ranks");
   if (direct(in)) return reduce_scatter(out.raw(), in.raw(), out.numel(), out.dtype());
   const Tensor host_in = staging(in), host_out = staging(out);
   runtime::ops::download(host_in, in);
@@ -119,9 +119,13 @@ void SelfCommunicator::recv(void*, int64_t, int peer, int) {
   TRAINER_ASSERT(false, "receive from rank " << peer << " in a group of one");
 }
 
-void SelfCommunicator::all_reduce_sum(const Tensor& data) { add_payload(data.nbytes()); }
+void SelfCommunicator::all_reduce_sum(const Tensor& data) {
+  add_payload(data.nbytes());
+}
 
-void SelfCommunicator::all_reduce_max(const Tensor& data) { add_payload(data.nbytes()); }
+void SelfCommunicator::all_reduce_max(const Tensor& data) {
+  add_payload(data.nbytes());
+}
 
 void SelfCommunicator::all_gather(const Tensor& out, const Tensor& in) {
   add_payload(in.nbytes());
@@ -162,7 +166,9 @@ void SplitCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
 void SplitCommunicator::broadcast(void* data, int64_t bytes, int root) {
   host_->broadcast(data, bytes, root);
 }
-void SplitCommunicator::barrier() { host_->barrier(); }
+void SplitCommunicator::barrier() {
+  host_->barrier();
+}
 std::unique_ptr<Request> SplitCommunicator::send_async(const void* data, int64_t bytes, int peer,
                                                        int tag) {
   return host_->send_async(data, bytes, peer, tag);
@@ -170,8 +176,12 @@ std::unique_ptr<Request> SplitCommunicator::send_async(const void* data, int64_t
 void SplitCommunicator::recv(void* data, int64_t bytes, int peer, int tag) {
   host_->recv(data, bytes, peer, tag);
 }
-void SplitCommunicator::all_reduce_sum(const Tensor& data) { pick(data).all_reduce_sum(data); }
-void SplitCommunicator::all_reduce_max(const Tensor& data) { pick(data).all_reduce_max(data); }
+void SplitCommunicator::all_reduce_sum(const Tensor& data) {
+  pick(data).all_reduce_sum(data);
+}
+void SplitCommunicator::all_reduce_max(const Tensor& data) {
+  pick(data).all_reduce_max(data);
+}
 void SplitCommunicator::all_gather(const Tensor& out, const Tensor& in) {
   pick(in).all_gather(out, in);
 }

@@ -50,11 +50,14 @@ class Communicator {
   virtual void barrier() = 0;
   // Point to point; `tag` tells concurrent messages between the same ranks apart.
   // send_async's buffer must stay untouched until the request is waited for.
-  virtual std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer,
+                                              int tag) = 0;
   virtual void recv(void* data, int64_t bytes, int peer, int tag) = 0;
 
   // f32 shorthands of the buffer methods.
-  void all_reduce_sum(float* data, int64_t count) { all_reduce_sum(data, count, runtime::DType::f32); }
+  void all_reduce_sum(float* data, int64_t count) {
+    all_reduce_sum(data, count, runtime::DType::f32);
+  }
   void all_gather(float* out, const float* in, int64_t count) {
     all_gather(out, in, count, runtime::DType::f32);
   }

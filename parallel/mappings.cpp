@@ -3,9 +3,13 @@
 
 namespace parallel {
 
-void copy_to_tp_backward(Communicator& tp, const Tensor& grad) { tp.all_reduce_sum(grad); }
+void copy_to_tp_backward(Communicator& tp, const Tensor& grad) {
+  tp.all_reduce_sum(grad);
+}
 
-void reduce_from_tp_forward(Communicator& tp, const Tensor& data) { tp.all_reduce_sum(data); }
+void reduce_from_tp_forward(Communicator& tp, const Tensor& data) {
+  tp.all_reduce_sum(data);
+}
 
 void gather_from_sp_forward(Communicator& tp, const Tensor& full, const Tensor& shard) {
   tp.all_gather(full, shard);
@@ -15,7 +19,8 @@ void gather_from_sp_backward(Communicator& tp, const Tensor& dshard, const Tenso
   tp.reduce_scatter(dshard, dfull);
 }
 
-void reduce_scatter_to_sp_forward(Communicator& tp, const Tensor& shard, const Tensor& partial_full) {
+void reduce_scatter_to_sp_forward(Communicator& tp, const Tensor& shard,
+                                  const Tensor& partial_full) {
   tp.reduce_scatter(shard, partial_full);
 }
 

@@ -27,7 +27,8 @@ void gather_from_sp_forward(Communicator& tp, const Tensor& full, const Tensor& 
 // gather_from_sp backward: dshard = this rank's chunk of the summed dfull.
 void gather_from_sp_backward(Communicator& tp, const Tensor& dshard, const Tensor& dfull);
 // reduce_scatter_to_sp forward: shard = this rank's chunk of the summed partial_full.
-void reduce_scatter_to_sp_forward(Communicator& tp, const Tensor& shard, const Tensor& partial_full);
+void reduce_scatter_to_sp_forward(Communicator& tp, const Tensor& shard,
+                                  const Tensor& partial_full);
 // reduce_scatter_to_sp backward: dfull = every rank's dshard, concatenated.
 void reduce_scatter_to_sp_backward(Communicator& tp, const Tensor& dfull, const Tensor& dshard);
 

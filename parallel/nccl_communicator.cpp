@@ -147,7 +147,8 @@ void NcclCommunicator::connect_ring_neighbours(Communicator& bootstrap) {
     TRAINER_NCCL_CHECK(ncclGetUniqueId(&sending[peer]));
   }
   std::vector<std::unique_ptr<Request>> sends;
-  for (auto& [peer, id] : sending) sends.push_back(bootstrap.send_async(&id, sizeof id, peer, kIdTag));
+  for (auto& [peer, id] : sending)
+    sends.push_back(bootstrap.send_async(&id, sizeof id, peer, kIdTag));
   for (const auto& entry : sending) {
     const int peer = entry.first;  // the neighbours this rank sends to also send to it
     bootstrap.recv(&receiving[peer], sizeof(ncclUniqueId), peer, kIdTag);
@@ -157,7 +158,8 @@ void NcclCommunicator::connect_ring_neighbours(Communicator& bootstrap) {
   // started: in a pair the sender is rank 0, the receiver rank 1.
   TRAINER_NCCL_CHECK(ncclGroupStart());
   for (auto& [peer, id] : sending) TRAINER_NCCL_CHECK(ncclCommInitRank(&to_[peer].comm, 2, id, 0));
-  for (auto& [peer, id] : receiving) TRAINER_NCCL_CHECK(ncclCommInitRank(&from_[peer].comm, 2, id, 1));
+  for (auto& [peer, id] : receiving)
+    TRAINER_NCCL_CHECK(ncclCommInitRank(&from_[peer].comm, 2, id, 1));
   TRAINER_NCCL_CHECK(ncclGroupEnd());
   for (auto* channels : {&to_, &from_}) {
     for (auto& entry : *channels) {
@@ -272,7 +274,8 @@ void NcclCommunicator::all_gather(void* out, const void* in, int64_t count, runt
   add_payload(bytes);
   wait_for_inputs();
   if (count > 0) {
-    TRAINER_NCCL_CHECK(ncclAllGather(in, out, static_cast<size_t>(bytes), ncclChar, comm_, stream_));
+    TRAINER_NCCL_CHECK(
+        ncclAllGather(in, out, static_cast<size_t>(bytes), ncclChar, comm_, stream_));
   }
   synchronize();
 }
@@ -306,7 +309,8 @@ void NcclCommunicator::barrier() {
 std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t bytes, int peer,
                                                       int /*tag: NCCL matches in order*/) {
   const auto channel = to_.find(peer);
-  TRAINER_ASSERT(channel != to_.end(), "NCCL send to rank " << peer << " of " << size_
+  TRAINER_ASSERT(channel != to_.end(), "NCCL send to rank "
+                                           << peer << " of " << size_
                                            << ": only ring neighbours of the pipeline group");
   add_payload(bytes);
   CUstream_st* stream = channel->second.stream;
@@ -322,7 +326,8 @@ std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t 
 
 void NcclCommunicator::recv(void* data, int64_t bytes, int peer, int /*tag*/) {
   const auto channel = from_.find(peer);
-  TRAINER_ASSERT(channel != from_.end(), "NCCL receive from rank " << peer << " of " << size_
+  TRAINER_ASSERT(channel != from_.end(), "NCCL receive from rank "
+                                             << peer << " of " << size_
                                              << ": only ring neighbours of the pipeline group");
   CUstream_st* stream = channel->second.stream;
   order_after_inputs(stream);  // the buffer's memory may still be in use by queued kernels

@@ -71,9 +71,9 @@ class NcclCommunicator final : public Communicator {
   ncclComm* comm_ = nullptr;
   CUstream_st* stream_ = nullptr;
   CUstream_st* compute_stream_ = nullptr;
-  float* scratch_ = nullptr;            // one device float, the payload of barrier()
-  std::map<int, Channel> to_;           // peer -> channel this rank sends on
-  std::map<int, Channel> from_;         // peer -> channel this rank receives on
+  float* scratch_ = nullptr;     // one device float, the payload of barrier()
+  std::map<int, Channel> to_;    // peer -> channel this rank sends on
+  std::map<int, Channel> from_;  // peer -> channel this rank receives on
   int rank_ = 0, size_ = 1;
 };
 

@@ -47,7 +47,8 @@ void add_device_communicators(
   // Groups of one kind are disjoint and every rank goes tp, dp, pp, embedding, so each
   // creation (collective over its group) meets its peers; groups of one rank and ranks
   // outside an embedding group skip theirs, which involves nobody else.
-  for (std::unique_ptr<Communicator>* group : {&groups.tp, &groups.dp, &groups.pp, &groups.embedding}) {
+  for (std::unique_ptr<Communicator>* group :
+       {&groups.tp, &groups.dp, &groups.pp, &groups.embedding}) {
     if (*group == nullptr || (*group)->size() == 1) continue;
     std::unique_ptr<Communicator> device = make_device(**group, group == &groups.pp);
     *group = std::make_unique<SplitCommunicator>(std::move(*group), std::move(device));
@@ -78,7 +79,8 @@ ProcessGroups ProcessGroups::from_mpi(const ParallelConfig& config) {
   g.pp = split(r.tp + config.tensor * r.dp, r.pp);
   g.model_parallel = split(r.dp, r.tp + config.tensor * r.pp);
   const bool embedding_stage = r.pp == 0 || r.pp == config.pipeline - 1;
-  g.embedding = split(config.pipeline > 1 && embedding_stage ? r.tp + config.tensor * r.dp : -1, r.pp);
+  g.embedding =
+      split(config.pipeline > 1 && embedding_stage ? r.tp + config.tensor * r.dp : -1, r.pp);
   return g;
 }
 
@@ -88,8 +90,8 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   TRAINER_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   TRAINER_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
   MPI_Comm node = MPI_COMM_NULL;
-  TRAINER_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_,
-                                        MPI_INFO_NULL, &node));
+  TRAINER_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   TRAINER_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
   TRAINER_MPI_CHECK(MPI_Comm_size(node, &local_size_));
   MPI_Comm_free(&node);

@@ -8,7 +8,6 @@
 #include <exception>
 #include <memory>
 
-
 namespace parallel {
 
 std::vector<ScheduleOp> schedule_ops(ScheduleKind kind, int64_t stages, int64_t stage,
@@ -31,16 +30,16 @@ std::vector<ScheduleOp> schedule_ops(ScheduleKind kind, int64_t stages, int64_t 
     op.chunk = chunks - 1 - op.chunk;
     return op;
   };
-  const int64_t warmup =
-      kind == ScheduleKind::one_f_one_b
-          ? std::min(stages - stage - 1, m)
-          : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  const int64_t warmup = kind == ScheduleKind::one_f_one_b
+                             ? std::min(stages - stage - 1, m)
+                             : std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
   for (int64_t k = 0; k < warmup; ++k) ops.push_back(forward_op(k));
   for (int64_t k = warmup; k < total; ++k) {
     ops.push_back(forward_op(k));
     ops.push_back(backward_op(k - warmup));
   }
-  for (int64_t k = std::max<int64_t>(total - warmup, 0); k < total; ++k) ops.push_back(backward_op(k));
+  for (int64_t k = std::max<int64_t>(total - warmup, 0); k < total; ++k)
+    ops.push_back(backward_op(k));
   return ops;
 }
 

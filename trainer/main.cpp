@@ -58,16 +58,20 @@ TrainArgs parse_train_args(const std::vector<std::string>& args, const std::stri
       if (i + 1 >= args.size()) throw runtime::InputError(command + ": " + a + " needs a value");
       return args[++i];
     };
-    if (a == "--config") parsed.config_path = value();
-    else if (a == "--set") parsed.overrides.push_back(value());
-    else if (a.rfind("--set=", 0) == 0) parsed.overrides.push_back(a.substr(6));
+    if (a == "--config")
+      parsed.config_path = value();
+    else if (a == "--set")
+      parsed.overrides.push_back(value());
+    else if (a.rfind("--set=", 0) == 0)
+      parsed.overrides.push_back(a.substr(6));
     else if (a == "--resume") {
       const bool has_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
       parsed.resume = has_value ? args[++i] : "auto";
-    }
-    else throw runtime::InputError(command + ": unknown argument '" + a + "'\n" + kUsage);
+    } else
+      throw runtime::InputError(command + ": unknown argument '" + a + "'\n" + kUsage);
   }
-  if (parsed.config_path.empty()) throw runtime::InputError(command + ": --config FILE is required");
+  if (parsed.config_path.empty())
+    throw runtime::InputError(command + ": --config FILE is required");
   return parsed;
 }
 
@@ -93,7 +97,8 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
   runtime::set_error_rank(world_rank);
   try {
     const TrainArgs train_args = parse_train_args(args, "train");
-    const trainer::Config config = trainer::load_config(train_args.config_path, train_args.overrides);
+    const trainer::Config config =
+        trainer::load_config(train_args.config_path, train_args.overrides);
     trainer::validate_launch(config, world_size);
     trainer::check_supported(config);
     // Declared before the groups, so the device outlives their communicators.
@@ -116,8 +121,10 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
                                runtime::DType::u8);
       std::set<std::string> distinct;
       for (size_t r = 0; r < static_cast<size_t>(world_size); ++r)
-        distinct.emplace(reinterpret_cast<const char*>(uuids.data()) + r * uuid.size(), uuid.size());
-      if (trainer::resolve_comm_backend(config, world_size, static_cast<int64_t>(distinct.size())) ==
+        distinct.emplace(reinterpret_cast<const char*>(uuids.data()) + r * uuid.size(),
+                         uuid.size());
+      if (trainer::resolve_comm_backend(config, world_size,
+                                        static_cast<int64_t>(distinct.size())) ==
           parallel::CommBackend::nccl) {
         parallel::use_nccl_for_device_tensors(groups, cuda->stream());
         if (groups.is_logging_rank()) std::cout << "communication: NCCL for device tensors\n";

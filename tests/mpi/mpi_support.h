@@ -43,14 +43,15 @@ class SharedData {
   SharedData() {
     char path[256] = {};
     if (world_rank() == 0) {
-      const auto dir = std::filesystem::temp_directory_path() /
-                       ("trainer-mpi-" + std::to_string(::getpid()));
+      const auto dir =
+          std::filesystem::temp_directory_path() / ("trainer-mpi-" + std::to_string(::getpid()));
       std::filesystem::create_directories(dir);
       std::snprintf(path, sizeof path, "%s", dir.c_str());
       trainer::SyntheticCorpusSpec spec;
       spec.num_tokens = 60'000;
       const trainer::SyntheticCorpus corpus = trainer::make_synthetic_corpus(spec);
-      trainer::IndexedDatasetWriter writer(std::string(path) + "/data", trainer::TokenDType::uint16);
+      trainer::IndexedDatasetWriter writer(std::string(path) + "/data",
+                                           trainer::TokenDType::uint16);
       writer.add_document(corpus.tokens);
       writer.finish();
     }
@@ -69,18 +70,16 @@ class SharedData {
 };
 
 // A small model with dropout on; `layout` and more are --set overrides.
-inline trainer::Config config_for(const SharedData& shared, const std::vector<std::string>& layout) {
+inline trainer::Config config_for(const SharedData& shared,
+                                  const std::vector<std::string>& layout) {
   std::vector<std::string> all = {
-      "data.path=" + shared.data(),  "output.dir=" + shared.out("run"),
-      "output.export=false",         "model.num_layers=4",
-      "model.hidden_size=32",        "model.num_attention_heads=4",
+      "data.path=" + shared.data(), "output.dir=" + shared.out("run"), "output.export=false",
+      "model.num_layers=4", "model.hidden_size=32", "model.num_attention_heads=4",
       "model.seq_length=16",
       // 123 tokens pad to 125 on one rank and to 130 with tp 2: padding differs by layout.
-      "model.vocab_size=123",        "model.make_vocab_size_divisible_by=5",
-      "model.hidden_dropout=0.1",    "model.attention_dropout=0.1",
-      "train.micro_batch_size=2",    "train.global_batch_size=8",
-      "train.steps=3",               "optimizer.lr_warmup_steps=0",
-      "optimizer.lr=1e-2"};
+      "model.vocab_size=123", "model.make_vocab_size_divisible_by=5", "model.hidden_dropout=0.1",
+      "model.attention_dropout=0.1", "train.micro_batch_size=2", "train.global_batch_size=8",
+      "train.steps=3", "optimizer.lr_warmup_steps=0", "optimizer.lr=1e-2"};
   all.insert(all.end(), layout.begin(), layout.end());
   return trainer::parse_config("", "mpi-test", all);
 }
@@ -97,8 +96,9 @@ struct Run {
   Run(const trainer::Config& config, bool world, bool emulated_device = false)
       : groups(world ? parallel::ProcessGroups::from_mpi(config.parallel)
                      : parallel::ProcessGroups::single()),
-        allocator(emulated_device ? std::unique_ptr<runtime::Allocator>(new emulated::DeviceAllocator())
-                                  : std::make_unique<runtime::CpuAllocator>()),
+        allocator(emulated_device
+                      ? std::unique_ptr<runtime::Allocator>(new emulated::DeviceAllocator())
+                      : std::make_unique<runtime::CpuAllocator>()),
         trainer(std::make_unique<trainer::Trainer>(config, groups, *allocator, log)) {}
 };
 

@@ -32,17 +32,24 @@ const std::vector<Layout>& layouts() {
       {2, "dp2", {"parallel.data=2"}},
       {4, "tp2 pp2", {"parallel.tensor=2", "parallel.pipeline=2"}},
       {4, "pp4 1f1b", {"parallel.pipeline=4"}},
-      {4, "dp2 tp2 sp", {"parallel.data=2", "parallel.tensor=2", "parallel.sequence_parallel=true"}},
-      {8, "tp2 pp2 dp2 sp",
-       {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2", "parallel.sequence_parallel=true"}},
-      {8, "tp2 pp2 dp2 interleaved",
-       {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2", "parallel.virtual_pipeline=2"}},
+      {4,
+       "dp2 tp2 sp",
+       {"parallel.data=2", "parallel.tensor=2", "parallel.sequence_parallel=true"}},
+      {8,
+       "tp2 pp2 dp2 sp",
+       {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2",
+        "parallel.sequence_parallel=true"}},
+      {8,
+       "tp2 pp2 dp2 interleaved",
+       {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2",
+        "parallel.virtual_pipeline=2"}},
   };
   return all;
 }
 
 // Largest |a - b| / max |b| over the tensor's real elements.
-double relative_difference(const model::NamedParam& a, const model::NamedParam& b, int64_t elements) {
+double relative_difference(const model::NamedParam& a, const model::NamedParam& b,
+                           int64_t elements) {
   double diff = 0, scale = 1e-12;
   for (int64_t i = 0; i < elements; ++i) {
     diff = std::max(diff, std::abs(static_cast<double>(a.tensor.f32()[i]) - b.tensor.f32()[i]));
@@ -106,9 +113,10 @@ TEST(Layouts, MatchOneProcessWithin1e5) {
       }
     }
     if (world_rank() == 0) {
-      std::printf("[ layout ] %-24s loss (3 steps) %.1e, step-1 gradients %.1e (%s), "
-                  "steps 2-3 gradients %.1e\n", layout.name, worst_loss, worst_grad,
-                  worst_tensor.c_str(), later_grad);
+      std::printf(
+          "[ layout ] %-24s loss (3 steps) %.1e, step-1 gradients %.1e (%s), "
+          "steps 2-3 gradients %.1e\n",
+          layout.name, worst_loss, worst_grad, worst_tensor.c_str(), later_grad);
       EXPECT_LT(worst_loss, 1e-5) << layout.name;
       EXPECT_LT(worst_grad, 1e-5) << layout.name << ": " << worst_tensor;
     }
@@ -165,7 +173,8 @@ TEST(Layouts, EmulatedDeviceMatchesTheHostRunBitForBit) {
       }
       const auto full = run.trainer->gather(run.trainer->grads());
       if (world_rank() == 0) {
-        (device ? device_grads : host_grads).assign(full->flat.f32(), full->flat.f32() + full->flat.numel());
+        (device ? device_grads : host_grads)
+            .assign(full->flat.f32(), full->flat.f32() + full->flat.numel());
       }
     }
     EXPECT_EQ(device_losses, host_losses) << layout.name;
@@ -202,10 +211,12 @@ TEST(Layouts, Bf16OnTheEmulatedDeviceMatchesOneProcess) {
       EXPECT_TRUE(all_ranks(m.memory[runtime::MemoryCategory::activation].peak ==
                             m.predicted_activation_peak))
           << layout.name;
-      if (world_rank() == 0) worst = std::max(worst, std::abs(m.loss - reference[s]) / reference[s]);
+      if (world_rank() == 0)
+        worst = std::max(worst, std::abs(m.loss - reference[s]) / reference[s]);
     }
     if (world_rank() == 0) {
-      std::printf("[ bf16   ] %-24s loss (3 steps) within %.1e of one process\n", layout.name, worst);
+      std::printf("[ bf16   ] %-24s loss (3 steps) within %.1e of one process\n", layout.name,
+                  worst);
       EXPECT_LT(worst, 1e-2) << layout.name;
     }
   }
@@ -248,13 +259,16 @@ class HostMemoryDeviceCommunicator final : public parallel::Communicator {
     const emulated::Access open = enter();
     inner_.reduce_scatter(out, in, count, dtype);
   }
-  void broadcast(void* data, int64_t bytes, int root) override { inner_.broadcast(data, bytes, root); }
+  void broadcast(void* data, int64_t bytes, int root) override {
+    inner_.broadcast(data, bytes, root);
+  }
   void barrier() override { inner_.barrier(); }
   std::unique_ptr<parallel::Request> send_async(const void* data, int64_t bytes, int peer,
                                                 int tag) override {
     ++calls_;
     auto open = std::make_unique<emulated::Access>();
-    return std::make_unique<OpenUntilWaited>(inner_.send_async(data, bytes, peer, tag), std::move(open));
+    return std::make_unique<OpenUntilWaited>(inner_.send_async(data, bytes, peer, tag),
+                                             std::move(open));
   }
   void recv(void* data, int64_t bytes, int peer, int tag) override {
     const emulated::Access open = enter();
@@ -265,7 +279,8 @@ class HostMemoryDeviceCommunicator final : public parallel::Communicator {
   // A send whose buffer stays open until it completed.
   class OpenUntilWaited final : public parallel::Request {
    public:
-    OpenUntilWaited(std::unique_ptr<parallel::Request> inner, std::unique_ptr<emulated::Access> open)
+    OpenUntilWaited(std::unique_ptr<parallel::Request> inner,
+                    std::unique_ptr<emulated::Access> open)
         : inner_(std::move(inner)), open_(std::move(open)) {}
     ~OpenUntilWaited() override { inner_.reset(); }  // waits while still open
     void wait() override { inner_->wait(); }
@@ -310,11 +325,12 @@ TEST(Layouts, DeviceCommunicatorsCarryDeviceTensorsBitForBit) {
         const trainer::StepMetrics m = trainer.train_step();
         losses[device].push_back(m.loss);
         EXPECT_TRUE(all_ranks(m.comm_bytes == m.predicted_comm_bytes))
-            << layout.name << (device ? " (device communicators)" : "") << ": rank "
-            << world_rank() << " " << m.comm_bytes << " vs " << m.predicted_comm_bytes;
+            << layout.name << (device ? " (device communicators)" : "") << ": rank " << world_rank()
+            << " " << m.comm_bytes << " vs " << m.predicted_comm_bytes;
       }
       const auto full = trainer.gather(trainer.grads());
-      if (world_rank() == 0) grads[device].assign(full->flat.f32(), full->flat.f32() + full->flat.numel());
+      if (world_rank() == 0)
+        grads[device].assign(full->flat.f32(), full->flat.f32() + full->flat.numel());
     }
     EXPECT_EQ(losses[1], losses[0]) << layout.name;
     EXPECT_TRUE(all_ranks(device_calls > 0)) << layout.name << ": no device tensor reached them";
@@ -327,8 +343,9 @@ TEST(Layouts, DeviceCommunicatorsCarryDeviceTensorsBitForBit) {
 TEST(Layouts, PipelineStagesHoldTheirMicrobatchesAsPredicted) {
   if (world_size() != 4) GTEST_SKIP() << "a 4-stage pipeline";
   mpi_test::SharedData shared;
-  mpi_test::Run run(mpi_test::config_for(shared, {"parallel.pipeline=4", "train.global_batch_size=16"}),
-                    true);  // 8 microbatches: stage r holds min(4 - r, 8) at once
+  mpi_test::Run run(
+      mpi_test::config_for(shared, {"parallel.pipeline=4", "train.global_batch_size=16"}),
+      true);  // 8 microbatches: stage r holds min(4 - r, 8) at once
   const trainer::StepMetrics m = run.trainer->train_step();
   const int64_t measured = m.memory[runtime::MemoryCategory::activation].peak;
   EXPECT_EQ(measured, m.predicted_activation_peak) << "stage " << world_rank();
@@ -370,7 +387,8 @@ TEST(Layouts, CheckpointResumesBitExactAndReshardsToOneProcess) {
   // One process loads the tp2 x pp2 shards (vocabulary padded differently).
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) {
-    mpi_test::Run single(mpi_test::config_for(shared, {"checkpoint.dir=" + shared.out("ckpt")}), false);
+    mpi_test::Run single(mpi_test::config_for(shared, {"checkpoint.dir=" + shared.out("ckpt")}),
+                         false);
     EXPECT_TRUE(single.trainer->resume("auto"));
     const double loss = single.trainer->train_step().loss;
     EXPECT_LT(std::abs(loss - continued) / continued, 1e-5) << loss << " vs " << continued;

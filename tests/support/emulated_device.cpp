@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/error.h"
@@ -204,8 +204,12 @@ static_assert(sizeof(runtime::ops::Backend) == kBackendEntries * sizeof(void (*)
 
 }  // namespace
 
-Access::Access() { Arena::get().open(); }
-Access::~Access() { Arena::get().close(); }
+Access::Access() {
+  Arena::get().open();
+}
+Access::~Access() {
+  Arena::get().close();
+}
 
 DeviceAllocator::~DeviceAllocator() = default;
 
@@ -242,6 +246,8 @@ Device::Device() {
   runtime::ops::register_device_backend(&backend);
 }
 
-Device::~Device() { runtime::ops::register_device_backend(nullptr); }
+Device::~Device() {
+  runtime::ops::register_device_backend(nullptr);
+}
 
 }  // namespace emulated

@@ -67,8 +67,10 @@ TEST(Convert, OpsConvertAndAdamwCopyUseTheScalarRule) {
     ASSERT_EQ(back.f32()[i], bf16_to_float(bf16.data<uint16_t>()[i]));
   }
   // AdamW with a bf16 copy: the master weights move, the copy is their rounding.
-  auto m = runtime::Tensor::empty(allocator, {n}, runtime::DType::f32, runtime::MemoryCategory::workspace);
-  auto v = runtime::Tensor::empty(allocator, {n}, runtime::DType::f32, runtime::MemoryCategory::workspace);
+  auto m = runtime::Tensor::empty(allocator, {n}, runtime::DType::f32,
+                                  runtime::MemoryCategory::workspace);
+  auto v = runtime::Tensor::empty(allocator, {n}, runtime::DType::f32,
+                                  runtime::MemoryCategory::workspace);
   m.zero_();
   v.zero_();
   AdamWParams hyper;
@@ -82,8 +84,10 @@ TEST(Convert, OpsConvertAndAdamwCopyUseTheScalarRule) {
 
 TEST(Convert, OpsConvertRejectsMismatchedCounts) {
   runtime::CpuAllocator allocator;
-  auto a = runtime::Tensor::empty(allocator, {4}, runtime::DType::f32, runtime::MemoryCategory::workspace);
-  auto b = runtime::Tensor::empty(allocator, {5}, runtime::DType::bf16, runtime::MemoryCategory::workspace);
+  auto a = runtime::Tensor::empty(allocator, {4}, runtime::DType::f32,
+                                  runtime::MemoryCategory::workspace);
+  auto b = runtime::Tensor::empty(allocator, {5}, runtime::DType::bf16,
+                                  runtime::MemoryCategory::workspace);
   EXPECT_THROW(runtime::ops::convert(b, a), std::logic_error);
 }
 

@@ -29,7 +29,8 @@ using Pair = std::pair<int64_t, int64_t>;  // (from stage, to stage)
 // unless it is the last chunk of the last stage (to the next stage; from the last stage, to
 // chunk + 1 of stage 0); a backward mirrors that with gradients.
 void streams(ScheduleKind kind, int64_t stages, int64_t chunks, int64_t microbatches,
-             std::map<Pair, std::vector<Message>>& sent, std::map<Pair, std::vector<Message>>& received) {
+             std::map<Pair, std::vector<Message>>& sent,
+             std::map<Pair, std::vector<Message>>& received) {
   for (int64_t stage = 0; stage < stages; ++stage) {
     const int64_t next = (stage + 1) % stages, previous = (stage + stages - 1) % stages;
     for (const ScheduleOp& op : parallel::schedule_ops(kind, stages, stage, chunks, microbatches)) {
@@ -68,20 +69,21 @@ TEST(ScheduleOrder, MessagesBetweenTwoStagesArriveInTheOrderTheyAreReceived) {
         cases.push_back({ScheduleKind::interleaved, stages, chunks, microbatches});
   }
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << (c.kind == ScheduleKind::interleaved ? "interleaved" : "1F1B")
-                                    << " stages " << c.stages << " chunks " << c.chunks
-                                    << " microbatches " << c.microbatches);
+    SCOPED_TRACE(testing::Message()
+                 << (c.kind == ScheduleKind::interleaved ? "interleaved" : "1F1B") << " stages "
+                 << c.stages << " chunks " << c.chunks << " microbatches " << c.microbatches);
     std::map<Pair, std::vector<Message>> sent, received;
     streams(c.kind, c.stages, c.chunks, c.microbatches, sent, received);
     EXPECT_EQ(sent.size(), received.size());
     for (const auto& [pair, messages] : sent) {
       const auto it = received.find(pair);
       ASSERT_NE(it, received.end()) << "stage " << pair.first << " -> " << pair.second;
-      ASSERT_EQ(messages.size(), it->second.size()) << "stage " << pair.first << " -> " << pair.second;
+      ASSERT_EQ(messages.size(), it->second.size())
+          << "stage " << pair.first << " -> " << pair.second;
       for (size_t i = 0; i < messages.size(); ++i) {
         ASSERT_EQ(messages[i], it->second[i])
-            << "stage " << pair.first << " -> " << pair.second << ", message " << i
-            << ": sent (mb " << messages[i].microbatch << ", chunk " << messages[i].chunk
+            << "stage " << pair.first << " -> " << pair.second << ", message " << i << ": sent (mb "
+            << messages[i].microbatch << ", chunk " << messages[i].chunk
             << (messages[i].gradient ? ", grad" : "") << "), received (mb "
             << it->second[i].microbatch << ", chunk " << it->second[i].chunk
             << (it->second[i].gradient ? ", grad" : "") << ")";

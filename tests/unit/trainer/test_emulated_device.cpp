@@ -38,7 +38,8 @@ std::vector<std::string> losses(const std::string& metrics_path) {
     const size_t end = line.find(", \"lr\"");
     out.push_back(line.substr(0, end));
     const size_t val = line.find("\"val_loss\"");
-    if (val != std::string::npos) out.back() += line.substr(val, line.find_first_of(",}", val) - val);
+    if (val != std::string::npos)
+      out.back() += line.substr(val, line.find_first_of(",}", val) - val);
   }
   return out;
 }
@@ -99,7 +100,8 @@ TEST(EmulatedDevice, RunEqualsTheHostRunBitForBit) {
   EXPECT_EQ(file_bytes(dir / "device/model.safetensors"), exported);
   // Checkpoints written from device state hold the host run's bytes (shard files compared).
   for (const char* step : {"step_00000002", "step_00000004"}) {
-    for (const auto& entry : std::filesystem::directory_iterator(dir / (std::string("host-ckpt/") + step))) {
+    for (const auto& entry :
+         std::filesystem::directory_iterator(dir / (std::string("host-ckpt/") + step))) {
       const std::string name = entry.path().filename().string();
       if (name.find("manifest") != std::string::npos) continue;  // holds the config (paths)
       EXPECT_EQ(file_bytes(dir / (std::string("device-ckpt/") + step + "/" + name)),
@@ -123,11 +125,11 @@ TEST(EmulatedDevice, ResumesFromAHostCheckpointAndAHostRunFromItsCheckpoint) {
     first.trainer->train_step();
     first.trainer->save_checkpoint();
   }
-  testing_support::InProcessRun host_resumed(
-      testing_support::small_config(dir / "data", dir / "host-resumed", common_overrides(dir, "first")));
+  testing_support::InProcessRun host_resumed(testing_support::small_config(
+      dir / "data", dir / "host-resumed", common_overrides(dir, "first")));
   ASSERT_TRUE(host_resumed.trainer->resume("auto"));
-  DeviceRun device_resumed(
-      testing_support::small_config(dir / "data", dir / "device-resumed", common_overrides(dir, "whole")));
+  DeviceRun device_resumed(testing_support::small_config(dir / "data", dir / "device-resumed",
+                                                         common_overrides(dir, "whole")));
   ASSERT_TRUE(device_resumed.trainer->resume(dir / "whole-ckpt/step_00000002"));
   const auto whole_losses = losses(dir / "whole/metrics.jsonl");
   for (int64_t step = 3; step <= 4; ++step) {
@@ -145,10 +147,10 @@ TEST(EmulatedDevice, ResumesFromAHostCheckpointAndAHostRunFromItsCheckpoint) {
 TEST(EmulatedDevice, NonFiniteGradientIsNamedFromDeviceTensors) {
   TempDir dir;
   testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  DeviceRun run(testing_support::small_config(
-      dir / "data", dir / "run",
-      {"optimizer.lr=1e30", "optimizer.clip_grad=0", "train.steps=10",
-       "train.on_nonfinite=skip_step", "train.max_skipped_steps=1"}));
+  DeviceRun run(
+      testing_support::small_config(dir / "data", dir / "run",
+                                    {"optimizer.lr=1e30", "optimizer.clip_grad=0", "train.steps=10",
+                                     "train.on_nonfinite=skip_step", "train.max_skipped_steps=1"}));
   run.trainer->train_step();  // finite; blows the weights up
   run.trainer->train_step();  // skipped
   EXPECT_NE(run.log.str().find("(first: gradient of "), std::string::npos) << run.log.str();
@@ -223,7 +225,8 @@ TEST(EmulatedDeviceBf16, ActivationsAreHalfTheFp32Bytes) {
   DeviceRun fp32(testing_support::small_config(dir / "data", dir / "fp32",
                                                {"train.device=cuda", "train.precision=fp32"}));
   DeviceRun half(testing_support::small_config(dir / "data", dir / "bf16", bf16({})));
-  const int64_t fp32_peak = fp32.trainer->train_step().memory[runtime::MemoryCategory::activation].peak;
+  const int64_t fp32_peak =
+      fp32.trainer->train_step().memory[runtime::MemoryCategory::activation].peak;
   const StepMetrics m = half.trainer->train_step();
   const int64_t bf16_peak = m.memory[runtime::MemoryCategory::activation].peak;
   EXPECT_EQ(bf16_peak, m.predicted_activation_peak);
@@ -236,7 +239,8 @@ TEST(EmulatedDeviceBf16, FollowsTheFp32LossCurve) {
   testing_support::write_corpus(dir / "data", {.num_tokens = 60'000});
   const std::vector<std::string> common = {"train.steps=150", "optimizer.lr=3e-3",
                                            "optimizer.lr_warmup_steps=10"};
-  testing_support::InProcessRun host(testing_support::small_config(dir / "data", dir / "fp32", common));
+  testing_support::InProcessRun host(
+      testing_support::small_config(dir / "data", dir / "fp32", common));
   DeviceRun device(testing_support::small_config(dir / "data", dir / "bf16", bf16(common)));
   std::vector<double> fp32_losses, bf16_losses;
   for (int step = 0; step < 150; ++step) {
@@ -245,8 +249,9 @@ TEST(EmulatedDeviceBf16, FollowsTheFp32LossCurve) {
   }
   double gap = 0;
   for (size_t i = 120; i < 150; ++i) gap += std::abs(bf16_losses[i] - fp32_losses[i]) / 30;
-  std::printf("[ curve ] fp32 %.4f -> %.4f, bf16 %.4f -> %.4f, mean |gap| over steps 121-150 %.4f\n",
-              fp32_losses.front(), fp32_losses.back(), bf16_losses.front(), bf16_losses.back(), gap);
+  std::printf(
+      "[ curve ] fp32 %.4f -> %.4f, bf16 %.4f -> %.4f, mean |gap| over steps 121-150 %.4f\n",
+      fp32_losses.front(), fp32_losses.back(), bf16_losses.front(), bf16_losses.back(), gap);
   EXPECT_LT(fp32_losses.back(), fp32_losses.front() - 1.0);  // it learned
   EXPECT_LT(gap, 0.05);
 }
@@ -254,8 +259,8 @@ TEST(EmulatedDeviceBf16, FollowsTheFp32LossCurve) {
 TEST(EmulatedDeviceBf16, ResumeIsBitExact) {
   TempDir dir;
   testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  const std::vector<std::string> common = bf16({"train.steps=4", "model.hidden_dropout=0.1",
-                                                "checkpoint.dir=" + dir / "ckpt"});
+  const std::vector<std::string> common =
+      bf16({"train.steps=4", "model.hidden_dropout=0.1", "checkpoint.dir=" + dir / "ckpt"});
   DeviceRun whole(testing_support::small_config(dir / "data", dir / "whole", common));
   std::vector<double> losses;
   for (int step = 0; step < 4; ++step) losses.push_back(whole.trainer->train_step().loss);
