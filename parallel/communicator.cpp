@@ -27,42 +27,43 @@ Tensor Communicator::staging(const Tensor& t) {
   return Tensor::empty(staging_allocator_, t.shape(), t.dtype(), runtime::MemoryCategory::comm);
 }
 
+// Runs `call(out, in)` on `out` and `in` themselves when this communicator takes their
+// memory, else on host copies: `in` downloaded first, `out` uploaded after.
+template <class Call>
+void Communicator::staged(const Tensor& out, const Tensor& in, Call&& call) {
+  if (direct(in)) return call(out, in);
+  const Tensor host_in = staging(in);
+  const Tensor host_out = out.raw() == in.raw() ? host_in : staging(out);
+  runtime::ops::download(host_in, in);
+  call(host_out, host_in);
+  runtime::ops::upload(out, host_out);
+}
+
 void Communicator::all_reduce_sum(const Tensor& data) {
-  if (direct(data)) return all_reduce_sum(data.raw(), data.numel(), data.dtype());
-  const Tensor host = staging(data);
-  runtime::ops::download(host, data);
-  all_reduce_sum(host.raw(), host.numel(), host.dtype());
-  runtime::ops::upload(data, host);
+  staged(data, data,
+         [&](const Tensor& t, const Tensor&) { all_reduce_sum(t.raw(), t.numel(), t.dtype()); });
 }
 
 void Communicator::all_reduce_max(const Tensor& data) {
-  if (direct(data)) return all_reduce_max(data.f32(), data.numel());
-  const Tensor host = staging(data);
-  runtime::ops::download(host, data);
-  all_reduce_max(host.f32(), host.numel());
-  runtime::ops::upload(data, host);
+  staged(data, data, [&](const Tensor& t, const Tensor&) { all_reduce_max(t.f32(), t.numel()); });
 }
 
 void Communicator::all_gather(const Tensor& out, const Tensor& in) {
   TRAINER_ASSERT(out.numel() == in.numel() * size() && out.dtype() == in.dtype(),
                  "all_gather of " << in.numel() << " elements into " << out.numel() << " over "
                                   << size() << " ranks");
-  if (direct(in)) return all_gather(out.raw(), in.raw(), in.numel(), in.dtype());
-  const Tensor host_in = staging(in), host_out = staging(out);
-  runtime::ops::download(host_in, in);
-  all_gather(host_out.raw(), host_in.raw(), in.numel(), in.dtype());
-  runtime::ops::upload(out, host_out);
+  staged(out, in, [&](const Tensor& o, const Tensor& i) {
+    all_gather(o.raw(), i.raw(), i.numel(), i.dtype());
+  });
 }
 
 void Communicator::reduce_scatter(const Tensor& out, const Tensor& in) {
   TRAINER_ASSERT(in.numel() == out.numel() * size() && out.dtype() == in.dtype(),
                  "reduce_scatter of " << in.numel() << " elements into " << out.numel() << " over "
                                       << size() << " ranks");
-  if (direct(in)) return reduce_scatter(out.raw(), in.raw(), out.numel(), out.dtype());
-  const Tensor host_in = staging(in), host_out = staging(out);
-  runtime::ops::download(host_in, in);
-  reduce_scatter(host_out.raw(), host_in.raw(), out.numel(), out.dtype());
-  runtime::ops::upload(out, host_out);
+  staged(out, in, [&](const Tensor& o, const Tensor& i) {
+    reduce_scatter(o.raw(), i.raw(), o.numel(), o.dtype());
+  });
 }
 
 namespace {

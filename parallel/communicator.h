@@ -88,6 +88,8 @@ class Communicator {
   }
   // A host tensor shaped like `t` for staging (Note [Device tensors over host communicators]).
   runtime::Tensor staging(const runtime::Tensor& t);
+  template <class Call>
+  void staged(const runtime::Tensor& out, const runtime::Tensor& in, Call&& call);
 
  private:
   int64_t payload_bytes_ = 0;

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -239,71 +240,60 @@ void NcclCommunicator::synchronize() {
   TRAINER_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void NcclCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
-  add_payload(count * runtime::dtype_size(dtype));
+void NcclCommunicator::run_collective(int64_t payload_bytes, bool empty,
+                                      const std::function<int()>& launch) {
+  add_payload(payload_bytes);
   wait_for_inputs();
-  if (count > 0) {
-    TRAINER_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype),
-                                     ncclSum, comm_, stream_));
-  }
+  if (!empty) TRAINER_NCCL_CHECK(static_cast<ncclResult_t>(launch()));
   synchronize();
+}
+
+void NcclCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+  run_collective(count * runtime::dtype_size(dtype), count == 0, [&] {
+    return ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype), ncclSum, comm_,
+                         stream_);
+  });
 }
 
 void NcclCommunicator::all_reduce_sum(double* data, int64_t count) {
-  add_payload(count * 8);
-  wait_for_inputs();
-  if (count > 0) {
-    TRAINER_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat64, ncclSum,
-                                     comm_, stream_));
-  }
-  synchronize();
+  run_collective(count * 8, count == 0, [&] {
+    return ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat64, ncclSum, comm_,
+                         stream_);
+  });
 }
 
 void NcclCommunicator::all_reduce_max(float* data, int64_t count) {
-  add_payload(count * 4);
-  wait_for_inputs();
-  if (count > 0) {
-    TRAINER_NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32, ncclMax,
-                                     comm_, stream_));
-  }
-  synchronize();
+  run_collective(count * 4, count == 0, [&] {
+    return ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32, ncclMax, comm_,
+                         stream_);
+  });
 }
 
 void NcclCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
   const int64_t bytes = count * runtime::dtype_size(dtype);
-  add_payload(bytes);
-  wait_for_inputs();
-  if (count > 0) {
-    TRAINER_NCCL_CHECK(
-        ncclAllGather(in, out, static_cast<size_t>(bytes), ncclChar, comm_, stream_));
-  }
-  synchronize();
+  run_collective(bytes, count == 0, [&] {
+    return ncclAllGather(in, out, static_cast<size_t>(bytes), ncclChar, comm_, stream_);
+  });
 }
 
 void NcclCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
                                       runtime::DType dtype) {
-  add_payload(count * size_ * runtime::dtype_size(dtype));
-  wait_for_inputs();
-  if (count > 0) {
-    TRAINER_NCCL_CHECK(ncclReduceScatter(in, out, static_cast<size_t>(count), nccl_type(dtype),
-                                         ncclSum, comm_, stream_));
-  }
-  synchronize();
+  run_collective(count * size_ * runtime::dtype_size(dtype), count == 0, [&] {
+    return ncclReduceScatter(in, out, static_cast<size_t>(count), nccl_type(dtype), ncclSum, comm_,
+                             stream_);
+  });
 }
 
 void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
-  wait_for_inputs();
-  if (bytes > 0) {
-    TRAINER_NCCL_CHECK(
-        ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclChar, root, comm_, stream_));
-  }
-  synchronize();
+  run_collective(0, bytes == 0, [&] {
+    return ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclChar, root, comm_, stream_);
+  });
 }
 
 void NcclCommunicator::barrier() {
-  wait_for_inputs();
-  TRAINER_NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_));
-  synchronize();
+  run_collective(0, false, [&] {
+    return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_);
+  });
 }
 
 std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t bytes, int peer,

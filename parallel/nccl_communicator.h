@@ -4,6 +4,7 @@
 // sends return at once and complete on their own stream. No CUDA headers here.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -62,6 +63,9 @@ class NcclCommunicator final : public Communicator {
   std::vector<Channel*> channels_in_pair_order();
   // Makes `stream` wait for the work queued so far where the buffers are produced.
   void order_after_inputs(CUstream_st* stream);
+  // One collective on stream_: payload counted, inputs waited for, `launch` (an NCCL call
+  // returning its ncclResult_t) unless the call is empty, then the host waits for it.
+  void run_collective(int64_t payload_bytes, bool empty, const std::function<int()>& launch);
   // Waits for the inputs on the host (collectives run on stream_ right after).
   void wait_for_inputs();
   // Blocks until everything queued on stream_ has completed.
