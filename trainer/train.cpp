@@ -229,7 +229,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
 Trainer::~Trainer() = default;
 
 void Trainer::refresh_compute_weights() {
-  if (params_.flat.raw() != master_.flat.raw()) runtime::ops::convert(params_.flat, master_.flat);
+  if (has_master_copy()) runtime::ops::convert(params_.flat, master_.flat);
 }
 
 std::string Trainer::first_nonfinite_gradient() const {
@@ -249,14 +249,25 @@ recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_
   micro.sample_offset = mb * B * config_.parallel.data + groups_.coordinates.dp * B;
   const bool tokens = chunk.chunk().embedding, targets = chunk.chunk().head;
   if (!tokens && !targets) return micro;
-  // Filled on the host: tokens in row 0, targets in row 1 of one staging tensor, so a device
-  // gets both in one transfer (then copied into tensors of their own, whose lifetimes differ).
-  runtime::Allocator& staging = on_device_ ? static_cast<runtime::Allocator&>(host_allocator_) : allocator_;
+  // Filled on the host: into the tensors themselves on a host run; on a device into one
+  // staging tensor (tokens in row 0, targets in row 1), uploaded in one transfer, then copied
+  // into tensors of their own (their lifetimes differ).
   const int64_t rows = (tokens ? 1 : 0) + (targets ? 1 : 0);
-  const runtime::Tensor host = runtime::Tensor::empty(staging, {rows, T, B}, runtime::DType::i32,
-                                                      runtime::MemoryCategory::workspace);
-  int32_t* host_tokens = tokens ? host.i32() : nullptr;
-  int32_t* host_targets = targets ? host.i32() + (tokens ? T * B : 0) : nullptr;
+  auto ids = [&](const runtime::Shape& shape, runtime::MemoryCategory category) {
+    return runtime::Tensor::empty(allocator_, shape, runtime::DType::i32, category);
+  };
+  runtime::Tensor staging;
+  if (on_device_) {
+    staging = runtime::Tensor::empty(host_allocator_, {rows, T, B}, runtime::DType::i32,
+                                     runtime::MemoryCategory::workspace);
+  } else {
+    if (tokens) micro.tokens = ids({T, B}, runtime::MemoryCategory::activation);
+    if (targets) micro.targets = ids({T, B}, runtime::MemoryCategory::activation);
+  }
+  int32_t* host_tokens = !tokens ? nullptr : on_device_ ? staging.i32() : micro.tokens.i32();
+  int32_t* host_targets = !targets      ? nullptr
+                          : on_device_ ? staging.i32() + (tokens ? T * B : 0)
+                                       : micro.targets.i32();
   for (int64_t b = 0; b < B; ++b) {
     sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
     for (int64_t i = 0; i < T; ++i) {
@@ -264,17 +275,13 @@ recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_
       if (targets) host_targets[i * B + b] = sample_buffer_[static_cast<size_t>(i + 1)];
     }
   }
-  runtime::Tensor moved = host;
-  if (on_device_) {
-    moved = runtime::Tensor::empty(allocator_, host.shape(), runtime::DType::i32,
-                                   runtime::MemoryCategory::workspace);
-    runtime::ops::upload(moved, host);
-  }
+  if (!on_device_) return micro;
+  const runtime::Tensor moved = ids(staging.shape(), runtime::MemoryCategory::workspace);
+  runtime::ops::upload(moved, staging);
   auto row = [&](int64_t r) {
-    runtime::Tensor ids = runtime::Tensor::empty(allocator_, {T, B}, runtime::DType::i32,
-                                                 runtime::MemoryCategory::activation);
-    runtime::ops::copy(ids, moved.view(r * T * B, {T, B}));
-    return ids;
+    runtime::Tensor row_ids = ids({T, B}, runtime::MemoryCategory::activation);
+    runtime::ops::copy(row_ids, moved.view(r * T * B, {T, B}));
+    return row_ids;
   };
   if (tokens) micro.tokens = row(0);
   if (targets) micro.targets = row(tokens ? 1 : 0);
@@ -340,7 +347,7 @@ StepMetrics Trainer::train_step() {
   clip_gradients(grads_, m.grad_norm, config_.optimizer.clip_grad);
   m.lr = learning_rate(config_.optimizer, t.steps, step);
   optimizer_->step(master_, grads_, config_.optimizer, m.lr, step,
-                   params_.flat.raw() != master_.flat.raw() ? &params_ : nullptr);
+                   has_master_copy() ? &params_ : nullptr);
   step_ = step;
   runtime::ops::synchronize(params_.flat);  // device ops are asynchronous: time finished work
 

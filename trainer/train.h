@@ -81,6 +81,8 @@ class Trainer {
   // One stdout line; the measured activation peak is followed by the prediction
   // when they differ (they should not), and the remaining time is estimated.
   void log_step(const StepMetrics& metrics, double seconds_per_step);
+  // Whether master_ is a buffer of its own (bf16 runs) rather than params_ itself.
+  bool has_master_copy() const { return params_.flat.raw() != master_.flat.raw(); }
   // params_ = master_ rounded to the compute dtype, after the master weights were written
   // (init, resume, init_from); nothing in an fp32 run, where they are the same tensors.
   void refresh_compute_weights();
