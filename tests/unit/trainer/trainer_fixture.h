@@ -65,14 +65,17 @@ inline Config small_config(const std::string& data_path, const std::string& out_
   return parse_config("", "test", all);
 }
 
-struct InProcessRun {
+// A Trainer on an allocator of type AllocatorType (one rank, log captured).
+template <class AllocatorType>
+struct InProcessRunOn {
   parallel::ProcessGroups groups = parallel::ProcessGroups::single();
-  runtime::CpuAllocator allocator;
+  AllocatorType allocator;
   std::ostringstream log;
   std::unique_ptr<Trainer> trainer;
 
-  explicit InProcessRun(const Config& config)
+  explicit InProcessRunOn(const Config& config)
       : trainer(std::make_unique<Trainer>(config, groups, allocator, log)) {}
 };
+using InProcessRun = InProcessRunOn<runtime::CpuAllocator>;
 
 }  // namespace trainer::testing_support
