@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -84,6 +85,9 @@ inline trainer::Config config_for(const SharedData& shared,
   return trainer::parse_config("", "mpi-test", all);
 }
 
+// Changes the world's groups before the trainer is built (device communicators in tests).
+using GroupsSetup = std::function<void(parallel::ProcessGroups&)>;
+
 struct Run {
   parallel::ProcessGroups groups;
   std::unique_ptr<runtime::Allocator> allocator;
@@ -93,13 +97,16 @@ struct Run {
   // Every rank of the world when `world`, else rank 0 alone (the reference). With
   // `emulated_device` the trainer's tensors live on an emulated device (the caller keeps an
   // emulated::Device registered), so every collective stages them through host memory.
-  Run(const trainer::Config& config, bool world, bool emulated_device = false)
+  Run(const trainer::Config& config, bool world, bool emulated_device = false,
+      const GroupsSetup& setup = {})
       : groups(world ? parallel::ProcessGroups::from_mpi(config.parallel)
                      : parallel::ProcessGroups::single()),
         allocator(emulated_device
                       ? std::unique_ptr<runtime::Allocator>(new emulated::DeviceAllocator())
-                      : std::make_unique<runtime::CpuAllocator>()),
-        trainer(std::make_unique<trainer::Trainer>(config, groups, *allocator, log)) {}
+                      : std::make_unique<runtime::CpuAllocator>()) {
+    if (setup) setup(groups);
+    trainer = std::make_unique<trainer::Trainer>(config, groups, *allocator, log);
+  }
 };
 
 }  // namespace mpi_test

@@ -152,38 +152,6 @@ TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
   }
 }
 
-// The device path of every layout, on an emulated device (host memory behind a device
-// allocator, so MPI gets every activation, gradient and p2p message through host staging):
-// losses and gathered gradients equal the host run of the same layout bit for bit, and the
-// payload model still holds.
-TEST(Layouts, EmulatedDeviceMatchesTheHostRunBitForBit) {
-  mpi_test::SharedData shared;
-  for (const Layout& layout : layouts()) {
-    if (layout.ranks != world_size()) continue;
-    std::vector<double> host_losses, device_losses;
-    std::vector<float> host_grads, device_grads;
-    for (bool device : {false, true}) {
-      std::optional<emulated::Device> registered;
-      if (device) registered.emplace();
-      mpi_test::Run run(mpi_test::config_for(shared, layout.overrides), true, device);
-      for (int s = 0; s < 2; ++s) {
-        const trainer::StepMetrics m = run.trainer->train_step();
-        (device ? device_losses : host_losses).push_back(m.loss);
-        EXPECT_TRUE(all_ranks(m.comm_bytes == m.predicted_comm_bytes)) << layout.name;
-      }
-      const auto full = run.trainer->gather(run.trainer->grads());
-      if (world_rank() == 0) {
-        (device ? device_grads : host_grads)
-            .assign(full->flat.f32(), full->flat.f32() + full->flat.numel());
-      }
-    }
-    EXPECT_EQ(device_losses, host_losses) << layout.name;
-    if (world_rank() == 0) {
-      EXPECT_TRUE(device_grads == host_grads) << layout.name;
-    }
-  }
-}
-
 // bf16 on the emulated device (tests/support/emulated_device.h: f32 arithmetic per op, bf16
 // storage) in every layout: activations travel as bf16 (MPI sums them through its bf16
 // operation), the payload model counts them so, and the losses stay within bf16 rounding of
@@ -297,45 +265,47 @@ class HostMemoryDeviceCommunicator final : public parallel::Communicator {
   int64_t& calls_;
 };
 
-// The routing NCCL gets (add_device_communicators): device tensors go to the device
-// communicator as they are, host buffers to MPI; results equal the host run bit for bit.
-TEST(Layouts, DeviceCommunicatorsCarryDeviceTensorsBitForBit) {
+// The device path of every layout on an emulated device, two ways: MPI alone (every
+// activation, gradient and p2p message staged through host memory), and with a device
+// communicator where NCCL sits (add_device_communicators: device tensors go to it as they
+// are, host buffers to MPI). Losses and gathered gradients equal the host run of the same
+// layout bit for bit, and the payload model holds.
+TEST(Layouts, EmulatedDeviceMatchesTheHostRunBitForBit) {
   mpi_test::SharedData shared;
+  enum Path { host, staged, device_communicators };
   for (const Layout& layout : layouts()) {
     if (layout.ranks != world_size()) continue;
-    std::vector<double> losses[2];
-    std::vector<float> grads[2];
+    std::vector<double> losses[3];
+    std::vector<float> grads[3];
     int64_t device_calls = 0;
-    for (int device = 0; device < 2; ++device) {
+    for (Path path : {host, staged, device_communicators}) {
       std::optional<emulated::Device> registered;
-      if (device) registered.emplace();
-      const trainer::Config config = mpi_test::config_for(shared, layout.overrides);
-      parallel::ProcessGroups groups = parallel::ProcessGroups::from_mpi(config.parallel);
-      if (device) {
-        parallel::add_device_communicators(groups, [&](parallel::Communicator& host, bool) {
-          return std::make_unique<HostMemoryDeviceCommunicator>(host, device_calls);
+      if (path != host) registered.emplace();
+      auto add_device_communicators = [&](parallel::ProcessGroups& groups) {
+        parallel::add_device_communicators(groups, [&](parallel::Communicator& inner, bool) {
+          return std::make_unique<HostMemoryDeviceCommunicator>(inner, device_calls);
         });
-      }
-      std::unique_ptr<runtime::Allocator> allocator =
-          device ? std::unique_ptr<runtime::Allocator>(new emulated::DeviceAllocator())
-                 : std::make_unique<runtime::CpuAllocator>();
-      std::ostringstream log;
-      trainer::Trainer trainer(config, groups, *allocator, log);
+      };
+      mpi_test::Run run(
+          mpi_test::config_for(shared, layout.overrides), true, path != host,
+          path == device_communicators ? add_device_communicators : mpi_test::GroupsSetup());
       for (int s = 0; s < 2; ++s) {
-        const trainer::StepMetrics m = trainer.train_step();
-        losses[device].push_back(m.loss);
+        const trainer::StepMetrics m = run.trainer->train_step();
+        losses[path].push_back(m.loss);
         EXPECT_TRUE(all_ranks(m.comm_bytes == m.predicted_comm_bytes))
-            << layout.name << (device ? " (device communicators)" : "") << ": rank " << world_rank()
-            << " " << m.comm_bytes << " vs " << m.predicted_comm_bytes;
+            << layout.name << ", path " << path << ": rank " << world_rank() << " " << m.comm_bytes
+            << " vs " << m.predicted_comm_bytes;
       }
-      const auto full = trainer.gather(trainer.grads());
+      const auto full = run.trainer->gather(run.trainer->grads());
       if (world_rank() == 0)
-        grads[device].assign(full->flat.f32(), full->flat.f32() + full->flat.numel());
+        grads[path].assign(full->flat.f32(), full->flat.f32() + full->flat.numel());
     }
-    EXPECT_EQ(losses[1], losses[0]) << layout.name;
+    EXPECT_EQ(losses[staged], losses[host]) << layout.name;
+    EXPECT_EQ(losses[device_communicators], losses[host]) << layout.name;
     EXPECT_TRUE(all_ranks(device_calls > 0)) << layout.name << ": no device tensor reached them";
     if (world_rank() == 0) {
-      EXPECT_TRUE(grads[1] == grads[0]) << layout.name;
+      EXPECT_TRUE(grads[staged] == grads[host]) << layout.name;
+      EXPECT_TRUE(grads[device_communicators] == grads[host]) << layout.name;
     }
   }
 }
