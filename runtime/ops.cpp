@@ -198,6 +198,10 @@ void copy(const Tensor& dst, const Tensor& src) {
   if (dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(dst.nbytes()));
 }
 
+// Host memory on both sides of a transfer.
+void upload(const Tensor& dst, const Tensor& src) { copy(dst, src); }
+void download(const Tensor& dst, const Tensor& src) { copy(dst, src); }
+
 void zero(const Tensor& t) {
   if (t.nbytes() > 0) std::memset(t.raw(), 0, static_cast<size_t>(t.nbytes()));
 }
@@ -211,56 +215,11 @@ double sum(const Tensor& t) {
 
 }  // namespace host
 
-// Entries of Backend; a new operator changes its size and stops the build here until it is
-// wired below.
-constexpr size_t kBackendEntries = 42;
-static_assert(sizeof(Backend) == kBackendEntries * sizeof(void (*)()),
-              "ops::Backend gained or lost an entry: update make_host_backend()");
-
 Backend make_host_backend() {
   Backend b{};
-  b.linear_forward = &host::linear_forward;
-  b.linear_backward = &host::linear_backward;
-  b.layernorm_forward = &host::layernorm_forward;
-  b.layernorm_backward = &host::layernorm_backward;
-  b.causal_softmax_forward = &host::causal_softmax_forward;
-  b.causal_softmax_backward = &host::causal_softmax_backward;
-  b.gelu_forward = &host::gelu_forward;
-  b.gelu_backward = &host::gelu_backward;
-  b.dropout_hidden_forward = &host::dropout_hidden_forward;
-  b.dropout_attention_forward = &host::dropout_attention_forward;
-  b.dropout_backward = &host::dropout_backward;
-  b.embedding_forward = &host::embedding_forward;
-  b.embedding_backward = &host::embedding_backward;
-  b.position_embedding_forward = &host::position_embedding_forward;
-  b.position_embedding_backward = &host::position_embedding_backward;
-  b.cross_entropy_forward = &host::cross_entropy_forward;
-  b.cross_entropy_backward = &host::cross_entropy_backward;
-  b.vocab_shard_max = &host::vocab_shard_max;
-  b.vocab_shard_sum_exp = &host::vocab_shard_sum_exp;
-  b.vocab_shard_target_logit = &host::vocab_shard_target_logit;
-  b.vocab_shard_finish = &host::vocab_shard_finish;
-  b.vocab_shard_cross_entropy_backward = &host::vocab_shard_cross_entropy_backward;
-  b.split_qkv_heads = &host::split_qkv_heads;
-  b.merge_qkv_heads = &host::merge_qkv_heads;
-  b.merge_heads = &host::merge_heads;
-  b.split_heads = &host::split_heads;
-  b.attention_scores_forward = &host::attention_scores_forward;
-  b.attention_scores_backward = &host::attention_scores_backward;
-  b.attention_context_forward = &host::attention_context_forward;
-  b.attention_context_backward = &host::attention_context_backward;
-  b.add = &host::add;
-  b.add_bias = &host::add_bias;
-  b.scale_inplace = &host::scale_inplace;
-  b.sum_squares = &host::sum_squares;
-  b.adamw_step = &host::adamw_step;
-  b.convert = &host::convert;
-  b.synchronize = &host::synchronize;
-  b.copy = &host::copy;
-  b.upload = &host::copy;    // host memory on both sides
-  b.download = &host::copy;
-  b.zero = &host::zero;
-  b.sum = &host::sum;
+#define TRAINER_HOST_ENTRY(name) b.name = &host::name;
+  TRAINER_OPS_BACKEND_ENTRIES(TRAINER_HOST_ENTRY)
+#undef TRAINER_HOST_ENTRY
   return b;
 }
 

@@ -5,6 +5,7 @@
 // registers). Generated from one list, so the host and device tables match.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "runtime/kernels/cpu/adamw.h"
@@ -61,6 +62,24 @@ struct Backend {
   void (*zero)(const Tensor& t);
   double (*sum)(const Tensor& t);                      // in double, on the host when it returns
 };
+
+// Every entry of Backend, in order, for code that fills a table one entry per operator:
+// X(name) for each. A new operator goes into Backend and into this list.
+#define TRAINER_OPS_BACKEND_ENTRIES(X) X(linear_forward) X(linear_backward) X(layernorm_forward) \
+  X(layernorm_backward) X(causal_softmax_forward) X(causal_softmax_backward) X(gelu_forward) \
+  X(gelu_backward) X(dropout_hidden_forward) X(dropout_attention_forward) X(dropout_backward) \
+  X(embedding_forward) X(embedding_backward) X(position_embedding_forward) \
+  X(position_embedding_backward) X(cross_entropy_forward) X(cross_entropy_backward) \
+  X(vocab_shard_max) X(vocab_shard_sum_exp) X(vocab_shard_target_logit) X(vocab_shard_finish) \
+  X(vocab_shard_cross_entropy_backward) X(split_qkv_heads) X(merge_qkv_heads) X(merge_heads) \
+  X(split_heads) X(attention_scores_forward) X(attention_scores_backward) \
+  X(attention_context_forward) X(attention_context_backward) X(add) X(add_bias) X(scale_inplace) \
+  X(sum_squares) X(adamw_step) X(convert) X(synchronize) X(copy) X(upload) X(download) X(zero) \
+  X(sum)
+#define TRAINER_OPS_COUNT_ENTRY(name) +1
+inline constexpr size_t kBackendEntries = 0 TRAINER_OPS_BACKEND_ENTRIES(TRAINER_OPS_COUNT_ENTRY);
+static_assert(sizeof(Backend) == kBackendEntries * sizeof(void (*)()),
+              "ops::Backend and TRAINER_OPS_BACKEND_ENTRIES list different operators");
 
 // The host kernels as a backend table: what host tensors run. Its entries work on any memory
 // the host can address, so a device backend over host memory may reuse it (the tests emulate

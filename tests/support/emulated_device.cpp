@@ -153,54 +153,11 @@ struct Guarded<Member> {
 runtime::ops::Backend guarded_backend() {
   using B = runtime::ops::Backend;
   B b{};
-  b.linear_forward = &Guarded<&B::linear_forward>::call;
-  b.linear_backward = &Guarded<&B::linear_backward>::call;
-  b.layernorm_forward = &Guarded<&B::layernorm_forward>::call;
-  b.layernorm_backward = &Guarded<&B::layernorm_backward>::call;
-  b.causal_softmax_forward = &Guarded<&B::causal_softmax_forward>::call;
-  b.causal_softmax_backward = &Guarded<&B::causal_softmax_backward>::call;
-  b.gelu_forward = &Guarded<&B::gelu_forward>::call;
-  b.gelu_backward = &Guarded<&B::gelu_backward>::call;
-  b.dropout_hidden_forward = &Guarded<&B::dropout_hidden_forward>::call;
-  b.dropout_attention_forward = &Guarded<&B::dropout_attention_forward>::call;
-  b.dropout_backward = &Guarded<&B::dropout_backward>::call;
-  b.embedding_forward = &Guarded<&B::embedding_forward>::call;
-  b.embedding_backward = &Guarded<&B::embedding_backward>::call;
-  b.position_embedding_forward = &Guarded<&B::position_embedding_forward>::call;
-  b.position_embedding_backward = &Guarded<&B::position_embedding_backward>::call;
-  b.cross_entropy_forward = &Guarded<&B::cross_entropy_forward>::call;
-  b.cross_entropy_backward = &Guarded<&B::cross_entropy_backward>::call;
-  b.vocab_shard_max = &Guarded<&B::vocab_shard_max>::call;
-  b.vocab_shard_sum_exp = &Guarded<&B::vocab_shard_sum_exp>::call;
-  b.vocab_shard_target_logit = &Guarded<&B::vocab_shard_target_logit>::call;
-  b.vocab_shard_finish = &Guarded<&B::vocab_shard_finish>::call;
-  b.vocab_shard_cross_entropy_backward = &Guarded<&B::vocab_shard_cross_entropy_backward>::call;
-  b.split_qkv_heads = &Guarded<&B::split_qkv_heads>::call;
-  b.merge_qkv_heads = &Guarded<&B::merge_qkv_heads>::call;
-  b.merge_heads = &Guarded<&B::merge_heads>::call;
-  b.split_heads = &Guarded<&B::split_heads>::call;
-  b.attention_scores_forward = &Guarded<&B::attention_scores_forward>::call;
-  b.attention_scores_backward = &Guarded<&B::attention_scores_backward>::call;
-  b.attention_context_forward = &Guarded<&B::attention_context_forward>::call;
-  b.attention_context_backward = &Guarded<&B::attention_context_backward>::call;
-  b.add = &Guarded<&B::add>::call;
-  b.add_bias = &Guarded<&B::add_bias>::call;
-  b.scale_inplace = &Guarded<&B::scale_inplace>::call;
-  b.sum_squares = &Guarded<&B::sum_squares>::call;
-  b.adamw_step = &Guarded<&B::adamw_step>::call;
-  b.convert = &Guarded<&B::convert>::call;
-  b.synchronize = &Guarded<&B::synchronize>::call;
-  b.copy = &Guarded<&B::copy>::call;
-  b.upload = &Guarded<&B::upload>::call;
-  b.download = &Guarded<&B::download>::call;
-  b.zero = &Guarded<&B::zero>::call;
-  b.sum = &Guarded<&B::sum>::call;
+#define TRAINER_GUARDED_ENTRY(name) b.name = &Guarded<&B::name>::call;
+  TRAINER_OPS_BACKEND_ENTRIES(TRAINER_GUARDED_ENTRY)
+#undef TRAINER_GUARDED_ENTRY
   return b;
 }
-
-constexpr size_t kBackendEntries = 42;
-static_assert(sizeof(runtime::ops::Backend) == kBackendEntries * sizeof(void (*)()),
-              "ops::Backend gained or lost an entry: update guarded_backend()");
 
 }  // namespace
 

@@ -693,56 +693,11 @@ double sum(const Tensor& t) {
 
 }  // namespace device_op
 
-// Entries of ops::Backend; a new operator in ops.h changes its size and stops the build here
-// until it is wired below.
-constexpr size_t kBackendEntries = 42;
-static_assert(sizeof(ops::Backend) == kBackendEntries * sizeof(void (*)()),
-              "ops::Backend gained or lost an entry: update make_backend()");
-
 ops::Backend make_backend() {
   ops::Backend b{};
-  b.linear_forward = &device_op::linear_forward;
-  b.linear_backward = &device_op::linear_backward;
-  b.layernorm_forward = &device_op::layernorm_forward;
-  b.layernorm_backward = &device_op::layernorm_backward;
-  b.causal_softmax_forward = &device_op::causal_softmax_forward;
-  b.causal_softmax_backward = &device_op::causal_softmax_backward;
-  b.gelu_forward = &device_op::gelu_forward;
-  b.gelu_backward = &device_op::gelu_backward;
-  b.dropout_hidden_forward = &device_op::dropout_hidden_forward;
-  b.dropout_attention_forward = &device_op::dropout_attention_forward;
-  b.dropout_backward = &device_op::dropout_backward;
-  b.embedding_forward = &device_op::embedding_forward;
-  b.embedding_backward = &device_op::embedding_backward;
-  b.position_embedding_forward = &device_op::position_embedding_forward;
-  b.position_embedding_backward = &device_op::position_embedding_backward;
-  b.cross_entropy_forward = &device_op::cross_entropy_forward;
-  b.cross_entropy_backward = &device_op::cross_entropy_backward;
-  b.vocab_shard_max = &device_op::vocab_shard_max;
-  b.vocab_shard_sum_exp = &device_op::vocab_shard_sum_exp;
-  b.vocab_shard_target_logit = &device_op::vocab_shard_target_logit;
-  b.vocab_shard_finish = &device_op::vocab_shard_finish;
-  b.vocab_shard_cross_entropy_backward = &device_op::vocab_shard_cross_entropy_backward;
-  b.split_qkv_heads = &device_op::split_qkv_heads;
-  b.merge_qkv_heads = &device_op::merge_qkv_heads;
-  b.merge_heads = &device_op::merge_heads;
-  b.split_heads = &device_op::split_heads;
-  b.attention_scores_forward = &device_op::attention_scores_forward;
-  b.attention_scores_backward = &device_op::attention_scores_backward;
-  b.attention_context_forward = &device_op::attention_context_forward;
-  b.attention_context_backward = &device_op::attention_context_backward;
-  b.add = &device_op::add;
-  b.add_bias = &device_op::add_bias;
-  b.scale_inplace = &device_op::scale_inplace;
-  b.sum_squares = &device_op::sum_squares;
-  b.adamw_step = &device_op::adamw_step;
-  b.convert = &device_op::convert;
-  b.synchronize = &device_op::synchronize;
-  b.copy = &device_op::copy;
-  b.upload = &device_op::upload;
-  b.download = &device_op::download;
-  b.zero = &device_op::zero;
-  b.sum = &device_op::sum;
+#define TRAINER_CUDA_ENTRY(name) b.name = &device_op::name;
+  TRAINER_OPS_BACKEND_ENTRIES(TRAINER_CUDA_ENTRY)
+#undef TRAINER_CUDA_ENTRY
   return b;
 }
 
