@@ -48,7 +48,7 @@ class BenchModel {
   StepResult run(const recompute::RecomputePlan& plan, int warmup, int steps) {
     using Clock = std::chrono::steady_clock;
     recompute::ChunkExecutor chunk(config_, params_, grads_, plan, micro_batch_, allocator_);
-    const model::LayerDims dims = recompute::layer_dims(config_, micro_batch_, true);
+    const model::LayerDims dims = model::layer_dims(config_, micro_batch_, true);
     StepResult r;
     r.model_flops = 3 * (config_.num_layers * model::layer_forward_flops(dims).total() +
                          model::head_forward_flops(dims, config_.padded_vocab()));

@@ -37,13 +37,13 @@
 #include <vector>
 
 #include "model/gpt_params.h"
-#include "parallel/process_groups.h"
+#include "parallel/core/process_groups.h"
 #include "runtime/allocator.h"
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/kernels/cuda/device.h"
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/export/safetensors.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "runtime/allocator.h"
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 
 namespace bench_gpu {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "parallel/mappings.h"
+#include "parallel/core/mappings.h"
 #include "runtime/ops.h"
 
 namespace model {

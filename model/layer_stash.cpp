@@ -4,6 +4,34 @@
 
 namespace model {
 
+LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training) {
+  LayerDims d;
+  d.seq = config.seq_length;
+  d.micro_batch = micro_batch;
+  d.hidden = config.hidden_size;
+  d.heads = config.num_attention_heads;
+  d.head_dim = config.head_dim();
+  d.ffn = config.ffn();
+  d.layernorm_eps = config.layernorm_epsilon;
+  d.gelu = config.activation == Activation::gelu ? runtime::cpu::GeluKind::erf
+                                                         : runtime::cpu::GeluKind::tanh;
+  d.hidden_dropout = training ? config.hidden_dropout : 0.f;
+  d.attention_dropout = training ? config.attention_dropout : 0.f;
+  return d;
+}
+
+LayerDims with_tensor_parallel(LayerDims d, parallel::Communicator* tp,
+                                      int64_t tp_size, int64_t tp_rank, bool sequence_parallel) {
+  d.heads /= tp_size;
+  d.ffn /= tp_size;
+  d.tp = tp_size > 1 ? tp : nullptr;
+  d.tp_size = tp_size;
+  d.tp_rank = tp_rank;
+  d.sequence_parallel = sequence_parallel && tp_size > 1;
+  return d;
+}
+
+
 std::vector<StashTensorSpec> layer_stash_spec(const LayerDims& d, const LayerRecompute& entry) {
   using runtime::DType;
   const DType act = d.activation_dtype;

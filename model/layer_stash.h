@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/recompute_policy.h"
-#include "parallel/communicator.h"
+#include "model/gpt_config.h"
+#include "model/layer_recompute.h"
+#include "parallel/core/communicator.h"
 #include "runtime/kernels/cpu/gelu.h"
 #include "runtime/tensor.h"
 
@@ -41,6 +42,13 @@ struct LayerDims {
   int64_t seq_offset() const { return sequence_parallel ? tp_rank * seq_shard() : 0; }
   int64_t head_offset() const { return tp_rank * heads; }
 };
+
+// Layer shapes for a microbatch of this config (training: dropout on), without
+// tensor parallelism; with_tensor_parallel() adds it.
+LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training);
+LayerDims with_tensor_parallel(LayerDims dims, parallel::Communicator* tp,
+                                      int64_t tp_size, int64_t tp_rank, bool sequence_parallel);
+
 
 struct LayerStash {
   // Ts = T / tp with sequence parallelism, else T.

@@ -11,33 +11,6 @@ namespace recompute {
 using model::LayerRecompute;
 using model::RecomputeMode;
 
-model::LayerDims layer_dims(const model::GptConfig& config, int64_t micro_batch, bool training) {
-  model::LayerDims d;
-  d.seq = config.seq_length;
-  d.micro_batch = micro_batch;
-  d.hidden = config.hidden_size;
-  d.heads = config.num_attention_heads;
-  d.head_dim = config.head_dim();
-  d.ffn = config.ffn();
-  d.layernorm_eps = config.layernorm_epsilon;
-  d.gelu = config.activation == model::Activation::gelu ? runtime::cpu::GeluKind::erf
-                                                         : runtime::cpu::GeluKind::tanh;
-  d.hidden_dropout = training ? config.hidden_dropout : 0.f;
-  d.attention_dropout = training ? config.attention_dropout : 0.f;
-  return d;
-}
-
-model::LayerDims with_tensor_parallel(model::LayerDims d, parallel::Communicator* tp,
-                                      int64_t tp_size, int64_t tp_rank, bool sequence_parallel) {
-  d.heads /= tp_size;
-  d.ffn /= tp_size;
-  d.tp = tp_size > 1 ? tp : nullptr;
-  d.tp_size = tp_size;
-  d.tp_rank = tp_rank;
-  d.sequence_parallel = sequence_parallel && tp_size > 1;
-  return d;
-}
-
 ChunkSpec ChunkSpec::whole(int64_t num_layers) {
   ChunkSpec chunk;
   for (int64_t i = 0; i < num_layers; ++i) chunk.layer_ids.push_back(i);
@@ -64,7 +37,7 @@ ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptPar
 ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
                              const model::GptParams& grads, RecomputePlan plan,
                              int64_t micro_batch, runtime::Allocator& allocator)
-    : ChunkExecutor(config, params, grads, std::move(plan), layer_dims(config, micro_batch, true),
+    : ChunkExecutor(config, params, grads, std::move(plan), model::layer_dims(config, micro_batch, true),
                     ChunkSpec::whole(config.num_layers), allocator) {}
 
 Tensor ChunkExecutor::hidden(runtime::MemoryCategory category) const {

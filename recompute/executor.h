@@ -113,10 +113,4 @@ class ChunkExecutor {
   int64_t recompute_flops_ = 0;
 };
 
-// Layer shapes for a microbatch of this config (training: dropout on), without
-// tensor parallelism; with_tensor_parallel() adds it.
-model::LayerDims layer_dims(const model::GptConfig& config, int64_t micro_batch, bool training);
-model::LayerDims with_tensor_parallel(model::LayerDims dims, parallel::Communicator* tp,
-                                      int64_t tp_size, int64_t tp_rank, bool sequence_parallel);
-
 }  // namespace recompute

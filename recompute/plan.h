@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/recompute_policy.h"
+#include "model/layer_recompute.h"
 
 namespace recompute {
 

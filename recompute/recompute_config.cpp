@@ -19,7 +19,7 @@ const model::SelectiveModules kDefaultModules{.core_attn = true};
 
 // Rules shared by the top level and stage overrides.
 void validate_preset(const RecomputePreset& p, const std::string& path, bool method_allowed) {
-  const bool full = p.granularity == Granularity::full;
+  const bool full = p.granularity == RecomputeMode::full;
   const std::string g = granularity_name(p.granularity);
   if (p.method && (!full || !method_allowed)) {
     throw ConfigError(path + ".method", full ? "not allowed in a layer override (use num_layers for the group size)"
@@ -34,7 +34,7 @@ void validate_preset(const RecomputePreset& p, const std::string& path, bool met
   if (p.num_layers && *p.num_layers < 1) {
     throw ConfigError(path + ".num_layers", "must be >= 1, got " + std::to_string(*p.num_layers));
   }
-  if (p.modules && p.granularity != Granularity::selective) {
+  if (p.modules && p.granularity != RecomputeMode::selective) {
     throw ConfigError(path + ".modules", "not allowed with granularity " + g + " (only with selective)");
   }
   if (p.modules && !p.modules->any()) {
@@ -44,7 +44,7 @@ void validate_preset(const RecomputePreset& p, const std::string& path, bool met
 
 void check_num_layers_fit(const RecomputePreset& p, const std::string& path,
                           const std::vector<ChunkLayers>& chunks, int64_t stage) {
-  if (p.granularity != Granularity::full || !p.num_layers) return;
+  if (p.granularity != RecomputeMode::full || !p.num_layers) return;
   for (const ChunkLayers& chunk : chunks) {
     if (*p.num_layers > chunk.count) {
       throw ConfigError(path + ".num_layers",
@@ -57,9 +57,9 @@ void check_num_layers_fit(const RecomputePreset& p, const std::string& path,
 
 LayerRecompute entry_of(const RecomputePreset& p) {
   switch (p.granularity) {
-    case Granularity::none: return {};
-    case Granularity::full: return {RecomputeMode::full, {}};
-    case Granularity::selective: return {RecomputeMode::selective, p.modules.value_or(kDefaultModules)};
+    case RecomputeMode::none: return {};
+    case RecomputeMode::full: return {RecomputeMode::full, {}};
+    case RecomputeMode::selective: return {RecomputeMode::selective, p.modules.value_or(kDefaultModules)};
   }
   return {};
 }
@@ -76,11 +76,11 @@ void mark_full(RecomputePlan& plan, int64_t begin, int64_t end, int64_t group_si
 
 }  // namespace
 
-const char* granularity_name(Granularity g) {
+const char* granularity_name(RecomputeMode g) {
   switch (g) {
-    case Granularity::none: return "none";
-    case Granularity::full: return "full";
-    case Granularity::selective: return "selective";
+    case RecomputeMode::none: return "none";
+    case RecomputeMode::full: return "full";
+    case RecomputeMode::selective: return "selective";
   }
   return "?";
 }
@@ -150,7 +150,7 @@ RecomputePlan resolve_plan(const RecomputeConfig& c, int64_t stage,
   int64_t local = 0;  // local index of the chunk's first layer
   for (const ChunkLayers& chunk : stage_chunks) {
     const int64_t end = local + chunk.count;
-    if (preset.granularity == Granularity::full) {
+    if (preset.granularity == RecomputeMode::full) {
       const int64_t n = std::min(preset.num_layers.value_or(1), chunk.count);
       if (preset.method.value_or(Method::uniform) == Method::uniform) {
         mark_full(plan, local, end, n, &next_group);
@@ -165,7 +165,7 @@ RecomputePlan resolve_plan(const RecomputeConfig& c, int64_t stage,
       const int64_t last = std::min(o.last, chunk.first + chunk.count - 1);
       if (first > last) continue;
       const int64_t begin = local + first - chunk.first, stop = local + last - chunk.first + 1;
-      if (o.preset.granularity == Granularity::full) {
+      if (o.preset.granularity == RecomputeMode::full) {
         mark_full(plan, begin, stop, o.preset.num_layers.value_or(1), &next_group);
       } else {
         for (int64_t i = begin; i < stop; ++i) {

@@ -16,18 +16,17 @@
 #include <optional>
 #include <vector>
 
-#include "model/recompute_policy.h"
-#include "parallel/parallel_config.h"
+#include "model/layer_recompute.h"
+#include "parallel/core/parallel_config.h"
 #include "recompute/plan.h"
 
 namespace recompute {
 
-enum class Granularity { none, full, selective };
 enum class Method { uniform, block };
 
 // One preset: what the top level, a stage override or a layer override says.
 struct RecomputePreset {
-  Granularity granularity = Granularity::none;
+  model::RecomputeMode granularity = model::RecomputeMode::none;
   std::optional<Method> method;            // full only (required there at top level and per stage)
   std::optional<int64_t> num_layers;       // full only: group size (uniform) or full layers (block)
   std::optional<model::SelectiveModules> modules;  // selective only; default {core_attn}
@@ -62,7 +61,7 @@ void validate_recompute(const RecomputeConfig& config, int64_t num_layers,
 RecomputePlan resolve_plan(const RecomputeConfig& config, int64_t stage,
                            const std::vector<ChunkLayers>& stage_chunks);
 
-const char* granularity_name(Granularity granularity);
+const char* granularity_name(model::RecomputeMode granularity);
 const char* method_name(Method method);
 
 }  // namespace recompute

@@ -9,7 +9,7 @@
 
 #include "model/layer_stash.h"
 #include "recompute/executor.h"
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 
 namespace trainer {
 

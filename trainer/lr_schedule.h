@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 
 namespace trainer {
 

@@ -12,16 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "parallel/process_groups.h"
+#include "parallel/core/process_groups.h"
 #ifdef TRAINER_WITH_CUDA
 #include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/kernels/cuda/device.h"
 #endif
 #include "runtime/error.h"
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 #include "trainer/plan_command.h"
-#include "trainer/prepare_data.h"
+#include "trainer/data/prepare_data.h"
 #include "trainer/train.h"
 
 namespace {

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "model/gpt_params.h"
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 
 namespace trainer {
 

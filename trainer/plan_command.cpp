@@ -8,7 +8,7 @@
 
 #include "model/flops.h"
 #include "recompute/executor.h"
-#include "parallel/schedules.h"
+#include "parallel/pipeline/schedules.h"
 #include "recompute/memory_model.h"
 #include "trainer/metrics.h"
 
@@ -17,8 +17,8 @@ namespace trainer {
 void print_plan(const Config& config, const std::string& source, std::ostream& out) {
   const model::GptConfig& m = config.model;
   const parallel::ParallelConfig& p = config.parallel;
-  model::LayerDims dims = recompute::with_tensor_parallel(
-      recompute::layer_dims(m, config.train.micro_batch_size, true), nullptr, p.tensor, 0,
+  model::LayerDims dims = model::with_tensor_parallel(
+      model::layer_dims(m, config.train.micro_batch_size, true), nullptr, p.tensor, 0,
       p.sequence_parallel);
   dims.activation_dtype =
       uses_bf16(config.train) ? runtime::DType::bf16 : runtime::DType::f32;

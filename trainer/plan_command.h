@@ -6,7 +6,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "trainer/config.h"
+#include "trainer/config/config.h"
 
 namespace trainer {
 

@@ -5,7 +5,7 @@
 
 #include <csignal>
 
-#include "parallel/communicator.h"
+#include "parallel/core/communicator.h"
 
 namespace trainer {
 

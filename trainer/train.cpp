@@ -15,9 +15,9 @@
 #include "model/flops.h"
 #include "runtime/ops.h"
 #include "runtime/kernels/cpu/gemm.h"
-#include "parallel/gather_params.h"
-#include "parallel/grad_sync.h"
-#include "parallel/schedules.h"
+#include "parallel/pipeline/gather_params.h"
+#include "parallel/pipeline/grad_sync.h"
+#include "parallel/pipeline/schedules.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/comm_model.h"
 #include "trainer/lr_schedule.h"
@@ -155,8 +155,8 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   optimizer_ = std::make_unique<AdamW>(master_, allocator_);
 
   const recompute::RecomputePlan plan = recompute::resolve_plan(config_.recompute, stage, stage_chunks);
-  model::LayerDims dims = recompute::with_tensor_parallel(
-      recompute::layer_dims(m, t.micro_batch_size, true), groups_.tp.get(), pc.tensor,
+  model::LayerDims dims = model::with_tensor_parallel(
+      model::layer_dims(m, t.micro_batch_size, true), groups_.tp.get(), pc.tensor,
       groups_.coordinates.tp, pc.sequence_parallel);
   dims.activation_dtype = compute_dtype;
   schedule_ = pc.pipeline == 1          ? parallel::ScheduleKind::no_pipeline

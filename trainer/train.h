@@ -8,12 +8,12 @@
 #include <string>
 #include <optional>
 
-#include "parallel/process_groups.h"
-#include "parallel/schedules.h"
+#include "parallel/core/process_groups.h"
+#include "parallel/pipeline/schedules.h"
 #include "recompute/executor.h"
 #include "recompute/memory_model.h"
-#include "trainer/checkpoint.h"
-#include "trainer/config.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/config.h"
 #include "trainer/data/gpt_sampler.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/metrics.h"

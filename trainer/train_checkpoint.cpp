@@ -8,7 +8,7 @@
 #include <ostream>
 
 #include "runtime/ops.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/train.h"

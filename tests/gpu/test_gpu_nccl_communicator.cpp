@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
-#include "parallel/nccl_communicator.h"
+#include "parallel/core/communicator.h"
+#include "parallel/core/nccl_communicator.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace {

@@ -15,7 +15,7 @@
 #include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/ops.h"
 #include "tests/gpu/gpu_test_util.h"
-#include "tests/unit/trainer/trainer_fixture.h"
+#include "tests/unit/trainer/trainer_test_util.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <optional>
 
-#include "mpi_support.h"
+#include "mpi_test_util.h"
 
 namespace {
 

@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "mpi_support.h"
-#include "parallel/mappings.h"
-#include "parallel/process_groups.h"
+#include "mpi_test_util.h"
+#include "parallel/core/mappings.h"
+#include "parallel/core/process_groups.h"
 #include "runtime/kernels/cpu/convert.h"
 
 namespace {

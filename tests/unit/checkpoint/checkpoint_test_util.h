@@ -24,8 +24,8 @@
 #include <tuple>
 #include <vector>
 
-#include "parallel/communicator.h"
-#include "trainer/checkpoint.h"
+#include "parallel/core/communicator.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 namespace trainer::checkpoint_test {
 

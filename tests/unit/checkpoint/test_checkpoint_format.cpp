@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/error.h"
-#include "trainer/checkpoint_format.h"
+#include "trainer/checkpoint/format.h"
 
 namespace trainer::checkpoint {
 namespace {

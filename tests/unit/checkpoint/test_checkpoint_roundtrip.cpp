@@ -11,8 +11,8 @@
 
 #include "checkpoint_test_util.h"
 #include "runtime/error.h"
-#include "trainer/checkpoint.h"
-#include "trainer/checkpoint_format.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/format.h"
 
 namespace trainer::checkpoint_test {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "checkpoint_test_util.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 namespace trainer::checkpoint_test {
 namespace {

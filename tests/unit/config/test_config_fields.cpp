@@ -5,8 +5,8 @@
 
 #include <optional>
 
-#include "tests/unit/config/config_test_helpers.h"
-#include "trainer/config_fields.h"
+#include "tests/unit/config/config_test_util.h"
+#include "trainer/config/fields.h"
 
 namespace trainer::config_test {
 

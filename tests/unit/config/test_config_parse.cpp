@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/unit/config/config_test_helpers.h"
+#include "tests/unit/config/config_test_util.h"
 
 namespace trainer::config_test {
 namespace {

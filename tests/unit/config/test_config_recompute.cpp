@@ -2,7 +2,7 @@
 // rejection messages through parse_config, to_yaml round trip, and resolution.
 #include <gtest/gtest.h>
 
-#include "config_test_helpers.h"
+#include "config_test_util.h"
 
 namespace trainer {
 namespace {
@@ -25,7 +25,7 @@ TEST(ConfigRecompute, ParsesPresetAndOverrides) {
                                     "  stages:\n"
                                     "    - {stage: 0, granularity: full, method: block, num_layers: 4}\n",
                                 "test.yaml", kWithData);
-  EXPECT_EQ(c.recompute.preset.granularity, recompute::Granularity::full);
+  EXPECT_EQ(c.recompute.preset.granularity, recompute::model::RecomputeMode::full);
   EXPECT_EQ(c.recompute.preset.method, recompute::Method::uniform);
   EXPECT_EQ(c.recompute.preset.num_layers, 2);
   ASSERT_EQ(c.recompute.layers.size(), 2u);

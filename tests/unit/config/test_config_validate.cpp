@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "tests/unit/config/config_test_helpers.h"
+#include "tests/unit/config/config_test_util.h"
 
 namespace trainer::config_test {
 namespace {

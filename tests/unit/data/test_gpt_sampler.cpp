@@ -6,7 +6,7 @@
 #include <numeric>
 #include <set>
 
-#include "data_test_helpers.h"
+#include "data_test_util.h"
 #include "trainer/data/gpt_sampler.h"
 
 namespace trainer {

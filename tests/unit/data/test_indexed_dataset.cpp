@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <numeric>
 
-#include "data_test_helpers.h"
+#include "data_test_util.h"
 #include "trainer/data/indexed_dataset.h"
 
 namespace trainer {

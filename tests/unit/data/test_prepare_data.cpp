@@ -4,10 +4,10 @@
 
 #include <filesystem>
 
-#include "data_test_helpers.h"
+#include "data_test_util.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
-#include "trainer/prepare_data.h"
+#include "trainer/data/prepare_data.h"
 
 namespace trainer {
 namespace {

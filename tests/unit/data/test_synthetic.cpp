@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "data_test_helpers.h"
+#include "data_test_util.h"
 #include "trainer/data/synthetic.h"
 
 namespace trainer {

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "tiny_model.h"
+#include "model_test_util.h"
 
 namespace {
 

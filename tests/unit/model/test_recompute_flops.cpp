@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "model/flops.h"
-#include "tiny_model.h"
+#include "model_test_util.h"
 
 namespace {
 
@@ -23,7 +23,7 @@ TEST(RecomputeFlops, CountedPerPlan) {
   testing_support::TinyModel m(testing_support::tiny_config());
   const int64_t L = m.config.num_layers;
   const model::LayerFlops layer =
-      model::layer_forward_flops(recompute::layer_dims(m.config, m.micro_batch, true));
+      model::layer_forward_flops(model::layer_dims(m.config, m.micro_batch, true));
   EXPECT_EQ(recompute_flops(m, RecomputePlan::uniform(L, {})), 0);
   EXPECT_EQ(recompute_flops(m, RecomputePlan::uniform(L, {RecomputeMode::full, {}}, 2)),
             L * layer.total());

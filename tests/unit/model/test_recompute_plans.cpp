@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "recompute/memory_model.h"
-#include "tiny_model.h"
+#include "model_test_util.h"
 
 namespace {
 
@@ -84,7 +84,7 @@ TEST_P(RecomputePlans, BitIdenticalLossAndGradients) {
 
 TEST_P(RecomputePlans, MeasuredActivationPeakEqualsMemoryModel) {
   TinyModel model(testing_support::tiny_config(GetParam()));
-  const model::LayerDims dims = recompute::layer_dims(model.config, model.micro_batch, true);
+  const model::LayerDims dims = model::layer_dims(model.config, model.micro_batch, true);
   for (const NamedPlan& p : all_plans(model.config.num_layers)) {
     model.allocator.reset_peaks();
     ASSERT_EQ(model.allocator.stats()[runtime::MemoryCategory::activation].current, 0);
@@ -101,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Dropout, RecomputePlans, ::testing::Values(0.0f, 0.1f))
 TEST(RecomputeMemory, FullBelowSelectiveBelowNone) {
   TinyModel model(testing_support::tiny_config(0.1f));
   const int64_t L = model.config.num_layers;
-  const model::LayerDims dims = recompute::layer_dims(model.config, model.micro_batch, true);
+  const model::LayerDims dims = model::layer_dims(model.config, model.micro_batch, true);
   auto peak = [&](const RecomputePlan& plan) {
     return recompute::predict_activation_memory(model.config, dims, plan).peak;
   };

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "parallel/schedules.h"
+#include "parallel/pipeline/schedules.h"
 
 namespace {
 

@@ -9,7 +9,7 @@ namespace {
 
 using model::RecomputeMode;
 using recompute::ChunkLayers;
-using recompute::Granularity;
+using recompute::model::RecomputeMode;
 using recompute::LayerOverride;
 using recompute::Method;
 using recompute::RecomputeConfig;
@@ -18,7 +18,7 @@ using recompute::StageOverride;
 
 RecomputeConfig full(Method method, int64_t num_layers) {
   RecomputeConfig c;
-  c.preset.granularity = Granularity::full;
+  c.preset.granularity = model::RecomputeMode::full;
   c.preset.method = method;
   c.preset.num_layers = num_layers;
   return c;
@@ -69,7 +69,7 @@ TEST(RecomputeResolve, FullBlockRecomputesFirstLayersOfEachChunk) {
 
 TEST(RecomputeResolve, SelectiveDefaultsToCoreAttention) {
   RecomputeConfig c;
-  c.preset.granularity = Granularity::selective;
+  c.preset.granularity = model::RecomputeMode::selective;
   const RecomputePlan plan = recompute::resolve_plan(c, 0, {{0, 2}});
   EXPECT_EQ(modes(plan), "ss");
   EXPECT_EQ(plan.layers[0].modules, (model::SelectiveModules{.core_attn = true}));
@@ -80,9 +80,9 @@ TEST(RecomputeResolve, SelectiveDefaultsToCoreAttention) {
 
 TEST(RecomputeResolve, LayerOverridesWinOverStageOverridesWinOverPreset) {
   RecomputeConfig c = full(Method::uniform, 2);
-  c.stages.push_back({1, {Granularity::selective, {}, {}, {}}});
-  c.layers.push_back({1, 1, {Granularity::none, {}, {}, {}}});
-  c.layers.push_back({5, 7, {Granularity::full, {}, 3, {}}});
+  c.stages.push_back({1, {model::RecomputeMode::selective, {}, {}, {}}});
+  c.layers.push_back({1, 1, {model::RecomputeMode::none, {}, {}, {}}});
+  c.layers.push_back({5, 7, {model::RecomputeMode::full, {}, 3, {}}});
   // stage 0: layers 0-3 uniform 2, layer 1 forced none (splits group 0)
   EXPECT_EQ(modes(recompute::resolve_plan(c, 0, {{0, 4}})), "0n11");
   // stage 1: layers 4-7 selective, 5-7 one full group of 3
@@ -93,13 +93,13 @@ TEST(RecomputeValidate, AcceptsMegatronCombinations) {
   EXPECT_EQ(error_of(full(Method::uniform, 2), 4, one_stage(4)), "");
   EXPECT_EQ(error_of(full(Method::block, 4), 4, one_stage(4)), "");
   RecomputeConfig selective;
-  selective.preset.granularity = Granularity::selective;
+  selective.preset.granularity = model::RecomputeMode::selective;
   EXPECT_EQ(error_of(selective, 4, one_stage(4)), "");
 }
 
 TEST(RecomputeValidate, RejectsMethodWithSelective) {
   RecomputeConfig c;
-  c.preset.granularity = Granularity::selective;
+  c.preset.granularity = model::RecomputeMode::selective;
   c.preset.method = Method::uniform;
   EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.method: not allowed with granularity selective"),
             std::string::npos);
@@ -110,13 +110,13 @@ TEST(RecomputeValidate, RejectsNumLayersWithSelectiveAndNone) {
   c.preset.num_layers = 2;
   EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.num_layers: not allowed with granularity none"),
             std::string::npos);
-  c.preset.granularity = Granularity::selective;
+  c.preset.granularity = model::RecomputeMode::selective;
   EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.num_layers"), std::string::npos);
 }
 
 TEST(RecomputeValidate, RequiresMethodWithFull) {
   RecomputeConfig c;
-  c.preset.granularity = Granularity::full;
+  c.preset.granularity = model::RecomputeMode::full;
   EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.method: required with granularity full"),
             std::string::npos);
 }
@@ -134,7 +134,7 @@ TEST(RecomputeValidate, RejectsModulesOutsideSelective) {
   EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.modules: not allowed with granularity full"),
             std::string::npos);
   RecomputeConfig s;
-  s.preset.granularity = Granularity::selective;
+  s.preset.granularity = model::RecomputeMode::selective;
   s.preset.modules = model::SelectiveModules{};
   EXPECT_NE(error_of(s, 4, one_stage(4)).find("recompute.modules: must name at least one"),
             std::string::npos);
@@ -142,30 +142,30 @@ TEST(RecomputeValidate, RejectsModulesOutsideSelective) {
 
 TEST(RecomputeValidate, RejectsBadLayerRanges) {
   RecomputeConfig c;
-  c.layers.push_back({0, 3, {Granularity::full, {}, {}, {}}});
-  c.layers.push_back({20, 40, {Granularity::none, {}, {}, {}}});
+  c.layers.push_back({0, 3, {model::RecomputeMode::full, {}, {}, {}}});
+  c.layers.push_back({20, 40, {model::RecomputeMode::none, {}, {}, {}}});
   EXPECT_NE(error_of(c, 24, one_stage(24)).find("recompute.layers[1].range: last 40 >= num_layers 24"),
             std::string::npos);
-  c.layers[1] = {3, 5, {Granularity::none, {}, {}, {}}};
+  c.layers[1] = {3, 5, {model::RecomputeMode::none, {}, {}, {}}};
   EXPECT_NE(error_of(c, 24, one_stage(24)).find("recompute.layers[1].range: [3, 5] overlaps recompute.layers[0].range [0, 3]"),
             std::string::npos);
-  c.layers[1] = {6, 5, {Granularity::none, {}, {}, {}}};
+  c.layers[1] = {6, 5, {model::RecomputeMode::none, {}, {}, {}}};
   EXPECT_NE(error_of(c, 24, one_stage(24)).find("recompute.layers[1].range: [6, 5]"), std::string::npos);
 }
 
 TEST(RecomputeValidate, RejectsMethodInLayerOverrideAndOversizedGroups) {
   RecomputeConfig c;
-  c.layers.push_back({0, 1, {Granularity::full, Method::uniform, {}, {}}});
+  c.layers.push_back({0, 1, {model::RecomputeMode::full, Method::uniform, {}, {}}});
   EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.layers[0].method: not allowed in a layer override"),
             std::string::npos);
-  c.layers[0] = {0, 1, {Granularity::full, {}, 3, {}}};
+  c.layers[0] = {0, 1, {model::RecomputeMode::full, {}, 3, {}}};
   EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.layers[0].num_layers: 3 > 2 layers in the range"),
             std::string::npos);
 }
 
 TEST(RecomputeValidate, RejectsUnknownAndDuplicateStages) {
   RecomputeConfig c;
-  c.stages.push_back({2, {Granularity::none, {}, {}, {}}});
+  c.stages.push_back({2, {model::RecomputeMode::none, {}, {}, {}}});
   EXPECT_NE(error_of(c, 4, {{{0, 2}}, {{2, 2}}}).find("recompute.stages[0].stage: 2 is not a pipeline stage"),
             std::string::npos);
   c.stages = {StageOverride{1, {}}, StageOverride{1, {}}};

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "trainer_fixture.h"
+#include "trainer_test_util.h"
 
 namespace {
 

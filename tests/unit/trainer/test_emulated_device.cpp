@@ -9,7 +9,7 @@
 
 #include "runtime/ops.h"
 #include "tests/support/emulated_device.h"
-#include "trainer_fixture.h"
+#include "trainer_test_util.h"
 
 namespace trainer {
 namespace {

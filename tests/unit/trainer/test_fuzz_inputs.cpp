@@ -9,10 +9,10 @@
 #include <random>
 #include <sstream>
 
-#include "trainer/checkpoint.h"
-#include "trainer/config.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/config.h"
 #include "trainer/data/indexed_dataset.h"
-#include "trainer_fixture.h"
+#include "trainer_test_util.h"
 
 namespace trainer {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "trainer/export/hf_gpt2.h"
-#include "trainer_fixture.h"
+#include "trainer_test_util.h"
 
 namespace trainer {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/safetensors.h"
-#include "trainer_fixture.h"
+#include "trainer_test_util.h"
 
 namespace trainer {
 namespace {

@@ -1,0 +1,202 @@
+// The tensor methods of every communicator (with host staging), the single-process
+// communicator (identities; point to point has no peer and is a bug to call) and the
+// host/device split.
+#include "parallel/core/communicator.h"
+
+#include <cstring>
+#include <utility>
+
+#include "runtime/error.h"
+#include "runtime/ops.h"
+
+namespace parallel {
+
+using runtime::Tensor;
+
+// Note [Device tensors over host communicators]
+// A device tensor handed to a communicator of host buffers (MPI) travels through host
+// memory: it is downloaded into a staging tensor, communicated, and results are uploaded
+// back. That is what lets several ranks share one GPU (NCCL wants a device per rank) and
+// what `parallel.backend: mpi` does on GPUs. Payloads are counted by the buffer call, so
+// the communication model holds either way. With NCCL (SplitCommunicator), device tensors
+// go to NCCL as they are and host tensors to MPI.
+
+Tensor Communicator::staging(const Tensor& t) {
+  TRAINER_ASSERT(t.device() != runtime::DeviceKind::cpu && !takes_device_buffers(),
+                 "a host tensor given to a communicator of device buffers");
+  return Tensor::empty(staging_allocator_, t.shape(), t.dtype(), runtime::MemoryCategory::comm);
+}
+
+// Runs `call(out, in)` on `out` and `in` themselves when this communicator takes their
+// memory, else on host copies: `in` downloaded first, `out` uploaded after.
+template <class Call>
+void Communicator::staged(const Tensor& out, const Tensor& in, Call&& call) {
+  if (direct(in)) return call(out, in);
+  const Tensor host_in = staging(in);
+  const Tensor host_out = out.raw() == in.raw() ? host_in : staging(out);
+  runtime::ops::download(host_in, in);
+  call(host_out, host_in);
+  runtime::ops::upload(out, host_out);
+}
+
+void Communicator::all_reduce_sum(const Tensor& data) {
+  staged(data, data,
+         [&](const Tensor& t, const Tensor&) { all_reduce_sum(t.raw(), t.numel(), t.dtype()); });
+}
+
+void Communicator::all_reduce_max(const Tensor& data) {
+  staged(data, data, [&](const Tensor& t, const Tensor&) { all_reduce_max(t.f32(), t.numel()); });
+}
+
+void Communicator::all_gather(const Tensor& out, const Tensor& in) {
+  TRAINER_ASSERT(out.numel() == in.numel() * size() && out.dtype() == in.dtype(),
+                 "all_gather of " << in.numel() << " elements into " << out.numel() << " over "
+                                  << size() << " ranks");
+  staged(out, in, [&](const Tensor& o, const Tensor& i) {
+    all_gather(o.raw(), i.raw(), i.numel(), i.dtype());
+  });
+}
+
+void Communicator::reduce_scatter(const Tensor& out, const Tensor& in) {
+  TRAINER_ASSERT(in.numel() == out.numel() * size() && out.dtype() == in.dtype(),
+                 "reduce_scatter of " << in.numel() << " elements into " << out.numel() << " over "
+                                      << size() << " ranks");
+  staged(out, in, [&](const Tensor& o, const Tensor& i) {
+    reduce_scatter(o.raw(), i.raw(), o.numel(), o.dtype());
+  });
+}
+
+namespace {
+// A send from a staging copy, which it keeps alive until the transfer is done.
+class StagedSend final : public Request {
+ public:
+  StagedSend(Tensor host, std::unique_ptr<Request> inner)
+      : host_(std::move(host)), inner_(std::move(inner)) {}
+  void wait() override { inner_->wait(); }
+  bool done() override { return inner_->done(); }
+
+ private:
+  Tensor host_;
+  std::unique_ptr<Request> inner_;
+};
+}  // namespace
+
+std::unique_ptr<Request> Communicator::send_async(const Tensor& data, int peer, int tag) {
+  if (direct(data)) return send_async(data.raw(), data.nbytes(), peer, tag);
+  Tensor host = staging(data);
+  runtime::ops::download(host, data);
+  auto inner = send_async(host.raw(), host.nbytes(), peer, tag);
+  return std::make_unique<StagedSend>(std::move(host), std::move(inner));
+}
+
+void Communicator::recv(const Tensor& data, int peer, int tag) {
+  if (direct(data)) return recv(data.raw(), data.nbytes(), peer, tag);
+  const Tensor host = staging(data);
+  recv(host.raw(), host.nbytes(), peer, tag);
+  runtime::ops::upload(data, host);
+}
+
+// ---- SelfCommunicator ----
+
+void SelfCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+  const int64_t bytes = count * runtime::dtype_size(dtype);
+  add_payload(bytes);
+  if (out != in) std::memmove(out, in, static_cast<size_t>(bytes));
+}
+
+void SelfCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
+                                      runtime::DType dtype) {
+  const int64_t bytes = count * runtime::dtype_size(dtype);
+  add_payload(bytes);
+  if (out != in) std::memmove(out, in, static_cast<size_t>(bytes));
+}
+
+std::unique_ptr<Request> SelfCommunicator::send_async(const void*, int64_t, int peer, int) {
+  TRAINER_ASSERT(false, "send to rank " << peer << " in a group of one");
+  return nullptr;
+}
+
+void SelfCommunicator::recv(void*, int64_t, int peer, int) {
+  TRAINER_ASSERT(false, "receive from rank " << peer << " in a group of one");
+}
+
+void SelfCommunicator::all_reduce_sum(const Tensor& data) {
+  add_payload(data.nbytes());
+}
+
+void SelfCommunicator::all_reduce_max(const Tensor& data) {
+  add_payload(data.nbytes());
+}
+
+void SelfCommunicator::all_gather(const Tensor& out, const Tensor& in) {
+  add_payload(in.nbytes());
+  runtime::ops::copy(out, in);
+}
+
+void SelfCommunicator::reduce_scatter(const Tensor& out, const Tensor& in) {
+  add_payload(in.nbytes());
+  runtime::ops::copy(out, in);
+}
+
+// ---- SplitCommunicator ----
+
+SplitCommunicator::SplitCommunicator(std::unique_ptr<Communicator> host,
+                                     std::unique_ptr<Communicator> device)
+    : host_(std::move(host)), device_(std::move(device)) {
+  TRAINER_ASSERT(!host_->takes_device_buffers() && device_->takes_device_buffers() &&
+                     host_->rank() == device_->rank() && host_->size() == device_->size(),
+                 "SplitCommunicator needs a host and a device communicator of one group");
+}
+
+void SplitCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+  host_->all_reduce_sum(data, count, dtype);
+}
+void SplitCommunicator::all_reduce_sum(double* data, int64_t count) {
+  host_->all_reduce_sum(data, count);
+}
+void SplitCommunicator::all_reduce_max(float* data, int64_t count) {
+  host_->all_reduce_max(data, count);
+}
+void SplitCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+  host_->all_gather(out, in, count, dtype);
+}
+void SplitCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
+                                       runtime::DType dtype) {
+  host_->reduce_scatter(out, in, count, dtype);
+}
+void SplitCommunicator::broadcast(void* data, int64_t bytes, int root) {
+  host_->broadcast(data, bytes, root);
+}
+void SplitCommunicator::barrier() {
+  host_->barrier();
+}
+std::unique_ptr<Request> SplitCommunicator::send_async(const void* data, int64_t bytes, int peer,
+                                                       int tag) {
+  return host_->send_async(data, bytes, peer, tag);
+}
+void SplitCommunicator::recv(void* data, int64_t bytes, int peer, int tag) {
+  host_->recv(data, bytes, peer, tag);
+}
+void SplitCommunicator::all_reduce_sum(const Tensor& data) {
+  pick(data).all_reduce_sum(data);
+}
+void SplitCommunicator::all_reduce_max(const Tensor& data) {
+  pick(data).all_reduce_max(data);
+}
+void SplitCommunicator::all_gather(const Tensor& out, const Tensor& in) {
+  pick(in).all_gather(out, in);
+}
+void SplitCommunicator::reduce_scatter(const Tensor& out, const Tensor& in) {
+  pick(in).reduce_scatter(out, in);
+}
+std::unique_ptr<Request> SplitCommunicator::send_async(const Tensor& data, int peer, int tag) {
+  return pick(data).send_async(data, peer, tag);
+}
+void SplitCommunicator::recv(const Tensor& data, int peer, int tag) {
+  pick(data).recv(data, peer, tag);
+}
+int64_t SplitCommunicator::payload_bytes() const {
+  return host_->payload_bytes() + device_->payload_bytes();
+}
+
+}  // namespace parallel

@@ -1,0 +1,148 @@
+// MPI collectives with checked calls; large counts are sent in int-sized chunks.
+#include "parallel/core/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "parallel/core/mpi_check.h"
+#include "runtime/kernels/cpu/convert.h"
+
+namespace parallel {
+namespace {
+MPI_Comm as_comm(void* comm) { return reinterpret_cast<MPI_Comm>(comm); }
+constexpr int64_t kMaxChunk = INT_MAX / 8;
+
+template <typename T>
+void all_reduce_chunks(T* data, int64_t count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  for (int64_t begin = 0; begin < count; begin += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, count - begin));
+    TRAINER_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + begin, n, type, op, comm));
+  }
+}
+
+// inout[i] = bf16(f32(in[i]) + f32(inout[i])) over bf16 bit patterns.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    b[i] = runtime::cpu::float_to_bf16(runtime::cpu::bf16_to_float(a[i]) +
+                                       runtime::cpu::bf16_to_float(b[i]));
+  }
+}
+
+// The MPI type and sum operation of an f32 or bf16 reduction.
+std::pair<MPI_Datatype, MPI_Op> sum_of(runtime::DType dtype) {
+  if (dtype == runtime::DType::f32) return {MPI_FLOAT, MPI_SUM};
+  TRAINER_ASSERT(dtype == runtime::DType::bf16,
+                 "MPI sum of " << runtime::dtype_name(dtype) << ": f32 or bf16 only");
+  static MPI_Op op = [] {
+    MPI_Op created = MPI_OP_NULL;
+    TRAINER_MPI_CHECK(MPI_Op_create(&bf16_sum, 1, &created));
+    return created;
+  }();
+  return {MPI_UINT16_T, op};
+}
+
+int checked_int(int64_t count, const char* what) {
+  TRAINER_ASSERT(count <= INT_MAX, what << " of " << count << " elements exceeds MPI's int count");
+  return static_cast<int>(count);
+}
+
+class MpiRequest final : public Request {
+ public:
+  explicit MpiRequest(MPI_Request request) : request_(request) {}
+  ~MpiRequest() override {
+    // Unwinding from an error, the peer may never receive: leave the request (the job is
+    // about to be aborted) rather than hang in MPI_Wait.
+    if (request_ != MPI_REQUEST_NULL && std::uncaught_exceptions() == 0)
+      MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  void wait() override { TRAINER_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+  bool done() override {
+    int completed = 0;
+    TRAINER_MPI_CHECK(MPI_Test(&request_, &completed, MPI_STATUS_IGNORE));
+    return completed != 0;
+  }
+
+ private:
+  MPI_Request request_;
+};
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(void* comm) : comm_(comm) {
+  TRAINER_MPI_CHECK(MPI_Comm_rank(as_comm(comm_), &rank_));
+  TRAINER_MPI_CHECK(MPI_Comm_size(as_comm(comm_), &size_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  MPI_Comm comm = as_comm(comm_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm != MPI_COMM_WORLD && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+}
+
+void MpiCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+  add_payload(count * runtime::dtype_size(dtype));
+  const auto [type, op] = sum_of(dtype);
+  if (dtype == runtime::DType::f32) {
+    all_reduce_chunks(static_cast<float*>(data), count, type, op, as_comm(comm_));
+  } else {
+    all_reduce_chunks(static_cast<uint16_t*>(data), count, type, op, as_comm(comm_));
+  }
+}
+
+void MpiCommunicator::all_reduce_sum(double* data, int64_t count) {
+  add_payload(count * 8);
+  all_reduce_chunks(data, count, MPI_DOUBLE, MPI_SUM, as_comm(comm_));
+}
+
+void MpiCommunicator::all_reduce_max(float* data, int64_t count) {
+  add_payload(count * 4);
+  all_reduce_chunks(data, count, MPI_FLOAT, MPI_MAX, as_comm(comm_));
+}
+
+void MpiCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+  const int64_t bytes = count * runtime::dtype_size(dtype);
+  add_payload(bytes);
+  const int n = checked_int(bytes, "all_gather");
+  TRAINER_MPI_CHECK(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, as_comm(comm_)));
+}
+
+void MpiCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
+                                     runtime::DType dtype) {
+  add_payload(count * size_ * runtime::dtype_size(dtype));
+  const int n = checked_int(count, "reduce_scatter");
+  const auto [type, op] = sum_of(dtype);
+  TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, type, op, as_comm(comm_)));
+}
+
+std::unique_ptr<Request> MpiCommunicator::send_async(const void* data, int64_t bytes, int peer,
+                                                     int tag) {
+  add_payload(bytes);
+  MPI_Request request = MPI_REQUEST_NULL;
+  TRAINER_MPI_CHECK(MPI_Isend(data, checked_int(bytes, "send"), MPI_BYTE, peer, tag,
+                              as_comm(comm_), &request));
+  return std::make_unique<MpiRequest>(request);
+}
+
+void MpiCommunicator::recv(void* data, int64_t bytes, int peer, int tag) {
+  TRAINER_MPI_CHECK(MPI_Recv(data, checked_int(bytes, "recv"), MPI_BYTE, peer, tag,
+                             as_comm(comm_), MPI_STATUS_IGNORE));
+}
+
+void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
+  char* p = static_cast<char*>(data);
+  for (int64_t begin = 0; begin < bytes; begin += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, bytes - begin));
+    TRAINER_MPI_CHECK(MPI_Bcast(p + begin, n, MPI_BYTE, root, as_comm(comm_)));
+  }
+}
+
+void MpiCommunicator::barrier() { TRAINER_MPI_CHECK(MPI_Barrier(as_comm(comm_))); }
+
+}  // namespace parallel

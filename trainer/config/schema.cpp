@@ -1,0 +1,258 @@
+// The YAML schema of the run config: one table per section, key names = struct
+// field names, in the order to_yaml writes them. A new section is a struct with a
+// ConfigSchema specialization here plus one `field(...)` line in ConfigSchema<Config>.
+#include "trainer/config/fields.h"
+
+namespace trainer::config_detail {
+
+// ---- recompute: enums, the module list, presets and overrides ----
+template <>
+struct EnumNames<recompute::model::RecomputeMode> {
+  static constexpr std::array<std::pair<std::string_view, recompute::model::RecomputeMode>, 3> entries{
+      {{"none", recompute::model::RecomputeMode::none},
+       {"full", recompute::model::RecomputeMode::full},
+       {"selective", recompute::model::RecomputeMode::selective}}};
+};
+template <>
+struct EnumNames<recompute::Method> {
+  static constexpr std::array<std::pair<std::string_view, recompute::Method>, 2> entries{
+      {{"uniform", recompute::Method::uniform}, {"block", recompute::Method::block}}};
+};
+
+// `modules: [core_attn, act]`: a list of distinct module names.
+template <>
+struct ValueCodec<model::SelectiveModules> {
+  using Member = bool model::SelectiveModules::*;
+  static constexpr std::array<std::pair<std::string_view, Member>, 4> kModules{
+      {{"core_attn", &model::SelectiveModules::core_attn},
+       {"act", &model::SelectiveModules::act},
+       {"layernorm", &model::SelectiveModules::layernorm},
+       {"mlp", &model::SelectiveModules::mlp}}};
+
+  static void read(const YAML::Node& node, const std::string& path,
+                   model::SelectiveModules& value) {
+    std::vector<std::string> names;
+    read_value(node, path, names);
+    value = {};
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string item_path = path + "[" + std::to_string(i) + "]";
+      bool known = false;
+      for (const auto& [name, member] : kModules) {
+        if (names[i] != name) continue;
+        if (value.*member) throw runtime::ConfigError(item_path, "module '" + names[i] + "' listed twice");
+        value.*member = known = true;
+      }
+      if (!known) {
+        throw runtime::ConfigError(item_path, "unknown module '" + names[i] +
+                                                  "' (known: core_attn, act, layernorm, mlp)");
+      }
+    }
+  }
+  static void write(YAML::Emitter& out, const model::SelectiveModules& value) {
+    out << YAML::Flow << YAML::BeginSeq;
+    for (const auto& [name, member] : kModules)
+      if (value.*member) out << std::string(name);
+    out << YAML::EndSeq;
+  }
+};
+
+template <class Owner>
+std::vector<FieldSpec<Owner>> preset_fields() {
+  using recompute::RecomputePreset;
+  return {field("granularity", &Owner::preset, &RecomputePreset::granularity),
+          field("method", &Owner::preset, &RecomputePreset::method),
+          field("num_layers", &Owner::preset, &RecomputePreset::num_layers),
+          field("modules", &Owner::preset, &RecomputePreset::modules)};
+}
+
+template <>
+struct ConfigSchema<recompute::LayerOverride> {
+  static const std::vector<FieldSpec<recompute::LayerOverride>>& fields() {
+    using recompute::LayerOverride;
+    static const std::vector<FieldSpec<LayerOverride>> table = [] {
+      std::vector<FieldSpec<LayerOverride>> t;
+      t.push_back({"range",
+                   [](const YAML::Node& node, const std::string& path, LayerOverride& o) {
+                     std::vector<int64_t> range;
+                     read_value(node, path, range);
+                     if (range.size() != 2) {
+                       throw runtime::ConfigError(path, "expected [first, last], got " + describe(node));
+                     }
+                     o.first = range[0], o.last = range[1];
+                   },
+                   [](YAML::Emitter& out, const LayerOverride& o) {
+                     write_value(out, std::vector<int64_t>{o.first, o.last});
+                   }});
+      for (auto& f : preset_fields<LayerOverride>()) t.push_back(std::move(f));
+      return t;
+    }();
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<recompute::StageOverride> {
+  static const std::vector<FieldSpec<recompute::StageOverride>>& fields() {
+    using recompute::StageOverride;
+    static const std::vector<FieldSpec<StageOverride>> table = [] {
+      std::vector<FieldSpec<StageOverride>> t = {field("stage", &StageOverride::stage)};
+      for (auto& f : preset_fields<StageOverride>()) t.push_back(std::move(f));
+      return t;
+    }();
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<recompute::RecomputeConfig> {
+  static const std::vector<FieldSpec<recompute::RecomputeConfig>>& fields() {
+    using recompute::RecomputeConfig;
+    static const std::vector<FieldSpec<RecomputeConfig>> table = [] {
+      std::vector<FieldSpec<RecomputeConfig>> t = preset_fields<RecomputeConfig>();
+      t.push_back(field("layers", &RecomputeConfig::layers));
+      t.push_back(field("stages", &RecomputeConfig::stages));
+      return t;
+    }();
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<model::GptConfig> {
+  static const std::vector<FieldSpec<model::GptConfig>>& fields() {
+    using model::GptConfig;
+    static const std::vector<FieldSpec<GptConfig>> table = {
+        field("num_layers", &GptConfig::num_layers),
+        field("hidden_size", &GptConfig::hidden_size),
+        field("num_attention_heads", &GptConfig::num_attention_heads),
+        field("ffn_hidden_size", &GptConfig::ffn_hidden_size),
+        field("seq_length", &GptConfig::seq_length),
+        field("max_position_embeddings", &GptConfig::max_position_embeddings),
+        field("vocab_size", &GptConfig::vocab_size),
+        field("make_vocab_size_divisible_by", &GptConfig::make_vocab_size_divisible_by),
+        field("hidden_dropout", &GptConfig::hidden_dropout),
+        field("attention_dropout", &GptConfig::attention_dropout),
+        field("init_method_std", &GptConfig::init_method_std),
+        field("layernorm_epsilon", &GptConfig::layernorm_epsilon),
+        field("activation", &GptConfig::activation),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<TrainConfig> {
+  static const std::vector<FieldSpec<TrainConfig>>& fields() {
+    static const std::vector<FieldSpec<TrainConfig>> table = {
+        field("steps", &TrainConfig::steps),
+        field("micro_batch_size", &TrainConfig::micro_batch_size),
+        field("global_batch_size", &TrainConfig::global_batch_size),
+        field("seed", &TrainConfig::seed),
+        field("log_interval", &TrainConfig::log_interval),
+        field("eval_interval", &TrainConfig::eval_interval),
+        field("eval_iters", &TrainConfig::eval_iters),
+        field("device", &TrainConfig::device),
+        field("precision", &TrainConfig::precision),
+        field("peak_tflops", &TrainConfig::peak_tflops),
+        field("on_nonfinite", &TrainConfig::on_nonfinite),
+        field("max_skipped_steps", &TrainConfig::max_skipped_steps),
+        field("init_from", &TrainConfig::init_from),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<OptimizerConfig> {
+  static const std::vector<FieldSpec<OptimizerConfig>>& fields() {
+    static const std::vector<FieldSpec<OptimizerConfig>> table = {
+        field("lr", &OptimizerConfig::lr),
+        field("min_lr", &OptimizerConfig::min_lr),
+        field("weight_decay", &OptimizerConfig::weight_decay),
+        field("adam_beta1", &OptimizerConfig::adam_beta1),
+        field("adam_beta2", &OptimizerConfig::adam_beta2),
+        field("adam_eps", &OptimizerConfig::adam_eps),
+        field("clip_grad", &OptimizerConfig::clip_grad),
+        field("lr_warmup_steps", &OptimizerConfig::lr_warmup_steps),
+        field("lr_decay_steps", &OptimizerConfig::lr_decay_steps),
+        field("lr_decay_style", &OptimizerConfig::lr_decay_style),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<DataConfig> {
+  static const std::vector<FieldSpec<DataConfig>>& fields() {
+    static const std::vector<FieldSpec<DataConfig>> table = {
+        field("path", &DataConfig::path),
+        field("split", &DataConfig::split),
+        field("shuffle", &DataConfig::shuffle),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<parallel::ParallelConfig> {
+  static const std::vector<FieldSpec<parallel::ParallelConfig>>& fields() {
+    using parallel::ParallelConfig;
+    static const std::vector<FieldSpec<ParallelConfig>> table = {
+        field("tensor", &ParallelConfig::tensor),
+        field("pipeline", &ParallelConfig::pipeline),
+        field("data", &ParallelConfig::data),
+        field("virtual_pipeline", &ParallelConfig::virtual_pipeline),
+        field("sequence_parallel", &ParallelConfig::sequence_parallel),
+        field("layers_per_stage", &ParallelConfig::layers_per_stage),
+        field("backend", &ParallelConfig::backend),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<CheckpointConfig> {
+  static const std::vector<FieldSpec<CheckpointConfig>>& fields() {
+    static const std::vector<FieldSpec<CheckpointConfig>> table = {
+        field("dir", &CheckpointConfig::dir),
+        field("interval", &CheckpointConfig::interval),
+        field("keep_last", &CheckpointConfig::keep_last),
+        field("async", &CheckpointConfig::async),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<OutputConfig> {
+  static const std::vector<FieldSpec<OutputConfig>>& fields() {
+    static const std::vector<FieldSpec<OutputConfig>> table = {
+        field("dir", &OutputConfig::dir),
+        field("export", &OutputConfig::export_model),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<Config> {
+  static const std::vector<FieldSpec<Config>>& fields() {
+    static const std::vector<FieldSpec<Config>> table = {
+        field("model", &Config::model),         field("train", &Config::train),
+        field("optimizer", &Config::optimizer), field("data", &Config::data),
+        field("parallel", &Config::parallel),   field("recompute", &Config::recompute),
+        field("checkpoint", &Config::checkpoint), field("output", &Config::output),
+    };
+    return table;
+  }
+};
+
+void read_config(const YAML::Node& root, Config& config) {
+  read_value(root, "", config);
+}
+
+void write_config(YAML::Emitter& out, const Config& config) {
+  write_value(out, config);
+}
+
+}  // namespace trainer::config_detail

@@ -1,0 +1,301 @@
+// Cross-field rules of the run config, checked before anything is allocated.
+// Each failure is a ConfigError at the field's YAML path whose message names
+// every field involved and its value. Ranges come first so later rules never divide by 0.
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "trainer/config/config.h"
+#include "trainer/config/fields.h"
+
+namespace trainer {
+namespace {
+
+using config_detail::format_number;
+using runtime::ConfigError;
+
+std::string text_of(int64_t value) {
+  return std::to_string(value);
+}
+std::string text_of(float value) {
+  return format_number(value);
+}
+std::string text_of(double value) {
+  return format_number(value);
+}
+
+template <class Number>
+void check_at_least(const std::string& path, Number value, Number minimum) {
+  if (!(value >= minimum)) {
+    throw ConfigError(path, "must be >= " + text_of(minimum) + ", got " + text_of(value));
+  }
+}
+
+void check_positive(const std::string& path, float value) {
+  if (!(value > 0 && std::isfinite(value))) {
+    throw ConfigError(path, "must be finite and > 0, got " + text_of(value));
+  }
+}
+
+void check_non_negative(const std::string& path, float value) {
+  if (!(value >= 0 && std::isfinite(value))) {
+    throw ConfigError(path, "must be finite and >= 0, got " + text_of(value));
+  }
+}
+
+// [0, 1): dropout probabilities and Adam betas.
+void check_unit_interval(const std::string& path, float value) {
+  if (!(value >= 0 && value < 1)) {
+    throw ConfigError(path, "must be in [0, 1), got " + text_of(value));
+  }
+}
+
+// a * b, or nullopt when it overflows int64 (then no smaller value is divisible by it).
+std::optional<int64_t> product(int64_t a, int64_t b) {
+  int64_t result = 0;
+  if (__builtin_mul_overflow(a, b, &result)) return std::nullopt;
+  return result;
+}
+
+bool divisible(int64_t value, std::optional<int64_t> divisor) {
+  return divisor.has_value() && value % *divisor == 0;
+}
+
+std::string text_of(std::optional<int64_t> value) {
+  return value ? text_of(*value) : std::string("(overflows int64)");
+}
+
+void validate_model(const model::GptConfig& model) {
+  check_at_least<int64_t>("model.num_layers", model.num_layers, 1);
+  check_at_least<int64_t>("model.hidden_size", model.hidden_size, 1);
+  check_at_least<int64_t>("model.num_attention_heads", model.num_attention_heads, 1);
+  if (model.hidden_size % model.num_attention_heads != 0) {
+    throw ConfigError("model.hidden_size", text_of(model.hidden_size) +
+                                               " is not divisible by model.num_attention_heads " +
+                                               text_of(model.num_attention_heads));
+  }
+  check_at_least<int64_t>("model.ffn_hidden_size", model.ffn_hidden_size, 0);
+  if (model.ffn_hidden_size == 0 && !product(model.hidden_size, 4)) {
+    throw ConfigError("model.hidden_size", text_of(model.hidden_size) +
+                                               " is too large for model.ffn_hidden_size 0 "
+                                               "(4 x model.hidden_size overflows int64)");
+  }
+  check_at_least<int64_t>("model.seq_length", model.seq_length, 1);
+  if (model.max_position_embeddings != 0 && model.max_position_embeddings < model.seq_length) {
+    throw ConfigError("model.max_position_embeddings",
+                      "must be 0 (= model.seq_length) or >= model.seq_length " +
+                          text_of(model.seq_length) + ", got " +
+                          text_of(model.max_position_embeddings));
+  }
+  constexpr int64_t kMaxVocab = std::numeric_limits<int32_t>::max();  // token ids are int32
+  if (model.vocab_size < 1 || model.vocab_size > kMaxVocab) {
+    throw ConfigError("model.vocab_size", "must be in [1, " + text_of(kMaxVocab) + "], got " +
+                                              text_of(model.vocab_size));
+  }
+  check_at_least<int64_t>("model.make_vocab_size_divisible_by", model.make_vocab_size_divisible_by,
+                          1);
+  check_unit_interval("model.hidden_dropout", model.hidden_dropout);
+  check_unit_interval("model.attention_dropout", model.attention_dropout);
+  check_positive("model.init_method_std", model.init_method_std);
+  check_positive("model.layernorm_epsilon", model.layernorm_epsilon);
+}
+
+void validate_parallel_sizes(const parallel::ParallelConfig& parallel) {
+  check_at_least<int64_t>("parallel.tensor", parallel.tensor, 1);
+  check_at_least<int64_t>("parallel.pipeline", parallel.pipeline, 1);
+  check_at_least<int64_t>("parallel.data", parallel.data, 1);
+  check_at_least<int64_t>("parallel.virtual_pipeline", parallel.virtual_pipeline, 1);
+}
+
+void validate_train(const TrainConfig& train, const parallel::ParallelConfig& parallel) {
+  check_at_least<int64_t>("train.steps", train.steps, 0);
+  check_at_least<int64_t>("train.micro_batch_size", train.micro_batch_size, 1);
+  check_at_least<int64_t>("train.global_batch_size", train.global_batch_size, 1);
+  const std::optional<int64_t> per_step = product(train.micro_batch_size, parallel.data);
+  if (!divisible(train.global_batch_size, per_step)) {
+    throw ConfigError("train.global_batch_size",
+                      text_of(train.global_batch_size) +
+                          " is not divisible by train.micro_batch_size " +
+                          text_of(train.micro_batch_size) + " x parallel.data " +
+                          text_of(parallel.data) + " = " + text_of(per_step));
+  }
+  check_at_least<int64_t>("train.log_interval", train.log_interval, 1);
+  check_at_least<int64_t>("train.eval_interval", train.eval_interval, 0);
+  if (train.eval_interval > 0 && train.eval_iters < 1) {
+    throw ConfigError("train.eval_iters", "must be >= 1 when train.eval_interval is " +
+                                              text_of(train.eval_interval) + ", got " +
+                                              text_of(train.eval_iters));
+  }
+  if (train.precision == Precision::bf16 && train.device != Device::cuda) {
+    throw ConfigError("train.precision", "bf16 requires train.device cuda, got train.device " +
+                                             std::string(config_detail::enum_name(train.device)));
+  }
+  if (!(train.peak_tflops >= 0 && std::isfinite(train.peak_tflops))) {
+    throw ConfigError("train.peak_tflops", "must be >= 0 (0: the device's peak for the "
+                                           "precision), got " + text_of(train.peak_tflops));
+  }
+  if (parallel.backend == parallel::CommBackend::nccl && train.device != Device::cuda) {
+    throw ConfigError("parallel.backend", "nccl requires train.device cuda, got train.device " +
+                                              std::string(config_detail::enum_name(train.device)));
+  }
+}
+
+void validate_optimizer(const OptimizerConfig& optimizer, const TrainConfig& train) {
+  check_positive("optimizer.lr", optimizer.lr);
+  if (!(optimizer.min_lr >= 0 && optimizer.min_lr <= optimizer.lr)) {
+    throw ConfigError("optimizer.min_lr", "must be in [0, optimizer.lr " + text_of(optimizer.lr) +
+                                              "], got " + text_of(optimizer.min_lr));
+  }
+  check_non_negative("optimizer.weight_decay", optimizer.weight_decay);
+  check_unit_interval("optimizer.adam_beta1", optimizer.adam_beta1);
+  check_unit_interval("optimizer.adam_beta2", optimizer.adam_beta2);
+  check_positive("optimizer.adam_eps", optimizer.adam_eps);
+  check_non_negative("optimizer.clip_grad", optimizer.clip_grad);
+  check_at_least<int64_t>("optimizer.lr_warmup_steps", optimizer.lr_warmup_steps, 0);
+  check_at_least<int64_t>("optimizer.lr_decay_steps", optimizer.lr_decay_steps, 0);
+  if (train.steps > 0) {
+    const bool from_steps = optimizer.lr_decay_steps == 0;
+    const int64_t decay_steps = from_steps ? train.steps : optimizer.lr_decay_steps;
+    if (optimizer.lr_warmup_steps > decay_steps) {
+      throw ConfigError(
+          "optimizer.lr_warmup_steps",
+          text_of(optimizer.lr_warmup_steps) + " exceeds the decay steps " + text_of(decay_steps) +
+              (from_steps ? " (optimizer.lr_decay_steps 0, so train.steps " + text_of(train.steps)
+                          : " (optimizer.lr_decay_steps " + text_of(decay_steps)) +
+              ")");
+    }
+  }
+}
+
+void validate_data(const DataConfig& data, const TrainConfig& train) {
+  if (data.path.empty()) {
+    throw ConfigError("data.path", "must name a dataset (the prefix of <path>.bin / <path>.idx)");
+  }
+  const std::vector<double>& split = data.split;
+  if (split.empty() || split.size() > 3) {
+    throw ConfigError("data.split", "must have 1 to 3 entries (train, validation, test), got " +
+                                        text_of(static_cast<int64_t>(split.size())));
+  }
+  for (size_t index = 0; index < split.size(); ++index) {
+    if (!(split[index] >= 0 && std::isfinite(split[index]))) {
+      throw ConfigError("data.split[" + std::to_string(index) + "]",
+                        "must be finite and >= 0, got " + text_of(split[index]));
+    }
+  }
+  if (!(split[0] > 0)) {
+    throw ConfigError("data.split[0]", "the train weight must be > 0, got " + text_of(split[0]));
+  }
+  if (train.eval_interval > 0 && (split.size() < 2 || !(split[1] > 0))) {
+    throw ConfigError("data.split",
+                      "needs a validation weight > 0 (second entry) when "
+                      "train.eval_interval is " +
+                          text_of(train.eval_interval) + ", got " +
+                          (split.size() < 2 ? std::string("no second entry") : text_of(split[1])));
+  }
+}
+
+void validate_parallel_layout(const parallel::ParallelConfig& parallel,
+                              const model::GptConfig& model) {
+  if (model.num_attention_heads % parallel.tensor != 0) {
+    throw ConfigError("model.num_attention_heads", text_of(model.num_attention_heads) +
+                                                       " is not divisible by parallel.tensor " +
+                                                       text_of(parallel.tensor));
+  }
+  if (model.ffn() % parallel.tensor != 0) {
+    throw ConfigError(
+        "model.ffn_hidden_size",
+        "the FFN size " + text_of(model.ffn()) +
+            (model.ffn_hidden_size == 0 ? " (4 x model.hidden_size, as it is 0)" : std::string()) +
+            " is not divisible by parallel.tensor " + text_of(parallel.tensor));
+  }
+  if (parallel.virtual_pipeline > 1 && parallel.pipeline == 1) {
+    throw ConfigError("parallel.virtual_pipeline", text_of(parallel.virtual_pipeline) +
+                                                       " requires parallel.pipeline > 1, got " +
+                                                       text_of(parallel.pipeline));
+  }
+  const std::vector<int64_t>& stages = parallel.layers_per_stage;
+  if (stages.empty()) {
+    const std::optional<int64_t> chunks = product(parallel.pipeline, parallel.virtual_pipeline);
+    if (!divisible(model.num_layers, chunks)) {
+      throw ConfigError("model.num_layers",
+                        text_of(model.num_layers) + " is not divisible by parallel.pipeline " +
+                            text_of(parallel.pipeline) + " x parallel.virtual_pipeline " +
+                            text_of(parallel.virtual_pipeline) + " = " + text_of(chunks));
+    }
+  } else {
+    if (static_cast<int64_t>(stages.size()) != parallel.pipeline) {
+      throw ConfigError("parallel.layers_per_stage",
+                        "has " + text_of(static_cast<int64_t>(stages.size())) +
+                            " entries but parallel.pipeline is " + text_of(parallel.pipeline));
+    }
+    int64_t total = 0;
+    bool overflow = false;
+    for (size_t stage = 0; stage < stages.size(); ++stage) {
+      check_at_least<int64_t>("parallel.layers_per_stage[" + std::to_string(stage) + "]",
+                              stages[stage], 1);
+      overflow = overflow || __builtin_add_overflow(total, stages[stage], &total);
+    }
+    if (overflow || total != model.num_layers) {
+      throw ConfigError("parallel.layers_per_stage",
+                        "entries sum to " + (overflow ? "more than int64" : text_of(total)) +
+                            " but model.num_layers is " + text_of(model.num_layers));
+    }
+    if (parallel.virtual_pipeline != 1) {
+      throw ConfigError("parallel.virtual_pipeline",
+                        "must be 1 when parallel.layers_per_stage is given, got " +
+                            text_of(parallel.virtual_pipeline));
+    }
+  }
+  if (parallel.sequence_parallel && parallel.tensor > 1 &&
+      model.seq_length % parallel.tensor != 0) {
+    throw ConfigError("parallel.sequence_parallel",
+                      "requires model.seq_length " + text_of(model.seq_length) +
+                          " to be divisible by parallel.tensor " + text_of(parallel.tensor));
+  }
+}
+
+}  // namespace
+
+void validate_config(const Config& config) {
+  validate_model(config.model);
+  validate_parallel_sizes(config.parallel);
+  validate_train(config.train, config.parallel);
+  validate_optimizer(config.optimizer, config.train);
+  validate_data(config.data, config.train);
+  validate_parallel_layout(config.parallel, config.model);
+  const parallel::ParallelConfig& pc = config.parallel;
+  const int64_t microbatches =
+      config.train.global_batch_size / (config.train.micro_batch_size * pc.data);
+  if (pc.virtual_pipeline > 1 && microbatches % pc.pipeline != 0) {
+    throw ConfigError("parallel.virtual_pipeline",
+                      "interleaving needs the microbatches per step (train.global_batch_size " +
+                          text_of(config.train.global_batch_size) + " / (train.micro_batch_size " +
+                          text_of(config.train.micro_batch_size) + " x parallel.data " +
+                          text_of(pc.data) + ") = " + text_of(microbatches) +
+                          ") to be divisible by parallel.pipeline " + text_of(pc.pipeline));
+  }
+  recompute::validate_recompute(config.recompute, config.model.num_layers,
+                                parallel::stage_layer_chunks(config.parallel, config.model.num_layers));
+  if (config.output.dir.empty()) throw ConfigError("output.dir", "must not be empty");
+  check_at_least<int64_t>("checkpoint.interval", config.checkpoint.interval, 0);
+  check_at_least<int64_t>("train.max_skipped_steps", config.train.max_skipped_steps, 0);
+  if (config.checkpoint.interval > 0 && config.checkpoint.dir.empty()) {
+    throw ConfigError("checkpoint.dir", "must be set when checkpoint.interval is " +
+                                            text_of(config.checkpoint.interval));
+  }
+}
+
+void validate_launch(const Config& config, int64_t world_size) {
+  const parallel::ParallelConfig& parallel = config.parallel;
+  const std::optional<int64_t> tensor_pipeline = product(parallel.tensor, parallel.pipeline);
+  const std::optional<int64_t> expected =
+      tensor_pipeline ? product(*tensor_pipeline, parallel.data) : std::nullopt;
+  if (expected != world_size) {
+    throw ConfigError("parallel", "launched with " + text_of(world_size) + " ranks but tensor " +
+                                      text_of(parallel.tensor) + " x pipeline " +
+                                      text_of(parallel.pipeline) + " x data " +
+                                      text_of(parallel.data) + " = " + text_of(expected));
+  }
+}
+
+}  // namespace trainer
