@@ -9,7 +9,6 @@ namespace {
 
 using model::RecomputeMode;
 using recompute::ChunkLayers;
-using recompute::model::RecomputeMode;
 using recompute::LayerOverride;
 using recompute::Method;
 using recompute::RecomputeConfig;
