@@ -108,48 +108,52 @@ T load(const unsigned char* at) {
   return value;
 }
 
-}  // namespace
+// Every defect of an indexed dataset file is an InputError naming the file.
+runtime::InputError dataset_error(const std::string& path, const std::string& defect) {
+  return runtime::InputError(TRAINER_STR("indexed dataset " << path << ": " << defect));
+}
 
-IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
-  const std::string idx_path = prefix + ".idx";
-  const std::string bin_path = prefix + ".bin";
-  auto fail = [&](const std::string& path, const std::string& defect) {
-    return runtime::InputError(TRAINER_STR("indexed dataset " << path << ": " << defect));
-  };
+// The fixed header of a .idx: token dtype and the two counts, bounded by the file size.
+struct IndexHeader {
+  TokenDType dtype = TokenDType::uint16;
+  int64_t num_sequences = 0;
+  int64_t num_documents = 0;
+};
 
-  MappedFile idx(idx_path);
+void check_magic(const unsigned char* header, const std::string& idx_path) {
+  if (std::memcmp(header, kIndexMagic, sizeof(kIndexMagic)) == 0) return;
+  std::string found;
+  for (size_t i = 0; i < sizeof(kIndexMagic); ++i) {
+    char hex[4];
+    std::snprintf(hex, sizeof(hex), "%02x", header[i]);
+    found += hex;
+  }
+  throw dataset_error(
+      idx_path, TRAINER_STR("bad magic: found bytes "
+                            << found << ", expected \"MMIDIDX\\0\\0\" (4d4d4944494458 0000)"));
+}
+
+IndexHeader read_index_header(const MappedFile& idx, const std::string& idx_path) {
   const unsigned char* header = idx.data();
   if (idx.bytes() < kIndexHeaderBytes) {
-    throw fail(idx_path,
-               TRAINER_STR("truncated: " << idx.bytes() << " bytes, the header alone needs "
-                                         << kIndexHeaderBytes));
+    throw dataset_error(
+        idx_path, TRAINER_STR("truncated: " << idx.bytes() << " bytes, the header alone needs "
+                                            << kIndexHeaderBytes));
   }
-  if (std::memcmp(header, kIndexMagic, sizeof(kIndexMagic)) != 0) {
-    std::string found;
-    for (size_t i = 0; i < sizeof(kIndexMagic); ++i) {
-      char hex[4];
-      std::snprintf(hex, sizeof(hex), "%02x", header[i]);
-      found += hex;
-    }
-    throw fail(idx_path,
-               TRAINER_STR("bad magic: found bytes "
-                           << found << ", expected \"MMIDIDX\\0\\0\" (4d4d4944494458 0000)"));
-  }
+  check_magic(header, idx_path);
   const auto version = load<uint64_t>(header + 9);
   if (version != kIndexVersion) {
-    throw fail(idx_path,
-               TRAINER_STR("unsupported version " << version << ", expected " << kIndexVersion));
+    throw dataset_error(
+        idx_path, TRAINER_STR("unsupported version " << version << ", expected " << kIndexVersion));
   }
   const int dtype_code = header[17];
   if (dtype_code != static_cast<int>(TokenDType::uint16) &&
       dtype_code != static_cast<int>(TokenDType::int32)) {
-    throw fail(idx_path, TRAINER_STR("unsupported token dtype code "
-                                     << dtype_code << " (" << megatron_dtype_name(dtype_code)
-                                     << "); supported: 8 (uint16) and 4 (int32)"));
+    throw dataset_error(idx_path,
+                        TRAINER_STR("unsupported token dtype code "
+                                    << dtype_code << " (" << megatron_dtype_name(dtype_code)
+                                    << "); supported: 8 (uint16) and 4 (int32)"));
   }
-  dtype_ = static_cast<TokenDType>(dtype_code);
-  const int64_t itemsize = itemsize_bytes(dtype_);
-
   const auto sequence_count = load<uint64_t>(header + 18);
   const auto document_count = load<uint64_t>(header + 26);
   // Both counts are bounded by the file size before any product is formed.
@@ -157,78 +161,103 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   if (sequence_count > body_bytes / 12 || document_count > body_bytes / 8 ||
       sequence_count * 12 + document_count * 8 != body_bytes) {
     const bool small = sequence_count <= body_bytes / 12 && document_count <= body_bytes / 8;
-    throw fail(idx_path,
-               TRAINER_STR("size " << idx.bytes() << " bytes does not match sequence_count "
-                                   << sequence_count << " and document_count " << document_count
-                                   << " (expected " << kIndexHeaderBytes
-                                   << " + 12 * sequence_count + 8 * document_count"
-                                   << (small ? ")" : ", which exceeds the file)")));
+    throw dataset_error(
+        idx_path, TRAINER_STR("size " << idx.bytes() << " bytes does not match sequence_count "
+                                      << sequence_count << " and document_count " << document_count
+                                      << " (expected " << kIndexHeaderBytes
+                                      << " + 12 * sequence_count + 8 * document_count"
+                                      << (small ? ")" : ", which exceeds the file)")));
   }
   if (document_count < 1) {
-    throw fail(idx_path, "document_count is 0; document_indices must hold at least the leading 0");
+    throw dataset_error(idx_path,
+                        "document_count is 0; document_indices must hold at least the leading 0");
   }
-  const auto num_sequences = static_cast<int64_t>(sequence_count);
-  const auto num_documents = static_cast<int64_t>(document_count);
-  const unsigned char* lengths_at = header + kIndexHeaderBytes;
-  const unsigned char* pointers_at = lengths_at + 4 * num_sequences;
-  const unsigned char* documents_at = pointers_at + 8 * num_sequences;
+  return {static_cast<TokenDType>(dtype_code), static_cast<int64_t>(sequence_count),
+          static_cast<int64_t>(document_count)};
+}
 
-  sequence_lengths_.resize(static_cast<size_t>(num_sequences));
-  document_indices_.resize(static_cast<size_t>(num_documents));
-  if (num_sequences > 0) std::memcpy(sequence_lengths_.data(), lengths_at, 4 * num_sequences);
-  std::memcpy(document_indices_.data(), documents_at, 8 * num_documents);
-
-  // Document indices: 0, non-decreasing, ending at sequence_count.
-  if (document_indices_.front() != 0) {
-    throw fail(idx_path, TRAINER_STR("document_indices[0] = " << document_indices_.front()
-                                                              << ", expected 0"));
+// Document indices: 0, non-decreasing, ending at the sequence count.
+void check_document_indices(const std::vector<int64_t>& indices, int64_t num_sequences,
+                            const std::string& idx_path) {
+  if (indices.front() != 0) {
+    throw dataset_error(idx_path,
+                        TRAINER_STR("document_indices[0] = " << indices.front() << ", expected 0"));
   }
-  for (int64_t i = 1; i < num_documents; ++i) {
-    if (document_indices_[i] < document_indices_[i - 1]) {
-      throw fail(idx_path, TRAINER_STR("document_indices decrease at "
-                                       << i << ": " << document_indices_[i - 1] << " then "
-                                       << document_indices_[i]));
+  for (size_t i = 1; i < indices.size(); ++i) {
+    if (indices[i] < indices[i - 1]) {
+      throw dataset_error(idx_path,
+                          TRAINER_STR("document_indices decrease at " << i << ": " << indices[i - 1]
+                                                                      << " then " << indices[i]));
     }
   }
-  if (document_indices_.back() != num_sequences) {
-    throw fail(idx_path,
-               TRAINER_STR("last document index " << document_indices_.back()
-                                                  << " != sequence_count " << num_sequences));
+  if (indices.back() != num_sequences) {
+    throw dataset_error(
+        idx_path, TRAINER_STR("last document index " << indices.back() << " != sequence_count "
+                                                     << num_sequences));
   }
+}
 
-  MappedFile bin(bin_path);
-  // Lengths and pointers: sequences lie back to back from byte 0 and within the .bin.
+// Lengths and pointers: sequences lie back to back from byte 0 and fill the .bin exactly.
+// Returns the number of tokens.
+int64_t check_sequences(const std::vector<int32_t>& lengths, const unsigned char* pointers_at,
+                        TokenDType dtype, int64_t bin_bytes, const std::string& idx_path,
+                        const std::string& bin_path) {
+  const int64_t itemsize = itemsize_bytes(dtype);
   int64_t expected_pointer = 0;
-  for (int64_t i = 0; i < num_sequences; ++i) {
-    const int32_t length = sequence_lengths_[i];
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int32_t length = lengths[i];
     if (length < 0) {
-      throw fail(idx_path,
-                 TRAINER_STR("sequence_lengths[" << i << "] = " << length << " is negative"));
+      throw dataset_error(
+          idx_path, TRAINER_STR("sequence_lengths[" << i << "] = " << length << " is negative"));
     }
     const auto pointer = load<int64_t>(pointers_at + 8 * i);
     if (pointer != expected_pointer) {
-      throw fail(idx_path,
-                 TRAINER_STR("sequence_pointers[" << i << "] = " << pointer << ", expected "
-                                                  << expected_pointer
-                                                  << " (sequences back to back: pointer[i-1] + "
-                                                  << "length[i-1] * " << itemsize << " bytes)"));
+      throw dataset_error(
+          idx_path, TRAINER_STR("sequence_pointers[" << i << "] = " << pointer << ", expected "
+                                                     << expected_pointer
+                                                     << " (sequences back to back: pointer[i-1] + "
+                                                     << "length[i-1] * " << itemsize << " bytes)"));
     }
     expected_pointer += static_cast<int64_t>(length) * itemsize;
-    if (expected_pointer > bin.bytes()) {
-      throw fail(bin_path,
-                 TRAINER_STR("too short: sequence "
-                             << i << " (pointer " << pointer << ", " << length << " tokens of "
-                             << itemsize << " bytes) ends at byte " << expected_pointer
-                             << " but the file has " << bin.bytes() << " bytes"));
+    if (expected_pointer > bin_bytes) {
+      throw dataset_error(
+          bin_path, TRAINER_STR("too short: sequence "
+                                << i << " (pointer " << pointer << ", " << length << " tokens of "
+                                << itemsize << " bytes) ends at byte " << expected_pointer
+                                << " but the file has " << bin_bytes << " bytes"));
     }
   }
-  if (expected_pointer != bin.bytes()) {
-    throw fail(bin_path, TRAINER_STR("size " << bin.bytes() << " bytes != total tokens "
-                                             << expected_pointer / itemsize << " * " << itemsize
-                                             << " bytes (" << dtype_name(dtype_) << ") = "
-                                             << expected_pointer << " listed by " << idx_path));
+  if (expected_pointer != bin_bytes) {
+    throw dataset_error(
+        bin_path,
+        TRAINER_STR("size " << bin_bytes << " bytes != total tokens " << expected_pointer / itemsize
+                            << " * " << itemsize << " bytes (" << dtype_name(dtype)
+                            << ") = " << expected_pointer << " listed by " << idx_path));
   }
-  num_tokens_ = expected_pointer / itemsize;
+  return expected_pointer / itemsize;
+}
+
+}  // namespace
+
+IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
+  const std::string idx_path = prefix + ".idx";
+  const std::string bin_path = prefix + ".bin";
+  MappedFile idx(idx_path);
+  const IndexHeader header = read_index_header(idx, idx_path);
+  dtype_ = header.dtype;
+  const unsigned char* lengths_at = idx.data() + kIndexHeaderBytes;
+  const unsigned char* pointers_at = lengths_at + 4 * header.num_sequences;
+  const unsigned char* documents_at = pointers_at + 8 * header.num_sequences;
+  sequence_lengths_.resize(static_cast<size_t>(header.num_sequences));
+  document_indices_.resize(static_cast<size_t>(header.num_documents));
+  if (header.num_sequences > 0)
+    std::memcpy(sequence_lengths_.data(), lengths_at, 4 * header.num_sequences);
+  std::memcpy(document_indices_.data(), documents_at, 8 * header.num_documents);
+  check_document_indices(document_indices_, header.num_sequences, idx_path);
+
+  MappedFile bin(bin_path);
+  num_tokens_ =
+      check_sequences(sequence_lengths_, pointers_at, dtype_, bin.bytes(), idx_path, bin_path);
   bin_bytes_ = bin.bytes();
   bin_map_ = bin.take();
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <string_view>
@@ -55,6 +56,56 @@ double parse_double(const std::string& flag, const std::string& value) {
   return parsed;
 }
 
+// The synthetic corpus's flags; false for any other flag.
+bool parse_synthetic_flag(const std::string& flag, const std::function<std::string()>& value,
+                          PrepareDataOptions& options) {
+  SyntheticCorpusSpec& spec = options.spec;
+  if (flag == "--num-tokens") {
+    spec.num_tokens = parse_integer<int64_t>(flag, value(), 3);
+  } else if (flag == "--seed") {
+    spec.seed = parse_integer<uint64_t>(flag, value(), 0);
+  } else if (flag == "--alphabet") {
+    spec.alphabet = parse_integer<int>(flag, value(), 2);
+  } else if (flag == "--branching") {
+    spec.branching = parse_integer<int>(flag, value(), 1);
+  } else if (flag == "--uniform-mix") {
+    const std::string text = value();
+    spec.uniform_mix = parse_double(flag, text);
+    if (!(spec.uniform_mix > 0 && spec.uniform_mix <= 1)) {
+      bad_value(flag, text, "a number in (0, 1]");
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Cross-flag rules: an output, and either inputs or --synthetic (with its own flags only).
+void check_options(const PrepareDataOptions& options) {
+  if (options.output_prefix.empty()) {
+    throw runtime::InputError("prepare-data: --output-prefix is required");
+  }
+  if (options.synthetic) {
+    if (!options.inputs.empty()) {
+      throw runtime::InputError(TRAINER_STR("prepare-data: --synthetic takes no --input (got \""
+                                            << options.inputs.front() << "\")"));
+    }
+    if (options.append_eod || options.split_lines) {
+      throw runtime::InputError(TRAINER_STR(
+          "prepare-data: --synthetic writes one document; "
+          << (options.append_eod ? "--append-eod" : "--split-lines") << " does not apply"));
+    }
+  } else {
+    if (!options.synthetic_flags_seen.empty()) {
+      throw runtime::InputError(TRAINER_STR("prepare-data: " << options.synthetic_flags_seen.front()
+                                                             << " needs --synthetic"));
+    }
+    if (options.inputs.empty()) {
+      throw runtime::InputError("prepare-data: no --input file given (or use --synthetic)");
+    }
+  }
+}
+
 PrepareDataOptions parse_options(const std::vector<std::string>& args) {
   PrepareDataOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -101,53 +152,14 @@ PrepareDataOptions parse_options(const std::vector<std::string>& args) {
     } else if (flag == "--synthetic") {
       no_value();
       options.synthetic = true;
-    } else if (flag == "--num-tokens") {
-      options.spec.num_tokens = parse_integer<int64_t>(flag, value(), 3);
-      options.synthetic_flags_seen.push_back(flag);
-    } else if (flag == "--seed") {
-      options.spec.seed = parse_integer<uint64_t>(flag, value(), 0);
-      options.synthetic_flags_seen.push_back(flag);
-    } else if (flag == "--alphabet") {
-      options.spec.alphabet = parse_integer<int>(flag, value(), 2);
-      options.synthetic_flags_seen.push_back(flag);
-    } else if (flag == "--branching") {
-      options.spec.branching = parse_integer<int>(flag, value(), 1);
-      options.synthetic_flags_seen.push_back(flag);
-    } else if (flag == "--uniform-mix") {
-      const std::string text = value();
-      options.spec.uniform_mix = parse_double(flag, text);
-      if (!(options.spec.uniform_mix > 0 && options.spec.uniform_mix <= 1)) {
-        bad_value(flag, text, "a number in (0, 1]");
-      }
+    } else if (parse_synthetic_flag(flag, value, options)) {
       options.synthetic_flags_seen.push_back(flag);
     } else {
       throw runtime::InputError(TRAINER_STR("prepare-data: unknown flag \""
                                             << args[i] << "\" (see trainer prepare-data --help)"));
     }
   }
-  if (options.help) return options;
-  if (options.output_prefix.empty()) {
-    throw runtime::InputError("prepare-data: --output-prefix is required");
-  }
-  if (options.synthetic) {
-    if (!options.inputs.empty()) {
-      throw runtime::InputError(TRAINER_STR("prepare-data: --synthetic takes no --input (got \""
-                                            << options.inputs.front() << "\")"));
-    }
-    if (options.append_eod || options.split_lines) {
-      throw runtime::InputError(TRAINER_STR(
-          "prepare-data: --synthetic writes one document; "
-          << (options.append_eod ? "--append-eod" : "--split-lines") << " does not apply"));
-    }
-  } else {
-    if (!options.synthetic_flags_seen.empty()) {
-      throw runtime::InputError(TRAINER_STR("prepare-data: " << options.synthetic_flags_seen.front()
-                                                             << " needs --synthetic"));
-    }
-    if (options.inputs.empty()) {
-      throw runtime::InputError("prepare-data: no --input file given (or use --synthetic)");
-    }
-  }
+  if (!options.help) check_options(options);
   return options;
 }
 
