@@ -22,23 +22,27 @@ void validate_preset(const RecomputePreset& p, const std::string& path, bool met
   const bool full = p.granularity == RecomputeMode::full;
   const std::string g = granularity_name(p.granularity);
   if (p.method && (!full || !method_allowed)) {
-    throw ConfigError(path + ".method", full ? "not allowed in a layer override (use num_layers for the group size)"
-                                             : "not allowed with granularity " + g + " (only with full)");
+    throw ConfigError(path + ".method",
+                      full ? "not allowed in a layer override (use num_layers for the group size)"
+                           : "not allowed with granularity " + g + " (only with full)");
   }
   if (full && method_allowed && !p.method) {
     throw ConfigError(path + ".method", "required with granularity full (uniform or block)");
   }
   if (p.num_layers && !full) {
-    throw ConfigError(path + ".num_layers", "not allowed with granularity " + g + " (only with full)");
+    throw ConfigError(path + ".num_layers",
+                      "not allowed with granularity " + g + " (only with full)");
   }
   if (p.num_layers && *p.num_layers < 1) {
     throw ConfigError(path + ".num_layers", "must be >= 1, got " + std::to_string(*p.num_layers));
   }
   if (p.modules && p.granularity != RecomputeMode::selective) {
-    throw ConfigError(path + ".modules", "not allowed with granularity " + g + " (only with selective)");
+    throw ConfigError(path + ".modules",
+                      "not allowed with granularity " + g + " (only with selective)");
   }
   if (p.modules && !p.modules->any()) {
-    throw ConfigError(path + ".modules", "must name at least one of core_attn, act, layernorm, mlp");
+    throw ConfigError(path + ".modules",
+                      "must name at least one of core_attn, act, layernorm, mlp");
   }
 }
 
@@ -47,19 +51,22 @@ void check_num_layers_fit(const RecomputePreset& p, const std::string& path,
   if (p.granularity != RecomputeMode::full || !p.num_layers) return;
   for (const ChunkLayers& chunk : chunks) {
     if (*p.num_layers > chunk.count) {
-      throw ConfigError(path + ".num_layers",
-                        TRAINER_STR(*p.num_layers << " > " << chunk.count
-                                                  << " layers in a model chunk of pipeline stage "
-                                                  << stage));
+      throw ConfigError(
+          path + ".num_layers",
+          TRAINER_STR(*p.num_layers << " > " << chunk.count
+                                    << " layers in a model chunk of pipeline stage " << stage));
     }
   }
 }
 
 LayerRecompute entry_of(const RecomputePreset& p) {
   switch (p.granularity) {
-    case RecomputeMode::none: return {};
-    case RecomputeMode::full: return {RecomputeMode::full, {}};
-    case RecomputeMode::selective: return {RecomputeMode::selective, p.modules.value_or(kDefaultModules)};
+    case RecomputeMode::none:
+      return {};
+    case RecomputeMode::full:
+      return {RecomputeMode::full, {}};
+    case RecomputeMode::selective:
+      return {RecomputeMode::selective, p.modules.value_or(kDefaultModules)};
   }
   return {};
 }
@@ -78,14 +85,19 @@ void mark_full(RecomputePlan& plan, int64_t begin, int64_t end, int64_t group_si
 
 const char* granularity_name(RecomputeMode g) {
   switch (g) {
-    case RecomputeMode::none: return "none";
-    case RecomputeMode::full: return "full";
-    case RecomputeMode::selective: return "selective";
+    case RecomputeMode::none:
+      return "none";
+    case RecomputeMode::full:
+      return "full";
+    case RecomputeMode::selective:
+      return "selective";
   }
   return "?";
 }
 
-const char* method_name(Method m) { return m == Method::uniform ? "uniform" : "block"; }
+const char* method_name(Method m) {
+  return m == Method::uniform ? "uniform" : "block";
+}
 
 void validate_recompute(const RecomputeConfig& c, int64_t num_layers,
                         const std::vector<std::vector<ChunkLayers>>& chunks) {
@@ -96,8 +108,9 @@ void validate_recompute(const RecomputeConfig& c, int64_t num_layers,
     const StageOverride& s = c.stages[i];
     const std::string path = "recompute.stages[" + std::to_string(i) + "]";
     if (s.stage < 0 || s.stage >= stages) {
-      throw ConfigError(path + ".stage", TRAINER_STR(s.stage << " is not a pipeline stage (parallel.pipeline "
-                                                             << stages << ": stages 0.." << stages - 1 << ")"));
+      throw ConfigError(path + ".stage",
+                        TRAINER_STR(s.stage << " is not a pipeline stage (parallel.pipeline "
+                                            << stages << ": stages 0.." << stages - 1 << ")"));
     }
     if (stage_seen[static_cast<size_t>(s.stage)]) {
       throw ConfigError(path + ".stage", TRAINER_STR("stage " << s.stage << " has two overrides"));
@@ -114,25 +127,31 @@ void validate_recompute(const RecomputeConfig& c, int64_t num_layers,
     const LayerOverride& l = c.layers[i];
     const std::string path = "recompute.layers[" + std::to_string(i) + "]";
     if (l.first < 0 || l.first > l.last) {
-      throw ConfigError(path + ".range", TRAINER_STR("[" << l.first << ", " << l.last
-                                                         << "] is not a range of layers (first <= last, both >= 0)"));
+      throw ConfigError(
+          path + ".range",
+          TRAINER_STR("[" << l.first << ", " << l.last
+                          << "] is not a range of layers (first <= last, both >= 0)"));
     }
     if (l.last >= num_layers) {
-      throw ConfigError(path + ".range", TRAINER_STR("last " << l.last << " >= num_layers " << num_layers
-                                                             << " (ranges are inclusive, layers 0.."
-                                                             << num_layers - 1 << ")"));
+      throw ConfigError(
+          path + ".range",
+          TRAINER_STR("last " << l.last << " >= num_layers " << num_layers
+                              << " (ranges are inclusive, layers 0.." << num_layers - 1 << ")"));
     }
     for (size_t j = 0; j < i; ++j) {
       const LayerOverride& o = c.layers[j];
       if (l.first <= o.last && o.first <= l.last) {
-        throw ConfigError(path + ".range", TRAINER_STR("[" << l.first << ", " << l.last << "] overlaps recompute.layers["
-                                                           << j << "].range [" << o.first << ", " << o.last << "]"));
+        throw ConfigError(
+            path + ".range",
+            TRAINER_STR("[" << l.first << ", " << l.last << "] overlaps recompute.layers[" << j
+                            << "].range [" << o.first << ", " << o.last << "]"));
       }
     }
     validate_preset(l.preset, path, false);
     if (l.preset.num_layers && *l.preset.num_layers > l.last - l.first + 1) {
-      throw ConfigError(path + ".num_layers", TRAINER_STR(*l.preset.num_layers << " > " << l.last - l.first + 1
-                                                                               << " layers in the range"));
+      throw ConfigError(path + ".num_layers",
+                        TRAINER_STR(*l.preset.num_layers << " > " << l.last - l.first + 1
+                                                         << " layers in the range"));
     }
   }
 }

@@ -27,8 +27,8 @@ enum class Method { uniform, block };
 // One preset: what the top level, a stage override or a layer override says.
 struct RecomputePreset {
   model::RecomputeMode granularity = model::RecomputeMode::none;
-  std::optional<Method> method;            // full only (required there at top level and per stage)
-  std::optional<int64_t> num_layers;       // full only: group size (uniform) or full layers (block)
+  std::optional<Method> method;       // full only (required there at top level and per stage)
+  std::optional<int64_t> num_layers;  // full only: group size (uniform) or full layers (block)
   std::optional<model::SelectiveModules> modules;  // selective only; default {core_attn}
 };
 

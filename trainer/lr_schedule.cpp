@@ -10,7 +10,8 @@ double learning_rate(const OptimizerConfig& o, int64_t train_steps, int64_t step
   const int64_t done = step - 1;
   const int64_t warmup = o.lr_warmup_steps;
   const int64_t decay = o.lr_decay_steps > 0 ? o.lr_decay_steps : train_steps;
-  if (warmup > 0 && done <= warmup) return max_lr * static_cast<double>(done) / static_cast<double>(warmup);
+  if (warmup > 0 && done <= warmup)
+    return max_lr * static_cast<double>(done) / static_cast<double>(warmup);
   if (o.lr_decay_style == DecayStyle::constant) return max_lr;
   if (done > decay || decay <= warmup) return min_lr;
   const double ratio = static_cast<double>(done - warmup) / static_cast<double>(decay - warmup);

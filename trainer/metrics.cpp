@@ -13,18 +13,17 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, 
 
 void MetricsWriter::write(const StepMetrics& m) {
   char buffer[512];
-  std::snprintf(buffer, sizeof buffer,
-                "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-                "\"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"model_tflops\": %.6g, "
-                "\"hardware_tflops\": %.6g, \"recompute_flops\": %lld, "
-                "\"predicted_activation_peak_bytes\": %lld, \"comm_bytes\": %lld, "
-                "\"predicted_comm_bytes\": %lld",
-                static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s,
-                m.step_ms, m.model_tflops, m.hardware_tflops,
-                static_cast<long long>(m.recompute_flops),
-                static_cast<long long>(m.predicted_activation_peak),
-                static_cast<long long>(m.comm_bytes),
-                static_cast<long long>(m.predicted_comm_bytes));
+  std::snprintf(
+      buffer, sizeof buffer,
+      "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+      "\"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"model_tflops\": %.6g, "
+      "\"hardware_tflops\": %.6g, \"recompute_flops\": %lld, "
+      "\"predicted_activation_peak_bytes\": %lld, \"comm_bytes\": %lld, "
+      "\"predicted_comm_bytes\": %lld",
+      static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
+      m.model_tflops, m.hardware_tflops, static_cast<long long>(m.recompute_flops),
+      static_cast<long long>(m.predicted_activation_peak), static_cast<long long>(m.comm_bytes),
+      static_cast<long long>(m.predicted_comm_bytes));
   out_ << buffer;
   for (runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
     out_ << ", \"peak_" << runtime::category_name(c) << "_bytes\": " << m.memory[c].peak;
@@ -51,10 +50,14 @@ void MetricsWriter::write(const StepMetrics& m) {
 std::string format_bytes(int64_t bytes) {
   char buffer[32];
   const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) std::snprintf(buffer, sizeof buffer, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  else if (b >= 1024.0 * 1024) std::snprintf(buffer, sizeof buffer, "%.1f MiB", b / (1024.0 * 1024));
-  else if (b >= 1024.0) std::snprintf(buffer, sizeof buffer, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buffer, sizeof buffer, "%lld B", static_cast<long long>(bytes));
+  if (b >= 1024.0 * 1024 * 1024)
+    std::snprintf(buffer, sizeof buffer, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024)
+    std::snprintf(buffer, sizeof buffer, "%.1f MiB", b / (1024.0 * 1024));
+  else if (b >= 1024.0)
+    std::snprintf(buffer, sizeof buffer, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buffer, sizeof buffer, "%lld B", static_cast<long long>(bytes));
   return buffer;
 }
 

@@ -13,10 +13,10 @@
 namespace trainer {
 
 struct StepMetrics {
-  int64_t step = 0;            // 1-based
-  double loss = 0;             // mean token loss of the batch this step trained on, before its update
+  int64_t step = 0;  // 1-based
+  double loss = 0;   // mean token loss of the batch this step trained on, before its update
   double lr = 0;
-  double grad_norm = 0;        // before clipping
+  double grad_norm = 0;  // before clipping
   double tokens_per_s = 0;
   double step_ms = 0;
   double model_tflops = 0;     // model FLOPs / time (MFU numerator), this rank

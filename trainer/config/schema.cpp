@@ -8,10 +8,10 @@ namespace trainer::config_detail {
 // ---- recompute: enums, the module list, presets and overrides ----
 template <>
 struct EnumNames<recompute::model::RecomputeMode> {
-  static constexpr std::array<std::pair<std::string_view, recompute::model::RecomputeMode>, 3> entries{
-      {{"none", recompute::model::RecomputeMode::none},
-       {"full", recompute::model::RecomputeMode::full},
-       {"selective", recompute::model::RecomputeMode::selective}}};
+  static constexpr std::array<std::pair<std::string_view, recompute::model::RecomputeMode>, 3>
+      entries{{{"none", recompute::model::RecomputeMode::none},
+               {"full", recompute::model::RecomputeMode::full},
+               {"selective", recompute::model::RecomputeMode::selective}}};
 };
 template <>
 struct EnumNames<recompute::Method> {
@@ -39,12 +39,13 @@ struct ValueCodec<model::SelectiveModules> {
       bool known = false;
       for (const auto& [name, member] : kModules) {
         if (names[i] != name) continue;
-        if (value.*member) throw runtime::ConfigError(item_path, "module '" + names[i] + "' listed twice");
+        if (value.*member)
+          throw runtime::ConfigError(item_path, "module '" + names[i] + "' listed twice");
         value.*member = known = true;
       }
       if (!known) {
-        throw runtime::ConfigError(item_path, "unknown module '" + names[i] +
-                                                  "' (known: core_attn, act, layernorm, mlp)");
+        throw runtime::ConfigError(
+            item_path, "unknown module '" + names[i] + "' (known: core_attn, act, layernorm, mlp)");
       }
     }
   }
@@ -76,7 +77,8 @@ struct ConfigSchema<recompute::LayerOverride> {
                      std::vector<int64_t> range;
                      read_value(node, path, range);
                      if (range.size() != 2) {
-                       throw runtime::ConfigError(path, "expected [first, last], got " + describe(node));
+                       throw runtime::ConfigError(path,
+                                                  "expected [first, last], got " + describe(node));
                      }
                      o.first = range[0], o.last = range[1];
                    },
@@ -238,9 +240,9 @@ template <>
 struct ConfigSchema<Config> {
   static const std::vector<FieldSpec<Config>>& fields() {
     static const std::vector<FieldSpec<Config>> table = {
-        field("model", &Config::model),         field("train", &Config::train),
-        field("optimizer", &Config::optimizer), field("data", &Config::data),
-        field("parallel", &Config::parallel),   field("recompute", &Config::recompute),
+        field("model", &Config::model),           field("train", &Config::train),
+        field("optimizer", &Config::optimizer),   field("data", &Config::data),
+        field("parallel", &Config::parallel),     field("recompute", &Config::recompute),
         field("checkpoint", &Config::checkpoint), field("output", &Config::output),
     };
     return table;

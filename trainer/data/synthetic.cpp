@@ -64,7 +64,8 @@ std::vector<double> build_transition(const SyntheticCorpusSpec& spec) {
   for (std::vector<int>& pool : pools) {
     std::iota(symbols.begin(), symbols.end(), 0);
     for (int k = 0; k < pool_size; ++k) {
-      std::swap(symbols[k], symbols[k + static_cast<int>(stream.below(static_cast<uint64_t>(A - k)))]);
+      std::swap(symbols[k],
+                symbols[k + static_cast<int>(stream.below(static_cast<uint64_t>(A - k)))]);
     }
     pool.assign(symbols.begin(), symbols.begin() + pool_size);
   }

@@ -21,20 +21,19 @@ inline constexpr std::string_view kSyntheticAlphabet =
 struct SyntheticCorpusSpec {
   uint64_t seed = 1234;
   int64_t num_tokens = 4'000'000;
-  int alphabet = 32;       // symbols; token ids are the bytes of kSyntheticAlphabet
-  int branching = 4;       // likely successors per context
+  int alphabet = 32;          // symbols; token ids are the bytes of kSyntheticAlphabet
+  int branching = 4;          // likely successors per context
   double uniform_mix = 0.02;  // probability mass spread uniformly over all symbols
 };
 
 struct SyntheticEntropy {
-  double marginal = 0;     // H(X_t) under the stationary law, nats
-  double order1 = 0;       // H(X_t | X_{t-1}), nats
-  double rate = 0;         // H(X_t | X_{t-1}, X_{t-2}) = entropy rate, nats/token
+  double marginal = 0;  // H(X_t) under the stationary law, nats
+  double order1 = 0;    // H(X_t | X_{t-1}), nats
+  double rate = 0;      // H(X_t | X_{t-1}, X_{t-2}) = entropy rate, nats/token
   // The lowest mean loss a model can reach on samples of seq_length inputs:
   // the first target has one token of context, the others two or more.
   double loss_floor(int64_t seq_length) const {
-    return (order1 + static_cast<double>(seq_length - 1) * rate) /
-           static_cast<double>(seq_length);
+    return (order1 + static_cast<double>(seq_length - 1) * rate) / static_cast<double>(seq_length);
   }
 };
 

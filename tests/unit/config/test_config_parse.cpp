@@ -95,8 +95,9 @@ TEST(ConfigParse, AcceptsYamlNumberSpellings) {
 }
 
 TEST(ConfigParse, RejectsUnknownTopLevelSection) {
-  EXPECT_TRUE(parse_rejected("modle: {num_layers: 2}\n", kWithData, "modle",
-                             {"unknown key", "model, train, optimizer, data, parallel, recompute, checkpoint, output"}));
+  EXPECT_TRUE(parse_rejected(
+      "modle: {num_layers: 2}\n", kWithData, "modle",
+      {"unknown key", "model, train, optimizer, data, parallel, recompute, checkpoint, output"}));
 }
 
 TEST(ConfigParse, RejectsUnknownKeyInSectionAndListsTheKnownOnes) {
@@ -179,12 +180,13 @@ TEST(ConfigParse, PrecisionDefaultsToBf16OnCudaAndFp32OnCpu) {
   EXPECT_EQ(parse_config("", "t.yaml", kWithData).train.precision, Precision::fp32);
   EXPECT_EQ(parse_config("train: {device: cuda}\n", "t.yaml", kWithData).train.precision,
             Precision::bf16);
-  EXPECT_EQ(parse_config("train: {device: cuda, precision: fp32}\n", "t.yaml", kWithData)
-                .train.precision,
-            Precision::fp32);
-  EXPECT_EQ(parse_config("train: {precision: auto}\n", "t.yaml", {"data.path=d", "train.device=cuda"})
-                .train.precision,
-            Precision::bf16);
+  EXPECT_EQ(
+      parse_config("train: {device: cuda, precision: fp32}\n", "t.yaml", kWithData).train.precision,
+      Precision::fp32);
+  EXPECT_EQ(
+      parse_config("train: {precision: auto}\n", "t.yaml", {"data.path=d", "train.device=cuda"})
+          .train.precision,
+      Precision::bf16);
   TrainConfig train;  // precision auto
   EXPECT_FALSE(uses_bf16(train));
   train.device = Device::cuda;

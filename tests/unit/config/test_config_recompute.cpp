@@ -14,17 +14,18 @@ const std::vector<std::string> kWithData = {"data.path=data/corpus"};
 const char* kModel = "model: {num_layers: 12}\n";
 
 TEST(ConfigRecompute, ParsesPresetAndOverrides) {
-  const Config c = parse_config(std::string(kModel) +
-                                    "recompute:\n"
-                                    "  granularity: full\n"
-                                    "  method: uniform\n"
-                                    "  num_layers: 2\n"
-                                    "  layers:\n"
-                                    "    - {range: [0, 3], granularity: full}\n"
-                                    "    - {range: [4, 11], granularity: selective, modules: [core_attn, act]}\n"
-                                    "  stages:\n"
-                                    "    - {stage: 0, granularity: full, method: block, num_layers: 4}\n",
-                                "test.yaml", kWithData);
+  const Config c =
+      parse_config(std::string(kModel) +
+                       "recompute:\n"
+                       "  granularity: full\n"
+                       "  method: uniform\n"
+                       "  num_layers: 2\n"
+                       "  layers:\n"
+                       "    - {range: [0, 3], granularity: full}\n"
+                       "    - {range: [4, 11], granularity: selective, modules: [core_attn, act]}\n"
+                       "  stages:\n"
+                       "    - {stage: 0, granularity: full, method: block, num_layers: 4}\n",
+                   "test.yaml", kWithData);
   EXPECT_EQ(c.recompute.preset.granularity, recompute::model::RecomputeMode::full);
   EXPECT_EQ(c.recompute.preset.method, recompute::Method::uniform);
   EXPECT_EQ(c.recompute.preset.num_layers, 2);
@@ -41,10 +42,11 @@ TEST(ConfigRecompute, ParsesPresetAndOverrides) {
 }
 
 TEST(ConfigRecompute, RoundTripsThroughToYaml) {
-  const Config c = parse_config(std::string(kModel) +
-                                    "recompute: {granularity: selective, modules: [layernorm, mlp],"
-                                    " layers: [{range: [2, 5], granularity: full, num_layers: 2}]}\n",
-                                "test.yaml", kWithData);
+  const Config c =
+      parse_config(std::string(kModel) +
+                       "recompute: {granularity: selective, modules: [layernorm, mlp],"
+                       " layers: [{range: [2, 5], granularity: full, num_layers: 2}]}\n",
+                   "test.yaml", kWithData);
   const Config again = parse_config(to_yaml(c), "round-trip.yaml");
   EXPECT_EQ(again.recompute.preset.modules, c.recompute.preset.modules);
   ASSERT_EQ(again.recompute.layers.size(), 1u);
@@ -74,16 +76,17 @@ TEST(ConfigRecompute, RejectsMegatronInvalidCombinations) {
                              "recompute.method", {"not allowed with granularity selective"}));
   EXPECT_TRUE(parse_rejected("recompute: {granularity: full}\n", kWithData, "recompute.method",
                              {"required with granularity full"}));
-  EXPECT_TRUE(parse_rejected(std::string(kModel) + "recompute: {granularity: full, method: block, num_layers: 13}\n",
-                             kWithData, "recompute.num_layers", {"13 > 12 layers"}));
+  EXPECT_TRUE(parse_rejected(
+      std::string(kModel) + "recompute: {granularity: full, method: block, num_layers: 13}\n",
+      kWithData, "recompute.num_layers", {"13 > 12 layers"}));
 }
 
 TEST(ConfigRecompute, NumLayersIsCheckedPerPipelineStage) {
   // 12 layers on 4 stages: 3 per stage, so block 4 does not fit.
-  EXPECT_TRUE(parse_rejected(std::string(kModel) +
-                                 "parallel: {pipeline: 4}\n"
-                                 "recompute: {granularity: full, method: block, num_layers: 4}\n",
-                             kWithData, "recompute.num_layers", {"4 > 3 layers", "pipeline stage 0"}));
+  EXPECT_TRUE(parse_rejected(
+      std::string(kModel) + "parallel: {pipeline: 4}\n"
+                            "recompute: {granularity: full, method: block, num_layers: 4}\n",
+      kWithData, "recompute.num_layers", {"4 > 3 layers", "pipeline stage 0"}));
 }
 
 TEST(ConfigRecompute, RejectsBadRangesAndStages) {
@@ -92,20 +95,21 @@ TEST(ConfigRecompute, RejectsBadRangesAndStages) {
   EXPECT_TRUE(parse_rejected("recompute: {layers: [{range: [1, 2, 3]}]}\n", kWithData,
                              "recompute.layers[0].range", {"expected [first, last]"}));
   EXPECT_TRUE(parse_rejected("recompute: {layers: [{range: [0, 1]}, {range: [1, 1]}]}\n", kWithData,
-                             "recompute.layers[1].range", {"overlaps recompute.layers[0].range [0, 1]"}));
+                             "recompute.layers[1].range",
+                             {"overlaps recompute.layers[0].range [0, 1]"}));
   EXPECT_TRUE(parse_rejected("recompute: {stages: [{stage: 1}]}\n", kWithData,
                              "recompute.stages[0].stage", {"1 is not a pipeline stage"}));
-  EXPECT_TRUE(parse_rejected("recompute: {layers: [{range: [0, 1], granularity: none, modules: [act]}]}\n",
-                             kWithData, "recompute.layers[0].modules",
-                             {"not allowed with granularity none"}));
+  EXPECT_TRUE(parse_rejected(
+      "recompute: {layers: [{range: [0, 1], granularity: none, modules: [act]}]}\n", kWithData,
+      "recompute.layers[0].modules", {"not allowed with granularity none"}));
   EXPECT_TRUE(parse_rejected("recompute: {layers: [{range: [0, 1], frist: 2}]}\n", kWithData,
                              "recompute.layers[0].frist", {"unknown key", "range, granularity"}));
 }
 
 TEST(ConfigRecompute, OverrideFromCommandLine) {
-  const Config c = parse_config(kModel, "test.yaml",
-                                {"data.path=d", "recompute.granularity=selective",
-                                 "recompute.modules=[mlp]"});
+  const Config c =
+      parse_config(kModel, "test.yaml",
+                   {"data.path=d", "recompute.granularity=selective", "recompute.modules=[mlp]"});
   EXPECT_EQ(c.recompute.preset.modules, (model::SelectiveModules{.mlp = true}));
 }
 

@@ -6,8 +6,8 @@
 
 #include "data_test_util.h"
 #include "trainer/data/indexed_dataset.h"
-#include "trainer/data/synthetic.h"
 #include "trainer/data/prepare_data.h"
+#include "trainer/data/synthetic.h"
 
 namespace trainer {
 namespace {
