@@ -7,11 +7,11 @@ namespace trainer::config_detail {
 
 // ---- recompute: enums, the module list, presets and overrides ----
 template <>
-struct EnumNames<recompute::model::RecomputeMode> {
-  static constexpr std::array<std::pair<std::string_view, recompute::model::RecomputeMode>, 3>
-      entries{{{"none", recompute::model::RecomputeMode::none},
-               {"full", recompute::model::RecomputeMode::full},
-               {"selective", recompute::model::RecomputeMode::selective}}};
+struct EnumNames<model::RecomputeMode> {
+  static constexpr std::array<std::pair<std::string_view, model::RecomputeMode>, 3> entries{
+      {{"none", model::RecomputeMode::none},
+       {"full", model::RecomputeMode::full},
+       {"selective", model::RecomputeMode::selective}}};
 };
 template <>
 struct EnumNames<recompute::Method> {

@@ -26,7 +26,7 @@ TEST(ConfigRecompute, ParsesPresetAndOverrides) {
                        "  stages:\n"
                        "    - {stage: 0, granularity: full, method: block, num_layers: 4}\n",
                    "test.yaml", kWithData);
-  EXPECT_EQ(c.recompute.preset.granularity, recompute::model::RecomputeMode::full);
+  EXPECT_EQ(c.recompute.preset.granularity, model::RecomputeMode::full);
   EXPECT_EQ(c.recompute.preset.method, recompute::Method::uniform);
   EXPECT_EQ(c.recompute.preset.num_layers, 2);
   ASSERT_EQ(c.recompute.layers.size(), 2u);
