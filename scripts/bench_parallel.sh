@@ -29,15 +29,16 @@ layouts=(
   "8|tp2 pp2 dp2|--set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=2"
 )
 echo "machine: $(nproc) cores; model 4 layers, hidden 128, seq 128, global batch 16 x 128 tokens"
-printf '| %-16s | %5s | %9s | %-40s | %-40s |\n' layout ranks tokens/s "activation peak per rank (MiB)" "comm MiB per step per rank"
+printf '| %-16s | %5s | %9s | %-40s | %-40s |\n' layout ranks tokens/s \
+  "activation peak per rank (MiB)" "comm MiB per step per rank"
 echo "[" > "$root/bench/parallel.json"
 first=1
 for entry in "${layouts[@]}"; do
   IFS='|' read -r ranks name flags <<< "$entry"
   out="$work/run-${name// /-}"
   # shellcheck disable=SC2086
-  mpirun $(mpirun_flags) -np "$ranks" "$trainer" train --config "$root/configs/tiny.yaml" $model $flags \
-    --set output.dir="$out" >/dev/null
+  mpirun $(mpirun_flags) -np "$ranks" "$trainer" train --config "$root/configs/tiny.yaml" \
+    $model $flags --set output.dir="$out" >/dev/null
   last=$(tail -n 1 "$out/metrics.jsonl")
   python3 - "$name" "$ranks" "$last" <<'PY'
 import json, sys
@@ -49,11 +50,13 @@ comm_pred = m.get("rank_predicted_comm_bytes", [m["predicted_comm_bytes"]])
 mib = lambda b: b / 2**20
 peak_text = " ".join("%.1f%s" % (mib(a), "" if a == b else "!") for a, b in zip(peaks, pred))
 comm_text = " ".join("%.2f%s" % (mib(a), "" if a == b else "!") for a, b in zip(comm, comm_pred))
-print("| %-16s | %5d | %9.0f | %-40s | %-40s |" % (name, ranks, m["tokens_per_s"], peak_text, comm_text))
+print("| %-16s | %5d | %9.0f | %-40s | %-40s |"
+      % (name, ranks, m["tokens_per_s"], peak_text, comm_text))
 PY
   [ $first -eq 1 ] || echo "," >> "$root/bench/parallel.json"
   first=0
-  printf '{"layout": "%s", "ranks": %s, "last_step": %s}' "$name" "$ranks" "$last" >> "$root/bench/parallel.json"
+  printf '{"layout": "%s", "ranks": %s, "last_step": %s}' "$name" "$ranks" "$last" \
+    >> "$root/bench/parallel.json"
 done
 echo "]" >> "$root/bench/parallel.json"
 echo "('!' marks a rank whose measured value differs from the prediction)"

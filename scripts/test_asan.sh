@@ -18,5 +18,6 @@ status=0
 "$build/tests/unit/data/test_data" --gtest_brief=1 || status=1
 "$build/tests/unit/checkpoint/test_checkpoint" --gtest_brief=1 || status=1
 "$build/tests/unit/export/test_export" --gtest_brief=1 || status=1
-"$build/tests/unit/trainer/test_trainer" --gtest_brief=1 --gtest_filter='Fuzz.*:Resume.*:Cli.*:Nonfinite.*:EmulatedDevice.*' || status=1
+"$build/tests/unit/trainer/test_trainer" --gtest_brief=1 \
+  --gtest_filter='Fuzz.*:Resume.*:Cli.*:Nonfinite.*:EmulatedDevice.*' || status=1
 exit $status

@@ -17,12 +17,14 @@ parallel: {data: 2}
 output: {dir: $dir/out}
 YAML
 start=$(date +%s)
-output=$(timeout 120 "$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train --config "$dir/run.yaml" 2>&1)
+output=$(timeout 120 "$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train \
+  --config "$dir/run.yaml" 2>&1)
 code=$?
 elapsed=$(( $(date +%s) - start ))
 echo "$output" | grep -v '^\s*$' | head -20
 echo "exit code $code after ${elapsed}s"
 [ "$code" -ne 0 ] || { echo "FAIL: the job exited 0"; exit 1; }
 [ "$code" -ne 124 ] || { echo "FAIL: the job hung until the timeout"; exit 1; }
-echo "$output" | grep -q "\[rank 1\] error: .*122" || { echo "FAIL: rank 1's message is missing"; exit 1; }
+echo "$output" | grep -q "\[rank 1\] error: .*122" ||
+  { echo "FAIL: rank 1's message is missing"; exit 1; }
 echo "PASS"

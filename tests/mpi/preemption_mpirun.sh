@@ -16,19 +16,22 @@ data: {path: $dir/data}
 checkpoint: {dir: $dir/ckpt}
 output: {dir: $dir/out, export: false}
 YAML
-"$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train --config "$dir/run.yaml" > "$dir/log" 2>&1 &
+"$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train --config "$dir/run.yaml" \
+  > "$dir/log" 2>&1 &
 job=$!
 # Up to 120 s for step 5 (a loaded CI machine starts two ranks slowly); before the trainer's
 # signal handlers are installed a SIGTERM would simply end it.
 for _ in $(seq 1 1200); do grep -q "^step .*5/100000" "$dir/log" && break; sleep 0.1; done
-grep -q "^step .*5/100000" "$dir/log" || { kill -KILL $job; fail "step 5 not reached within 120 s"; }
+grep -q "^step .*5/100000" "$dir/log" ||
+  { kill -KILL $job; fail "step 5 not reached within 120 s"; }
 kill -TERM $job
 timeout 60 tail --pid=$job -f /dev/null || fail "the job did not end within 60 s of SIGTERM"
 stopped=$(sed -n 's/^stopped by a signal after step \([0-9]*\).*/\1/p' "$dir/log")
 [ -n "$stopped" ] || fail "no 'stopped by a signal' line"
 grep -q "step_$(printf %08d "$stopped")" "$dir/ckpt/latest" || fail "latest is not step $stopped"
-"$trainer" train --config "$dir/run.yaml" --resume --set parallel.data=1 --set train.steps=$((stopped + 1)) \
-  > "$dir/log2" 2>&1 || { cat "$dir/log2"; fail "one process could not resume the dp2 checkpoint"; }
+"$trainer" train --config "$dir/run.yaml" --resume --set parallel.data=1 \
+  --set train.steps=$((stopped + 1)) > "$dir/log2" 2>&1 ||
+  { cat "$dir/log2"; fail "one process could not resume the dp2 checkpoint"; }
 grep -q "resume: step $stopped" "$dir/log2" || fail "resume did not start at step $stopped"
 echo "stopped after step $stopped on both ranks, checkpoint written and resumed by one process"
 echo "PASS"

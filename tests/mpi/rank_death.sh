@@ -15,12 +15,15 @@ parallel: {data: 2}
 data: {path: $dir/data}
 output: {dir: $dir/out, export: false}
 YAML
-timeout 120 "$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train --config "$dir/run.yaml" > "$dir/log" 2>&1 &
+timeout 120 "$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train \
+  --config "$dir/run.yaml" > "$dir/log" 2>&1 &
 job=$!
 for _ in $(seq 1 200); do grep -q "^step .*5/100000" "$dir/log" && break; sleep 0.1; done
 victim=""
 for pid in $(pgrep -f "$trainer train --config $dir/run.yaml"); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$pid; fi
+  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+    victim=$pid
+  fi
 done
 [ -n "$victim" ] || { cat "$dir/log"; fail "rank 1 not found"; }
 start=$(date +%s)

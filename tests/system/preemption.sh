@@ -32,9 +32,10 @@ stopped=$(sed -n 's/^stopped by a signal after step \([0-9]*\).*/\1/p' "$dir/log
 [ -f "$dir/ckpt/latest" ] || fail "no checkpoint after SIGTERM"
 grep -q "step_$(printf %08d "$stopped")" "$dir/ckpt/latest" || fail "latest is not step $stopped"
 echo "SIGTERM: stopped after step $stopped with a checkpoint"
-"$trainer" train --config "$dir/run.yaml" --resume --set train.steps=$((stopped + 3)) > "$dir/log2" 2>&1 \
-  || { cat "$dir/log2"; fail "resume after SIGTERM failed"; }
-grep -q "resume: step $stopped" "$dir/log2" || { cat "$dir/log2"; fail "did not resume at step $stopped"; }
+"$trainer" train --config "$dir/run.yaml" --resume --set train.steps=$((stopped + 3)) \
+  > "$dir/log2" 2>&1 || { cat "$dir/log2"; fail "resume after SIGTERM failed"; }
+grep -q "resume: step $stopped" "$dir/log2" ||
+  { cat "$dir/log2"; fail "did not resume at step $stopped"; }
 grep -q "^step .*$((stopped + 3))/$((stopped + 3))" "$dir/log2" || fail "resumed run did not finish"
 echo "resume: continued from step $stopped to $((stopped + 3))"
 
