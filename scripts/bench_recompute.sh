@@ -5,9 +5,4 @@
 # Usage: scripts/bench_recompute.sh [STEPS]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-root=$(repo_root)
-"$root/scripts/setup.sh" >/dev/null
-configure_and_build "$root/build/release" bench_recompute >/dev/null
-cd "$root"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-"$root/build/release/bench/bench_recompute" bench/recompute.json "${1:-2}"
+run_benchmark bench_recompute bench/recompute.json "${1:-2}"

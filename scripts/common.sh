@@ -15,6 +15,18 @@ configure_and_build() {
   fi
 }
 
+# run_benchmark TARGET JSON [ARGS...]: sets up, builds bench/TARGET (Release), prints the
+# machine, and runs it from the repo root writing JSON.
+run_benchmark() {
+  local target=$1 json=$2; shift 2
+  local root; root=$(repo_root)
+  "$root/scripts/setup.sh" >/dev/null
+  configure_and_build "$root/build/release" "$target" >/dev/null
+  cd "$root"
+  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+  "$root/build/release/bench/$target" "$json" "$@"
+}
+
 # mpirun with the flags this machine needs: root is allowed, ranks may exceed cores.
 mpirun_flags() {
   local flags=(--oversubscribe --bind-to none)
