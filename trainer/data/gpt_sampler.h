@@ -1,4 +1,4 @@
-// GPT samples from an indexed dataset (DESIGN.md "Data"): the token stream is
+// GPT samples from an indexed dataset (docs/data.md, "Samples"): the token stream is
 // cut into samples of seq_length + 1 tokens, sample i = tokens[i*S, i*S + S + 1)
 // (inputs, then targets shifted by one). The samples are split into train and
 // validation ranges by weight; validation is always read in order.

@@ -1,5 +1,5 @@
-// The recompute invariant (DESIGN.md): for one seed, every plan gives
-// bit-identical loss and gradients, and the measured peak of the `activation`
+// The recompute invariant (docs/recompute.md, "Bit-identical invariant"): for one seed,
+// every plan gives bit-identical loss and gradients, and the measured peak of the `activation`
 // category equals the memory model's prediction exactly (the host allocator
 // counts requested bytes).
 #include <gtest/gtest.h>
