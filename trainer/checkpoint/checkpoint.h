@@ -54,8 +54,8 @@ struct CheckpointMeta {
 // rank with `writes_shards == false` (a data-parallel replica, dp rank > 0) passes no shards.
 // Each writing rank writes <dir>/step_N.tmp/rank_R.bin (R = world rank) and fsyncs it; rank 0
 // then writes and fsyncs manifest.json, renames step_N.tmp -> step_N (atomically exchanging an
-// existing step_N), fsyncs <dir>, replaces <dir>/latest atomically, and deletes all but the
-// newest `keep_last` steps numbered below N (keep_last <= 0 keeps every step). Stale step_*.tmp
+// existing step_N), fsyncs <dir>, replaces <dir>/latest atomically, and deletes older steps so
+// that `keep_last` remain, step_N included (keep_last <= 0 keeps every step). Stale step_*.tmp
 // directories of crashed saves are removed first. On failure every rank throws (the failing
 // rank its own runtime::InputError/LibraryError naming the path and errno text, the others a
 // LibraryError naming the failed ranks); step_N.tmp is removed and `latest` is unchanged.
