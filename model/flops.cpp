@@ -1,5 +1,8 @@
-// FLOP counts from the same shapes the layer's GEMMs use.
+// FLOP counts from the same shapes the layer's GEMMs use; what recompute reruns comes from
+// the recompute table (model/recompute_modules.h).
 #include "model/flops.h"
+
+#include "model/recompute_modules.h"
 
 namespace model {
 
@@ -21,11 +24,12 @@ int64_t head_forward_flops(const LayerDims& d, int64_t padded_vocab) {
 }
 
 int64_t selective_recompute_flops(const LayerDims& d, const LayerRecompute& entry) {
-  if (entry.mode != RecomputeMode::selective) return 0;
-  const LayerFlops f = layer_forward_flops(d);
+  const LayerFlops forward = layer_forward_flops(d);
   int64_t flops = 0;
-  if (entry.modules.core_attn) flops += f.scores;
-  if (entry.modules.mlp) flops += f.fc1;
+  for (ForwardPiece piece : rerun_pieces(entry)) {
+    const ForwardPieceRow& row = forward_piece(piece);
+    if (row.gemm != nullptr) flops += forward.*row.gemm;
+  }
   return flops;
 }
 

@@ -19,9 +19,9 @@ struct LayerFlops {
 LayerFlops layer_forward_flops(const LayerDims& dims);
 // Forward FLOPs of the output head (logits over the padded vocabulary).
 int64_t head_forward_flops(const LayerDims& dims, int64_t padded_vocab);
-// FLOPs a selective entry spends in backward rebuilding what it dropped
-// (core_attn: the score product; mlp: fc1; act, layernorm: none). Full layers
-// are counted by their checkpoint group as one whole forward.
+// FLOPs a selective entry spends in backward rebuilding what it dropped: the matmuls of
+// the forward pieces it reruns (model/recompute_modules.h), each once. Full layers are
+// counted by their checkpoint group as one whole forward.
 int64_t selective_recompute_flops(const LayerDims& dims, const LayerRecompute& entry);
 
 }  // namespace model

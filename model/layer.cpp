@@ -1,11 +1,10 @@
-// Transformer layer forward/backward on the host backend. Rules: activation
-// gradients are assigned (=), parameter gradients accumulate (+=); every stash
-// tensor is allocated from the layer's stash spec (layer_stash.h).
-#include "model/layer.h"
-
-#include <algorithm>
+// One transformer layer's forward and backward, on the backend of its tensors. Rules:
+// activation gradients are assigned (=) except the residual stream's, which the layernorms'
+// backward adds into (+=); parameter gradients accumulate (+=); the stash comes from its spec.
 #include <cmath>
 
+#include "model/layer.h"
+#include "model/recompute_modules.h"
 #include "parallel/core/mappings.h"
 #include "runtime/ops.h"
 
@@ -13,48 +12,22 @@ namespace model {
 namespace {
 
 namespace ops = runtime::ops;
-using runtime::DType;
-using runtime::MemoryCategory;
 using runtime::DropoutOp;
 
-// Allocates stash tensors from the spec: kept ones (or rebuilt ones) as
-// `activation`, forward-only ones as `workspace`.
-class StashMaker {
- public:
-  StashMaker(const LayerDims& dims, const LayerRecompute& entry, runtime::Allocator& allocator)
-      : spec_(layer_stash_spec(dims, entry)), allocator_(allocator) {}
-
-  const StashTensorSpec* find(Tensor LayerStash::*member) const {
-    for (const StashTensorSpec& s : spec_)
-      if (s.member == member) return &s;
-    return nullptr;
-  }
-  bool kept(Tensor LayerStash::*member) const {
-    const StashTensorSpec* s = find(member);
-    return s != nullptr && s->kept;
-  }
-  // Allocates stash.*member; `rebuild` marks a backward-time rebuild (always activation).
-  void make(LayerStash& stash, Tensor LayerStash::*member, bool rebuild = false) const {
-    const StashTensorSpec* s = find(member);
-    TRAINER_ASSERT(s != nullptr, "stash member not in spec");
-    const MemoryCategory category =
-        (rebuild || s->kept) ? MemoryCategory::activation : MemoryCategory::workspace;
-    stash.*member = Tensor::empty(allocator_, s->shape, s->dtype, category);
-  }
-  void release_dropped(LayerStash& stash) const {
-    for (const StashTensorSpec& s : spec_)
-      if (!s.kept) stash.*s.member = Tensor();
-  }
-  const std::vector<StashTensorSpec>& spec() const { return spec_; }
-
- private:
-  std::vector<StashTensorSpec> spec_;
-  runtime::Allocator& allocator_;
-};
-
-// A temporary of the activations' type (f32 on the host, bf16 on a device).
-Tensor workspace(runtime::Allocator& allocator, const runtime::Shape& shape, DType dtype) {
-  return Tensor::empty(allocator, shape, dtype, MemoryCategory::workspace);
+// Temporaries of the activations' type (f32 on the host, bf16 on a device): hidden states
+// of this rank's rows (Ts, B, width), of the whole sequence (T, B, width), and per head
+// (B, H, T, last).
+Tensor workspace(const LayerDims& d, const runtime::Shape& shape, runtime::Allocator& allocator) {
+  return Tensor::empty(allocator, shape, d.activation_dtype, runtime::MemoryCategory::workspace);
+}
+Tensor sequence_shard(const LayerDims& d, int64_t width, runtime::Allocator& allocator) {
+  return workspace(d, {d.seq_shard(), d.micro_batch, width}, allocator);
+}
+Tensor full_sequence(const LayerDims& d, int64_t width, runtime::Allocator& allocator) {
+  return workspace(d, {d.seq, d.micro_batch, width}, allocator);
+}
+Tensor per_head(const LayerDims& d, int64_t last, runtime::Allocator& allocator) {
+  return workspace(d, {d.micro_batch, d.heads, d.seq, last}, allocator);
 }
 
 runtime::DropoutKey key(const LayerContext& c, DropoutOp op) {
@@ -62,26 +35,40 @@ runtime::DropoutKey key(const LayerContext& c, DropoutOp op) {
                                    static_cast<uint32_t>(c.layer), op);
 }
 
-// --- forward pieces, shared by forward and the backward-time rebuild ---------
-
-void input_layernorm_forward(LayerStash& s, const LayerParams& w, const LayerDims& d) {
-  ops::layernorm_forward(s.ln1_out, s.ln1_mean, s.ln1_rstd, s.input,
-                         w.ln1_weight, w.ln1_bias, d.seq_shard() * d.micro_batch,
-                         d.hidden, d.layernorm_eps);
+float attention_scale(const LayerDims& d) {
+  return 1.0f / std::sqrt(static_cast<float>(d.head_dim));
 }
 
-void pre_mlp_layernorm_forward(LayerStash& s, const LayerParams& w, const LayerDims& d) {
-  ops::layernorm_forward(s.ln2_out, s.ln2_mean, s.ln2_rstd, s.residual,
-                         w.ln2_weight, w.ln2_bias, d.seq_shard() * d.micro_batch,
-                         d.hidden, d.layernorm_eps);
-}
+// A layernorm on the residual stream feeding a column-parallel linear: the input side of
+// attention and of the MLP. Forward and backward of both read the stash and the weights
+// (and the gradients, of the same layout) through one of these.
+struct NormedLinear {
+  Tensor LayerStash::*input;       // (Ts, B, C) layernorm input
+  Tensor LayerStash::*mean;        // (Ts*B) f32
+  Tensor LayerStash::*rstd;        // (Ts*B) f32
+  Tensor LayerStash::*normalized;  // (Ts, B, C) layernorm output: the linear's input shard
+  Tensor LayerParams::*ln_weight;
+  Tensor LayerParams::*ln_bias;
+  Tensor LayerParams::*weight;  // (out_features, C)
+  Tensor LayerParams::*bias;
+};
+constexpr NormedLinear kInputLayernormQkv{&LayerStash::input,       &LayerStash::ln1_mean,
+                                          &LayerStash::ln1_rstd,    &LayerStash::ln1_out,
+                                          &LayerParams::ln1_weight, &LayerParams::ln1_bias,
+                                          &LayerParams::qkv_weight, &LayerParams::qkv_bias};
+constexpr NormedLinear kPreMlpLayernormFc1{&LayerStash::residual,    &LayerStash::ln2_mean,
+                                           &LayerStash::ln2_rstd,    &LayerStash::ln2_out,
+                                           &LayerParams::ln2_weight, &LayerParams::ln2_bias,
+                                           &LayerParams::fc1_weight, &LayerParams::fc1_bias};
+
+// --- tensor-parallel linears (the roles; parallel/core/mappings.h has the collectives) ---
 
 // The full-sequence input of a column-parallel GEMM: gather_from_sp forward
 // under sequence parallelism (copy_to_tp's forward is the identity).
 Tensor column_parallel_input(const Tensor& shard, const LayerDims& d,
                              runtime::Allocator& allocator) {
   if (!d.sequence_parallel || d.tp_size == 1) return shard;
-  Tensor full = workspace(allocator, {d.seq, d.micro_batch, shard.dim(2)}, d.activation_dtype);
+  Tensor full = full_sequence(d, shard.dim(2), allocator);
   parallel::gather_from_sp_forward(*d.tp, full, shard);
   return full;
 }
@@ -95,30 +82,47 @@ Tensor column_parallel_input_grad(const Tensor& dfull, const LayerDims& d,
     parallel::copy_to_tp_backward(*d.tp, dfull);
     return dfull;
   }
-  Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, dfull.dim(2)}, d.activation_dtype);
+  Tensor shard = sequence_shard(d, dfull.dim(2), allocator);
   parallel::gather_from_sp_backward(*d.tp, shard, dfull);
   return shard;
 }
 
+// out (T, B, out_features) = column-parallel linear of this rank's (Ts, B, C) input rows.
+void column_parallel_linear(const Tensor& out, const Tensor& input, const Tensor& weight,
+                            const Tensor& bias, int64_t out_features, const LayerDims& d,
+                            runtime::Allocator& allocator) {
+  const Tensor input_full = column_parallel_input(input, d, allocator);
+  ops::linear_forward({.out = out,
+                       .input = input_full,
+                       .weight = weight,
+                       .bias = bias,
+                       .rows = d.seq * d.micro_batch,
+                       .in_features = d.hidden,
+                       .out_features = out_features});
+}
+
 // out (Ts, B, C) = row-parallel linear: partial products summed over the group
 // (reduce_from_tp, or reduce_scatter_to_sp), then the bias once.
-Tensor row_parallel_linear(const Tensor& inp, const Tensor& weight, const Tensor& bias,
+Tensor row_parallel_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                            int64_t in_features, const LayerDims& d, runtime::Allocator& allocator) {
   const int64_t rows = d.seq * d.micro_batch, C = d.hidden;
-  Tensor out = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
-  if (d.tp_size == 1) {
-    ops::linear_forward(out, inp, weight, bias, rows, in_features, C);
-    return out;
-  }
-  ops::linear_forward(out, inp, weight, Tensor(), rows, in_features, C);
+  Tensor out = full_sequence(d, C, allocator);
+  ops::linear_forward({.out = out,
+                       .input = input,
+                       .weight = weight,
+                       .bias = d.tp_size == 1 ? bias : Tensor(),
+                       .rows = rows,
+                       .in_features = in_features,
+                       .out_features = C});
+  if (d.tp_size == 1) return out;
   if (d.sequence_parallel) {
-    Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
+    Tensor shard = sequence_shard(d, C, allocator);
     parallel::reduce_scatter_to_sp_forward(*d.tp, shard, out);
     out = shard;
   } else {
     parallel::reduce_from_tp_forward(*d.tp, out);
   }
-  ops::add_bias(out, bias, d.seq_shard() * d.micro_batch, C);
+  ops::add_bias({.out = out, .bias = bias, .rows = d.seq_shard() * d.micro_batch, .cols = C});
   return out;
 }
 
@@ -127,21 +131,48 @@ Tensor row_parallel_linear(const Tensor& inp, const Tensor& weight, const Tensor
 Tensor row_parallel_output_grad(const Tensor& dshard, const LayerDims& d,
                                 runtime::Allocator& allocator) {
   if (!d.sequence_parallel || d.tp_size == 1) return dshard;
-  Tensor full = workspace(allocator, {d.seq, d.micro_batch, dshard.dim(2)}, d.activation_dtype);
+  Tensor full = full_sequence(d, dshard.dim(2), allocator);
   parallel::reduce_scatter_to_sp_backward(*d.tp, full, dshard);
   return full;
 }
 
+// --- forward pieces: forward runs them; backward reruns the ones a plan entry dropped -------
+
+void layernorm_forward(LayerStash& s, const LayerParams& w, const NormedLinear& block,
+                       const LayerDims& d) {
+  ops::layernorm_forward({.out = s.*block.normalized,
+                          .mean = s.*block.mean,
+                          .rstd = s.*block.rstd,
+                          .input = s.*block.input,
+                          .weight = w.*block.ln_weight,
+                          .bias = w.*block.ln_bias,
+                          .rows = d.seq_shard() * d.micro_batch,
+                          .channels = d.hidden,
+                          .eps = d.layernorm_eps});
+}
+
 // probs = causal_softmax(q k^T / sqrt(D)); with attention dropout also mask, probs_drop.
 void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerContext& c) {
-  const int64_t BH = d.micro_batch * d.heads, T = d.seq, D = d.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  ops::attention_scores_forward(s.probs, s.q, s.k, BH, T, D, scale);
-  ops::causal_softmax_forward(s.probs, s.probs, BH, T);
+  const int64_t BH = d.micro_batch * d.heads, T = d.seq;
+  ops::attention_scores_forward({.scores = s.probs,
+                                 .q = s.q,
+                                 .k = s.k,
+                                 .batch_heads = BH,
+                                 .seq = T,
+                                 .head_dim = d.head_dim,
+                                 .scale = attention_scale(d)});
+  ops::causal_softmax_forward({.probs = s.probs, .scores = s.probs, .batch_heads = BH, .seq = T});
   if (d.attention_dropout > 0.f) {
-    ops::dropout_attention_forward(s.probs_drop, s.attn_mask, s.probs,
-                                   d.micro_batch, d.heads, T, d.head_offset(), c.sample_offset,
-                                   d.attention_dropout, key(c, DropoutOp::attention_probs));
+    ops::dropout_attention_forward({.out = s.probs_drop,
+                                    .mask = s.attn_mask,
+                                    .input = s.probs,
+                                    .micro_batch = d.micro_batch,
+                                    .heads = d.heads,
+                                    .seq = T,
+                                    .head_offset = d.head_offset(),
+                                    .sample_offset = c.sample_offset,
+                                    .drop_probability = d.attention_dropout,
+                                    .key = key(c, DropoutOp::attention_probs)});
   }
 }
 
@@ -151,24 +182,144 @@ const Tensor& context_input(const LayerStash& s, const LayerDims& d) {
 
 void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d,
                  runtime::Allocator& allocator) {
-  const Tensor input = column_parallel_input(s.ln2_out, d, allocator);
-  ops::linear_forward(s.fc1_out, input, w.fc1_weight, w.fc1_bias,
-                      d.seq * d.micro_batch, d.hidden, d.ffn);
+  column_parallel_linear(s.fc1_out, s.ln2_out, w.fc1_weight, w.fc1_bias, d.ffn, d, allocator);
 }
 
 void act_forward(LayerStash& s, const LayerDims& d) {
-  ops::gelu_forward(s.gelu_out, s.fc1_out, s.fc1_out.numel(), d.gelu);
+  ops::gelu_forward(
+      {.out = s.gelu_out, .input = s.fc1_out, .count = s.fc1_out.numel(), .kind = d.gelu});
 }
 
 // out = x + dropout(y) on hidden states (y is overwritten by its dropped version).
 void dropout_add(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& mask,
                  const LayerDims& d, const LayerContext& c, DropoutOp op) {
   if (d.hidden_dropout > 0.f) {
-    ops::dropout_hidden_forward(y, mask, y, d.seq_shard(), d.micro_batch,
-                                d.hidden, d.seq_offset(), c.sample_offset, d.hidden_dropout,
-                                key(c, op));
+    ops::dropout_hidden_forward({.out = y,
+                                 .mask = mask,
+                                 .input = y,
+                                 .seq = d.seq_shard(),
+                                 .micro_batch = d.micro_batch,
+                                 .channels = d.hidden,
+                                 .seq_offset = d.seq_offset(),
+                                 .sample_offset = c.sample_offset,
+                                 .drop_probability = d.hidden_dropout,
+                                 .key = key(c, op)});
   }
-  ops::add(out, x, y, out.numel());
+  ops::add({.out = out, .a = x, .b = y, .count = out.numel()});
+}
+
+// Runs a forward piece again, writing the stash tensors it rebuilds.
+void rerun(ForwardPiece piece, LayerStash& s, const LayerParams& w, const LayerDims& d,
+           const LayerContext& c, runtime::Allocator& allocator) {
+  switch (piece) {
+    case ForwardPiece::input_layernorm:
+      return layernorm_forward(s, w, kInputLayernormQkv, d);
+    case ForwardPiece::core_attn_probs:
+      return core_attn_probs_forward(s, d, c);
+    case ForwardPiece::pre_mlp_layernorm:
+      return layernorm_forward(s, w, kPreMlpLayernormFc1, d);
+    case ForwardPiece::fc1:
+      return fc1_forward(s, w, d, allocator);
+    case ForwardPiece::act:
+      return act_forward(s, d);
+  }
+}
+
+// --- backward pieces, each the reverse of the forward code it names --------------------
+
+// dropout_add for y: dy = dout through the dropout mask, or a copy without hidden dropout.
+// (x's gradient is dout itself: the residual stream carries it on.)
+void dropout_add_backward(const Tensor& dy, const Tensor& dout, const Tensor& mask,
+                          const LayerDims& d) {
+  if (d.hidden_dropout > 0.f) {
+    ops::dropout_backward({.dinput = dy,
+                           .dout = dout,
+                           .mask = mask,
+                           .count = dy.numel(),
+                           .drop_probability = d.hidden_dropout});
+  } else {
+    ops::copy(dy, dout);
+  }
+}
+
+// row_parallel_linear: returns dinput (T, B, in_features) (=); dweight, dbias (+=).
+Tensor row_parallel_linear_backward(const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                                    const Tensor& input, const Tensor& weight, int64_t in_features,
+                                    const LayerDims& d, runtime::Allocator& allocator) {
+  Tensor dinput = full_sequence(d, in_features, allocator);
+  const Tensor dout_full = row_parallel_output_grad(dout, d, allocator);
+  ops::linear_backward({.dinput = dinput,
+                        .dweight = dweight,
+                        .dbias = dbias,
+                        .dout = dout_full,
+                        .input = input,
+                        .weight = weight,
+                        .rows = d.seq * d.micro_batch,
+                        .in_features = in_features,
+                        .out_features = d.hidden});
+  return dinput;
+}
+
+// A NormedLinear (layernorm, then column-parallel linear): the linear's input gradient back
+// to this rank's rows, then the layernorm's input gradient added into dresidual (+=).
+// Parameter gradients go to g (+=). Releases dout once the linear's backward has read it.
+void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const LayerStash& s,
+                               const LayerParams& w, const LayerParams& g,
+                               const NormedLinear& block, int64_t out_features, const LayerDims& d,
+                               runtime::Allocator& allocator) {
+  Tensor dnormalized_full = full_sequence(d, d.hidden, allocator);
+  const Tensor normalized_full = column_parallel_input(s.*block.normalized, d, allocator);
+  ops::linear_backward({.dinput = dnormalized_full,
+                        .dweight = g.*block.weight,
+                        .dbias = g.*block.bias,
+                        .dout = dout,
+                        .input = normalized_full,
+                        .weight = w.*block.weight,
+                        .rows = d.seq * d.micro_batch,
+                        .in_features = d.hidden,
+                        .out_features = out_features});
+  dout = Tensor();
+  const Tensor dnormalized = column_parallel_input_grad(dnormalized_full, d, allocator);
+  ops::layernorm_backward({.dinput = dresidual,
+                           .dweight = g.*block.ln_weight,
+                           .dbias = g.*block.ln_bias,
+                           .dout = dnormalized,
+                           .input = s.*block.input,
+                           .weight = w.*block.ln_weight,
+                           .mean = s.*block.mean,
+                           .rstd = s.*block.rstd,
+                           .rows = d.seq_shard() * d.micro_batch,
+                           .channels = d.hidden});
+}
+
+// act_forward: dffn = d(gelu_out) * gelu'(fc1_out) (=), in place.
+void act_backward(const Tensor& dffn, const LayerStash& s, const LayerDims& d) {
+  ops::gelu_backward(
+      {.dinput = dffn, .dout = dffn, .input = s.fc1_out, .count = dffn.numel(), .kind = d.gelu});
+}
+
+// core_attn_probs_forward: dq, dk (=) from dprobs, which it overwrites on the way.
+void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& dprobs,
+                              const LayerStash& s, const LayerDims& d) {
+  const int64_t BH = d.micro_batch * d.heads, T = d.seq;
+  if (d.attention_dropout > 0.f) {
+    ops::dropout_backward({.dinput = dprobs,
+                           .dout = dprobs,
+                           .mask = s.attn_mask,
+                           .count = dprobs.numel(),
+                           .drop_probability = d.attention_dropout});
+  }
+  ops::causal_softmax_backward(
+      {.dscores = dprobs, .dprobs = dprobs, .probs = s.probs, .batch_heads = BH, .seq = T});
+  ops::attention_scores_backward({.dq = dq,
+                                  .dk = dk,
+                                  .dscores = dprobs,
+                                  .q = s.q,
+                                  .k = s.k,
+                                  .batch_heads = BH,
+                                  .seq = T,
+                                  .head_dim = d.head_dim,
+                                  .scale = attention_scale(d)});
 }
 
 }  // namespace
@@ -176,149 +327,128 @@ void dropout_add(const Tensor& out, const Tensor& x, const Tensor& y, const Tens
 void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const LayerParams& w,
                    const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
                    runtime::Allocator& allocator) {
-  const StashMaker maker(d, entry, allocator);
-  const int64_t rows = d.seq * d.micro_batch, C = d.hidden, HD = d.heads * d.head_dim;
-  for (const StashTensorSpec& spec : maker.spec())
-    if (spec.member != &LayerStash::input) maker.make(s, spec.member);
+  const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
+  const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim, HD = H * D;
+  maker.make_all(s);
   s.input = input;
 
-  input_layernorm_forward(s, w, d);                                    // ln1_out (Ts, B, C)
-  Tensor qkv = workspace(allocator, {d.seq, d.micro_batch, 3 * HD}, d.activation_dtype);
-  {
-    const Tensor ln1_full = column_parallel_input(s.ln1_out, d, allocator);
-    ops::linear_forward(qkv, ln1_full, w.qkv_weight, w.qkv_bias, rows, C,
-                        3 * HD);
-  }
-  ops::split_qkv_heads(s.q, s.k, s.v, qkv, d.seq, d.micro_batch, d.heads,
-                       d.head_dim);
+  // attention: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
+  layernorm_forward(s, w, kInputLayernormQkv, d);    // ln1_out (Ts, B, C)
+  Tensor qkv = full_sequence(d, 3 * HD, allocator);  // (T, B, 3*H*D)
+  column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, 3 * HD, d, allocator);
+  ops::split_qkv_heads(  // q, k, v (B, H, T, D)
+      {.q = s.q,
+       .k = s.k,
+       .v = s.v,
+       .qkv = qkv,
+       .seq = T,
+       .micro_batch = B,
+       .heads = H,
+       .head_dim = D});
   qkv = Tensor();
-  core_attn_probs_forward(s, d, c);                                    // probs (B, H, T, T)
-  Tensor ctx_heads = workspace(allocator, {d.micro_batch, d.heads, d.seq, d.head_dim}, d.activation_dtype);
-  ops::attention_context_forward(ctx_heads, context_input(s, d), s.v,
-                                 d.micro_batch * d.heads, d.seq, d.head_dim);
-  ops::merge_heads(s.ctx, ctx_heads, d.seq, d.micro_batch, d.heads, d.head_dim);
+  core_attn_probs_forward(s, d, c);              // probs (B, H, T, T)
+  Tensor ctx_heads = per_head(d, D, allocator);  // (B, H, T, D)
+  ops::attention_context_forward({.ctx_heads = ctx_heads,
+                                  .probs = context_input(s, d),
+                                  .v = s.v,
+                                  .batch_heads = B * H,
+                                  .seq = T,
+                                  .head_dim = D});
+  ops::merge_heads(  // ctx (T, B, H*D)
+      {.ctx = s.ctx,
+       .ctx_heads = ctx_heads,
+       .seq = T,
+       .micro_batch = B,
+       .heads = H,
+       .head_dim = D});
   ctx_heads = Tensor();
   Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
   dropout_add(s.residual, input, proj, s.attn_out_mask, d, c, DropoutOp::attention_out);
   proj = Tensor();
 
-  pre_mlp_layernorm_forward(s, w, d);                                  // ln2_out (Ts, B, C)
-  fc1_forward(s, w, d, allocator);                                     // fc1_out (T, B, F)
-  act_forward(s, d);                                                   // gelu_out (T, B, F)
+  // mlp: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
+  layernorm_forward(s, w, kPreMlpLayernormFc1, d);  // ln2_out (Ts, B, C)
+  fc1_forward(s, w, d, allocator);                  // fc1_out (T, B, F)
+  act_forward(s, d);                                // gelu_out (T, B, F)
   Tensor fc2 = row_parallel_linear(s.gelu_out, w.fc2_weight, w.fc2_bias, d.ffn, d, allocator);
   dropout_add(out, s.residual, fc2, s.mlp_out_mask, d, c, DropoutOp::mlp_out);
 
-  if (!maker.kept(&LayerStash::input)) s.input = Tensor();
   maker.release_dropped(s);
 }
 
-Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w,
-                      const LayerParams& g, const LayerDims& d, const LayerRecompute& entry,
-                      const LayerContext& c, runtime::Allocator& allocator) {
+void layer_rebuild(LayerStash& s, const LayerParams& w, const LayerDims& d,
+                   const LayerRecompute& entry, const LayerContext& c,
+                   runtime::Allocator& allocator) {
+  const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
+  for (ForwardPiece piece : rerun_pieces(entry)) {
+    for (Tensor LayerStash::*member : forward_piece(piece).rebuilds)
+      if (maker.find(member) != nullptr) maker.make(s, member, /*rebuild=*/true);
+    rerun(piece, s, w, d, c, allocator);
+  }
+}
+
+Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, const LayerParams& g,
+                      const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
+                      runtime::Allocator& allocator) {
   TRAINER_ASSERT(entry.mode != RecomputeMode::full,
                  "full layers are rebuilt by their checkpoint group, then run as `none`");
-  const StashMaker maker(d, entry, allocator);
-  const int64_t rows = d.seq * d.micro_batch, rows_shard = d.seq_shard() * d.micro_batch;
-  const int64_t C = d.hidden, HD = d.heads * d.head_dim;
-  const int64_t BH = d.micro_batch * d.heads, T = d.seq, D = d.head_dim;
+  layer_rebuild(s, w, d, entry, c, allocator);
+  const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim, HD = H * D;
 
-  // Rebuild what the plan dropped, in forward order, with forward's own code.
-  auto rebuild = [&](Tensor LayerStash::*member) {
-    const bool dropped = maker.find(member) != nullptr && !maker.kept(member);
-    if (dropped) maker.make(s, member, /*rebuild=*/true);
-    return dropped;
-  };
-  if (rebuild(&LayerStash::ln1_out)) input_layernorm_forward(s, w, d);
-  {
-    const bool probs = rebuild(&LayerStash::probs);
-    const bool mask = rebuild(&LayerStash::attn_mask);
-    const bool probs_drop = rebuild(&LayerStash::probs_drop);
-    if (probs || mask || probs_drop) core_attn_probs_forward(s, d, c);
-  }
-  if (rebuild(&LayerStash::ln2_out)) pre_mlp_layernorm_forward(s, w, d);
-  if (rebuild(&LayerStash::fc1_out)) fc1_forward(s, w, d, allocator);
-  if (rebuild(&LayerStash::gelu_out)) act_forward(s, d);
+  // dresidual, the residual stream's gradient (Ts, B, C): dropout_add hands dout to its x
+  // unchanged (=), then each layernorm's backward adds the gradient of its input (+=).
+  Tensor dresidual = sequence_shard(d, d.hidden, allocator);
+  ops::copy(dresidual, dout);
 
-  // dres: gradient of the residual stream (Ts, B, C); it becomes dinput at the end.
-  Tensor dres = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
-  ops::copy(dres, dout);
+  // mlp, in reverse: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
+  Tensor dfc2 = sequence_shard(d, d.hidden, allocator);
+  dropout_add_backward(dfc2, dout, s.mlp_out_mask, d);
+  Tensor dffn = row_parallel_linear_backward(g.fc2_weight, g.fc2_bias, dfc2, s.gelu_out,
+                                             w.fc2_weight, d.ffn, d, allocator);  // (T, B, F)
+  act_backward(dffn, s, d);
+  layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, allocator);
 
-  // mlp: out = residual + dropout(fc2(gelu(fc1(ln2(residual)))))
-  Tensor dfc2 = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
-  if (d.hidden_dropout > 0.f) {
-    ops::dropout_backward(dfc2, dout, s.mlp_out_mask, dfc2.numel(),
-                          d.hidden_dropout);
-  } else {
-    ops::copy(dfc2, dout);
-  }
-  Tensor dffn = workspace(allocator, {d.seq, d.micro_batch, d.ffn}, d.activation_dtype);
-  {
-    const Tensor dfc2_full = row_parallel_output_grad(dfc2, d, allocator);
-    ops::linear_backward(dffn, g.fc2_weight, g.fc2_bias, dfc2_full,
-                         s.gelu_out, w.fc2_weight, rows, d.ffn, C);
-  }
-  ops::gelu_backward(dffn, dffn, s.fc1_out, dffn.numel(), d.gelu);
-  {
-    Tensor dln_full = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
-    const Tensor ln2_full = column_parallel_input(s.ln2_out, d, allocator);
-    ops::linear_backward(dln_full, g.fc1_weight, g.fc1_bias, dffn,
-                         ln2_full, w.fc1_weight, rows, C, d.ffn);
-    dffn = Tensor();
-    const Tensor dln = column_parallel_input_grad(dln_full, d, allocator);
-    ops::layernorm_backward(dres, g.ln2_weight, g.ln2_bias, dln,
-                            s.residual, w.ln2_weight, s.ln2_mean,
-                            s.ln2_rstd, rows_shard, C);
-  }
-
-  // attention: residual = input + dropout(proj(ctx))
-  Tensor& dproj = dfc2;
-  if (d.hidden_dropout > 0.f) {
-    ops::dropout_backward(dproj, dres, s.attn_out_mask, dproj.numel(),
-                          d.hidden_dropout);
-  } else {
-    ops::copy(dproj, dres);
-  }
-  Tensor dctx = workspace(allocator, {d.seq, d.micro_batch, HD}, d.activation_dtype);
-  {
-    const Tensor dproj_full = row_parallel_output_grad(dproj, d, allocator);
-    ops::linear_backward(dctx, g.proj_weight, g.proj_bias, dproj_full,
-                         s.ctx, w.proj_weight, rows, HD, C);
-  }
-  Tensor dctx_heads = workspace(allocator, {d.micro_batch, d.heads, T, D}, d.activation_dtype);
-  ops::split_heads(dctx_heads, dctx, T, d.micro_batch, d.heads, D);
+  // attention, in reverse: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
+  Tensor& dinput = dresidual;  // the skip path hands it on (=); ln1's backward adds to it (+=)
+  Tensor& dproj = dfc2;        // dfc2's buffer, free again
+  dropout_add_backward(dproj, dresidual, s.attn_out_mask, d);
+  Tensor dctx = row_parallel_linear_backward(g.proj_weight, g.proj_bias, dproj, s.ctx,
+                                             w.proj_weight, HD, d, allocator);  // (T, B, H*D)
+  Tensor dctx_heads = per_head(d, D, allocator);
+  ops::split_heads({.ctx_heads = dctx_heads,
+                    .ctx = dctx,
+                    .seq = T,
+                    .micro_batch = B,
+                    .heads = H,
+                    .head_dim = D});
   dctx = Tensor();
-  Tensor dprobs = workspace(allocator, {d.micro_batch, d.heads, T, T}, d.activation_dtype);
-  Tensor dq = workspace(allocator, {d.micro_batch, d.heads, T, D}, d.activation_dtype);
-  Tensor dk = workspace(allocator, {d.micro_batch, d.heads, T, D}, d.activation_dtype);
-  Tensor dv = workspace(allocator, {d.micro_batch, d.heads, T, D}, d.activation_dtype);
-  ops::attention_context_backward(dprobs, dv, dctx_heads,
-                                  context_input(s, d), s.v, BH, T, D);
+  Tensor dprobs = per_head(d, T, allocator);
+  Tensor dq = per_head(d, D, allocator), dk = per_head(d, D, allocator);
+  Tensor dv = per_head(d, D, allocator);
+  ops::attention_context_backward({.dprobs = dprobs,
+                                   .dv = dv,
+                                   .dctx_heads = dctx_heads,
+                                   .probs = context_input(s, d),
+                                   .v = s.v,
+                                   .batch_heads = B * H,
+                                   .seq = T,
+                                   .head_dim = D});
   dctx_heads = Tensor();
-  if (d.attention_dropout > 0.f) {
-    ops::dropout_backward(dprobs, dprobs, s.attn_mask, dprobs.numel(),
-                          d.attention_dropout);
-  }
-  ops::causal_softmax_backward(dprobs, dprobs, s.probs, BH, T);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  ops::attention_scores_backward(dq, dk, dprobs, s.q, s.k, BH, T,
-                                 D, scale);
+  core_attn_probs_backward(dq, dk, dprobs, s, d);
   dprobs = Tensor();
-  Tensor dqkv = workspace(allocator, {d.seq, d.micro_batch, 3 * HD}, d.activation_dtype);
-  ops::merge_qkv_heads(dqkv, dq, dk, dv, T, d.micro_batch, d.heads, D);
+  Tensor dqkv = full_sequence(d, 3 * HD, allocator);
+  ops::merge_qkv_heads({.dqkv = dqkv,
+                        .dq = dq,
+                        .dk = dk,
+                        .dv = dv,
+                        .seq = T,
+                        .micro_batch = B,
+                        .heads = H,
+                        .head_dim = D});
   dq = Tensor(), dk = Tensor(), dv = Tensor();
-  {
-    Tensor dln_full = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
-    const Tensor ln1_full = column_parallel_input(s.ln1_out, d, allocator);
-    ops::linear_backward(dln_full, g.qkv_weight, g.qkv_bias, dqkv,
-                         ln1_full, w.qkv_weight, rows, C, 3 * HD);
-    dqkv = Tensor();
-    const Tensor dln = column_parallel_input_grad(dln_full, d, allocator);
-    ops::layernorm_backward(dres, g.ln1_weight, g.ln1_bias, dln,
-                            s.input, w.ln1_weight, s.ln1_mean,
-                            s.ln1_rstd, rows_shard, C);
-  }
+  layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, 3 * HD, d, allocator);
   s = LayerStash();
-  return dres;
+  return dinput;
 }
 
 }  // namespace model

@@ -1,8 +1,6 @@
-// One pre-LN transformer layer, forward and backward written out op by op
-// (llm.c style). Backward is the exact reverse of forward. Which intermediate
-// tensors survive forward is set by the layer's plan entry (layer_stash.h);
-// backward first rebuilds what a selective entry dropped, with the same kernels
-// and the same Philox keys, so gradients are bit-identical under every plan.
+// One pre-LN transformer layer, forward and backward op by op; backward is forward in exact
+// reverse. A plan entry sets what the stash keeps (layer_stash.h); backward first rebuilds what
+// a selective entry dropped, with the same kernels and keys, so every plan gives one gradient.
 #pragma once
 
 #include "model/gpt_params.h"
@@ -25,8 +23,15 @@ void layer_forward(const Tensor& out, LayerStash& stash, const Tensor& input,
                    const LayerParams& weights, const LayerDims& dims, const LayerRecompute& entry,
                    const LayerContext& context, runtime::Allocator& allocator);
 
+// Rebuilds the stash tensors a selective `entry` dropped: reruns the forward pieces that
+// wrote them (model/recompute_modules.h), with forward's kernels and dropout keys, in
+// forward order, into category activation. Nothing to do under `none`.
+void layer_rebuild(LayerStash& stash, const LayerParams& weights, const LayerDims& dims,
+                   const LayerRecompute& entry, const LayerContext& context,
+                   runtime::Allocator& allocator);
+
 // Returns dinput (Ts, B, C) (=) and accumulates parameter gradients into `grads`
-// (+=). Rebuilds the tensors `entry` dropped, then releases the whole stash.
+// (+=). Rebuilds the tensors `entry` dropped (layer_rebuild), then releases the whole stash.
 Tensor layer_backward(LayerStash& stash, const Tensor& doutput, const LayerParams& weights,
                       const LayerParams& grads, const LayerDims& dims, const LayerRecompute& entry,
                       const LayerContext& context, runtime::Allocator& allocator);

@@ -1,5 +1,5 @@
 // What one layer keeps for backward: the plan entry that recompute/ resolves per
-// layer and model/ obeys (DESIGN.md "Recompute semantics").
+// layer and model/ obeys (docs/recompute.md).
 #pragma once
 
 #include <string>
@@ -8,13 +8,14 @@ namespace model {
 
 enum class RecomputeMode { none, full, selective };
 
-// Selective modules: each drops that module's internal activations in forward
-// and rebuilds them from its stashed inputs in backward.
+// Selective modules (Megatron's names): each drops that module's internal activations
+// in forward and reruns the module in backward from its stashed inputs. Which tensors
+// each drops and which forward pieces it reruns: the table in model/recompute_modules.h.
 struct SelectiveModules {
-  bool core_attn = false;  // softmax probabilities, attention dropout mask and its output
-  bool act = false;        // the GELU output (fc2's input)
-  bool layernorm = false;  // both layernorms' normalized outputs (mean/rstd are kept)
-  bool mlp = false;        // everything between fc1 and fc2 (fc1 output, GELU output)
+  bool core_attn = false;  // softmax(q k^T) and its dropout
+  bool act = false;        // the GELU
+  bool layernorm = false;  // both layernorms
+  bool mlp = false;        // fc1 and the GELU
 
   bool any() const { return core_attn || act || layernorm || mlp; }
   bool operator==(const SelectiveModules&) const = default;

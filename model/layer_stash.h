@@ -1,17 +1,15 @@
 // What a transformer layer keeps from forward for backward (its stash), and the
-// spec of that stash under a plan entry. The spec is the single list both the
-// layer (when it allocates) and the memory model in recompute/ (when it
-// predicts) read, so predicted and allocated bytes cannot drift apart.
+// spec of that stash under a plan entry (model/stash_spec.h): the one list both the
+// layer (when it allocates) and the memory model in recompute/ (when it predicts) read.
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "model/gpt_config.h"
 #include "model/layer_recompute.h"
+#include "model/stash_spec.h"
 #include "parallel/core/communicator.h"
 #include "runtime/kernels/cpu/gelu.h"
-#include "runtime/tensor.h"
 
 namespace model {
 
@@ -46,50 +44,36 @@ struct LayerDims {
 // Layer shapes for a microbatch of this config (training: dropout on), without
 // tensor parallelism; with_tensor_parallel() adds it.
 LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training);
-LayerDims with_tensor_parallel(LayerDims dims, parallel::Communicator* tp,
-                                      int64_t tp_size, int64_t tp_rank, bool sequence_parallel);
+LayerDims with_tensor_parallel(LayerDims dims, parallel::Communicator* tp, int64_t tp_size,
+                               int64_t tp_rank, bool sequence_parallel);
 
-
+// Which plan entry drops which tensor: model/recompute_modules.h.
 struct LayerStash {
   // Ts = T / tp with sequence parallelism, else T.
   Tensor input;          // (Ts, B, C)   layer input = input_layernorm input
   Tensor ln1_mean;       // (Ts*B) f32
   Tensor ln1_rstd;       // (Ts*B) f32
-  Tensor ln1_out;        // (Ts, B, C)   qkv input (gathered to T)  dropped by: layernorm
+  Tensor ln1_out;        // (Ts, B, C)   qkv input (gathered to T)
   Tensor q;              // (B, H, T, D)
   Tensor k;              // (B, H, T, D)
   Tensor v;              // (B, H, T, D)
-  Tensor probs;          // (B, H, T, T) softmax output             dropped by: core_attn
-  Tensor attn_mask;      // (B, H, T, T) u8, with attention dropout dropped by: core_attn
-  Tensor probs_drop;     // (B, H, T, T) context input, with dropout dropped by: core_attn
+  Tensor probs;          // (B, H, T, T) softmax output
+  Tensor attn_mask;      // (B, H, T, T) u8, with attention dropout
+  Tensor probs_drop;     // (B, H, T, T) context input, with attention dropout
   Tensor ctx;            // (T, B, H*D)  proj input
   Tensor attn_out_mask;  // (Ts, B, C) u8, with hidden dropout
   Tensor residual;       // (Ts, B, C)   pre_mlp_layernorm input
   Tensor ln2_mean;       // (Ts*B) f32
   Tensor ln2_rstd;       // (Ts*B) f32
-  Tensor ln2_out;        // (Ts, B, C)   fc1 input (gathered to T)  dropped by: layernorm
-  Tensor fc1_out;        // (T, B, F)    GELU input                 dropped by: mlp
-  Tensor gelu_out;       // (T, B, F)    fc2 input                  dropped by: act, mlp
+  Tensor ln2_out;        // (Ts, B, C)   fc1 input (gathered to T)
+  Tensor fc1_out;        // (T, B, F)    GELU input
+  Tensor gelu_out;       // (T, B, F)    fc2 input
   Tensor mlp_out_mask;   // (Ts, B, C) u8, with hidden dropout
 };
 
-struct StashTensorSpec {
-  const char* name;
-  Tensor LayerStash::*member;
-  runtime::Shape shape;
-  runtime::DType dtype;
-  bool kept;  // kept from forward to backward under the plan entry
-
-  int64_t bytes() const { return runtime::shape_numel(shape) * runtime::dtype_size(dtype); }
-};
-
-// Every tensor the layer's forward produces for backward, in forward order,
-// with whether `entry` keeps it. Under `full` nothing is kept: the checkpoint
+// Every tensor the layer's forward produces for backward, in forward order, with whether
+// `entry` keeps it (the input is the caller's). Under `full` nothing is kept: the checkpoint
 // group's executor keeps the group input.
-std::vector<StashTensorSpec> layer_stash_spec(const LayerDims& dims, const LayerRecompute& entry);
-
-// Bytes kept from forward to backward, and bytes rebuilt at the start of backward.
-int64_t stash_kept_bytes(const std::vector<StashTensorSpec>& spec);
-int64_t stash_dropped_bytes(const std::vector<StashTensorSpec>& spec);
+StashSpec<LayerStash> layer_stash_spec(const LayerDims& dims, const LayerRecompute& entry);
 
 }  // namespace model

@@ -1,0 +1,84 @@
+// The selective recompute table and what is derived from it. A row changes here and
+// nowhere else: the stash spec, the rebuild, the FLOPs and the gathers follow.
+#include "model/recompute_modules.h"
+
+#include <algorithm>
+#include <string>
+
+namespace model {
+
+const std::vector<ForwardPieceRow>& forward_piece_table() {
+  using P = ForwardPiece;
+  using S = LayerStash;
+  static const std::vector<ForwardPieceRow> table = {
+      {P::input_layernorm, {&S::ln1_out}, nullptr, false},
+      {P::core_attn_probs, {&S::probs, &S::attn_mask, &S::probs_drop}, &LayerFlops::scores, false},
+      {P::pre_mlp_layernorm, {&S::ln2_out}, nullptr, false},
+      {P::fc1, {&S::fc1_out}, &LayerFlops::fc1, true},
+      {P::act, {&S::gelu_out}, nullptr, false},
+  };
+  return table;
+}
+
+const std::vector<SelectiveModuleRow>& selective_module_table() {
+  using P = ForwardPiece;
+  using M = SelectiveModules;
+  static const std::vector<SelectiveModuleRow> table = {
+      {"core_attn", &M::core_attn, {P::core_attn_probs}},
+      {"act", &M::act, {P::act}},
+      {"layernorm", &M::layernorm, {P::input_layernorm, P::pre_mlp_layernorm}},
+      {"mlp", &M::mlp, {P::fc1, P::act}},
+  };
+  return table;
+}
+
+const ForwardPieceRow& forward_piece(ForwardPiece piece) {
+  const ForwardPieceRow& row = forward_piece_table().at(static_cast<size_t>(piece));
+  TRAINER_ASSERT(row.piece == piece, "forward_piece_table is not in ForwardPiece order");
+  return row;
+}
+
+std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry) {
+  std::vector<ForwardPiece> pieces;
+  if (entry.mode != RecomputeMode::selective) return pieces;
+  for (const SelectiveModuleRow& module : selective_module_table()) {
+    if (!(entry.modules.*module.flag)) continue;
+    pieces.insert(pieces.end(), module.reruns.begin(), module.reruns.end());
+  }
+  std::sort(pieces.begin(), pieces.end());
+  pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
+  return pieces;
+}
+
+bool drops(const LayerRecompute& entry, Tensor LayerStash::*member) {
+  for (ForwardPiece piece : rerun_pieces(entry)) {
+    const std::vector<Tensor LayerStash::*>& rebuilds = forward_piece(piece).rebuilds;
+    if (std::find(rebuilds.begin(), rebuilds.end(), member) != rebuilds.end()) return true;
+  }
+  return false;
+}
+
+int64_t rebuild_input_gathers(const LayerRecompute& entry) {
+  const std::vector<ForwardPiece> pieces = rerun_pieces(entry);
+  return std::count_if(pieces.begin(), pieces.end(),
+                       [](ForwardPiece piece) { return forward_piece(piece).gathers_input; });
+}
+
+std::string to_string(const LayerRecompute& entry) {
+  switch (entry.mode) {
+    case RecomputeMode::none:
+      return "none";
+    case RecomputeMode::full:
+      return "full";
+    case RecomputeMode::selective:
+      break;
+  }
+  std::string s = "selective{";
+  const char* separator = "";
+  for (const SelectiveModuleRow& module : selective_module_table()) {
+    if (entry.modules.*module.flag) s += separator, s += module.name, separator = ",";
+  }
+  return s + "}";
+}
+
+}  // namespace model
