@@ -89,6 +89,12 @@ struct Config {
   OutputConfig output;
 };
 
+// Microbatches each data-parallel rank runs per optimizer step: train.global_batch_size /
+// (train.micro_batch_size x parallel.data). validate_config checks the division is exact.
+inline int64_t num_microbatches(const Config& config) {
+  return config.train.global_batch_size / (config.train.micro_batch_size * config.parallel.data);
+}
+
 // Parses YAML text; `source` names it in messages. Applies `overrides`
 // ("a.b=c", YAML-typed values) before validation. Throws runtime::ConfigError.
 Config parse_config(const std::string& yaml_text, const std::string& source,

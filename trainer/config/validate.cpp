@@ -264,8 +264,7 @@ void validate_config(const Config& config) {
   validate_data(config.data, config.train);
   validate_parallel_layout(config.parallel, config.model);
   const parallel::ParallelConfig& pc = config.parallel;
-  const int64_t microbatches =
-      config.train.global_batch_size / (config.train.micro_batch_size * pc.data);
+  const int64_t microbatches = num_microbatches(config);
   if (pc.virtual_pipeline > 1 && microbatches % pc.pipeline != 0) {
     throw ConfigError("parallel.virtual_pipeline",
                       "interleaving needs the microbatches per step (train.global_batch_size " +
