@@ -1,4 +1,4 @@
-// Embedding and output head on the host backend; the head's logits become their
+// Embedding and output head, on the backend of their tensors; the head's logits become their
 // own gradient in place (llm.c's fused classifier) to save a (T, B, V) buffer.
 #include "model/embedding_head.h"
 
@@ -13,12 +13,6 @@ namespace {
 namespace ops = runtime::ops;
 using runtime::DType;
 using runtime::MemoryCategory;
-
-Tensor activation(runtime::Allocator& allocator, const runtime::Shape& shape, DType dtype,
-                  bool keep) {
-  return Tensor::empty(allocator, shape, dtype,
-                       keep ? MemoryCategory::activation : MemoryCategory::workspace);
-}
 
 Tensor workspace(runtime::Allocator& allocator, const runtime::Shape& shape,
                  DType dtype = DType::f32) {
@@ -35,19 +29,31 @@ VocabShard vocab_shard(const GptConfig& config, const LayerDims& d) {
 }
 }  // namespace
 
-int64_t embedding_stash_bytes(const LayerDims& d) {
-  const int64_t tokens = d.seq * d.micro_batch, shard = d.seq_shard() * d.micro_batch;
-  return tokens * 4 + (d.hidden_dropout > 0.f ? shard * d.hidden : 0);
+StashSpec<EmbeddingStash> embedding_stash_spec(const LayerDims& d) {
+  using S = EmbeddingStash;
+  const int64_t T = d.seq, Ts = d.seq_shard(), B = d.micro_batch, C = d.hidden;
+  StashSpec<EmbeddingStash> spec = {
+      {"tokens", &S::tokens, {T, B}, DType::i32, true, /*from_caller=*/true}};
+  if (d.hidden_dropout > 0.f) {
+    spec.push_back({"dropout_mask", &S::dropout_mask, {Ts, B, C}, DType::u8, true});
+  }
+  return spec;
 }
 
-int64_t head_stash_bytes(const LayerDims& d, int64_t padded_vocab) {
-  const int64_t tokens = d.seq * d.micro_batch, shard = d.seq_shard() * d.micro_batch;
-  const int64_t act = runtime::dtype_size(d.activation_dtype);
-  return shard * d.hidden * act                      // input
-         + tokens * d.hidden * act                   // lnf_out
-         + shard * 4 * 2 + tokens * 4                // lnf_mean, lnf_rstd, lse
-         + tokens * (padded_vocab / d.tp_size) * act // logits
-         + tokens * 4;                               // targets
+StashSpec<HeadStash> head_stash_spec(const GptConfig& config, const LayerDims& d, bool keep) {
+  using S = HeadStash;
+  const DType act = d.activation_dtype;
+  const int64_t T = d.seq, Ts = d.seq_shard(), B = d.micro_batch, C = d.hidden;
+  const int64_t Vs = vocab_shard(config, d).rows;
+  return {
+      {"input", &S::input, {Ts, B, C}, act, keep, /*from_caller=*/true},
+      {"lnf_mean", &S::lnf_mean, {Ts * B}, DType::f32, keep},
+      {"lnf_rstd", &S::lnf_rstd, {Ts * B}, DType::f32, keep},
+      {"lnf_out", &S::lnf_out, {T, B, C}, act, keep},
+      {"logits", &S::logits, {T, B, Vs}, act, keep},
+      {"lse", &S::lse, {T * B}, DType::f32, keep},
+      {"targets", &S::targets, {T, B}, DType::i32, keep, /*from_caller=*/true},
+  };
 }
 
 void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& tokens,
@@ -57,22 +63,46 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
   const VocabShard vocab = vocab_shard(config, d);
   if (d.sequence_parallel && d.tp_size > 1) {
     Tensor words = workspace(allocator, {T, B, C}, d.activation_dtype);
-    ops::embedding_forward(words, tokens, p.wte, T * B, C, vocab.start, vocab.rows);
+    ops::embedding_forward({.out = words,
+                            .tokens = tokens,
+                            .wte = p.wte,
+                            .rows = T * B,
+                            .channels = C,
+                            .vocab_start = vocab.start,
+                            .vocab_rows = vocab.rows});
     parallel::reduce_scatter_to_sp_forward(*d.tp, out, words);
   } else {
-    ops::embedding_forward(out, tokens, p.wte, T * B, C, vocab.start, vocab.rows);
+    ops::embedding_forward({.out = out,
+                            .tokens = tokens,
+                            .wte = p.wte,
+                            .rows = T * B,
+                            .channels = C,
+                            .vocab_start = vocab.start,
+                            .vocab_rows = vocab.rows});
     if (d.tp_size > 1) parallel::reduce_from_tp_forward(*d.tp, out);
   }
-  ops::position_embedding_forward(out, p.wpe, Ts, B, C, d.seq_offset());
+  ops::position_embedding_forward({.out = out,
+                                   .wpe = p.wpe,
+                                   .seq = Ts,
+                                   .micro_batch = B,
+                                   .channels = C,
+                                   .seq_offset = d.seq_offset()});
   s.tokens = tokens;
+  StashMaker<EmbeddingStash>(embedding_stash_spec(d), allocator).make_all(s);  // dropout_mask
   if (d.hidden_dropout > 0.f) {
-    s.dropout_mask = Tensor::empty(allocator, {Ts, B, C}, DType::u8, MemoryCategory::activation);
     ops::dropout_hidden_forward(
-        out, s.dropout_mask, out, Ts, B, C, d.seq_offset(), c.sample_offset,
-        d.hidden_dropout,
-        runtime::make_dropout_key(c.seed, static_cast<uint64_t>(c.step),
-                                  static_cast<uint32_t>(config.num_layers),
-                                  runtime::DropoutOp::embedding));
+        {.out = out,
+         .mask = s.dropout_mask,
+         .input = out,
+         .seq = Ts,
+         .micro_batch = B,
+         .channels = C,
+         .seq_offset = d.seq_offset(),
+         .sample_offset = c.sample_offset,
+         .drop_probability = d.hidden_dropout,
+         .key = runtime::make_dropout_key(c.seed, static_cast<uint64_t>(c.step),
+                                          static_cast<uint32_t>(config.num_layers),
+                                          runtime::DropoutOp::embedding)});
   }
 }
 
@@ -81,18 +111,31 @@ void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& 
                         runtime::Allocator& allocator) {
   const int64_t T = d.seq, Ts = d.seq_shard(), B = d.micro_batch, C = d.hidden;
   if (d.hidden_dropout > 0.f) {
-    ops::dropout_backward(dout, dout, s.dropout_mask, dout.numel(),
-                          d.hidden_dropout);
+    ops::dropout_backward({.dinput = dout,
+                           .dout = dout,
+                           .mask = s.dropout_mask,
+                           .count = dout.numel(),
+                           .drop_probability = d.hidden_dropout});
   }
-  ops::position_embedding_backward(g.wpe, dout, Ts, B, C, d.seq_offset());
+  ops::position_embedding_backward({.dwpe = g.wpe,
+                                    .dout = dout,
+                                    .seq = Ts,
+                                    .micro_batch = B,
+                                    .channels = C,
+                                    .seq_offset = d.seq_offset()});
   Tensor dwords = dout;
   if (d.sequence_parallel && d.tp_size > 1) {
     dwords = workspace(allocator, {T, B, C}, d.activation_dtype);
     parallel::reduce_scatter_to_sp_backward(*d.tp, dwords, dout);
   }
   const VocabShard vocab = vocab_shard(config, d);
-  ops::embedding_backward(g.wte, dwords, s.tokens, T * B, C, vocab.start,
-                          vocab.rows);
+  ops::embedding_backward({.dwte = g.wte,
+                           .dout = dwords,
+                           .tokens = s.tokens,
+                           .rows = T * B,
+                           .channels = C,
+                           .vocab_start = vocab.start,
+                           .vocab_rows = vocab.rows});
   s = EmbeddingStash();
 }
 
@@ -102,35 +145,67 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
   const int64_t rows = d.seq * d.micro_batch, rows_shard = d.seq_shard() * d.micro_batch;
   const int64_t C = d.hidden;
   const VocabShard vocab = vocab_shard(config, d);
+  const StashMaker<HeadStash> maker(head_stash_spec(config, d, keep), allocator);
   s.input = input;
   s.targets = targets;
-  s.lnf_mean = activation(allocator, {rows_shard}, DType::f32, keep);
-  s.lnf_rstd = activation(allocator, {rows_shard}, DType::f32, keep);
-  s.lnf_out = activation(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype, keep);
+  maker.make(s, &HeadStash::lnf_mean);
+  maker.make(s, &HeadStash::lnf_rstd);
+  maker.make(s, &HeadStash::lnf_out);
   const bool sp = d.sequence_parallel && d.tp_size > 1;
   Tensor normalized =
       sp ? workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype) : s.lnf_out;
-  ops::layernorm_forward(normalized, s.lnf_mean, s.lnf_rstd, input,
-                         p.lnf_weight, p.lnf_bias, rows_shard, C, d.layernorm_eps);
+  ops::layernorm_forward({.out = normalized,
+                          .mean = s.lnf_mean,
+                          .rstd = s.lnf_rstd,
+                          .input = input,
+                          .weight = p.lnf_weight,
+                          .bias = p.lnf_bias,
+                          .rows = rows_shard,
+                          .channels = C,
+                          .eps = d.layernorm_eps});
   if (sp) parallel::gather_from_sp_forward(*d.tp, s.lnf_out, normalized);
   normalized = Tensor();
-  s.logits = activation(allocator, {d.seq, d.micro_batch, vocab.rows}, d.activation_dtype, keep);
-  ops::linear_forward(s.logits, s.lnf_out, p.wte, Tensor(), rows, C, vocab.rows);
-  s.lse = activation(allocator, {rows}, DType::f32, keep);
+  maker.make(s, &HeadStash::logits);
+  ops::linear_forward({.out = s.logits,
+                       .input = s.lnf_out,
+                       .weight = p.wte,
+                       .rows = rows,
+                       .in_features = C,
+                       .out_features = vocab.rows});
+  maker.make(s, &HeadStash::lse);
   if (d.tp_size == 1) {
-    ops::cross_entropy_forward(losses, s.lse, s.logits, targets, rows,
-                               config.vocab_size, vocab.rows);
+    ops::cross_entropy_forward({.losses = losses,
+                                .lse = s.lse,
+                                .logits = s.logits,
+                                .targets = targets,
+                                .rows = rows,
+                                .vocab = config.vocab_size,
+                                .padded_vocab = vocab.rows});
   } else {
     // Vocab-parallel cross entropy: global max, then sum of exp, then the target logit.
     Tensor row_max = workspace(allocator, {rows});
-    ops::vocab_shard_max(row_max, s.logits, rows, vocab.real, vocab.rows);
+    ops::vocab_shard_max({.row_max = row_max,
+                          .logits = s.logits,
+                          .rows = rows,
+                          .real_cols = vocab.real,
+                          .shard_cols = vocab.rows});
     d.tp->all_reduce_max(row_max);
-    ops::vocab_shard_sum_exp(s.lse, s.logits, row_max, rows, vocab.real, vocab.rows);
+    ops::vocab_shard_sum_exp({.row_sum = s.lse,
+                              .logits = s.logits,
+                              .row_max = row_max,
+                              .rows = rows,
+                              .real_cols = vocab.real,
+                              .shard_cols = vocab.rows});
     d.tp->all_reduce_sum(s.lse);
-    ops::vocab_shard_target_logit(losses, s.logits, targets, rows, vocab.start, vocab.real,
-                                  vocab.rows);
+    ops::vocab_shard_target_logit({.target_logit = losses,
+                                   .logits = s.logits,
+                                   .targets = targets,
+                                   .rows = rows,
+                                   .vocab_start = vocab.start,
+                                   .real_cols = vocab.real,
+                                   .shard_cols = vocab.rows});
     d.tp->all_reduce_sum(losses);
-    ops::vocab_shard_finish(losses, s.lse, row_max, rows);
+    ops::vocab_shard_finish({.losses = losses, .lse = s.lse, .row_max = row_max, .rows = rows});
   }
   if (!keep) s = HeadStash();
 }
@@ -143,15 +218,34 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g,
   const VocabShard vocab = vocab_shard(config, d);
   const Tensor& dlogits = s.logits;  // in place: logits become their gradient
   if (d.tp_size == 1) {
-    ops::cross_entropy_backward(dlogits, s.logits, s.lse, s.targets, rows,
-                                config.vocab_size, vocab.rows, loss_scale);
+    ops::cross_entropy_backward({.dlogits = dlogits,
+                                 .logits = s.logits,
+                                 .lse = s.lse,
+                                 .targets = s.targets,
+                                 .rows = rows,
+                                 .vocab = config.vocab_size,
+                                 .padded_vocab = vocab.rows,
+                                 .scale = loss_scale});
   } else {
-    ops::vocab_shard_cross_entropy_backward(dlogits, s.logits, s.lse, s.targets,
-                                            rows, vocab.start, vocab.real, vocab.rows, loss_scale);
+    ops::vocab_shard_cross_entropy_backward({.dlogits = dlogits,
+                                             .logits = s.logits,
+                                             .lse = s.lse,
+                                             .targets = s.targets,
+                                             .rows = rows,
+                                             .vocab_start = vocab.start,
+                                             .real_cols = vocab.real,
+                                             .shard_cols = vocab.rows,
+                                             .scale = loss_scale});
   }
   Tensor dlnf = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
-  ops::linear_backward(dlnf, g.wte, Tensor(), dlogits, s.lnf_out, p.wte,
-                       rows, C, vocab.rows);
+  ops::linear_backward({.dinput = dlnf,
+                        .dweight = g.wte,
+                        .dout = dlogits,
+                        .input = s.lnf_out,
+                        .weight = p.wte,
+                        .rows = rows,
+                        .in_features = C,
+                        .out_features = vocab.rows});
   if (d.tp_size > 1 && d.sequence_parallel) {
     Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
     parallel::gather_from_sp_backward(*d.tp, shard, dlnf);
@@ -161,9 +255,16 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g,
   }
   Tensor dinput = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
   ops::zero(dinput);
-  ops::layernorm_backward(dinput, g.lnf_weight, g.lnf_bias, dlnf,
-                          s.input, p.lnf_weight, s.lnf_mean, s.lnf_rstd,
-                          rows_shard, C);
+  ops::layernorm_backward({.dinput = dinput,
+                           .dweight = g.lnf_weight,
+                           .dbias = g.lnf_bias,
+                           .dout = dlnf,
+                           .input = s.input,
+                           .weight = p.lnf_weight,
+                           .mean = s.lnf_mean,
+                           .rstd = s.lnf_rstd,
+                           .rows = rows_shard,
+                           .channels = C});
   s = HeadStash();
   return dinput;
 }

@@ -24,9 +24,11 @@ struct HeadStash {
   Tensor targets;   // (T, B) i32
 };
 
-// Bytes the two stashes keep between forward and backward (for the memory model).
-int64_t embedding_stash_bytes(const LayerDims& dims);
-int64_t head_stash_bytes(const LayerDims& dims, int64_t padded_vocab);
+// The two stash specs (model/stash_spec.h), read by the forwards when they allocate and by
+// the memory model. The embedding keeps its stash for backward; the head when `keep` (not in
+// evaluation). The tokens, the head's input and the targets are the caller's.
+StashSpec<EmbeddingStash> embedding_stash_spec(const LayerDims& dims);
+StashSpec<HeadStash> head_stash_spec(const GptConfig& config, const LayerDims& dims, bool keep);
 
 // out (Ts, B, C) = dropout(wte[tokens] + wpe[t]); caller allocates out. The
 // word lookup is vocab-parallel: shards sum (or reduce-scatter under SP) first.
@@ -40,9 +42,9 @@ void embedding_backward(const GptParams& grads, const Tensor& dout, EmbeddingSta
 
 // Writes per-token losses (T*B) of the last layer's output `input` (kept in the
 // stash when keep_for_backward, otherwise freed on return).
-void head_forward(const Tensor& losses, HeadStash& stash, const Tensor& input, const Tensor& targets,
-                  const GptParams& params, const GptConfig& config, const LayerDims& dims,
-                  bool keep_for_backward, runtime::Allocator& allocator);
+void head_forward(const Tensor& losses, HeadStash& stash, const Tensor& input,
+                  const Tensor& targets, const GptParams& params, const GptConfig& config,
+                  const LayerDims& dims, bool keep_for_backward, runtime::Allocator& allocator);
 // d(sum of losses * loss_scale) / d(input): returns dinput (=); accumulates into
 // dwte and the final layernorm's gradients; releases the stash.
 Tensor head_backward(HeadStash& stash, const GptParams& params, const GptParams& grads,

@@ -18,9 +18,9 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
   const int64_t full_stash = model::stash_kept_bytes(model::layer_stash_spec(dims, keep_all));
 
   ActivationMemory m;
-  m.embedding = has_embedding ? model::embedding_stash_bytes(dims) : 0;
-  // The vocabulary pads to a multiple of divisible_by x tp, so the shard holds that / tp rows.
-  m.head = has_head ? model::head_stash_bytes(dims, config.padded_vocab(dims.tp_size)) : 0;
+  m.embedding = has_embedding ? model::stash_kept_bytes(model::embedding_stash_spec(dims)) : 0;
+  m.head = has_head ? model::stash_kept_bytes(model::head_stash_spec(config, dims, /*keep=*/true))
+                    : 0;
   m.layers.resize(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i) {
     LayerMemory& layer = m.layers[static_cast<size_t>(i)];
@@ -36,8 +36,8 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
   // below[i]: bytes kept by layers [0, i) plus the embedding.
   std::vector<int64_t> below(static_cast<size_t>(L) + 1, m.embedding);
   for (int64_t i = 0; i < L; ++i) {
-    const LayerMemory& layer = m.layers[static_cast<size_t>(i)];
-    below[static_cast<size_t>(i) + 1] = below[static_cast<size_t>(i)] + layer.kept + layer.checkpoint;
+    const size_t li = static_cast<size_t>(i);
+    below[li + 1] = below[li] + m.layers[li].kept + m.layers[li].checkpoint;
   }
   m.forward_end = below[static_cast<size_t>(L)] + m.head;
 

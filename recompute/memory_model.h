@@ -1,5 +1,5 @@
 // Predicts the peak of the `activation` memory category for a plan, from the
-// same stash specs the layers allocate with (model/layer_stash.h). The
+// same stash specs the layers, embedding and head allocate with (model/stash_spec.h). The
 // prediction follows the executor's order of allocation exactly: forward keeps
 // per plan; backward frees the head, then walks layers down, rebuilding one
 // layer's dropped tensors (selective) or one group's full stashes (full).
