@@ -29,20 +29,18 @@ int64_t layer_backward(const model::LayerDims& d, const Sizes& s) {
 
 }  // namespace
 
-int64_t predict_step_comm_bytes(const Config& config, const model::LayerDims& d,
-                                const std::vector<const recompute::ChunkExecutor*>& chunks,
-                                const model::GptParams& params, int64_t world_size) {
+int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
+                                const model::GptParams& params) {
+  const model::LayerDims& d = setup.dims;
   // Activations travel in their own dtype (bf16 in a bf16 run); statistics and gradients in f32.
   const int64_t act = runtime::dtype_size(d.activation_dtype);
-  const Sizes s{d.seq * d.micro_batch * d.hidden * act, d.seq_shard() * d.micro_batch * d.hidden * act,
-                d.seq * d.micro_batch};
+  const Sizes s{d.seq * d.micro_batch * d.hidden * act,
+                d.seq_shard() * d.micro_batch * d.hidden * act, d.seq * d.micro_batch};
   const bool tp = d.tp_size > 1, sp = tp && d.sequence_parallel;
-  const int64_t microbatches = config.train.global_batch_size /
-                               (config.train.micro_batch_size * config.parallel.data);
   int64_t per_microbatch = 0;
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    const recompute::ChunkExecutor& chunk = *chunks[c];
-    const recompute::RecomputePlan& plan = chunk.plan();
+  for (size_t c = 0; c < setup.chunks.size(); ++c) {
+    const StageChunk& chunk = setup.chunks[c];
+    const recompute::RecomputePlan& plan = chunk.plan;
     for (int64_t i = 0; i < plan.num_layers(); ++i) {
       const model::LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
       per_microbatch += layer_forward(d, s) + layer_backward(d, s);
@@ -51,23 +49,23 @@ int64_t predict_step_comm_bytes(const Config& config, const model::LayerDims& d,
         per_microbatch += s.shard;  // the fc1 rebuild gathers ln2_out
       }
     }
-    if (chunk.chunk().embedding && tp) {
-      per_microbatch += s.full;             // all-reduce or reduce-scatter of the lookup
-      if (sp) per_microbatch += s.shard;    // backward all-gather
+    if (chunk.spec.embedding && tp) {
+      per_microbatch += s.full;           // all-reduce or reduce-scatter of the lookup
+      if (sp) per_microbatch += s.shard;  // backward all-gather
     }
-    if (chunk.chunk().head && tp) {
-      per_microbatch += 3 * s.rows * kFloat;         // max, sum of exp, target logit
-      per_microbatch += s.full;                      // backward all-reduce / reduce-scatter
-      if (sp) per_microbatch += s.shard;             // forward gather of the final layernorm
+    if (chunk.spec.head && tp) {
+      per_microbatch += 3 * s.rows * kFloat;  // max, sum of exp, target logit
+      per_microbatch += s.full;               // backward all-reduce / reduce-scatter
+      if (sp) per_microbatch += s.shard;      // forward gather of the final layernorm
     }
-    const bool last_chunk = c + 1 == chunks.size();
-    const bool sends_forward = !(chunk.chunk().head && last_chunk);
-    const bool sends_backward = !chunk.chunk().embedding;
+    const bool last_chunk = c + 1 == setup.chunks.size();
+    const bool sends_forward = !(chunk.spec.head && last_chunk);
+    const bool sends_backward = !chunk.spec.embedding;
     if (config.parallel.pipeline > 1) {
       per_microbatch += (sends_forward ? s.shard : 0) + (sends_backward ? s.shard : 0);
     }
   }
-  int64_t bytes = microbatches * per_microbatch;
+  int64_t bytes = setup.num_microbatches * per_microbatch;
   bytes += 2 * kDouble;  // the loss over pp, then over dp
   if (sp) {
     for (const model::NamedParam& p : params.named)
@@ -76,6 +74,7 @@ int64_t predict_step_comm_bytes(const Config& config, const model::LayerDims& d,
   if (config.parallel.pipeline > 1 && params.wte.defined()) bytes += params.wte.numel() * kFloat;
   if (config.parallel.data > 1) bytes += params.flat.numel() * kFloat;
   bytes += kDouble;  // the gradient norm over tp x pp
+  const int64_t world_size = config.parallel.world_size();
   if (world_size > 1) bytes += 4 * world_size * kDouble;  // per-rank metrics to the logging rank
   return bytes;
 }

@@ -5,17 +5,16 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
-#include "model/layer_stash.h"
-#include "recompute/executor.h"
+#include "model/gpt_params.h"
 #include "trainer/config/config.h"
+#include "trainer/stage_setup.h"
 
 namespace trainer {
 
-// `chunks`: this rank's model chunks in order; `dims`: their layer shapes.
-int64_t predict_step_comm_bytes(const Config& config, const model::LayerDims& dims,
-                                const std::vector<const recompute::ChunkExecutor*>& chunks,
-                                const model::GptParams& params, int64_t world_size);
+// `setup`: this rank's stage; `params`: the parameters it holds (their layout sets the sizes
+// of the gradient reductions).
+int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
+                                const model::GptParams& params);
 
 }  // namespace trainer

@@ -12,14 +12,13 @@
 #include <ostream>
 #include <sstream>
 
-#include "model/flops.h"
-#include "runtime/ops.h"
-#include "runtime/kernels/cpu/gemm.h"
 #include "parallel/pipeline/gather_params.h"
 #include "parallel/pipeline/grad_sync.h"
 #include "parallel/pipeline/schedules.h"
-#include "trainer/export/hf_gpt2.h"
+#include "runtime/kernels/cpu/gemm.h"
+#include "runtime/ops.h"
 #include "trainer/comm_model.h"
+#include "trainer/export/hf_gpt2.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/stop_signals.h"
 
@@ -81,10 +80,10 @@ parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_s
   if (config.train.device != Device::cuda || world_size == 1) return parallel::CommBackend::mpi;
   const bool own_gpu = distinct_gpus == world_size;
   if (asked == parallel::CommBackend::nccl && !own_gpu) {
-    throw runtime::ConfigError(
-        "parallel.backend", "nccl needs a GPU per rank, but the " + std::to_string(world_size) +
-                                " ranks share " + std::to_string(distinct_gpus) +
-                                " GPUs; use backend auto or mpi");
+    throw runtime::ConfigError("parallel.backend",
+                               "nccl needs a GPU per rank, but the " + std::to_string(world_size) +
+                                   " ranks share " + std::to_string(distinct_gpus) +
+                                   " GPUs; use backend auto or mpi");
   }
   if (asked == parallel::CommBackend::automatic) {
     return own_gpu ? parallel::CommBackend::nccl : parallel::CommBackend::mpi;
@@ -94,136 +93,132 @@ parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_s
 
 Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
                  runtime::Allocator& allocator, std::ostream& log)
-    : config_(config), groups_(groups), allocator_(allocator), log_(log) {
+    : config_(config),
+      groups_(groups),
+      allocator_(allocator),
+      log_(log),
+      on_device_(allocator.device() != runtime::DeviceKind::cpu) {
   validate_config(config_);
   validate_launch(config_, groups_.world_size());
   // check_supported (this build can reach train.device) is the launcher's: the Trainer runs
   // on whatever allocator it is given (tests emulate a device on the host).
-  const model::GptConfig& m = config_.model;
-  const TrainConfig& t = config_.train;
-  const int64_t dp = config_.parallel.data;
-  num_microbatches_ = t.global_batch_size / (t.micro_batch_size * dp);
+  create_output_dir();
+  open_datasets();
+  setup_ =
+      make_stage_setup(config_, groups_.coordinates.pp, groups_.coordinates.tp, groups_.tp.get());
+  allocate_parameters();
+  optimizer_ = std::make_unique<AdamW>(master_, allocator_);
+  build_executors();
+  predicted_comm_ = predict_step_comm_bytes(config_, setup_, params_);
+  peak_gflops_ = mfu_peak_gflops();
+  if (groups_.is_logging_rank()) start_logging();
+}
 
+void Trainer::create_output_dir() {
   std::error_code error;
   std::filesystem::create_directories(config_.output.dir, error);
   if (error) {
-    throw runtime::ConfigError("output.dir", "cannot create '" + config_.output.dir +
-                                                 "': " + error.message());
+    throw runtime::ConfigError("output.dir",
+                               "cannot create '" + config_.output.dir + "': " + error.message());
   }
+}
 
+void Trainer::open_datasets() {
+  const model::GptConfig& m = config_.model;
+  const TrainConfig& t = config_.train;
   dataset_ = std::make_unique<IndexedDataset>(config_.data.path);
-  const std::vector<SampleRange> ranges = split_samples(*dataset_, m.seq_length, config_.data.split);
+  const std::vector<SampleRange> ranges =
+      split_samples(*dataset_, m.seq_length, config_.data.split);
   train_sampler_ = std::make_unique<GptSampler>(*dataset_, m.seq_length, ranges[0],
                                                 config_.data.shuffle, t.seed, m.vocab_size);
   if (ranges.size() > 1 && ranges[1].count > 0) {
-    valid_sampler_ = std::make_unique<GptSampler>(*dataset_, m.seq_length, ranges[1], false,
-                                                  t.seed, m.vocab_size);
+    valid_sampler_ = std::make_unique<GptSampler>(*dataset_, m.seq_length, ranges[1], false, t.seed,
+                                                  m.vocab_size);
   }
   SyntheticEntropy entropy;
   if (read_synthetic_metadata(config_.data.path, &entropy)) entropy_ = entropy;
   sample_buffer_.resize(static_cast<size_t>(m.seq_length + 1));
+}
 
-  // This rank's part of the model: its pipeline stage's chunks, a tp slice of each.
-  const parallel::ParallelConfig& pc = config_.parallel;
-  const int64_t stage = groups_.coordinates.pp;
-  const auto stage_chunks = parallel::stage_layer_chunks(pc, m.num_layers)[static_cast<size_t>(stage)];
-  shard_.embedding = stage == 0;
-  shard_.head = stage == pc.pipeline - 1;
-  shard_.tp_rank = groups_.coordinates.tp;
-  shard_.tp_size = pc.tensor;
-  for (const parallel::LayerRange& chunk : stage_chunks)
-    for (int64_t i = 0; i < chunk.count; ++i) shard_.layers.push_back(chunk.first + i);
+void Trainer::allocate_parameters() {
+  const model::GptConfig& m = config_.model;
+  const model::ModelShard& shard = setup_.shard;
   // bf16 (Megatron's mixed precision): the model reads bf16 weights (`param`); the optimizer
   // updates fp32 master weights, counted as optimizer state like its moments (12 bytes per
   // parameter in all), and rewrites the bf16 copy in the same pass. Gradients are fp32.
-  const bool bf16 = uses_bf16(t);
+  const bool bf16 = uses_bf16(config_.train);
   const runtime::DType compute_dtype = bf16 ? runtime::DType::bf16 : runtime::DType::f32;
-  params_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::param, compute_dtype);
-  master_ = bf16 ? model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::optimizer)
-                 : params_;
-  on_device_ = allocator_.device() != runtime::DeviceKind::cpu;
+  params_ = model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::param,
+                                       compute_dtype);
+  master_ =
+      bf16 ? model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::optimizer)
+           : params_;
   if (on_device_) {
-    host_params_ = model::GptParams::allocate(host_allocator_, m, shard_, runtime::MemoryCategory::comm);
-    model::init_params(host_params_, m, t.seed);
+    host_params_ =
+        model::GptParams::allocate(host_allocator_, m, shard, runtime::MemoryCategory::comm);
+    model::init_params(host_params_, m, config_.train.seed);
     runtime::ops::upload(master_.flat, host_params_.flat);
   } else {
-    model::init_params(master_, m, t.seed);
+    model::init_params(master_, m, config_.train.seed);
   }
   refresh_compute_weights();
-  grads_ = model::GptParams::allocate(allocator_, m, shard_, runtime::MemoryCategory::grad);
+  grads_ = model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::grad);
   runtime::ops::zero(grads_.flat);
-  optimizer_ = std::make_unique<AdamW>(master_, allocator_);
+}
 
-  const recompute::RecomputePlan plan = recompute::resolve_plan(config_.recompute, stage, stage_chunks);
-  model::LayerDims dims = model::with_tensor_parallel(
-      model::layer_dims(m, t.micro_batch_size, true), groups_.tp.get(), pc.tensor,
-      groups_.coordinates.tp, pc.sequence_parallel);
-  dims.activation_dtype = compute_dtype;
-  schedule_ = pc.pipeline == 1          ? parallel::ScheduleKind::no_pipeline
-              : pc.virtual_pipeline > 1 ? parallel::ScheduleKind::interleaved
-                                        : parallel::ScheduleKind::one_f_one_b;
-  std::vector<recompute::ActivationMemory> chunk_memory;
-  int64_t local = 0, forward_flops = 0;
-  for (size_t v = 0; v < stage_chunks.size(); ++v) {
-    recompute::ChunkSpec spec;
-    spec.first_param_layer = local;
-    for (int64_t i = 0; i < stage_chunks[v].count; ++i) spec.layer_ids.push_back(stage_chunks[v].first + i);
-    spec.embedding = shard_.embedding && v == 0;
-    spec.head = shard_.head && v + 1 == stage_chunks.size();
-    recompute::RecomputePlan chunk_plan = plan.slice(local, stage_chunks[v].count);
-    chunk_memory.push_back(recompute::predict_activation_memory(m, dims, chunk_plan, 1,
-                                                                spec.embedding, spec.head));
-    forward_flops += stage_chunks[v].count * model::layer_forward_flops(dims).total() +
-                     (spec.head ? model::head_forward_flops(dims, m.padded_vocab(pc.tensor) / pc.tensor) : 0);
-    local += stage_chunks[v].count;
-    chunks_.push_back(std::make_unique<recompute::ChunkExecutor>(m, params_, grads_, std::move(chunk_plan),
-                                                                 dims, std::move(spec), allocator_));
+void Trainer::build_executors() {
+  for (const StageChunk& chunk : setup_.chunks) {
+    chunks_.push_back(std::make_unique<recompute::ChunkExecutor>(
+        config_.model, params_, grads_, chunk.plan, setup_.dims, chunk.spec, allocator_));
   }
-  predicted_peak_ = parallel::predict_activation_peak(
-      parallel::schedule_ops(schedule_, pc.pipeline, stage, static_cast<int64_t>(chunks_.size()),
-                             num_microbatches_),
-      chunk_memory);
-  const std::string plan_text = describe_plan(plan);
-  std::vector<const recompute::ChunkExecutor*> chunk_list;
-  for (const auto& chunk : chunks_) chunk_list.push_back(chunk.get());
-  predicted_comm_ = predict_step_comm_bytes(config_, dims, chunk_list, params_, groups_.world_size());
-  model_flops_per_step_ = 3 * forward_flops * num_microbatches_;
-  const double device_peak_tflops =
-      t.peak_tflops > 0 ? t.peak_tflops : bf16 ? kBf16PeakTflops : kFp32PeakTflops;
-  peak_gflops_ = on_device_ ? device_peak_tflops * 1e3 : measure_sgemm_gflops();
+}
 
-  if (groups_.is_logging_rank()) {
-    metrics_ = std::make_unique<MetricsWriter>(config_.output.dir + "/metrics.jsonl");
-    std::ofstream(config_.output.dir + "/config.yaml") << to_yaml(config_);
-    log_ << "model: " << m.num_layers << " layers, hidden " << m.hidden_size << ", heads "
-         << m.num_attention_heads << ", seq " << m.seq_length << ", vocab " << m.vocab_size
-         << " (padded " << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m)
-         << " parameters\n";
-    log_ << "data: " << config_.data.path << " (" << dataset_->num_tokens() << " tokens; "
-         << ranges[0].count << " train samples"
-         << (valid_sampler_ ? ", " + std::to_string(ranges[1].count) + " validation" : "")
-         << ")\n";
-    log_ << "batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size << " x "
-         << num_microbatches_ << " microbatches x dp " << dp << "; "
-         << t.global_batch_size * m.seq_length << " tokens per step\n";
-    log_ << "parallel: tensor " << pc.tensor << (pc.sequence_parallel && pc.tensor > 1 ? " (sequence parallel)" : "")
-         << ", pipeline " << pc.pipeline
-         << (pc.virtual_pipeline > 1 ? " x " + std::to_string(pc.virtual_pipeline) + " virtual" : "")
-         << ", data " << dp << "\n";
-    log_ << "recompute (stage 0): " << plan_text << "; activation memory (predicted peak, rank 0) "
-         << format_bytes(predicted_peak_) << "\n";
-    log_ << "peak for MFU: " << format("%.1f", peak_gflops_)
-         << (on_device_ ? (t.peak_tflops > 0 ? " GFLOP/s (train.peak_tflops)\n"
-                                             : " GFLOP/s (H100/H200 dense peak for the precision; "
-                                               "train.peak_tflops sets another)\n")
-                        : " GFLOP/s (OpenBLAS sgemm measured on this machine)\n");
-    if (entropy_) {
-      log_ << "data entropy floor: " << format("%.4f", entropy_->loss_floor(m.seq_length))
-           << " nats/token for seq_length " << m.seq_length << " (entropy rate "
-           << format("%.4f", entropy_->rate) << ")\n";
-    }
-    log_.flush();
+double Trainer::mfu_peak_gflops() const {
+  if (!on_device_) return measure_sgemm_gflops();
+  const TrainConfig& t = config_.train;
+  const double device_peak_tflops = t.peak_tflops > 0 ? t.peak_tflops
+                                    : uses_bf16(t)    ? kBf16PeakTflops
+                                                      : kFp32PeakTflops;
+  return device_peak_tflops * 1e3;
+}
+
+void Trainer::start_logging() {
+  const model::GptConfig& m = config_.model;
+  const TrainConfig& t = config_.train;
+  const parallel::ParallelConfig& pc = config_.parallel;
+  metrics_ = std::make_unique<MetricsWriter>(config_.output.dir + "/metrics.jsonl");
+  std::ofstream(config_.output.dir + "/config.yaml") << to_yaml(config_);
+  log_ << "model: " << m.num_layers << " layers, hidden " << m.hidden_size << ", heads "
+       << m.num_attention_heads << ", seq " << m.seq_length << ", vocab " << m.vocab_size
+       << " (padded " << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m)
+       << " parameters\n";
+  log_ << "data: " << config_.data.path << " (" << dataset_->num_tokens() << " tokens; "
+       << train_sampler_->num_samples() << " train samples"
+       << (valid_sampler_ ? ", " + std::to_string(valid_sampler_->num_samples()) + " validation"
+                          : "")
+       << ")\n";
+  log_ << "batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size << " x "
+       << setup_.num_microbatches << " microbatches x dp " << pc.data << "; "
+       << t.global_batch_size * m.seq_length << " tokens per step\n";
+  log_ << "parallel: tensor " << pc.tensor
+       << (pc.sequence_parallel && pc.tensor > 1 ? " (sequence parallel)" : "") << ", pipeline "
+       << pc.pipeline
+       << (pc.virtual_pipeline > 1 ? " x " + std::to_string(pc.virtual_pipeline) + " virtual" : "")
+       << ", data " << pc.data << "\n";
+  log_ << "recompute (stage 0): " << describe_plan(setup_.plan)
+       << "; activation memory (predicted peak, rank 0) "
+       << format_bytes(setup_.predicted_activation_peak) << "\n";
+  log_ << "peak for MFU: " << format("%.1f", peak_gflops_)
+       << (on_device_ ? (t.peak_tflops > 0 ? " GFLOP/s (train.peak_tflops)\n"
+                                           : " GFLOP/s (H100/H200 dense peak for the precision; "
+                                             "train.peak_tflops sets another)\n")
+                      : " GFLOP/s (OpenBLAS sgemm measured on this machine)\n");
+  if (entropy_) {
+    log_ << "data entropy floor: " << format("%.4f", entropy_->loss_floor(m.seq_length))
+         << " nats/token for seq_length " << m.seq_length << " (entropy rate "
+         << format("%.4f", entropy_->rate) << ")\n";
   }
+  log_.flush();
 }
 
 Trainer::~Trainer() = default;
@@ -265,7 +260,7 @@ recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_
     if (targets) micro.targets = ids({T, B}, runtime::MemoryCategory::activation);
   }
   int32_t* host_tokens = !tokens ? nullptr : on_device_ ? staging.i32() : micro.tokens.i32();
-  int32_t* host_targets = !targets      ? nullptr
+  int32_t* host_targets = !targets     ? nullptr
                           : on_device_ ? staging.i32() + (tokens ? T * B : 0)
                                        : micro.targets.i32();
   for (int64_t b = 0; b < B; ++b) {
@@ -294,7 +289,7 @@ parallel::PipelineStep Trainer::pipeline_step(const GptSampler& sampler, int64_t
   parallel::PipelineStep p;
   for (const auto& chunk : chunks_) p.chunks.push_back(chunk.get());
   p.pp = groups_.pp.get();
-  p.num_microbatches = num_microbatches_;
+  p.num_microbatches = setup_.num_microbatches;
   p.microbatch = [this, &sampler, batch](int64_t mb, int64_t chunk) {
     return make_microbatch(sampler, batch, mb, *chunks_[static_cast<size_t>(chunk)]);
   };
@@ -314,7 +309,8 @@ StepMetrics Trainer::train_step() {
   for (const auto& chunk : chunks_) chunk->reset_recompute_flops();
   runtime::ops::zero(grads_.flat);
 
-  double loss_sum = parallel::run_schedule(schedule_, pipeline_step(*train_sampler_, step_, step));
+  double loss_sum =
+      parallel::run_schedule(setup_.schedule, pipeline_step(*train_sampler_, step_, step));
   groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
   groups_.dp->all_reduce_sum(&loss_sum, 1);
   parallel::reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
@@ -322,21 +318,9 @@ StepMetrics Trainer::train_step() {
   StepMetrics m;
   m.step = step;
   m.loss = loss_sum / static_cast<double>(G * T);
-  m.grad_norm = parallel::global_grad_norm(groups_, grads_, shard_.embedding);
+  m.grad_norm = parallel::global_grad_norm(groups_, grads_, setup_.shard.embedding);
   if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
-    const std::string first = first_nonfinite_gradient();
-    const std::string where = first.empty() ? "no gradient of this rank" : "gradient of " + first;
-    const std::string message =
-        TRAINER_STR("[rank " << groups_.world_rank << "] step " << step << ": non-finite loss "
-                             << m.loss << " or gradient norm " << m.grad_norm << " (first: "
-                             << where << ")");
-    if (config_.train.on_nonfinite == OnNonfinite::stop) throw runtime::Error(message);
-    if (++skipped_in_a_row_ > t.max_skipped_steps) {
-      throw runtime::Error(message + "; " + std::to_string(skipped_in_a_row_) +
-                           " steps skipped in a row > train.max_skipped_steps " +
-                           std::to_string(t.max_skipped_steps));
-    }
-    log_ << message << "; update skipped (train.on_nonfinite: skip_step)\n";
+    skip_or_stop_nonfinite(m);
     step_ = step;  // the batch is consumed; the weights stay
     m.lr = learning_rate(config_.optimizer, t.steps, step);
     m.step_ms = seconds_since(start) * 1e3;
@@ -355,31 +339,50 @@ StepMetrics Trainer::train_step() {
   m.step_ms = seconds * 1e3;
   m.tokens_per_s = static_cast<double>(G * T) / seconds;
   for (const auto& chunk : chunks_) m.recompute_flops += chunk->recompute_flops();
-  m.model_tflops = static_cast<double>(model_flops_per_step_) / seconds / 1e12;
-  m.hardware_tflops = static_cast<double>(model_flops_per_step_ + m.recompute_flops) / seconds / 1e12;
-  m.predicted_activation_peak = predicted_peak_;
+  const int64_t model_flops = setup_.model_flops_per_step;
+  m.model_tflops = static_cast<double>(model_flops) / seconds / 1e12;
+  m.hardware_tflops = static_cast<double>(model_flops + m.recompute_flops) / seconds / 1e12;
+  m.predicted_activation_peak = setup_.predicted_activation_peak;
   m.memory = allocator_.stats();
   m.predicted_comm_bytes = predicted_comm_;
-  if (groups_.world_size() > 1) {
-    // Per-rank numbers to the logging rank: each rank fills its slots, one sum.
-    // (Counted in the step's comm bytes: the 4 x n doubles of this very sum.)
-    const int64_t n = groups_.world_size(), r = groups_.world_rank;
-    std::vector<double> slots(static_cast<size_t>(4 * n), 0.0);
-    slots[static_cast<size_t>(r)] = static_cast<double>(m.memory[runtime::MemoryCategory::activation].peak);
-    slots[static_cast<size_t>(n + r)] = static_cast<double>(m.predicted_activation_peak);
-    slots[static_cast<size_t>(2 * n + r)] =
-        static_cast<double>(groups_.payload_bytes() - comm_before + 4 * n * 8);
-    slots[static_cast<size_t>(3 * n + r)] = static_cast<double>(predicted_comm_);
-    groups_.world->all_reduce_sum(slots.data(), 4 * n);
-    for (int64_t i = 0; i < n; ++i) {
-      m.rank_activation_peak.push_back(static_cast<int64_t>(slots[static_cast<size_t>(i)]));
-      m.rank_predicted_peak.push_back(static_cast<int64_t>(slots[static_cast<size_t>(n + i)]));
-      m.rank_comm_bytes.push_back(static_cast<int64_t>(slots[static_cast<size_t>(2 * n + i)]));
-      m.rank_predicted_comm_bytes.push_back(static_cast<int64_t>(slots[static_cast<size_t>(3 * n + i)]));
-    }
-  }
+  if (groups_.world_size() > 1) gather_rank_numbers(m, groups_.payload_bytes() - comm_before);
   m.comm_bytes = groups_.payload_bytes() - comm_before;
   return m;
+}
+
+void Trainer::skip_or_stop_nonfinite(const StepMetrics& m) {
+  const TrainConfig& t = config_.train;
+  const std::string first = first_nonfinite_gradient();
+  const std::string where = first.empty() ? "no gradient of this rank" : "gradient of " + first;
+  const std::string message = TRAINER_STR(
+      "[rank " << groups_.world_rank << "] step " << m.step << ": non-finite loss " << m.loss
+               << " or gradient norm " << m.grad_norm << " (first: " << where << ")");
+  if (t.on_nonfinite == OnNonfinite::stop) throw runtime::Error(message);
+  if (++skipped_in_a_row_ > t.max_skipped_steps) {
+    throw runtime::Error(message + "; " + std::to_string(skipped_in_a_row_) +
+                         " steps skipped in a row > train.max_skipped_steps " +
+                         std::to_string(t.max_skipped_steps));
+  }
+  log_ << message << "; update skipped (train.on_nonfinite: skip_step)\n";
+}
+
+void Trainer::gather_rank_numbers(StepMetrics& m, int64_t comm_bytes) {
+  // Each rank fills its slots, one sum. (Counted in the step's comm bytes: the 4 x n doubles
+  // of this very sum.)
+  const int64_t n = groups_.world_size(), r = groups_.world_rank;
+  auto slot = [n](int64_t column, int64_t rank) { return static_cast<size_t>(column * n + rank); };
+  std::vector<double> slots(static_cast<size_t>(4 * n), 0.0);
+  slots[slot(0, r)] = static_cast<double>(m.memory[runtime::MemoryCategory::activation].peak);
+  slots[slot(1, r)] = static_cast<double>(m.predicted_activation_peak);
+  slots[slot(2, r)] = static_cast<double>(comm_bytes + 4 * n * 8);
+  slots[slot(3, r)] = static_cast<double>(predicted_comm_);
+  groups_.world->all_reduce_sum(slots.data(), 4 * n);
+  for (int64_t i = 0; i < n; ++i) {
+    m.rank_activation_peak.push_back(static_cast<int64_t>(slots[slot(0, i)]));
+    m.rank_predicted_peak.push_back(static_cast<int64_t>(slots[slot(1, i)]));
+    m.rank_comm_bytes.push_back(static_cast<int64_t>(slots[slot(2, i)]));
+    m.rank_predicted_comm_bytes.push_back(static_cast<int64_t>(slots[slot(3, i)]));
+  }
 }
 
 double Trainer::evaluate() {
@@ -391,7 +394,8 @@ double Trainer::evaluate() {
   }
   groups_.pp->all_reduce_sum(&loss_sum, 1);
   groups_.dp->all_reduce_sum(&loss_sum, 1);
-  return loss_sum / static_cast<double>(t.eval_iters * t.global_batch_size * config_.model.seq_length);
+  return loss_sum /
+         static_cast<double>(t.eval_iters * t.global_batch_size * config_.model.seq_length);
 }
 
 model::GptConfig Trainer::whole_model_config() const {
@@ -408,8 +412,8 @@ const model::GptParams& Trainer::host_params() {
 
 std::unique_ptr<model::GptParams> Trainer::gather(const model::GptParams& local) {
   if (local.flat.device() != runtime::DeviceKind::cpu) {  // gathered from a host copy
-    const model::GptParams host =
-        model::GptParams::allocate(host_allocator_, config_.model, shard_, runtime::MemoryCategory::comm);
+    const model::GptParams host = model::GptParams::allocate(
+        host_allocator_, config_.model, setup_.shard, runtime::MemoryCategory::comm);
     runtime::ops::download(host.flat, local.flat);
     return gather(host);
   }
@@ -429,8 +433,8 @@ void Trainer::log_step(const StepMetrics& m, double seconds_per_step) {
   std::snprintf(line, sizeof line,
                 "step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %8.0f tok/s | %7.1f ms"
                 " | MFU %4.1f%% HFU %4.1f%% | act peak %s",
-                static_cast<long long>(m.step), static_cast<long long>(config_.train.steps),
-                m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
+                static_cast<long long>(m.step), static_cast<long long>(config_.train.steps), m.loss,
+                m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
                 100.0 * m.model_tflops * 1e3 / peak_gflops_,
                 100.0 * m.hardware_tflops * 1e3 / peak_gflops_,
                 format_bytes(m.memory[runtime::MemoryCategory::activation].peak).c_str());
@@ -467,8 +471,9 @@ TrainSummary Trainer::run() {
       finish_checkpoints();
       if (logging) {
         log_ << "stopped by a signal after step " << step_
-             << (config_.checkpoint.dir.empty() ? " (no checkpoint.dir: nothing saved)"
-                                                : "; checkpoint written to " + config_.checkpoint.dir)
+             << (config_.checkpoint.dir.empty()
+                     ? " (no checkpoint.dir: nothing saved)"
+                     : "; checkpoint written to " + config_.checkpoint.dir)
              << "\n";
         log_.flush();
       }
@@ -495,9 +500,9 @@ TrainSummary Trainer::run() {
   if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();
   finish_checkpoints();
   summary.seconds = seconds_since(start);
-  summary.tokens_per_s = static_cast<double>((t.steps - first_step) * t.global_batch_size *
-                                             config_.model.seq_length) /
-                         std::max(summary.seconds, 1e-9);
+  summary.tokens_per_s =
+      static_cast<double>((t.steps - first_step) * t.global_batch_size * config_.model.seq_length) /
+      std::max(summary.seconds, 1e-9);
   if (config_.output.export_model) {
     if (groups_.world_size() == 1) {
       export_hf_gpt2(config_.output.dir, host_params(), config_.model);
@@ -505,27 +510,30 @@ TrainSummary Trainer::run() {
       export_hf_gpt2(config_.output.dir, *full, whole_model_config());
     }
   }
-  if (logging) {
-    log_ << "done: " << t.steps - first_step << " steps in " << format("%.1f", summary.seconds)
-         << " s (" << format("%.0f", summary.tokens_per_s) << " tok/s)";
-    if (t.steps > first_step) {
-      log_ << "; loss " << format("%.4f", summary.first_loss) << " -> "
-           << format("%.4f", summary.last_loss);
-    }
-    if (summary.last_val_loss) log_ << "; val loss " << format("%.4f", *summary.last_val_loss);
-    if (summary.loss_floor) {
-      log_ << "; floor " << format("%.4f", *summary.loss_floor);
-      if (summary.last_val_loss) {
-        log_ << " (gap " << format("%.4f", *summary.last_val_loss - *summary.loss_floor) << ")";
-      }
-    }
-    log_ << "\n";
-    if (config_.output.export_model) {
-      log_ << "wrote " << config_.output.dir << "/model.safetensors and config.json\n";
-    }
-    log_.flush();
-  }
+  if (logging) log_summary(summary, first_step);
   return summary;
+}
+
+void Trainer::log_summary(const TrainSummary& summary, int64_t first_step) {
+  const TrainConfig& t = config_.train;
+  log_ << "done: " << t.steps - first_step << " steps in " << format("%.1f", summary.seconds)
+       << " s (" << format("%.0f", summary.tokens_per_s) << " tok/s)";
+  if (t.steps > first_step) {
+    log_ << "; loss " << format("%.4f", summary.first_loss) << " -> "
+         << format("%.4f", summary.last_loss);
+  }
+  if (summary.last_val_loss) log_ << "; val loss " << format("%.4f", *summary.last_val_loss);
+  if (summary.loss_floor) {
+    log_ << "; floor " << format("%.4f", *summary.loss_floor);
+    if (summary.last_val_loss) {
+      log_ << " (gap " << format("%.4f", *summary.last_val_loss - *summary.loss_floor) << ")";
+    }
+  }
+  log_ << "\n";
+  if (config_.output.export_model) {
+    log_ << "wrote " << config_.output.dir << "/model.safetensors and config.json\n";
+  }
+  log_.flush();
 }
 
 }  // namespace trainer

@@ -5,8 +5,8 @@
 
 #include <iosfwd>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 
 #include "parallel/core/process_groups.h"
 #include "parallel/pipeline/schedules.h"
@@ -18,11 +18,12 @@
 #include "trainer/data/synthetic.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
+#include "trainer/stage_setup.h"
 
 namespace trainer {
 
 struct TrainSummary {
-  bool interrupted = false;          // stopped early by SIGTERM/SIGINT (checkpoint written)
+  bool interrupted = false;  // stopped early by SIGTERM/SIGINT (checkpoint written)
   int64_t steps = 0;
   double first_loss = 0, last_loss = 0;
   std::optional<double> last_val_loss;
@@ -64,12 +65,25 @@ class Trainer {
   const model::GptParams& master_params() const { return master_; }
   const model::GptParams& host_params();
   const model::GptParams& grads() const { return grads_; }
-  int64_t predicted_activation_peak() const { return predicted_peak_; }
+  int64_t predicted_activation_peak() const { return setup_.predicted_activation_peak; }
+  // What this rank's stage runs: chunks, plans, shapes, FLOPs and the memory prediction.
+  const StageSetup& stage_setup() const { return setup_; }
   // The whole model's parameters or gradients on world rank 0 (collective; null elsewhere).
   std::unique_ptr<model::GptParams> gather(const model::GptParams& local);
   int64_t step() const { return step_; }
 
  private:
+  // The constructor's steps, in order.
+  void create_output_dir();
+  void open_datasets();
+  // Weights (and fp32 master weights in a bf16 run), initialised; gradients, zeroed.
+  void allocate_parameters();
+  void build_executors();
+  // The MFU denominator, GFLOP/s: the device's peak for the precision, or measured sgemm.
+  double mfu_peak_gflops() const;
+  // metrics.jsonl, config.yaml, and the run's description on the log.
+  void start_logging();
+
   // Microbatch `mb` of global batch `batch` for `chunk`: tokens where it has the
   // embedding, targets where it has the head.
   recompute::Microbatch make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
@@ -81,6 +95,8 @@ class Trainer {
   // One stdout line; the measured activation peak is followed by the prediction
   // when they differ (they should not), and the remaining time is estimated.
   void log_step(const StepMetrics& metrics, double seconds_per_step);
+  // The "done:" line (steps, time, losses, the data's loss floor) and what was exported.
+  void log_summary(const TrainSummary& summary, int64_t first_step);
   // Whether master_ is a buffer of its own (bf16 runs) rather than params_ itself.
   bool has_master_copy() const { return params_.flat.raw() != master_.flat.raw(); }
   // params_ = master_ rounded to the compute dtype, after the master weights were written
@@ -88,6 +104,12 @@ class Trainer {
   void refresh_compute_weights();
   // The first parameter of this rank whose gradient holds a NaN or an infinity, or "".
   std::string first_nonfinite_gradient() const;
+  // A step whose loss or gradient norm is not finite: throws (train.on_nonfinite stop, or more
+  // than train.max_skipped_steps in a row), else logs that its update is skipped.
+  void skip_or_stop_nonfinite(const StepMetrics& metrics);
+  // Every rank's activation peak and comm bytes, measured and predicted, into `metrics` on
+  // every rank (collective). `comm_bytes`: this rank's payload of the step so far.
+  void gather_rank_numbers(StepMetrics& metrics, int64_t comm_bytes);
 
   Config config_;
   parallel::ProcessGroups& groups_;
@@ -101,23 +123,19 @@ class Trainer {
   model::GptParams master_;  // f32; params_ itself in an fp32 run
   model::GptParams grads_;   // f32
   std::unique_ptr<AdamW> optimizer_;
-  model::ModelShard shard_;
-  std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // virtual stages of this rank
-  parallel::ScheduleKind schedule_ = parallel::ScheduleKind::no_pipeline;
-  int64_t predicted_peak_ = 0;
+  StageSetup setup_;
+  std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // one per setup_.chunks
   int64_t predicted_comm_ = 0;  // payload bytes per step, this rank
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<runtime::CpuAllocator> gather_allocator_;
   std::unique_ptr<AsyncCheckpointSave> pending_save_;
-  bool on_device_ = false;  // the allocator is a device's: host data is uploaded
+  bool on_device_ = false;                // the allocator is a device's: host data is uploaded
   runtime::CpuAllocator host_allocator_;  // staging of batches, init, checkpoints, export
   model::GptParams host_params_;          // host copy of params_ on a device
   std::vector<int32_t> sample_buffer_;
   int64_t step_ = 0;  // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;
-  int64_t num_microbatches_ = 0;
-  int64_t model_flops_per_step_ = 0;  // this rank
-  double peak_gflops_ = 0;            // the MFU denominator: measured sgemm rate
+  double peak_gflops_ = 0;  // the MFU denominator (mfu_peak_gflops)
 };
 
 // "layers 0-3 full, layers 4-11 selective{core_attn}"
