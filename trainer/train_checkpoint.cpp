@@ -29,7 +29,8 @@ StoredPart stored_part(const model::NamedParam& p, const model::GptConfig& confi
   StoredPart part{p.global_shape, {p.shard_dim, p.shard_offset, 0}, p.tensor.numel()};
   if (p.shard_dim >= 0) part.slice.length = p.tensor.dim(p.shard_dim);
   if (p.name == "embedding.word_embeddings.weight") {
-    const int64_t rows = std::clamp<int64_t>(config.vocab_size - p.shard_offset, 0, p.tensor.dim(0));
+    const int64_t rows =
+        std::clamp<int64_t>(config.vocab_size - p.shard_offset, 0, p.tensor.dim(0));
     part.global_shape[0] = config.vocab_size;
     part.slice = {0, p.shard_offset, rows};
     part.elements = rows * p.tensor.dim(1);
@@ -41,7 +42,8 @@ StoredPart stored_part(const model::NamedParam& p, const model::GptConfig& confi
 std::string model_mismatch(const model::GptConfig& a, const model::GptConfig& b) {
   std::string out;
   auto check = [&](const char* name, int64_t x, int64_t y) {
-    if (x != y) out += TRAINER_STR("model." << name << " " << x << " in the checkpoint, " << y << " now; ");
+    if (x != y)
+      out += TRAINER_STR("model." << name << " " << x << " in the checkpoint, " << y << " now; ");
   };
   check("num_layers", a.num_layers, b.num_layers);
   check("hidden_size", a.hidden_size, b.hidden_size);
@@ -78,8 +80,8 @@ void Trainer::save_checkpoint() {
     if (part.elements == 0) continue;
     const int64_t offset = p.tensor.f32() - master_.flat.f32();
     for (int i = 0; i < 3; ++i) {
-      shards.push_back({kStateNames[i] + p.name, part.global_shape, part.slice,
-                        runtime::DType::f32, state[i] + offset});
+      shards.push_back({kStateNames[i] + p.name, part.global_shape, part.slice, runtime::DType::f32,
+                        state[i] + offset});
     }
   }
   CheckpointMeta meta;
@@ -94,9 +96,9 @@ void Trainer::save_checkpoint() {
   if (!writes) shards.clear();
   const int keep_last = static_cast<int>(config_.checkpoint.keep_last);
   if (async) {
-    pending_save_ = std::make_unique<AsyncCheckpointSave>(config_.checkpoint.dir, meta,
-                                                          std::move(snapshot), std::move(shards),
-                                                          writes, keep_last, *groups_.world);
+    pending_save_ =
+        std::make_unique<AsyncCheckpointSave>(config_.checkpoint.dir, meta, std::move(snapshot),
+                                              std::move(shards), writes, keep_last, *groups_.world);
     return;
   }
   trainer::save_checkpoint(config_.checkpoint.dir, meta, shards, writes, keep_last, *groups_.world);
@@ -110,8 +112,8 @@ void Trainer::finish_checkpoints() {
   if (!pending_save_) return;
   pending_save_->wait(*groups_.world);
   if (groups_.is_logging_rank()) {
-    log_ << "checkpoint: step " << pending_save_->step() << " written to "
-         << config_.checkpoint.dir << " (async)\n";
+    log_ << "checkpoint: step " << pending_save_->step() << " written to " << config_.checkpoint.dir
+         << " (async)\n";
     log_.flush();
   }
   pending_save_.reset();
@@ -123,7 +125,8 @@ bool Trainer::resume(const std::string& which) {
   }
   const std::optional<std::string> step_dir = find_checkpoint(config_.checkpoint.dir, which);
   if (!step_dir) {
-    if (groups_.is_logging_rank()) log_ << "resume: no checkpoint in " << config_.checkpoint.dir << " yet, starting fresh\n";
+    if (groups_.is_logging_rank())
+      log_ << "resume: no checkpoint in " << config_.checkpoint.dir << " yet, starting fresh\n";
     return false;
   }
   const CheckpointReader reader(*step_dir, ChecksumPolicy::verify_on_first_read);
@@ -135,7 +138,8 @@ bool Trainer::resume(const std::string& which) {
   }
   if (meta.step > config_.train.steps) {
     throw runtime::InputError(TRAINER_STR("checkpoint " << *step_dir << " is at step " << meta.step
-                                                        << ", beyond train.steps " << config_.train.steps));
+                                                        << ", beyond train.steps "
+                                                        << config_.train.steps));
   }
   // Read into host memory (the state itself, or a staging copy for a device).
   const int64_t n = master_.flat.numel();
@@ -159,7 +163,8 @@ bool Trainer::resume(const std::string& which) {
     }
   }
   if (on_device_) {
-    for (int i = 0; i < 3; ++i) runtime::ops::upload(live[i].reshape({n}), staging.view(i * n, {n}));
+    for (int i = 0; i < 3; ++i)
+      runtime::ops::upload(live[i].reshape({n}), staging.view(i * n, {n}));
   }
   refresh_compute_weights();
   step_ = meta.step;
@@ -198,7 +203,8 @@ void Trainer::init_from(const std::string& path) {
       const int64_t row = p.tensor.numel() / p.tensor.dim(0);
       std::copy(in + p.shard_offset * row, in + p.shard_offset * row + p.tensor.numel(), out);
     } else {
-      const int64_t rows = p.tensor.dim(0), cols = p.tensor.dim(1), whole_cols = source->tensor.dim(1);
+      const int64_t rows = p.tensor.dim(0), cols = p.tensor.dim(1),
+                    whole_cols = source->tensor.dim(1);
       for (int64_t r = 0; r < rows; ++r)
         std::copy(in + r * whole_cols + p.shard_offset, in + r * whole_cols + p.shard_offset + cols,
                   out + r * cols);
