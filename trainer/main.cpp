@@ -20,8 +20,8 @@
 #endif
 #include "runtime/error.h"
 #include "trainer/config/config.h"
-#include "trainer/plan_command.h"
 #include "trainer/data/prepare_data.h"
+#include "trainer/plan_command.h"
 #include "trainer/train.h"
 
 namespace {
@@ -90,6 +90,62 @@ void report_and_abort(const std::exception& error, int world_rank, int world_siz
   if (world_size > 1) parallel::abort_job(1);
 }
 
+// The process's device for the run: on cuda, a CUDA context and its caching allocator; the
+// host allocator otherwise. Declared before the groups, so it outlives their communicators
+// (its members go in reverse: the context, then the allocator).
+struct RunDevice {
+  std::unique_ptr<runtime::Allocator> allocator;
+#ifdef TRAINER_WITH_CUDA
+  std::unique_ptr<runtime::cuda::CudaContext> cuda;
+#endif
+};
+
+#ifdef TRAINER_WITH_CUDA
+// How many different GPUs the job's ranks use, by UUID (collective over the world group): NCCL
+// needs a GPU per rank, and all ranks must choose alike.
+int64_t count_distinct_gpus(parallel::ProcessGroups& groups) {
+  const auto uuid = runtime::cuda::current_device_uuid();
+  const size_t world_size = static_cast<size_t>(groups.world_size());
+  std::vector<unsigned char> uuids(uuid.size() * world_size);
+  groups.world->all_gather(uuids.data(), uuid.data(), static_cast<int64_t>(uuid.size()),
+                           runtime::DType::u8);
+  std::set<std::string> distinct;
+  for (size_t r = 0; r < world_size; ++r)
+    distinct.emplace(reinterpret_cast<const char*>(uuids.data()) + r * uuid.size(), uuid.size());
+  return static_cast<int64_t>(distinct.size());
+}
+
+// This rank's GPU: selected by local rank, the CUDA backend registered on its context, and
+// device tensors communicated over NCCL when every rank has a GPU of its own
+// (resolve_comm_backend decides, alike on all ranks), else staged through host memory by MPI.
+void set_up_cuda(const trainer::Config& config, parallel::ProcessGroups& groups, int local_rank,
+                 RunDevice& device) {
+  runtime::cuda::select_device_for_local_rank(local_rank);
+  device.cuda = std::make_unique<runtime::cuda::CudaContext>();
+  runtime::cuda::register_cuda_backend(*device.cuda);
+  device.allocator = std::make_unique<runtime::cuda::CudaAllocator>();
+  const int64_t world_size = groups.world_size();
+  if (trainer::resolve_comm_backend(config, world_size, count_distinct_gpus(groups)) ==
+      parallel::CommBackend::nccl) {
+    parallel::use_nccl_for_device_tensors(groups, device.cuda->stream());
+    if (groups.is_logging_rank()) std::cout << "communication: NCCL for device tensors\n";
+  } else if (world_size > 1 && groups.is_logging_rank()) {
+    std::cout << "communication: MPI, device tensors staged through host memory\n";
+  }
+}
+#endif
+
+// Fills `device` for train.device: this rank's GPU on cuda (check_supported has rejected cuda
+// in a build without it), the host allocator on cpu.
+void set_up_device([[maybe_unused]] const trainer::Config& config,
+                   [[maybe_unused]] parallel::ProcessGroups& groups,
+                   [[maybe_unused]] int local_rank, RunDevice& device) {
+#ifdef TRAINER_WITH_CUDA
+  if (config.train.device == trainer::Device::cuda) set_up_cuda(config, groups, local_rank, device);
+#endif
+  if (!device.allocator) device.allocator = std::make_unique<runtime::CpuAllocator>();
+}
+
 int run_train(int argc, char** argv, const std::vector<std::string>& args) {
   std::optional<parallel::MpiRuntime> mpi;
   if (launched_by_mpi()) mpi.emplace(&argc, &argv);
@@ -101,40 +157,11 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
         trainer::load_config(train_args.config_path, train_args.overrides);
     trainer::validate_launch(config, world_size);
     trainer::check_supported(config);
-    // Declared before the groups, so the device outlives their communicators.
-    std::unique_ptr<runtime::Allocator> allocator_owner;
-#ifdef TRAINER_WITH_CUDA
-    std::unique_ptr<runtime::cuda::CudaContext> cuda;
-#endif
+    RunDevice device;  // before the groups: it outlives their communicators
     parallel::ProcessGroups groups = mpi ? parallel::ProcessGroups::from_mpi(config.parallel)
                                          : parallel::ProcessGroups::single();
-#ifdef TRAINER_WITH_CUDA
-    if (config.train.device == trainer::Device::cuda) {
-      runtime::cuda::select_device_for_local_rank(mpi ? mpi->local_rank() : 0);
-      cuda = std::make_unique<runtime::cuda::CudaContext>();
-      runtime::cuda::register_cuda_backend(*cuda);
-      allocator_owner = std::make_unique<runtime::cuda::CudaAllocator>();
-      // Every rank's GPU, by UUID: NCCL needs a GPU per rank, and all ranks must choose alike.
-      const auto uuid = runtime::cuda::current_device_uuid();
-      std::vector<unsigned char> uuids(uuid.size() * static_cast<size_t>(world_size));
-      groups.world->all_gather(uuids.data(), uuid.data(), static_cast<int64_t>(uuid.size()),
-                               runtime::DType::u8);
-      std::set<std::string> distinct;
-      for (size_t r = 0; r < static_cast<size_t>(world_size); ++r)
-        distinct.emplace(reinterpret_cast<const char*>(uuids.data()) + r * uuid.size(),
-                         uuid.size());
-      if (trainer::resolve_comm_backend(config, world_size,
-                                        static_cast<int64_t>(distinct.size())) ==
-          parallel::CommBackend::nccl) {
-        parallel::use_nccl_for_device_tensors(groups, cuda->stream());
-        if (groups.is_logging_rank()) std::cout << "communication: NCCL for device tensors\n";
-      } else if (world_size > 1 && groups.is_logging_rank()) {
-        std::cout << "communication: MPI, device tensors staged through host memory\n";
-      }
-    }
-#endif
-    if (!allocator_owner) allocator_owner = std::make_unique<runtime::CpuAllocator>();
-    runtime::Allocator& allocator = *allocator_owner;
+    set_up_device(config, groups, mpi ? mpi->local_rank() : 0, device);
+    runtime::Allocator& allocator = *device.allocator;
     std::ostringstream discard;
     std::ostream& log = groups.is_logging_rank() ? std::cout : discard;
     try {
