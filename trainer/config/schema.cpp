@@ -1,6 +1,7 @@
 // The YAML schema of the run config: one table per section, key names = struct
 // field names, in the order to_yaml writes them. A new section is a struct with a
 // ConfigSchema specialization here plus one `field(...)` line in ConfigSchema<Config>.
+#include "model/recompute_modules.h"
 #include "trainer/config/fields.h"
 
 namespace trainer::config_detail {
@@ -19,16 +20,10 @@ struct EnumNames<recompute::Method> {
       {{"uniform", recompute::Method::uniform}, {"block", recompute::Method::block}}};
 };
 
-// `modules: [core_attn, act]`: a list of distinct module names.
+// `modules: [core_attn, act]`: a list of distinct module names, spelled as the module table
+// (model/recompute_modules.h) names them.
 template <>
 struct ValueCodec<model::SelectiveModules> {
-  using Member = bool model::SelectiveModules::*;
-  static constexpr std::array<std::pair<std::string_view, Member>, 4> kModules{
-      {{"core_attn", &model::SelectiveModules::core_attn},
-       {"act", &model::SelectiveModules::act},
-       {"layernorm", &model::SelectiveModules::layernorm},
-       {"mlp", &model::SelectiveModules::mlp}}};
-
   static void read(const YAML::Node& node, const std::string& path,
                    model::SelectiveModules& value) {
     std::vector<std::string> names;
@@ -37,22 +32,25 @@ struct ValueCodec<model::SelectiveModules> {
     for (size_t i = 0; i < names.size(); ++i) {
       const std::string item_path = path + "[" + std::to_string(i) + "]";
       bool known = false;
-      for (const auto& [name, member] : kModules) {
-        if (names[i] != name) continue;
-        if (value.*member)
+      for (const model::SelectiveModuleRow& row : model::selective_module_table()) {
+        if (names[i] != row.name) continue;
+        if (value.*row.flag)
           throw runtime::ConfigError(item_path, "module '" + names[i] + "' listed twice");
-        value.*member = known = true;
+        value.*row.flag = known = true;
       }
       if (!known) {
-        throw runtime::ConfigError(
-            item_path, "unknown module '" + names[i] + "' (known: core_attn, act, layernorm, mlp)");
+        std::string all;
+        for (const model::SelectiveModuleRow& row : model::selective_module_table())
+          all += (all.empty() ? "" : ", ") + std::string(row.name);
+        throw runtime::ConfigError(item_path,
+                                   "unknown module '" + names[i] + "' (known: " + all + ")");
       }
     }
   }
   static void write(YAML::Emitter& out, const model::SelectiveModules& value) {
     out << YAML::Flow << YAML::BeginSeq;
-    for (const auto& [name, member] : kModules)
-      if (value.*member) out << std::string(name);
+    for (const model::SelectiveModuleRow& row : model::selective_module_table())
+      if (value.*row.flag) out << std::string(row.name);
     out << YAML::EndSeq;
   }
 };
