@@ -39,16 +39,16 @@ void Communicator::staged(const Tensor& out, const Tensor& in, Call&& call) {
   runtime::ops::upload(out, host_out);
 }
 
-void Communicator::all_reduce_sum(const Tensor& data) {
+void Communicator::do_all_reduce_sum_tensor(const Tensor& data) {
   staged(data, data,
          [&](const Tensor& t, const Tensor&) { all_reduce_sum(t.raw(), t.numel(), t.dtype()); });
 }
 
-void Communicator::all_reduce_max(const Tensor& data) {
+void Communicator::do_all_reduce_max_tensor(const Tensor& data) {
   staged(data, data, [&](const Tensor& t, const Tensor&) { all_reduce_max(t.f32(), t.numel()); });
 }
 
-void Communicator::all_gather(const Tensor& out, const Tensor& in) {
+void Communicator::do_all_gather_tensor(const Tensor& out, const Tensor& in) {
   TRAINER_ASSERT(out.numel() == in.numel() * size() && out.dtype() == in.dtype(),
                  "all_gather of " << in.numel() << " elements into " << out.numel() << " over "
                                   << size() << " ranks");
@@ -57,7 +57,7 @@ void Communicator::all_gather(const Tensor& out, const Tensor& in) {
   });
 }
 
-void Communicator::reduce_scatter(const Tensor& out, const Tensor& in) {
+void Communicator::do_reduce_scatter_tensor(const Tensor& out, const Tensor& in) {
   TRAINER_ASSERT(in.numel() == out.numel() * size() && out.dtype() == in.dtype(),
                  "reduce_scatter of " << in.numel() << " elements into " << out.numel() << " over "
                                       << size() << " ranks");
@@ -81,7 +81,7 @@ class StagedSend final : public Request {
 };
 }  // namespace
 
-std::unique_ptr<Request> Communicator::send_async(const Tensor& data, int peer, int tag) {
+std::unique_ptr<Request> Communicator::do_send_async_tensor(const Tensor& data, int peer, int tag) {
   if (direct(data)) return send_async(data.raw(), data.nbytes(), peer, tag);
   Tensor host = staging(data);
   runtime::ops::download(host, data);
@@ -89,7 +89,7 @@ std::unique_ptr<Request> Communicator::send_async(const Tensor& data, int peer, 
   return std::make_unique<StagedSend>(std::move(host), std::move(inner));
 }
 
-void Communicator::recv(const Tensor& data, int peer, int tag) {
+void Communicator::do_recv_tensor(const Tensor& data, int peer, int tag) {
   if (direct(data)) return recv(data.raw(), data.nbytes(), peer, tag);
   const Tensor host = staging(data);
   recv(host.raw(), host.nbytes(), peer, tag);
@@ -98,42 +98,44 @@ void Communicator::recv(const Tensor& data, int peer, int tag) {
 
 // ---- SelfCommunicator ----
 
-void SelfCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+void SelfCommunicator::do_all_gather_buffer(void* out, const void* in, int64_t count,
+                                            runtime::DType dtype) {
   const int64_t bytes = count * runtime::dtype_size(dtype);
   add_payload(bytes);
   if (out != in) std::memmove(out, in, static_cast<size_t>(bytes));
 }
 
-void SelfCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
-                                      runtime::DType dtype) {
+void SelfCommunicator::do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                                runtime::DType dtype) {
   const int64_t bytes = count * runtime::dtype_size(dtype);
   add_payload(bytes);
   if (out != in) std::memmove(out, in, static_cast<size_t>(bytes));
 }
 
-std::unique_ptr<Request> SelfCommunicator::send_async(const void*, int64_t, int peer, int) {
+std::unique_ptr<Request> SelfCommunicator::do_send_async_buffer(const void*, int64_t, int peer,
+                                                                int) {
   TRAINER_ASSERT(false, "send to rank " << peer << " in a group of one");
   return nullptr;
 }
 
-void SelfCommunicator::recv(void*, int64_t, int peer, int) {
+void SelfCommunicator::do_recv_buffer(void*, int64_t, int peer, int) {
   TRAINER_ASSERT(false, "receive from rank " << peer << " in a group of one");
 }
 
-void SelfCommunicator::all_reduce_sum(const Tensor& data) {
+void SelfCommunicator::do_all_reduce_sum_tensor(const Tensor& data) {
   add_payload(data.nbytes());
 }
 
-void SelfCommunicator::all_reduce_max(const Tensor& data) {
+void SelfCommunicator::do_all_reduce_max_tensor(const Tensor& data) {
   add_payload(data.nbytes());
 }
 
-void SelfCommunicator::all_gather(const Tensor& out, const Tensor& in) {
+void SelfCommunicator::do_all_gather_tensor(const Tensor& out, const Tensor& in) {
   add_payload(in.nbytes());
   runtime::ops::copy(out, in);
 }
 
-void SelfCommunicator::reduce_scatter(const Tensor& out, const Tensor& in) {
+void SelfCommunicator::do_reduce_scatter_tensor(const Tensor& out, const Tensor& in) {
   add_payload(in.nbytes());
   runtime::ops::copy(out, in);
 }
@@ -148,51 +150,53 @@ SplitCommunicator::SplitCommunicator(std::unique_ptr<Communicator> host,
                  "SplitCommunicator needs a host and a device communicator of one group");
 }
 
-void SplitCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+void SplitCommunicator::do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) {
   host_->all_reduce_sum(data, count, dtype);
 }
-void SplitCommunicator::all_reduce_sum(double* data, int64_t count) {
+void SplitCommunicator::do_all_reduce_sum_f64_buffer(double* data, int64_t count) {
   host_->all_reduce_sum(data, count);
 }
-void SplitCommunicator::all_reduce_max(float* data, int64_t count) {
+void SplitCommunicator::do_all_reduce_max_buffer(float* data, int64_t count) {
   host_->all_reduce_max(data, count);
 }
-void SplitCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+void SplitCommunicator::do_all_gather_buffer(void* out, const void* in, int64_t count,
+                                             runtime::DType dtype) {
   host_->all_gather(out, in, count, dtype);
 }
-void SplitCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
-                                       runtime::DType dtype) {
+void SplitCommunicator::do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                                 runtime::DType dtype) {
   host_->reduce_scatter(out, in, count, dtype);
 }
-void SplitCommunicator::broadcast(void* data, int64_t bytes, int root) {
+void SplitCommunicator::do_broadcast(void* data, int64_t bytes, int root) {
   host_->broadcast(data, bytes, root);
 }
-void SplitCommunicator::barrier() {
+void SplitCommunicator::do_barrier() {
   host_->barrier();
 }
-std::unique_ptr<Request> SplitCommunicator::send_async(const void* data, int64_t bytes, int peer,
-                                                       int tag) {
+std::unique_ptr<Request> SplitCommunicator::do_send_async_buffer(const void* data, int64_t bytes,
+                                                                 int peer, int tag) {
   return host_->send_async(data, bytes, peer, tag);
 }
-void SplitCommunicator::recv(void* data, int64_t bytes, int peer, int tag) {
+void SplitCommunicator::do_recv_buffer(void* data, int64_t bytes, int peer, int tag) {
   host_->recv(data, bytes, peer, tag);
 }
-void SplitCommunicator::all_reduce_sum(const Tensor& data) {
+void SplitCommunicator::do_all_reduce_sum_tensor(const Tensor& data) {
   pick(data).all_reduce_sum(data);
 }
-void SplitCommunicator::all_reduce_max(const Tensor& data) {
+void SplitCommunicator::do_all_reduce_max_tensor(const Tensor& data) {
   pick(data).all_reduce_max(data);
 }
-void SplitCommunicator::all_gather(const Tensor& out, const Tensor& in) {
+void SplitCommunicator::do_all_gather_tensor(const Tensor& out, const Tensor& in) {
   pick(in).all_gather(out, in);
 }
-void SplitCommunicator::reduce_scatter(const Tensor& out, const Tensor& in) {
+void SplitCommunicator::do_reduce_scatter_tensor(const Tensor& out, const Tensor& in) {
   pick(in).reduce_scatter(out, in);
 }
-std::unique_ptr<Request> SplitCommunicator::send_async(const Tensor& data, int peer, int tag) {
+std::unique_ptr<Request> SplitCommunicator::do_send_async_tensor(const Tensor& data, int peer,
+                                                                 int tag) {
   return pick(data).send_async(data, peer, tag);
 }
-void SplitCommunicator::recv(const Tensor& data, int peer, int tag) {
+void SplitCommunicator::do_recv_tensor(const Tensor& data, int peer, int tag) {
   pick(data).recv(data, peer, tag);
 }
 int64_t SplitCommunicator::payload_bytes() const {

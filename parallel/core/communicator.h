@@ -6,7 +6,9 @@
 // Two levels: buffer methods take raw memory of the kind takes_device_buffers()
 // says; tensor methods take a runtime::Tensor on any device, so the model and the
 // schedules never ask where their tensors live (Note [Device tensors over host
-// communicators]).
+// communicators]). Callers use the public methods, which are not virtual and may
+// overload one name; an implementation overrides the private do_* hooks, one
+// distinct name per method and level (`_buffer`, `_tensor`).
 #pragma once
 
 #include <cstdint>
@@ -39,20 +41,29 @@ class Communicator {
   // ---- buffer methods ----
   // In-place sums; `dtype` f32 or bf16 (a bf16 sum adds in f32, rounding per step as
   // the implementation's reduction does).
-  virtual void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) = 0;
-  virtual void all_reduce_sum(double* data, int64_t count) = 0;
-  virtual void all_reduce_max(float* data, int64_t count) = 0;
+  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+    do_all_reduce_sum_buffer(data, count, dtype);
+  }
+  void all_reduce_sum(double* data, int64_t count) { do_all_reduce_sum_f64_buffer(data, count); }
+  void all_reduce_max(float* data, int64_t count) { do_all_reduce_max_buffer(data, count); }
   // out (size() * count) = concatenation of every rank's in (count); any dtype.
-  virtual void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) = 0;
+  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+    do_all_gather_buffer(out, in, count, dtype);
+  }
   // out (count) = sum over ranks of chunk rank() of in (size() * count); f32 or bf16.
-  virtual void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) = 0;
-  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
-  virtual void barrier() = 0;
+  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) {
+    do_reduce_scatter_buffer(out, in, count, dtype);
+  }
+  void broadcast(void* data, int64_t bytes, int root) { do_broadcast(data, bytes, root); }
+  void barrier() { do_barrier(); }
   // Point to point; `tag` tells concurrent messages between the same ranks apart.
   // send_async's buffer must stay untouched until the request is waited for.
-  virtual std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer,
-                                              int tag) = 0;
-  virtual void recv(void* data, int64_t bytes, int peer, int tag) = 0;
+  std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) {
+    return do_send_async_buffer(data, bytes, peer, tag);
+  }
+  void recv(void* data, int64_t bytes, int peer, int tag) {
+    do_recv_buffer(data, bytes, peer, tag);
+  }
 
   // f32 shorthands of the buffer methods.
   void all_reduce_sum(float* data, int64_t count) {
@@ -66,15 +77,21 @@ class Communicator {
   }
 
   // ---- tensor methods (whole tensors, any device) ----
-  virtual void all_reduce_sum(const runtime::Tensor& data);
-  virtual void all_reduce_max(const runtime::Tensor& data);  // f32
+  void all_reduce_sum(const runtime::Tensor& data) { do_all_reduce_sum_tensor(data); }
+  void all_reduce_max(const runtime::Tensor& data) { do_all_reduce_max_tensor(data); }  // f32
   // out holds size() times in's elements.
-  virtual void all_gather(const runtime::Tensor& out, const runtime::Tensor& in);
+  void all_gather(const runtime::Tensor& out, const runtime::Tensor& in) {
+    do_all_gather_tensor(out, in);
+  }
   // in holds size() times out's elements.
-  virtual void reduce_scatter(const runtime::Tensor& out, const runtime::Tensor& in);
+  void reduce_scatter(const runtime::Tensor& out, const runtime::Tensor& in) {
+    do_reduce_scatter_tensor(out, in);
+  }
   // The tensor must stay untouched until the request is waited for.
-  virtual std::unique_ptr<Request> send_async(const runtime::Tensor& data, int peer, int tag);
-  virtual void recv(const runtime::Tensor& data, int peer, int tag);
+  std::unique_ptr<Request> send_async(const runtime::Tensor& data, int peer, int tag) {
+    return do_send_async_tensor(data, peer, tag);
+  }
+  void recv(const runtime::Tensor& data, int peer, int tag) { do_recv_tensor(data, peer, tag); }
 
   // Bytes this rank has handed to the group since construction: each
   // collective's input buffer, each message sent.
@@ -92,6 +109,29 @@ class Communicator {
   void staged(const runtime::Tensor& out, const runtime::Tensor& in, Call&& call);
 
  private:
+  // Buffer hooks: every implementation provides them.
+  virtual void do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) = 0;
+  virtual void do_all_reduce_sum_f64_buffer(double* data, int64_t count) = 0;
+  virtual void do_all_reduce_max_buffer(float* data, int64_t count) = 0;
+  virtual void do_all_gather_buffer(void* out, const void* in, int64_t count,
+                                    runtime::DType dtype) = 0;
+  virtual void do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                        runtime::DType dtype) = 0;
+  virtual void do_broadcast(void* data, int64_t bytes, int root) = 0;
+  virtual void do_barrier() = 0;
+  virtual std::unique_ptr<Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,
+                                                        int tag) = 0;
+  virtual void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) = 0;
+  // Tensor hooks: by default the buffer methods, on the tensors themselves or on host
+  // staging copies (Note [Device tensors over host communicators]).
+  virtual void do_all_reduce_sum_tensor(const runtime::Tensor& data);
+  virtual void do_all_reduce_max_tensor(const runtime::Tensor& data);
+  virtual void do_all_gather_tensor(const runtime::Tensor& out, const runtime::Tensor& in);
+  virtual void do_reduce_scatter_tensor(const runtime::Tensor& out, const runtime::Tensor& in);
+  virtual std::unique_ptr<Request> do_send_async_tensor(const runtime::Tensor& data, int peer,
+                                                        int tag);
+  virtual void do_recv_tensor(const runtime::Tensor& data, int peer, int tag);
+
   int64_t payload_bytes_ = 0;
   runtime::CpuAllocator staging_allocator_;  // category comm
 };
@@ -100,29 +140,28 @@ class Communicator {
 // still counted, so the communication model holds for one process too).
 class SelfCommunicator final : public Communicator {
  public:
-  using Communicator::all_gather;
-  using Communicator::all_reduce_sum;
-  using Communicator::recv;
-  using Communicator::reduce_scatter;
-  using Communicator::send_async;
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce_sum(void*, int64_t count, runtime::DType dtype) override {
+
+ private:
+  void do_all_reduce_sum_buffer(void*, int64_t count, runtime::DType dtype) override {
     add_payload(count * runtime::dtype_size(dtype));
   }
-  void all_reduce_sum(double*, int64_t count) override { add_payload(count * 8); }
-  void all_reduce_max(float*, int64_t count) override { add_payload(count * 4); }
-  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override;
-  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override;
-  void broadcast(void*, int64_t, int) override {}
-  void barrier() override {}
-  std::unique_ptr<Request> send_async(const void*, int64_t, int, int) override;
-  void recv(void*, int64_t, int, int) override;
+  void do_all_reduce_sum_f64_buffer(double*, int64_t count) override { add_payload(count * 8); }
+  void do_all_reduce_max_buffer(float*, int64_t count) override { add_payload(count * 4); }
+  void do_all_gather_buffer(void* out, const void* in, int64_t count,
+                            runtime::DType dtype) override;
+  void do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                runtime::DType dtype) override;
+  void do_broadcast(void*, int64_t, int) override {}
+  void do_barrier() override {}
+  std::unique_ptr<Request> do_send_async_buffer(const void*, int64_t, int, int) override;
+  void do_recv_buffer(void*, int64_t, int, int) override;
   // Identities on any device, no staging.
-  void all_reduce_sum(const runtime::Tensor& data) override;
-  void all_reduce_max(const runtime::Tensor& data) override;
-  void all_gather(const runtime::Tensor& out, const runtime::Tensor& in) override;
-  void reduce_scatter(const runtime::Tensor& out, const runtime::Tensor& in) override;
+  void do_all_reduce_sum_tensor(const runtime::Tensor& data) override;
+  void do_all_reduce_max_tensor(const runtime::Tensor& data) override;
+  void do_all_gather_tensor(const runtime::Tensor& out, const runtime::Tensor& in) override;
+  void do_reduce_scatter_tensor(const runtime::Tensor& out, const runtime::Tensor& in) override;
 };
 
 // One group's host-buffer communicator (MPI) and device-buffer one (NCCL) together: the
@@ -130,30 +169,32 @@ class SelfCommunicator final : public Communicator {
 // tensors to `host`. Payloads are the sum of both.
 class SplitCommunicator final : public Communicator {
  public:
-  using Communicator::all_gather;
-  using Communicator::all_reduce_sum;
-  using Communicator::reduce_scatter;
   SplitCommunicator(std::unique_ptr<Communicator> host, std::unique_ptr<Communicator> device);
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
-  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override;
-  void all_reduce_sum(double* data, int64_t count) override;
-  void all_reduce_max(float* data, int64_t count) override;
-  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override;
-  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override;
-  void broadcast(void* data, int64_t bytes, int root) override;
-  void barrier() override;
-  std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) override;
-  void recv(void* data, int64_t bytes, int peer, int tag) override;
-  void all_reduce_sum(const runtime::Tensor& data) override;
-  void all_reduce_max(const runtime::Tensor& data) override;
-  void all_gather(const runtime::Tensor& out, const runtime::Tensor& in) override;
-  void reduce_scatter(const runtime::Tensor& out, const runtime::Tensor& in) override;
-  std::unique_ptr<Request> send_async(const runtime::Tensor& data, int peer, int tag) override;
-  void recv(const runtime::Tensor& data, int peer, int tag) override;
   int64_t payload_bytes() const override;
 
  private:
+  void do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) override;
+  void do_all_reduce_sum_f64_buffer(double* data, int64_t count) override;
+  void do_all_reduce_max_buffer(float* data, int64_t count) override;
+  void do_all_gather_buffer(void* out, const void* in, int64_t count,
+                            runtime::DType dtype) override;
+  void do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                runtime::DType dtype) override;
+  void do_broadcast(void* data, int64_t bytes, int root) override;
+  void do_barrier() override;
+  std::unique_ptr<Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,
+                                                int tag) override;
+  void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) override;
+  void do_all_reduce_sum_tensor(const runtime::Tensor& data) override;
+  void do_all_reduce_max_tensor(const runtime::Tensor& data) override;
+  void do_all_gather_tensor(const runtime::Tensor& out, const runtime::Tensor& in) override;
+  void do_reduce_scatter_tensor(const runtime::Tensor& out, const runtime::Tensor& in) override;
+  std::unique_ptr<Request> do_send_async_tensor(const runtime::Tensor& data, int peer,
+                                                int tag) override;
+  void do_recv_tensor(const runtime::Tensor& data, int peer, int tag) override;
+
   Communicator& pick(const runtime::Tensor& t) const {
     return t.device() == runtime::DeviceKind::cpu ? *host_ : *device_;
   }

@@ -86,7 +86,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized && comm != MPI_COMM_WORLD && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
 }
 
-void MpiCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+void MpiCommunicator::do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) {
   add_payload(count * runtime::dtype_size(dtype));
   const auto [type, op] = sum_of(dtype);
   if (dtype == runtime::DType::f32) {
@@ -96,33 +96,34 @@ void MpiCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType d
   }
 }
 
-void MpiCommunicator::all_reduce_sum(double* data, int64_t count) {
+void MpiCommunicator::do_all_reduce_sum_f64_buffer(double* data, int64_t count) {
   add_payload(count * 8);
   all_reduce_chunks(data, count, MPI_DOUBLE, MPI_SUM, as_comm(comm_));
 }
 
-void MpiCommunicator::all_reduce_max(float* data, int64_t count) {
+void MpiCommunicator::do_all_reduce_max_buffer(float* data, int64_t count) {
   add_payload(count * 4);
   all_reduce_chunks(data, count, MPI_FLOAT, MPI_MAX, as_comm(comm_));
 }
 
-void MpiCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+void MpiCommunicator::do_all_gather_buffer(void* out, const void* in, int64_t count,
+                                           runtime::DType dtype) {
   const int64_t bytes = count * runtime::dtype_size(dtype);
   add_payload(bytes);
   const int n = checked_int(bytes, "all_gather");
   TRAINER_MPI_CHECK(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, as_comm(comm_)));
 }
 
-void MpiCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
-                                     runtime::DType dtype) {
+void MpiCommunicator::do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                               runtime::DType dtype) {
   add_payload(count * size_ * runtime::dtype_size(dtype));
   const int n = checked_int(count, "reduce_scatter");
   const auto [type, op] = sum_of(dtype);
   TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, type, op, as_comm(comm_)));
 }
 
-std::unique_ptr<Request> MpiCommunicator::send_async(const void* data, int64_t bytes, int peer,
-                                                     int tag) {
+std::unique_ptr<Request> MpiCommunicator::do_send_async_buffer(const void* data, int64_t bytes,
+                                                               int peer, int tag) {
   add_payload(bytes);
   MPI_Request request = MPI_REQUEST_NULL;
   TRAINER_MPI_CHECK(MPI_Isend(data, checked_int(bytes, "send"), MPI_BYTE, peer, tag,
@@ -130,12 +131,12 @@ std::unique_ptr<Request> MpiCommunicator::send_async(const void* data, int64_t b
   return std::make_unique<MpiRequest>(request);
 }
 
-void MpiCommunicator::recv(void* data, int64_t bytes, int peer, int tag) {
+void MpiCommunicator::do_recv_buffer(void* data, int64_t bytes, int peer, int tag) {
   TRAINER_MPI_CHECK(MPI_Recv(data, checked_int(bytes, "recv"), MPI_BYTE, peer, tag,
                              as_comm(comm_), MPI_STATUS_IGNORE));
 }
 
-void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
+void MpiCommunicator::do_broadcast(void* data, int64_t bytes, int root) {
   char* p = static_cast<char*>(data);
   for (int64_t begin = 0; begin < bytes; begin += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, bytes - begin));
@@ -143,6 +144,6 @@ void MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
   }
 }
 
-void MpiCommunicator::barrier() { TRAINER_MPI_CHECK(MPI_Barrier(as_comm(comm_))); }
+void MpiCommunicator::do_barrier() { TRAINER_MPI_CHECK(MPI_Barrier(as_comm(comm_))); }
 
 }  // namespace parallel

@@ -248,56 +248,57 @@ void NcclCommunicator::run_collective(int64_t payload_bytes, bool empty,
   synchronize();
 }
 
-void NcclCommunicator::all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+void NcclCommunicator::do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) {
   run_collective(count * runtime::dtype_size(dtype), count == 0, [&] {
     return ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype), ncclSum, comm_,
                          stream_);
   });
 }
 
-void NcclCommunicator::all_reduce_sum(double* data, int64_t count) {
+void NcclCommunicator::do_all_reduce_sum_f64_buffer(double* data, int64_t count) {
   run_collective(count * 8, count == 0, [&] {
     return ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat64, ncclSum, comm_,
                          stream_);
   });
 }
 
-void NcclCommunicator::all_reduce_max(float* data, int64_t count) {
+void NcclCommunicator::do_all_reduce_max_buffer(float* data, int64_t count) {
   run_collective(count * 4, count == 0, [&] {
     return ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32, ncclMax, comm_,
                          stream_);
   });
 }
 
-void NcclCommunicator::all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+void NcclCommunicator::do_all_gather_buffer(void* out, const void* in, int64_t count,
+                                            runtime::DType dtype) {
   const int64_t bytes = count * runtime::dtype_size(dtype);
   run_collective(bytes, count == 0, [&] {
     return ncclAllGather(in, out, static_cast<size_t>(bytes), ncclChar, comm_, stream_);
   });
 }
 
-void NcclCommunicator::reduce_scatter(void* out, const void* in, int64_t count,
-                                      runtime::DType dtype) {
+void NcclCommunicator::do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                                runtime::DType dtype) {
   run_collective(count * size_ * runtime::dtype_size(dtype), count == 0, [&] {
     return ncclReduceScatter(in, out, static_cast<size_t>(count), nccl_type(dtype), ncclSum, comm_,
                              stream_);
   });
 }
 
-void NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
+void NcclCommunicator::do_broadcast(void* data, int64_t bytes, int root) {
   run_collective(0, bytes == 0, [&] {
     return ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclChar, root, comm_, stream_);
   });
 }
 
-void NcclCommunicator::barrier() {
+void NcclCommunicator::do_barrier() {
   run_collective(0, false, [&] {
     return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_);
   });
 }
 
-std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t bytes, int peer,
-                                                      int /*tag: NCCL matches in order*/) {
+std::unique_ptr<Request> NcclCommunicator::do_send_async_buffer(
+    const void* data, int64_t bytes, int peer, int /*tag: NCCL matches in order*/) {
   const auto channel = to_.find(peer);
   TRAINER_ASSERT(channel != to_.end(), "NCCL send to rank "
                                            << peer << " of " << size_
@@ -314,7 +315,7 @@ std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t 
   return request;
 }
 
-void NcclCommunicator::recv(void* data, int64_t bytes, int peer, int /*tag*/) {
+void NcclCommunicator::do_recv_buffer(void* data, int64_t bytes, int peer, int /*tag*/) {
   const auto channel = from_.find(peer);
   TRAINER_ASSERT(channel != from_.end(), "NCCL receive from rank "
                                              << peer << " of " << size_

@@ -31,28 +31,26 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  using Communicator::all_gather;
-  using Communicator::all_reduce_max;
-  using Communicator::all_reduce_sum;
-  using Communicator::recv;
-  using Communicator::reduce_scatter;
-  using Communicator::send_async;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool takes_device_buffers() const override { return true; }
-  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override;
-  void all_reduce_sum(double* data, int64_t count) override;
-  void all_reduce_max(float* data, int64_t count) override;
-  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override;
-  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override;
-  void broadcast(void* data, int64_t bytes, int root) override;
-  void barrier() override;
-  // To and from ring neighbours only (ring_point_to_point). NCCL has no tags: messages from
-  // one rank to another are received in the order they were sent, and `tag` is not used.
-  std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) override;
-  void recv(void* data, int64_t bytes, int peer, int tag) override;
 
  private:
+  void do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) override;
+  void do_all_reduce_sum_f64_buffer(double* data, int64_t count) override;
+  void do_all_reduce_max_buffer(float* data, int64_t count) override;
+  void do_all_gather_buffer(void* out, const void* in, int64_t count,
+                            runtime::DType dtype) override;
+  void do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                runtime::DType dtype) override;
+  void do_broadcast(void* data, int64_t bytes, int root) override;
+  void do_barrier() override;
+  // To and from ring neighbours only (ring_point_to_point). NCCL has no tags: messages from
+  // one rank to another are received in the order they were sent, and `tag` is not used.
+  std::unique_ptr<Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,
+                                                int tag) override;
+  void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) override;
+
   // A two-rank communicator that carries messages one way, with its own stream.
   struct Channel {
     ncclComm* comm = nullptr;

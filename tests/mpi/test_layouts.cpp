@@ -196,54 +196,51 @@ TEST(Layouts, Bf16OnTheEmulatedDeviceMatchesOneProcess) {
 // counts the payload (the split adds both sides).
 class HostMemoryDeviceCommunicator final : public parallel::Communicator {
  public:
-  using parallel::Communicator::all_gather;
-  using parallel::Communicator::all_reduce_max;
-  using parallel::Communicator::all_reduce_sum;
-  using parallel::Communicator::recv;
-  using parallel::Communicator::reduce_scatter;
-  using parallel::Communicator::send_async;
   HostMemoryDeviceCommunicator(parallel::Communicator& inner, int64_t& calls)
       : inner_(inner), calls_(calls) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   bool takes_device_buffers() const override { return true; }
-  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override {
+
+ private:
+  void do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) override {
     const emulated::Access open = enter();
     inner_.all_reduce_sum(data, count, dtype);
   }
-  void all_reduce_sum(double* data, int64_t count) override {
+  void do_all_reduce_sum_f64_buffer(double* data, int64_t count) override {
     const emulated::Access open = enter();
     inner_.all_reduce_sum(data, count);
   }
-  void all_reduce_max(float* data, int64_t count) override {
+  void do_all_reduce_max_buffer(float* data, int64_t count) override {
     const emulated::Access open = enter();
     inner_.all_reduce_max(data, count);
   }
-  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override {
+  void do_all_gather_buffer(void* out, const void* in, int64_t count,
+                            runtime::DType dtype) override {
     const emulated::Access open = enter();
     inner_.all_gather(out, in, count, dtype);
   }
-  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override {
+  void do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                runtime::DType dtype) override {
     const emulated::Access open = enter();
     inner_.reduce_scatter(out, in, count, dtype);
   }
-  void broadcast(void* data, int64_t bytes, int root) override {
+  void do_broadcast(void* data, int64_t bytes, int root) override {
     inner_.broadcast(data, bytes, root);
   }
-  void barrier() override { inner_.barrier(); }
-  std::unique_ptr<parallel::Request> send_async(const void* data, int64_t bytes, int peer,
-                                                int tag) override {
+  void do_barrier() override { inner_.barrier(); }
+  std::unique_ptr<parallel::Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,
+                                                          int tag) override {
     ++calls_;
     auto open = std::make_unique<emulated::Access>();
     return std::make_unique<OpenUntilWaited>(inner_.send_async(data, bytes, peer, tag),
                                              std::move(open));
   }
-  void recv(void* data, int64_t bytes, int peer, int tag) override {
+  void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) override {
     const emulated::Access open = enter();
     inner_.recv(data, bytes, peer, tag);
   }
 
- private:
   // A send whose buffer stays open until it completed.
   class OpenUntilWaited final : public parallel::Request {
    public:

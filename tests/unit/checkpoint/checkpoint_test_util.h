@@ -138,46 +138,43 @@ class ThreadCommunicator final : public parallel::Communicator {
   ThreadCommunicator(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return group_.size(); }
-  using parallel::Communicator::all_gather;
-  using parallel::Communicator::all_reduce_max;
-  using parallel::Communicator::all_reduce_sum;
-  using parallel::Communicator::recv;
-  using parallel::Communicator::reduce_scatter;
-  using parallel::Communicator::send_async;
+
+ private:
   // f32 only (the checkpoint code reduces nothing else).
-  void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) override {
+  void do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) override {
     require_f32(dtype);
     group_.all_reduce(rank_, static_cast<float*>(data), count,
                       [](float a, float b) { return a + b; });
   }
-  void all_reduce_sum(double* data, int64_t count) override {
+  void do_all_reduce_sum_f64_buffer(double* data, int64_t count) override {
     group_.all_reduce(rank_, data, count, [](double a, double b) { return a + b; });
   }
-  void all_reduce_max(float* data, int64_t count) override {
+  void do_all_reduce_max_buffer(float* data, int64_t count) override {
     group_.all_reduce(rank_, data, count, [](float a, float b) { return std::max(a, b); });
   }
-  void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) override {
+  void do_all_gather_buffer(void* out, const void* in, int64_t count,
+                            runtime::DType dtype) override {
     require_f32(dtype);
     group_.all_gather(rank_, static_cast<float*>(out), static_cast<const float*>(in), count);
   }
-  void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) override {
+  void do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
+                                runtime::DType dtype) override {
     require_f32(dtype);
     group_.reduce_scatter(rank_, static_cast<float*>(out), static_cast<const float*>(in), count);
   }
-  void broadcast(void* data, int64_t bytes, int root) override {
+  void do_broadcast(void* data, int64_t bytes, int root) override {
     group_.broadcast(rank_, data, bytes, root);
   }
-  void barrier() override { group_.barrier(); }
-  std::unique_ptr<parallel::Request> send_async(const void* data, int64_t bytes, int peer,
-                                                int tag) override {
+  void do_barrier() override { group_.barrier(); }
+  std::unique_ptr<parallel::Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,
+                                                          int tag) override {
     group_.send(rank_, peer, tag, data, bytes);
     return std::make_unique<CompletedRequest>();
   }
-  void recv(void* data, int64_t bytes, int peer, int tag) override {
+  void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) override {
     group_.recv(peer, rank_, tag, data, bytes);
   }
 
- private:
   static void require_f32(runtime::DType dtype) {
     TRAINER_ASSERT(dtype == runtime::DType::f32, "ThreadCommunicator reduces f32 only");
   }
