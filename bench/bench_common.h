@@ -1,102 +1,68 @@
-// Shared by the CPU benchmarks: a model with random tokens and a full training
-// step (forward, backward, clip, AdamW) timed under a recompute plan.
+// Shared by the benchmarks: every configuration they measure is a trainer::Trainer, built from
+// `--set` overrides over a synthetic dataset in a temporary folder and stepped with its own
+// train_step(), so a benchmark times exactly what training runs. Numbers are never asserted.
 #pragma once
 
-#include <chrono>
-#include <random>
-
-#include "model/flops.h"
-#include "recompute/executor.h"
-#include "recompute/memory_model.h"
-#include "trainer/optimizer.h"
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 namespace bench {
 
-inline model::GptConfig gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
-                            int64_t seq) {
-  model::GptConfig c;
-  c.num_layers = layers;
-  c.hidden_size = hidden;
-  c.num_attention_heads = heads;
-  c.vocab_size = vocab;
-  c.seq_length = seq;
-  c.hidden_dropout = c.attention_dropout = 0.1f;
-  return c;
-}
-
-struct StepResult {
-  double step_ms = 0;            // mean over the timed steps
-  double model_gflops = 0;       // model FLOPs per second / 1e9
-  int64_t model_flops = 0;       // per step
-  int64_t recompute_flops = 0;   // per step
-  int64_t activation_peak = 0;   // measured, bytes
-  int64_t predicted_peak = 0;    // memory model, bytes
-};
-
-class BenchModel {
+// A temporary folder for the dataset and the trainer's run directory, removed at the end.
+class WorkDir {
  public:
-  BenchModel(const model::GptConfig& config, int64_t micro_batch)
-      : config_(config), micro_batch_(micro_batch) {
-    params_ = model::GptParams::allocate(allocator_, config, runtime::MemoryCategory::param);
-    model::init_params(params_, config, 1);
-    grads_ = model::GptParams::allocate(allocator_, config, runtime::MemoryCategory::grad);
-    adamw_ = std::make_unique<trainer::AdamW>(params_, allocator_);
-  }
-
-  int64_t tokens_per_step() const { return config_.seq_length * micro_batch_; }
-
-  StepResult run(const recompute::RecomputePlan& plan, int warmup, int steps) {
-    using Clock = std::chrono::steady_clock;
-    recompute::ChunkExecutor chunk(config_, params_, grads_, plan, micro_batch_, allocator_);
-    const model::LayerDims dims = model::layer_dims(config_, micro_batch_, true);
-    StepResult r;
-    r.model_flops = 3 * (config_.num_layers * model::layer_forward_flops(dims).total() +
-                         model::head_forward_flops(dims, config_.padded_vocab()));
-    r.predicted_peak = recompute::predict_activation_memory(config_, dims, plan).peak;
-    const float scale = 1.0f / static_cast<float>(tokens_per_step());
-    double total = 0;
-    for (int s = 0; s < warmup + steps; ++s) {
-      allocator_.reset_peaks();
-      chunk.reset_recompute_flops();
-      const auto start = Clock::now();
-      grads_.flat.zero_();
-      chunk.forward_step(microbatch(), {1, s + 1});
-      chunk.backward_step(scale);
-      const double norm = trainer::global_grad_norm(grads_);
-      trainer::clip_gradients(grads_, norm, 1.0);
-      adamw_->step(params_, grads_, optimizer_, 1e-4, s + 1);
-      if (s >= warmup) total += std::chrono::duration<double>(Clock::now() - start).count();
-      r.recompute_flops = chunk.recompute_flops();
-      r.activation_peak = allocator_.stats()[runtime::MemoryCategory::activation].peak;
-    }
-    r.step_ms = total / steps * 1e3;
-    r.model_gflops = static_cast<double>(r.model_flops) / (total / steps) / 1e9;
-    return r;
-  }
+  explicit WorkDir(const std::string& name);  // <tmp>/<name>-<pid>
+  ~WorkDir();
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
 
  private:
-  recompute::Microbatch microbatch() {
-    const int64_t T = config_.seq_length, B = micro_batch_;
-    std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config_.vocab_size) - 1);
-    recompute::Microbatch mb;
-    mb.tokens = runtime::Tensor::empty(allocator_, {T, B}, runtime::DType::i32,
-                                       runtime::MemoryCategory::activation);
-    mb.targets = runtime::Tensor::empty(allocator_, {T, B}, runtime::DType::i32,
-                                        runtime::MemoryCategory::activation);
-    for (int64_t i = 0; i < T * B; ++i) {
-      mb.tokens.i32()[i] = token(rng_);
-      mb.targets.i32()[i] = token(rng_);
-    }
-    return mb;
-  }
-
-  model::GptConfig config_;
-  int64_t micro_batch_;
-  runtime::CpuAllocator allocator_;
-  model::GptParams params_, grads_;
-  std::unique_ptr<trainer::AdamW> adamw_;
-  trainer::OptimizerConfig optimizer_;
-  std::mt19937 rng_{1};
+  std::filesystem::path path_;
 };
+
+// A synthetic corpus of `num_tokens` at `prefix` (.bin/.idx): a few distinct token values, all
+// below any vocabulary here (the model's vocabulary, not the data, sets the cost of the head).
+void write_dataset(const std::string& prefix, int64_t num_tokens);
+// Enough for the CPU benchmarks' steps several times over (the sampler wraps around anyway).
+constexpr int64_t kDatasetTokens = int64_t{1} << 20;
+
+// "key=value" as `--set` takes it, for a number.
+template <class Number>
+std::string set(const char* key, Number value) {
+  return std::string(key) + "=" + std::to_string(value);
+}
+
+// The model of a benchmark, with Megatron's GPT pretraining dropout (0.1; its masks are stash).
+struct ModelShape {
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t num_attention_heads = 0;
+  int64_t vocab_size = 0;
+  int64_t seq_length = 0;
+};
+constexpr double kDropout = 0.1;
+std::vector<std::string> model_overrides(const ModelShape& shape);
+
+// What every benchmark's Trainer is given besides its model: the dataset at work/"data", its
+// run directory at work/"run", the whole dataset for training, no validation, no export.
+std::vector<std::string> run_overrides(const WorkDir& work);
+
+// One Trainer on the host.
+struct StepResult {
+  int64_t parameters = 0;       // of the whole model
+  double step_ms = 0;           // mean over the timed steps
+  double model_gflops = 0;      // model FLOPs per second / 1e9, over the timed steps
+  int64_t model_flops = 0;      // per step (the trainer's stage setup)
+  int64_t recompute_flops = 0;  // per step, as the executors counted them
+  int64_t activation_peak = 0;  // measured by the allocator, bytes
+  int64_t predicted_peak = 0;   // the trainer's memory prediction, bytes
+};
+
+// Builds a Trainer on a host allocator from `overrides`, runs `warmup` untimed steps and then
+// `steps` timed ones (the config's train.steps should cover both), and destroys it.
+StepResult run_on_host(const std::vector<std::string>& overrides, int warmup, int steps);
 
 }  // namespace bench

@@ -1,15 +1,14 @@
-// CPU throughput benchmark: OpenBLAS sgemm GFLOP/s on this machine, then the
-// trainer's full training step (forward, backward, clip, AdamW) on random tokens
-// for the given shapes, side by side in one run. Prints a table and writes JSON.
+// CPU throughput benchmark: OpenBLAS sgemm GFLOP/s on this machine, then the Trainer's
+// training step (forward, backward, clip, AdamW) on synthetic tokens for the given shapes,
+// side by side in one run. Prints a table and writes JSON.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "bench_common.h"
+#include "bench/bench_common.h"
 #include "runtime/kernels/cpu/gemm.h"
 
 namespace {
@@ -35,9 +34,22 @@ double sgemm_gflops(int64_t M, int64_t N, int64_t K, int repeats) {
 
 struct Shape {
   const char* name;
-  model::GptConfig config;
-  int64_t micro_batch;
+  bench::ModelShape model;
+  int64_t micro_batch;  // one microbatch per step
 };
+
+// The Trainer of a shape: no recompute, fp32 on the host.
+std::vector<std::string> overrides_of(const Shape& shape, const bench::WorkDir& work,
+                                      int total_steps) {
+  std::vector<std::string> overrides = bench::run_overrides(work);
+  const std::vector<std::string> model = bench::model_overrides(shape.model);
+  overrides.insert(overrides.end(), model.begin(), model.end());
+  overrides.push_back(bench::set("train.micro_batch_size", shape.micro_batch));
+  overrides.push_back(bench::set("train.global_batch_size", shape.micro_batch));
+  overrides.push_back(bench::set("train.steps", total_steps));
+  overrides.push_back("recompute.granularity=none");
+  return overrides;
+}
 
 }  // namespace
 
@@ -45,30 +57,43 @@ int main(int argc, char** argv) {
   const std::string out_path = argc > 1 ? argv[1] : "bench/cpu.json";
   const int steps = argc > 2 ? std::stoi(argv[2]) : 5;
   const double peak_small = sgemm_gflops(1024, 768, 768, 5);
-  const double peak = std::max({peak_small, sgemm_gflops(1024, 3072, 768, 3),
-                                sgemm_gflops(2048, 2048, 2048, 3)});
+  const double peak =
+      std::max({peak_small, sgemm_gflops(1024, 3072, 768, 3), sgemm_gflops(2048, 2048, 2048, 3)});
   std::printf("sgemm (OpenBLAS) best GFLOP/s: %.1f  (1024x768x768: %.1f)\n", peak, peak_small);
   const Shape shapes[] = {
-      {"L4-H256-V256-b8-s128", bench::gpt(4, 256, 4, 256, 128), 8},
-      {"gpt2-124M-b4-s64", bench::gpt(12, 768, 12, 50257, 64), 4},
+      {.name = "L4-H256-V256-b8-s128",
+       .model = {.num_layers = 4,
+                 .hidden_size = 256,
+                 .num_attention_heads = 4,
+                 .vocab_size = 256,
+                 .seq_length = 128},
+       .micro_batch = 8},
+      {.name = "gpt2-124M-b4-s64",
+       .model = {.num_layers = 12,
+                 .hidden_size = 768,
+                 .num_attention_heads = 12,
+                 .vocab_size = 50257,
+                 .seq_length = 64},
+       .micro_batch = 4},
   };
+  const bench::WorkDir work("bench-cpu");
+  bench::write_dataset(work / "data", bench::kDatasetTokens);
   std::ofstream json(out_path);
   json << "{\"sgemm_gflops\": " << peak << ", \"shapes\": [";
   std::printf("%-24s %12s %12s %10s %10s %12s\n", "shape", "params", "tokens/s", "ms/step",
               "GFLOP/s", "of sgemm");
   for (size_t i = 0; i < std::size(shapes); ++i) {
-    bench::BenchModel model(shapes[i].config, shapes[i].micro_batch);
-    const bench::StepResult r = model.run(
-        recompute::RecomputePlan::uniform(shapes[i].config.num_layers, {}), 1, steps);
-    const int64_t params = model::GptParams::count(shapes[i].config);
-    const double tokens_per_s = static_cast<double>(model.tokens_per_step()) / (r.step_ms / 1e3);
+    const bench::StepResult r =
+        bench::run_on_host(overrides_of(shapes[i], work, 1 + steps), 1, steps);
+    const int64_t tokens_per_step = shapes[i].model.seq_length * shapes[i].micro_batch;
+    const double tokens_per_s = static_cast<double>(tokens_per_step) / (r.step_ms / 1e3);
     std::printf("%-24s %12lld %12.0f %10.1f %10.1f %11.0f%%\n", shapes[i].name,
-                static_cast<long long>(params), tokens_per_s, r.step_ms, r.model_gflops,
+                static_cast<long long>(r.parameters), tokens_per_s, r.step_ms, r.model_gflops,
                 100.0 * r.model_gflops / peak);
-    json << (i ? ", " : "") << "{\"name\": \"" << shapes[i].name << "\", \"params\": " << params
-         << ", \"tokens_per_s\": " << tokens_per_s << ", \"step_ms\": " << r.step_ms
-         << ", \"gflops\": " << r.model_gflops << ", \"fraction_of_sgemm\": " << r.model_gflops / peak
-         << "}";
+    json << (i ? ", " : "") << "{\"name\": \"" << shapes[i].name
+         << "\", \"params\": " << r.parameters << ", \"tokens_per_s\": " << tokens_per_s
+         << ", \"step_ms\": " << r.step_ms << ", \"gflops\": " << r.model_gflops
+         << ", \"fraction_of_sgemm\": " << r.model_gflops / peak << "}";
   }
   json << "]}\n";
   std::printf("wrote %s\n", out_path.c_str());

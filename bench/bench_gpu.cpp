@@ -19,15 +19,12 @@
 // Exit: 0 done, 1 bad usage or setup, 2 no CUDA device visible.
 #include "bench/bench_gpu.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -44,8 +41,6 @@
 #include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/kernels/cuda/device.h"
 #include "trainer/config/config.h"
-#include "trainer/data/indexed_dataset.h"
-#include "trainer/data/synthetic.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/metrics.h"
 #include "trainer/train.h"
@@ -126,26 +121,6 @@ struct Device {
   parallel::ProcessGroups groups = parallel::ProcessGroups::single();
 };
 
-// A temporary folder for the dataset and the trainer's run directory.
-class WorkDir {
- public:
-  WorkDir()
-      : path_(std::filesystem::temp_directory_path() /
-              ("bench-gpu-" + std::to_string(::getpid()))) {
-    std::filesystem::create_directories(path_);
-  }
-  ~WorkDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  WorkDir(const WorkDir&) = delete;
-  WorkDir& operator=(const WorkDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 class Progress {
  public:
   // "[  12.3 s] text", flushed, so a log cut short still tells where it stopped.
@@ -161,31 +136,25 @@ class Progress {
 
 // The run's configuration as `--set` overrides (parsed by measure(), which records a rejection).
 std::vector<std::string> config_overrides(const BenchShape& shape, const Options& options,
-                                          const RunSpec& spec, const std::string& data_prefix,
-                                          const std::string& run_dir) {
-  auto set = [](const char* key, auto value) {
-    return std::string(key) + "=" + std::to_string(value);
-  };
-  std::vector<std::string> overrides = {
-      "data.path=" + data_prefix,
-      "data.split=[1]",
-      "output.dir=" + run_dir,
-      "output.export=false",
-      set("model.num_layers", shape.num_layers),
-      set("model.hidden_size", shape.hidden_size),
-      set("model.num_attention_heads", shape.num_attention_heads),
-      set("model.seq_length", spec.seq_length),
-      set("model.vocab_size", shape.vocab_size),
-      set("model.hidden_dropout", kDropout),
-      set("model.attention_dropout", kDropout),
+                                          const RunSpec& spec, const bench::WorkDir& work) {
+  std::vector<std::string> overrides = bench::run_overrides(work);
+  const std::vector<std::string> model = bench::model_overrides({
+      .num_layers = shape.num_layers,
+      .hidden_size = shape.hidden_size,
+      .num_attention_heads = shape.num_attention_heads,
+      .vocab_size = shape.vocab_size,
+      .seq_length = spec.seq_length,
+  });
+  const std::vector<std::string> train = {
       "train.device=cuda",
       "train.precision=bf16",
-      set("train.micro_batch_size", spec.micro_batch),
-      set("train.global_batch_size", spec.global_batch),
-      set("train.steps", spec.warmup_steps + spec.timed_steps),
-      "train.eval_interval=0",
-      set("train.peak_tflops", options.peak_tflops),
+      bench::set("train.micro_batch_size", spec.micro_batch),
+      bench::set("train.global_batch_size", spec.global_batch),
+      bench::set("train.steps", spec.warmup_steps + spec.timed_steps),
+      bench::set("train.peak_tflops", options.peak_tflops),
   };
+  overrides.insert(overrides.end(), model.begin(), model.end());
+  overrides.insert(overrides.end(), train.begin(), train.end());
   overrides.insert(overrides.end(), spec.preset->overrides.begin(), spec.preset->overrides.end());
   return overrides;
 }
@@ -335,17 +304,6 @@ BenchPlan make_plan(const Options& o, const BenchShape& s) {
   return plan;
 }
 
-// A synthetic corpus of `num_tokens` (a few distinct token values: the model's vocabulary, not
-// the data, sets the cost of the head).
-void write_dataset(const std::string& prefix, int64_t num_tokens) {
-  trainer::SyntheticCorpusSpec corpus_spec;
-  corpus_spec.num_tokens = num_tokens;
-  const trainer::SyntheticCorpus corpus = trainer::make_synthetic_corpus(corpus_spec);
-  trainer::IndexedDatasetWriter writer(prefix, trainer::TokenDType::uint16);
-  writer.add_document(corpus.tokens);
-  writer.finish();
-}
-
 int run(const Options& options) {
   Report report;
   report.options = options;
@@ -356,14 +314,13 @@ int run(const Options& options) {
   runtime::cuda::select_device_for_local_rank(0);
   Device device;
   runtime::cuda::register_cuda_backend(device.context);
-  const WorkDir work;
-  write_dataset(work / "data", 2 * plan.tokens_needed());  // every planned step, twice over
+  const bench::WorkDir work("bench-gpu");
+  bench::write_dataset(work / "data", 2 * plan.tokens_needed());  // every planned step, twice
   progress.line("dataset written; " + std::to_string(plan.table.size()) + " table runs" +
                 (options.table_only ? " (sweep skipped: --table-only)" : ", then the sweep"));
   auto run_spec = [&](const RunSpec& spec) {
     Measurement m =
-        measure(spec, config_overrides(report.shape, options, spec, work / "data", work / "run"),
-                device, progress);
+        measure(spec, config_overrides(report.shape, options, spec, work), device, progress);
     progress.line(describe(spec) + ": " +
                   (m.error.empty() ? format("%.0f tok/s", m.tokens_per_s.value_or(0)) + ", MFU " +
                                          percent(report.mfu(m)) + ", live peak " +

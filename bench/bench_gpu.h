@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_common.h"
 #include "runtime/allocator.h"
 #include "trainer/config/config.h"
 
@@ -28,8 +29,7 @@ inline std::string percent(std::optional<double> fraction) {
 }
 
 constexpr int64_t kBytesPerGiB = int64_t{1} << 30;
-// Megatron's GPT pretraining defaults; dropout masks (1 byte each) are part of the stash.
-constexpr double kDropout = 0.1;
+using bench::kDropout;  // Megatron's GPT pretraining default; its masks are part of the stash
 
 struct Options {
   std::string out_path;
