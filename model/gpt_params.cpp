@@ -24,7 +24,7 @@ std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& sh
     specs.push_back({std::move(name), std::move(shape), shard_dim, partial});
   };
   if (shard.has_word_embeddings()) {
-    add("embedding.word_embeddings.weight", {config.padded_vocab(shard.tp_size), C}, 0);
+    add(kWordEmbeddingsName, {config.padded_vocab(shard.tp_size), C}, 0);
   }
   if (shard.embedding) add("embedding.position_embeddings.weight", {config.positions(), C}, -1, true);
   for (int64_t i : shard.layers) {
@@ -163,7 +163,7 @@ void init_params(const GptParams& params, const GptConfig& config, uint64_t seed
     const int64_t cols = p.tensor.dim(1), global_cols = p.global_shape[1];
     const int64_t row_offset = p.shard_dim == 0 ? p.shard_offset : 0;
     const int64_t col_offset = p.shard_dim == 1 ? p.shard_offset : 0;
-    const bool word_embeddings = p.name == "embedding.word_embeddings.weight";
+    const bool word_embeddings = p.name == kWordEmbeddingsName;
     // Each element depends on its index alone, so rows fill in parallel (a 1.3B model: seconds).
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < p.tensor.dim(0); ++r) {

@@ -17,6 +17,10 @@ namespace model {
 
 using runtime::Tensor;
 
+// The name of the tied word embeddings: the vocab-parallel embedding table, which the output
+// head multiplies by too (first and last pipeline stage each hold a copy).
+inline constexpr const char* kWordEmbeddingsName = "embedding.word_embeddings.weight";
+
 // What one rank holds of the model.
 struct ModelShard {
   std::vector<int64_t> layers;  // global layer ids, in the order the rank runs them
