@@ -2,6 +2,8 @@
 // embedding, head, schedule and gradient reductions issue them.
 #include "trainer/comm_model.h"
 
+#include "model/recompute_modules.h"
+
 namespace trainer {
 namespace {
 
@@ -45,9 +47,7 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
       const model::LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
       per_microbatch += layer_forward(d, s) + layer_backward(d, s);
       if (entry.mode == model::RecomputeMode::full) per_microbatch += layer_forward(d, s);
-      if (sp && entry.mode == model::RecomputeMode::selective && entry.modules.mlp) {
-        per_microbatch += s.shard;  // the fc1 rebuild gathers ln2_out
-      }
+      if (sp) per_microbatch += model::rebuild_input_gathers(entry) * s.shard;  // rebuild gathers
     }
     if (chunk.spec.embedding && tp) {
       per_microbatch += s.full;           // all-reduce or reduce-scatter of the lookup

@@ -131,8 +131,10 @@ void validate_train(const TrainConfig& train, const parallel::ParallelConfig& pa
                                              std::string(config_detail::enum_name(train.device)));
   }
   if (!(train.peak_tflops >= 0 && std::isfinite(train.peak_tflops))) {
-    throw ConfigError("train.peak_tflops", "must be >= 0 (0: the device's peak for the "
-                                           "precision), got " + text_of(train.peak_tflops));
+    throw ConfigError("train.peak_tflops",
+                      "must be >= 0 (0: the device's peak for the "
+                      "precision), got " +
+                          text_of(train.peak_tflops));
   }
   if (parallel.backend == parallel::CommBackend::nccl && train.device != Device::cuda) {
     throw ConfigError("parallel.backend", "nccl requires train.device cuda, got train.device " +
@@ -273,8 +275,9 @@ void validate_config(const Config& config) {
                           text_of(pc.data) + ") = " + text_of(microbatches) +
                           ") to be divisible by parallel.pipeline " + text_of(pc.pipeline));
   }
-  recompute::validate_recompute(config.recompute, config.model.num_layers,
-                                parallel::stage_layer_chunks(config.parallel, config.model.num_layers));
+  recompute::validate_recompute(
+      config.recompute, config.model.num_layers,
+      parallel::stage_layer_chunks(config.parallel, config.model.num_layers));
   if (config.output.dir.empty()) throw ConfigError("output.dir", "must not be empty");
   check_at_least<int64_t>("checkpoint.interval", config.checkpoint.interval, 0);
   check_at_least<int64_t>("train.max_skipped_steps", config.train.max_skipped_steps, 0);
