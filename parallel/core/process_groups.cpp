@@ -19,10 +19,6 @@ RankCoordinates rank_coordinates(int64_t rank, const ParallelConfig& c) {
   return r;
 }
 
-int64_t rank_of(const RankCoordinates& r, const ParallelConfig& c) {
-  return r.tp + c.tensor * (r.dp + c.data * r.pp);
-}
-
 int64_t ProcessGroups::payload_bytes() const {
   int64_t total = 0;
   for (const auto* group : {&world, &tp, &dp, &pp, &embedding, &model_parallel})

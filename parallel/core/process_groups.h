@@ -21,7 +21,6 @@ struct RankCoordinates {
 };
 
 RankCoordinates rank_coordinates(int64_t rank, const ParallelConfig& config);
-int64_t rank_of(const RankCoordinates& coordinates, const ParallelConfig& config);
 
 struct ProcessGroups {
   ParallelConfig config;
