@@ -74,9 +74,7 @@ class ChunkExecutor {
   // gradient of its output (workspace: backward consumes it at once).
   Tensor input_buffer() const;
   Tensor output_grad_buffer() const { return hidden(runtime::MemoryCategory::workspace); }
-  int64_t in_flight() const { return static_cast<int64_t>(in_flight_.size()); }
   const RecomputePlan& plan() const { return plan_; }
-  const model::LayerDims& train_dims() const { return train_dims_; }
   const ChunkSpec& chunk() const { return chunk_; }
   // Matmul FLOPs spent rebuilding activations since the last reset.
   int64_t recompute_flops() const { return recompute_flops_; }
