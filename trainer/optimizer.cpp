@@ -1,15 +1,9 @@
 // AdamW and gradient clipping over named views of the flat buffers.
 #include "trainer/optimizer.h"
 
-#include <cmath>
-
 #include "runtime/ops.h"
 
 namespace trainer {
-
-double global_grad_norm(const model::GptParams& grads) {
-  return std::sqrt(runtime::ops::sum_squares(grads.flat, grads.flat.numel()));
-}
 
 double clip_gradients(const model::GptParams& grads, double norm, double max_norm) {
   if (max_norm <= 0) return 1.0;

@@ -8,8 +8,6 @@
 
 namespace trainer {
 
-// L2 norm of every gradient (computed in double, in a fixed order).
-double global_grad_norm(const model::GptParams& grads);
 // PyTorch clip_grad_norm_: scales by max_norm / (norm + 1e-6) when that is < 1.
 // Returns the factor applied (1 when none).
 double clip_gradients(const model::GptParams& grads, double norm, double max_norm);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "parallel/pipeline/grad_sync.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
 
@@ -77,15 +78,19 @@ TEST_F(OptimizerTest, WeightDecayOnlyOnMatricesAndEmbeddings) {
 }
 
 TEST_F(OptimizerTest, ClipByGlobalNormLikePyTorch) {
+  parallel::ProcessGroups groups = parallel::ProcessGroups::single();  // the norm training uses
+  auto global_norm = [&] {
+    return parallel::global_grad_norm(groups, grads_, /*has_embedding_stage=*/true);
+  };
   grads_.flat.f32()[0] = 3.0f;
   grads_.flat.f32()[grads_.flat.numel() - 1] = 4.0f;
-  const double norm = global_grad_norm(grads_);
+  const double norm = global_norm();
   EXPECT_DOUBLE_EQ(norm, 5.0);
   EXPECT_EQ(clip_gradients(grads_, norm, 10.0), 1.0);  // under the limit: untouched
   EXPECT_FLOAT_EQ(grads_.flat.f32()[0], 3.0f);
   const double coeff = clip_gradients(grads_, norm, 1.0);
   EXPECT_NEAR(coeff, 1.0 / (5.0 + 1e-6), 1e-12);
-  EXPECT_NEAR(global_grad_norm(grads_), 1.0, 1e-6);
+  EXPECT_NEAR(global_norm(), 1.0, 1e-6);
 }
 
 }  // namespace
