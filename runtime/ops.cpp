@@ -1,9 +1,10 @@
-// Dispatch of runtime/ops.h: host tensors run the CPU kernels, device tensors
-// the registered backend. Generated from one list with ops.h.
+// Dispatch of runtime/ops.h: host tensors run the CPU kernels through the host adapters below
+// (one per operator, argument struct to raw pointers), device tensors the registered backend.
+// The host table and the dispatching functions are generated from TRAINER_OPS.
 #include "runtime/ops.h"
 
-#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "runtime/kernels/cpu/adamw.h"
 #include "runtime/kernels/cpu/attention.h"
@@ -22,11 +23,14 @@ namespace {
 const Backend* g_device_backend = nullptr;  // process-wide: one device kind per process
 }  // namespace
 
-void register_device_backend(const Backend* backend) { g_device_backend = backend; }
+void register_device_backend(const Backend* backend) {
+  g_device_backend = backend;
+}
 
 const Backend& device_backend(const char* op) {
   if (g_device_backend == nullptr) {
-    throw LibraryError(std::string("ops::") + op + " on a device tensor, but no device backend is registered");
+    throw LibraryError(std::string("ops::") + op +
+                       " on a device tensor, but no device backend is registered");
   }
   return *g_device_backend;
 }
@@ -36,145 +40,184 @@ namespace {
 // ---- the host kernels: any memory the host can address ----
 namespace host {
 
-void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_features, int64_t out_features) {
-  cpu::linear_forward(out.f32(), inp.f32(), weight.f32(), (bias.defined() ? bias.f32() : nullptr), rows, in_features, out_features);
+float* optional_f32(const Tensor& t) {
+  return t.defined() ? t.f32() : nullptr;
 }
 
-void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, int64_t rows, int64_t in_features, int64_t out_features) {
-  cpu::linear_backward((dinp.defined() ? dinp.f32() : nullptr), dweight.f32(), (dbias.defined() ? dbias.f32() : nullptr), dout.f32(), inp.f32(), weight.f32(), rows, in_features, out_features);
+void linear_forward(const LinearForward& args) {
+  cpu::linear_forward(args.out.f32(), args.input.f32(), args.weight.f32(), optional_f32(args.bias),
+                      args.rows, args.in_features, args.out_features);
 }
 
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t channels, float eps) {
-  cpu::layernorm_forward(out.f32(), mean.f32(), rstd.f32(), inp.f32(), weight.f32(), bias.f32(), rows, channels, eps);
+void linear_backward(const LinearBackward& args) {
+  cpu::linear_backward(optional_f32(args.dinput), args.dweight.f32(), optional_f32(args.dbias),
+                       args.dout.f32(), args.input.f32(), args.weight.f32(), args.rows,
+                       args.in_features, args.out_features);
 }
 
-void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t channels) {
-  cpu::layernorm_backward(dinp.f32(), dweight.f32(), dbias.f32(), dout.f32(), inp.f32(), weight.f32(), mean.f32(), rstd.f32(), rows, channels);
+void layernorm_forward(const LayernormForward& args) {
+  cpu::layernorm_forward(args.out.f32(), args.mean.f32(), args.rstd.f32(), args.input.f32(),
+                         args.weight.f32(), args.bias.f32(), args.rows, args.channels, args.eps);
 }
 
-void causal_softmax_forward(const Tensor& probs, const Tensor& scores, int64_t batch_heads, int64_t T) {
-  cpu::causal_softmax_forward(probs.f32(), scores.f32(), batch_heads, T);
+void layernorm_backward(const LayernormBackward& args) {
+  cpu::layernorm_backward(args.dinput.f32(), args.dweight.f32(), args.dbias.f32(), args.dout.f32(),
+                          args.input.f32(), args.weight.f32(), args.mean.f32(), args.rstd.f32(),
+                          args.rows, args.channels);
 }
 
-void causal_softmax_backward(const Tensor& dscores, const Tensor& dprobs, const Tensor& probs, int64_t batch_heads, int64_t T) {
-  cpu::causal_softmax_backward(dscores.f32(), dprobs.f32(), probs.f32(), batch_heads, T);
+void causal_softmax_forward(const CausalSoftmaxForward& args) {
+  cpu::causal_softmax_forward(args.probs.f32(), args.scores.f32(), args.batch_heads, args.seq);
 }
 
-void gelu_forward(const Tensor& out, const Tensor& inp, int64_t n, cpu::GeluKind kind) {
-  cpu::gelu_forward(out.f32(), inp.f32(), n, kind);
+void causal_softmax_backward(const CausalSoftmaxBackward& args) {
+  cpu::causal_softmax_backward(args.dscores.f32(), args.dprobs.f32(), args.probs.f32(),
+                               args.batch_heads, args.seq);
 }
 
-void gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, int64_t n, cpu::GeluKind kind) {
-  cpu::gelu_backward(dinp.f32(), dout.f32(), inp.f32(), n, kind);
+void gelu_forward(const GeluForward& args) {
+  cpu::gelu_forward(args.out.f32(), args.input.f32(), args.count, args.kind);
 }
 
-void dropout_hidden_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t T, int64_t B, int64_t C, int64_t t_offset, int64_t sample_offset, float p, DropoutKey key) {
-  cpu::dropout_hidden_forward(out.f32(), mask.u8(), inp.f32(), T, B, C, t_offset, sample_offset, p, key);
+void gelu_backward(const GeluBackward& args) {
+  cpu::gelu_backward(args.dinput.f32(), args.dout.f32(), args.input.f32(), args.count, args.kind);
 }
 
-void dropout_attention_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t B, int64_t H, int64_t T, int64_t head_offset, int64_t sample_offset, float p, DropoutKey key) {
-  cpu::dropout_attention_forward(out.f32(), mask.u8(), inp.f32(), B, H, T, head_offset, sample_offset, p, key);
+void dropout_hidden_forward(const DropoutHiddenForward& args) {
+  cpu::dropout_hidden_forward(args.out.f32(), args.mask.u8(), args.input.f32(), args.seq,
+                              args.micro_batch, args.channels, args.seq_offset, args.sample_offset,
+                              args.drop_probability, args.key);
 }
 
-void dropout_backward(const Tensor& dinp, const Tensor& dout, const Tensor& mask, int64_t n, float p) {
-  cpu::dropout_backward(dinp.f32(), dout.f32(), mask.u8(), n, p);
+void dropout_attention_forward(const DropoutAttentionForward& args) {
+  cpu::dropout_attention_forward(args.out.f32(), args.mask.u8(), args.input.f32(), args.micro_batch,
+                                 args.heads, args.seq, args.head_offset, args.sample_offset,
+                                 args.drop_probability, args.key);
 }
 
-void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows) {
-  cpu::embedding_forward(out.f32(), tokens.i32(), wte.f32(), rows, C, vocab_start, vocab_rows);
+void dropout_backward(const DropoutBackward& args) {
+  cpu::dropout_backward(args.dinput.f32(), args.dout.f32(), args.mask.u8(), args.count,
+                        args.drop_probability);
 }
 
-void embedding_backward(const Tensor& dwte, const Tensor& dout, const Tensor& tokens, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows) {
-  cpu::embedding_backward(dwte.f32(), dout.f32(), tokens.i32(), rows, C, vocab_start, vocab_rows);
+void embedding_forward(const EmbeddingForward& args) {
+  cpu::embedding_forward(args.out.f32(), args.tokens.i32(), args.wte.f32(), args.rows,
+                         args.channels, args.vocab_start, args.vocab_rows);
 }
 
-void position_embedding_forward(const Tensor& out, const Tensor& wpe, int64_t T, int64_t B, int64_t C, int64_t t_offset) {
-  cpu::position_embedding_forward(out.f32(), wpe.f32(), T, B, C, t_offset);
+void embedding_backward(const EmbeddingBackward& args) {
+  cpu::embedding_backward(args.dwte.f32(), args.dout.f32(), args.tokens.i32(), args.rows,
+                          args.channels, args.vocab_start, args.vocab_rows);
 }
 
-void position_embedding_backward(const Tensor& dwpe, const Tensor& dout, int64_t T, int64_t B, int64_t C, int64_t t_offset) {
-  cpu::position_embedding_backward(dwpe.f32(), dout.f32(), T, B, C, t_offset);
+void position_embedding_forward(const PositionEmbeddingForward& args) {
+  cpu::position_embedding_forward(args.out.f32(), args.wpe.f32(), args.seq, args.micro_batch,
+                                  args.channels, args.seq_offset);
 }
 
-void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab) {
-  cpu::cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), targets.i32(), rows, vocab, padded_vocab);
+void position_embedding_backward(const PositionEmbeddingBackward& args) {
+  cpu::position_embedding_backward(args.dwpe.f32(), args.dout.f32(), args.seq, args.micro_batch,
+                                   args.channels, args.seq_offset);
 }
 
-void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab, float scale) {
-  cpu::cross_entropy_backward(dlogits.f32(), logits.f32(), lse.f32(), targets.i32(), rows, vocab, padded_vocab, scale);
+void cross_entropy_forward(const CrossEntropyForward& args) {
+  cpu::cross_entropy_forward(args.losses.f32(), args.lse.f32(), args.logits.f32(),
+                             args.targets.i32(), args.rows, args.vocab, args.padded_vocab);
 }
 
-void vocab_shard_max(const Tensor& row_max, const Tensor& logits, int64_t rows, int64_t real_cols, int64_t shard_cols) {
-  cpu::vocab_shard_max(row_max.f32(), logits.f32(), rows, real_cols, shard_cols);
+void cross_entropy_backward(const CrossEntropyBackward& args) {
+  cpu::cross_entropy_backward(args.dlogits.f32(), args.logits.f32(), args.lse.f32(),
+                              args.targets.i32(), args.rows, args.vocab, args.padded_vocab,
+                              args.scale);
 }
 
-void vocab_shard_sum_exp(const Tensor& row_sum, const Tensor& logits, const Tensor& row_max, int64_t rows, int64_t real_cols, int64_t shard_cols) {
-  cpu::vocab_shard_sum_exp(row_sum.f32(), logits.f32(), row_max.f32(), rows, real_cols, shard_cols);
+void vocab_shard_max(const VocabShardMax& args) {
+  cpu::vocab_shard_max(args.row_max.f32(), args.logits.f32(), args.rows, args.real_cols,
+                       args.shard_cols);
 }
 
-void vocab_shard_target_logit(const Tensor& target_logit, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols) {
-  cpu::vocab_shard_target_logit(target_logit.f32(), logits.f32(), targets.i32(), rows, vocab_start, real_cols, shard_cols);
+void vocab_shard_sum_exp(const VocabShardSumExp& args) {
+  cpu::vocab_shard_sum_exp(args.row_sum.f32(), args.logits.f32(), args.row_max.f32(), args.rows,
+                           args.real_cols, args.shard_cols);
 }
 
-void vocab_shard_finish(const Tensor& losses, const Tensor& lse, const Tensor& row_max, int64_t rows) {
-  cpu::vocab_shard_finish(losses.f32(), lse.f32(), row_max.f32(), rows);
+void vocab_shard_target_logit(const VocabShardTargetLogit& args) {
+  cpu::vocab_shard_target_logit(args.target_logit.f32(), args.logits.f32(), args.targets.i32(),
+                                args.rows, args.vocab_start, args.real_cols, args.shard_cols);
 }
 
-void vocab_shard_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols, float scale) {
-  cpu::vocab_shard_cross_entropy_backward(dlogits.f32(), logits.f32(), lse.f32(), targets.i32(), rows, vocab_start, real_cols, shard_cols, scale);
+void vocab_shard_finish(const VocabShardFinish& args) {
+  cpu::vocab_shard_finish(args.losses.f32(), args.lse.f32(), args.row_max.f32(), args.rows);
 }
 
-void split_qkv_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv, int64_t T, int64_t B, int64_t H, int64_t D) {
-  cpu::split_qkv_heads(q.f32(), k.f32(), v.f32(), qkv.f32(), T, B, H, D);
+void vocab_shard_cross_entropy_backward(const VocabShardCrossEntropyBackward& args) {
+  cpu::vocab_shard_cross_entropy_backward(args.dlogits.f32(), args.logits.f32(), args.lse.f32(),
+                                          args.targets.i32(), args.rows, args.vocab_start,
+                                          args.real_cols, args.shard_cols, args.scale);
 }
 
-void merge_qkv_heads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t T, int64_t B, int64_t H, int64_t D) {
-  cpu::merge_qkv_heads(dqkv.f32(), dq.f32(), dk.f32(), dv.f32(), T, B, H, D);
+void split_qkv_heads(const SplitQkvHeads& args) {
+  cpu::split_qkv_heads(args.q.f32(), args.k.f32(), args.v.f32(), args.qkv.f32(), args.seq,
+                       args.micro_batch, args.heads, args.head_dim);
 }
 
-void merge_heads(const Tensor& ctx, const Tensor& ctx_heads, int64_t T, int64_t B, int64_t H, int64_t D) {
-  cpu::merge_heads(ctx.f32(), ctx_heads.f32(), T, B, H, D);
+void merge_qkv_heads(const MergeQkvHeads& args) {
+  cpu::merge_qkv_heads(args.dqkv.f32(), args.dq.f32(), args.dk.f32(), args.dv.f32(), args.seq,
+                       args.micro_batch, args.heads, args.head_dim);
 }
 
-void split_heads(const Tensor& ctx_heads, const Tensor& ctx, int64_t T, int64_t B, int64_t H, int64_t D) {
-  cpu::split_heads(ctx_heads.f32(), ctx.f32(), T, B, H, D);
+void merge_heads(const MergeHeads& args) {
+  cpu::merge_heads(args.ctx.f32(), args.ctx_heads.f32(), args.seq, args.micro_batch, args.heads,
+                   args.head_dim);
 }
 
-void attention_scores_forward(const Tensor& scores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale) {
-  cpu::attention_scores_forward(scores.f32(), q.f32(), k.f32(), BH, T, D, scale);
+void split_heads(const SplitHeads& args) {
+  cpu::split_heads(args.ctx_heads.f32(), args.ctx.f32(), args.seq, args.micro_batch, args.heads,
+                   args.head_dim);
 }
 
-void attention_scores_backward(const Tensor& dq, const Tensor& dk, const Tensor& dscores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale) {
-  cpu::attention_scores_backward(dq.f32(), dk.f32(), dscores.f32(), q.f32(), k.f32(), BH, T, D, scale);
+void attention_scores_forward(const AttentionScoresForward& args) {
+  cpu::attention_scores_forward(args.scores.f32(), args.q.f32(), args.k.f32(), args.batch_heads,
+                                args.seq, args.head_dim, args.scale);
 }
 
-void attention_context_forward(const Tensor& ctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D) {
-  cpu::attention_context_forward(ctx_heads.f32(), probs.f32(), v.f32(), BH, T, D);
+void attention_scores_backward(const AttentionScoresBackward& args) {
+  cpu::attention_scores_backward(args.dq.f32(), args.dk.f32(), args.dscores.f32(), args.q.f32(),
+                                 args.k.f32(), args.batch_heads, args.seq, args.head_dim,
+                                 args.scale);
 }
 
-void attention_context_backward(const Tensor& dprobs, const Tensor& dv, const Tensor& dctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D) {
-  cpu::attention_context_backward(dprobs.f32(), dv.f32(), dctx_heads.f32(), probs.f32(), v.f32(), BH, T, D);
+void attention_context_forward(const AttentionContextForward& args) {
+  cpu::attention_context_forward(args.ctx_heads.f32(), args.probs.f32(), args.v.f32(),
+                                 args.batch_heads, args.seq, args.head_dim);
 }
 
-void add(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n) {
-  cpu::add(out.f32(), a.f32(), b.f32(), n);
+void attention_context_backward(const AttentionContextBackward& args) {
+  cpu::attention_context_backward(args.dprobs.f32(), args.dv.f32(), args.dctx_heads.f32(),
+                                  args.probs.f32(), args.v.f32(), args.batch_heads, args.seq,
+                                  args.head_dim);
 }
 
-void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols) {
-  cpu::add_bias(out.f32(), bias.f32(), rows, cols);
+void add(const Add& args) {
+  cpu::add(args.out.f32(), args.a.f32(), args.b.f32(), args.count);
 }
 
-void scale_inplace(const Tensor& x, float s, int64_t n) {
-  cpu::scale_inplace(x.f32(), s, n);
+void add_bias(const AddBias& args) {
+  cpu::add_bias(args.out.f32(), args.bias.f32(), args.rows, args.cols);
 }
 
-double sum_squares(const Tensor& x, int64_t n) {
-  return cpu::sum_squares(x.f32(), n);
+void scale_inplace(const ScaleInplace& args) {
+  cpu::scale_inplace(args.x.f32(), args.scale, args.count);
+}
+
+double sum_squares(const SumSquares& args) {
+  return cpu::sum_squares(args.x.f32(), args.count);
 }
 
 void convert(const Tensor& dst, const Tensor& src) {
   if (dst.dtype() == src.dtype()) {
-    if (dst.raw() != src.raw()) std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(dst.nbytes()));
+    if (dst.raw() != src.raw())
+      std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(dst.nbytes()));
   } else if (dst.dtype() == DType::bf16 && src.dtype() == DType::f32) {
     cpu::convert(dst.data<uint16_t>(), src.f32(), src.numel());
   } else if (dst.dtype() == DType::f32 && src.dtype() == DType::bf16) {
@@ -185,11 +228,11 @@ void convert(const Tensor& dst, const Tensor& src) {
   }
 }
 
-void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper,
-                const Tensor& param_copy) {
-  cpu::adamw_step(param.f32(), exp_avg.f32(), exp_avg_sq.f32(), grad.f32(), n, hyper);
-  if (param_copy.defined()) convert(param_copy.view(0, {n}), param.view(0, {n}));
+void adamw_step(const AdamwStep& args) {
+  cpu::adamw_step(args.param.f32(), args.exp_avg.f32(), args.exp_avg_sq.f32(), args.grad.f32(),
+                  args.count, args.hyper);
+  if (args.param_copy.defined())
+    convert(args.param_copy.view(0, {args.count}), args.param.view(0, {args.count}));
 }
 
 void synchronize() {}
@@ -199,8 +242,12 @@ void copy(const Tensor& dst, const Tensor& src) {
 }
 
 // Host memory on both sides of a transfer.
-void upload(const Tensor& dst, const Tensor& src) { copy(dst, src); }
-void download(const Tensor& dst, const Tensor& src) { copy(dst, src); }
+void upload(const Tensor& dst, const Tensor& src) {
+  copy(dst, src);
+}
+void download(const Tensor& dst, const Tensor& src) {
+  copy(dst, src);
+}
 
 void zero(const Tensor& t) {
   if (t.nbytes() > 0) std::memset(t.raw(), 0, static_cast<size_t>(t.nbytes()));
@@ -217,15 +264,17 @@ double sum(const Tensor& t) {
 
 Backend make_host_backend() {
   Backend b{};
-#define TRAINER_HOST_ENTRY(name) b.name = &host::name;
-  TRAINER_OPS_BACKEND_ENTRIES(TRAINER_HOST_ENTRY)
+#define TRAINER_HOST_ENTRY(result, name, ...) b.name = &host::name;
+  TRAINER_OPS(TRAINER_HOST_ENTRY, TRAINER_HOST_ENTRY)
 #undef TRAINER_HOST_ENTRY
   return b;
 }
 
-// The table that runs ops::`op` on tensor t's device.
-const Backend& backend_for(const Tensor& t, const char* op) {
-  return t.device() == DeviceKind::cpu ? host_backend() : device_backend(op);
+// The table that runs ops::`op` on tensor `on` (its argument `field`)'s device.
+const Backend& backend_for(const Tensor& on, const char* op, const char* field) {
+  TRAINER_ASSERT(on.defined(), "ops::" << op << ": " << field
+                                       << " is undefined (the operator runs on its device)");
+  return on.device() == DeviceKind::cpu ? host_backend() : device_backend(op);
 }
 
 }  // namespace
@@ -235,169 +284,37 @@ const Backend& host_backend() {
   return backend;
 }
 
+// ---- the compute operators: each runs on its `on` tensor's device ----
+#define TRAINER_OPS_DISPATCH(result, name, Args, on)    \
+  result name(const Args& args) {                       \
+    return backend_for(args.on, #name, #on).name(args); \
+  }
+#define TRAINER_OPS_WRITTEN_OUT(...)
+TRAINER_OPS(TRAINER_OPS_DISPATCH, TRAINER_OPS_WRITTEN_OUT)
+#undef TRAINER_OPS_DISPATCH
+#undef TRAINER_OPS_WRITTEN_OUT
 
-void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t in_features, int64_t out_features) {
-  backend_for(out, "linear_forward").linear_forward(out, inp, weight, bias, rows, in_features, out_features);
-}
-
-void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, int64_t rows, int64_t in_features, int64_t out_features) {
-  // dinp is optional: dispatch on the weight gradient, which is always there.
-  backend_for(dweight, "linear_backward").linear_backward(dinp, dweight, dbias, dout, inp, weight, rows, in_features, out_features);
-}
-
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t channels, float eps) {
-  backend_for(out, "layernorm_forward").layernorm_forward(out, mean, rstd, inp, weight, bias, rows, channels, eps);
-}
-
-void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t channels) {
-  backend_for(dinp, "layernorm_backward").layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels);
-}
-
-void causal_softmax_forward(const Tensor& probs, const Tensor& scores, int64_t batch_heads, int64_t T) {
-  backend_for(probs, "causal_softmax_forward").causal_softmax_forward(probs, scores, batch_heads, T);
-}
-
-void causal_softmax_backward(const Tensor& dscores, const Tensor& dprobs, const Tensor& probs, int64_t batch_heads, int64_t T) {
-  backend_for(dscores, "causal_softmax_backward").causal_softmax_backward(dscores, dprobs, probs, batch_heads, T);
-}
-
-void gelu_forward(const Tensor& out, const Tensor& inp, int64_t n, cpu::GeluKind kind) {
-  backend_for(out, "gelu_forward").gelu_forward(out, inp, n, kind);
-}
-
-void gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, int64_t n, cpu::GeluKind kind) {
-  backend_for(dinp, "gelu_backward").gelu_backward(dinp, dout, inp, n, kind);
-}
-
-void dropout_hidden_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t T, int64_t B, int64_t C, int64_t t_offset, int64_t sample_offset, float p, DropoutKey key) {
-  backend_for(out, "dropout_hidden_forward").dropout_hidden_forward(out, mask, inp, T, B, C, t_offset, sample_offset, p, key);
-}
-
-void dropout_attention_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t B, int64_t H, int64_t T, int64_t head_offset, int64_t sample_offset, float p, DropoutKey key) {
-  backend_for(out, "dropout_attention_forward").dropout_attention_forward(out, mask, inp, B, H, T, head_offset, sample_offset, p, key);
-}
-
-void dropout_backward(const Tensor& dinp, const Tensor& dout, const Tensor& mask, int64_t n, float p) {
-  backend_for(dinp, "dropout_backward").dropout_backward(dinp, dout, mask, n, p);
-}
-
-void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows) {
-  backend_for(out, "embedding_forward").embedding_forward(out, tokens, wte, rows, C, vocab_start, vocab_rows);
-}
-
-void embedding_backward(const Tensor& dwte, const Tensor& dout, const Tensor& tokens, int64_t rows, int64_t C, int64_t vocab_start, int64_t vocab_rows) {
-  backend_for(dwte, "embedding_backward").embedding_backward(dwte, dout, tokens, rows, C, vocab_start, vocab_rows);
-}
-
-void position_embedding_forward(const Tensor& out, const Tensor& wpe, int64_t T, int64_t B, int64_t C, int64_t t_offset) {
-  backend_for(out, "position_embedding_forward").position_embedding_forward(out, wpe, T, B, C, t_offset);
-}
-
-void position_embedding_backward(const Tensor& dwpe, const Tensor& dout, int64_t T, int64_t B, int64_t C, int64_t t_offset) {
-  backend_for(dwpe, "position_embedding_backward").position_embedding_backward(dwpe, dout, T, B, C, t_offset);
-}
-
-void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab) {
-  backend_for(losses, "cross_entropy_forward").cross_entropy_forward(losses, lse, logits, targets, rows, vocab, padded_vocab);
-}
-
-void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab, int64_t padded_vocab, float scale) {
-  backend_for(dlogits, "cross_entropy_backward").cross_entropy_backward(dlogits, logits, lse, targets, rows, vocab, padded_vocab, scale);
-}
-
-void vocab_shard_max(const Tensor& row_max, const Tensor& logits, int64_t rows, int64_t real_cols, int64_t shard_cols) {
-  backend_for(row_max, "vocab_shard_max").vocab_shard_max(row_max, logits, rows, real_cols, shard_cols);
-}
-
-void vocab_shard_sum_exp(const Tensor& row_sum, const Tensor& logits, const Tensor& row_max, int64_t rows, int64_t real_cols, int64_t shard_cols) {
-  backend_for(row_sum, "vocab_shard_sum_exp").vocab_shard_sum_exp(row_sum, logits, row_max, rows, real_cols, shard_cols);
-}
-
-void vocab_shard_target_logit(const Tensor& target_logit, const Tensor& logits, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols) {
-  backend_for(target_logit, "vocab_shard_target_logit").vocab_shard_target_logit(target_logit, logits, targets, rows, vocab_start, real_cols, shard_cols);
-}
-
-void vocab_shard_finish(const Tensor& losses, const Tensor& lse, const Tensor& row_max, int64_t rows) {
-  backend_for(losses, "vocab_shard_finish").vocab_shard_finish(losses, lse, row_max, rows);
-}
-
-void vocab_shard_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse, const Tensor& targets, int64_t rows, int64_t vocab_start, int64_t real_cols, int64_t shard_cols, float scale) {
-  backend_for(dlogits, "vocab_shard_cross_entropy_backward").vocab_shard_cross_entropy_backward(dlogits, logits, lse, targets, rows, vocab_start, real_cols, shard_cols, scale);
-}
-
-void split_qkv_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv, int64_t T, int64_t B, int64_t H, int64_t D) {
-  backend_for(q, "split_qkv_heads").split_qkv_heads(q, k, v, qkv, T, B, H, D);
-}
-
-void merge_qkv_heads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t T, int64_t B, int64_t H, int64_t D) {
-  backend_for(dqkv, "merge_qkv_heads").merge_qkv_heads(dqkv, dq, dk, dv, T, B, H, D);
-}
-
-void merge_heads(const Tensor& ctx, const Tensor& ctx_heads, int64_t T, int64_t B, int64_t H, int64_t D) {
-  backend_for(ctx, "merge_heads").merge_heads(ctx, ctx_heads, T, B, H, D);
-}
-
-void split_heads(const Tensor& ctx_heads, const Tensor& ctx, int64_t T, int64_t B, int64_t H, int64_t D) {
-  backend_for(ctx_heads, "split_heads").split_heads(ctx_heads, ctx, T, B, H, D);
-}
-
-void attention_scores_forward(const Tensor& scores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale) {
-  backend_for(scores, "attention_scores_forward").attention_scores_forward(scores, q, k, BH, T, D, scale);
-}
-
-void attention_scores_backward(const Tensor& dq, const Tensor& dk, const Tensor& dscores, const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D, float scale) {
-  backend_for(dq, "attention_scores_backward").attention_scores_backward(dq, dk, dscores, q, k, BH, T, D, scale);
-}
-
-void attention_context_forward(const Tensor& ctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D) {
-  backend_for(ctx_heads, "attention_context_forward").attention_context_forward(ctx_heads, probs, v, BH, T, D);
-}
-
-void attention_context_backward(const Tensor& dprobs, const Tensor& dv, const Tensor& dctx_heads, const Tensor& probs, const Tensor& v, int64_t BH, int64_t T, int64_t D) {
-  backend_for(dprobs, "attention_context_backward").attention_context_backward(dprobs, dv, dctx_heads, probs, v, BH, T, D);
-}
-
-void add(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n) {
-  backend_for(out, "add").add(out, a, b, n);
-}
-
-void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols) {
-  backend_for(out, "add_bias").add_bias(out, bias, rows, cols);
-}
-
-void scale_inplace(const Tensor& x, float s, int64_t n) {
-  backend_for(x, "scale_inplace").scale_inplace(x, s, n);
-}
-
-double sum_squares(const Tensor& x, int64_t n) {
-  return backend_for(x, "sum_squares").sum_squares(x, n);
-}
-
-void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper,
-                const Tensor& param_copy) {
-  backend_for(param, "adamw_step").adamw_step(param, exp_avg, exp_avg_sq, grad, n, hyper, param_copy);
-}
+// ---- the memory operators ----
 
 void convert(const Tensor& dst, const Tensor& src) {
-  TRAINER_ASSERT(dst.defined() && src.defined() && dst.numel() == src.numel() &&
-                     dst.device() == src.device(),
-                 "ops::convert of " << src.numel() << " elements (" << dtype_name(src.dtype())
-                               << ") into " << dst.numel() << " (" << dtype_name(dst.dtype())
-                               << "): needs one element count on one device");
-  backend_for(dst, "convert").convert(dst, src);
+  TRAINER_ASSERT(
+      dst.defined() && src.defined() && dst.numel() == src.numel() && dst.device() == src.device(),
+      "ops::convert of " << src.numel() << " elements (" << dtype_name(src.dtype()) << ") into "
+                         << dst.numel() << " (" << dtype_name(dst.dtype())
+                         << "): needs one element count on one device");
+  backend_for(dst, "convert", "dst").convert(dst, src);
 }
 
 void synchronize(const Tensor& on) {
-  if (on.defined()) backend_for(on, "synchronize").synchronize();
+  if (on.defined()) backend_for(on, "synchronize", "on").synchronize();
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
-  TRAINER_ASSERT(dst.nbytes() == src.nbytes() && dst.device() == src.device() &&
-                     dst.dtype() == src.dtype(),
-                 "ops::copy of " << src.nbytes() << " bytes (" << dtype_name(src.dtype()) << ") into "
-                            << dst.nbytes() << " (" << dtype_name(dst.dtype()) << ")");
-  backend_for(dst, "copy").copy(dst, src);
+  TRAINER_ASSERT(
+      dst.nbytes() == src.nbytes() && dst.device() == src.device() && dst.dtype() == src.dtype(),
+      "ops::copy of " << src.nbytes() << " bytes (" << dtype_name(src.dtype()) << ") into "
+                      << dst.nbytes() << " (" << dtype_name(dst.dtype()) << ")");
+  backend_for(dst, "copy", "dst").copy(dst, src);
 }
 
 void upload(const Tensor& dst, const Tensor& host_src) {
@@ -408,14 +325,19 @@ void upload(const Tensor& dst, const Tensor& host_src) {
 }
 
 void download(const Tensor& host_dst, const Tensor& src) {
-  TRAINER_ASSERT(host_dst.device() == DeviceKind::cpu && host_dst.nbytes() == src.nbytes(),
-                 "ops::download of " << src.nbytes() << " bytes into " << host_dst.nbytes() << " host bytes");
+  TRAINER_ASSERT(
+      host_dst.device() == DeviceKind::cpu && host_dst.nbytes() == src.nbytes(),
+      "ops::download of " << src.nbytes() << " bytes into " << host_dst.nbytes() << " host bytes");
   if (src.device() == DeviceKind::cpu) return copy(host_dst, src);
   device_backend("download").download(host_dst, src);
 }
 
-void zero(const Tensor& t) { backend_for(t, "zero").zero(t); }
+void zero(const Tensor& t) {
+  backend_for(t, "zero", "t").zero(t);
+}
 
-double sum(const Tensor& t) { return backend_for(t, "sum").sum(t); }
+double sum(const Tensor& t) {
+  return backend_for(t, "sum", "t").sum(t);
+}
 
 }  // namespace runtime::ops

@@ -9,7 +9,8 @@ double clip_gradients(const model::GptParams& grads, double norm, double max_nor
   if (max_norm <= 0) return 1.0;
   const double coeff = max_norm / (norm + 1e-6);
   if (coeff >= 1.0) return 1.0;
-  runtime::ops::scale_inplace(grads.flat, static_cast<float>(coeff), grads.flat.numel());
+  runtime::ops::scale_inplace(
+      {.x = grads.flat, .count = grads.flat.numel(), .scale = static_cast<float>(coeff)});
   return coeff;
 }
 
@@ -36,9 +37,14 @@ void AdamW::step(const model::GptParams& params, const model::GptParams& grads,
     const model::NamedParam& p = params.named[i];
     const int64_t n = p.tensor.numel();
     hyper.weight_decay = p.weight_decay ? config.weight_decay : 0.f;
-    runtime::ops::adamw_step(p.tensor, exp_avg_.view(offset, {n}), exp_avg_sq_.view(offset, {n}),
-                             grads.named[i].tensor, n, hyper,
-                             compute_copy ? compute_copy->named[i].tensor : runtime::Tensor());
+    runtime::ops::adamw_step(
+        {.param = p.tensor,
+         .exp_avg = exp_avg_.view(offset, {n}),
+         .exp_avg_sq = exp_avg_sq_.view(offset, {n}),
+         .param_copy = compute_copy ? compute_copy->named[i].tensor : runtime::Tensor(),
+         .grad = grads.named[i].tensor,
+         .count = n,
+         .hyper = hyper});
     offset += n;
   }
 }

@@ -230,7 +230,8 @@ void Trainer::refresh_compute_weights() {
 std::string Trainer::first_nonfinite_gradient() const {
   for (const model::NamedParam& p : grads_.named) {
     // A NaN or an infinity anywhere makes the sum of squares non-finite (host or device).
-    if (!std::isfinite(runtime::ops::sum_squares(p.tensor, p.tensor.numel()))) return p.name;
+    if (!std::isfinite(runtime::ops::sum_squares({.x = p.tensor, .count = p.tensor.numel()})))
+      return p.name;
   }
   return "";
 }

@@ -20,7 +20,9 @@ void reduce_gradients(ProcessGroups& groups, const model::GptParams& grads,
   const int dp = groups.dp->size();
   if (dp > 1) {
     groups.dp->all_reduce_sum(grads.flat);
-    runtime::ops::scale_inplace(grads.flat, 1.0f / static_cast<float>(dp), grads.flat.numel());
+    runtime::ops::scale_inplace({.x = grads.flat,
+                                 .count = grads.flat.numel(),
+                                 .scale = 1.0f / static_cast<float>(dp)});
   }
 }
 
@@ -33,7 +35,7 @@ double global_grad_norm(ProcessGroups& groups, const model::GptParams& grads,
   int64_t offset = 0, run_begin = 0;
   auto finish_run = [&] {
     const int64_t n = offset - run_begin;
-    if (n > 0) sum += runtime::ops::sum_squares(grads.flat.view(run_begin, {n}), n);
+    if (n > 0) sum += runtime::ops::sum_squares({.x = grads.flat.view(run_begin, {n}), .count = n});
   };
   for (const model::NamedParam& p : grads.named) {
     const bool counted = (p.shard_dim >= 0 || tp_leader) &&  // tp replicas: one copy counts

@@ -139,10 +139,19 @@ TEST_F(GpuOps, LinearMatchesHost) {
   Twin out = twin(gpu_test::random_vector(rows * out_features, 4));
   Twin out_no_bias = twin(gpu_test::random_vector(rows * out_features, 5));
   for (Side side : kBothSides) {
-    ops::linear_forward(out.*side, inp.*side, weight.*side, bias.*side, rows, in_features,
-                        out_features);
-    ops::linear_forward(out_no_bias.*side, inp.*side, weight.*side, Tensor(), rows, in_features,
-                        out_features);
+    ops::linear_forward({.out = out.*side,
+                         .input = inp.*side,
+                         .weight = weight.*side,
+                         .bias = bias.*side,
+                         .rows = rows,
+                         .in_features = in_features,
+                         .out_features = out_features});
+    ops::linear_forward({.out = out_no_bias.*side,
+                         .input = inp.*side,
+                         .weight = weight.*side,
+                         .rows = rows,
+                         .in_features = in_features,
+                         .out_features = out_features});
   }
   EXPECT_TWIN_CLOSE(out, kF32Tolerance);
   EXPECT_TWIN_CLOSE(out_no_bias, kF32Tolerance);
@@ -153,8 +162,15 @@ TEST_F(GpuOps, LinearMatchesHost) {
   Twin dweight = twin(gpu_test::random_vector(out_features * in_features, 8));  // +=
   Twin dbias = twin(gpu_test::random_vector(out_features, 9));                  // +=
   for (Side side : kBothSides) {
-    ops::linear_backward(dinp.*side, dweight.*side, dbias.*side, dout.*side, inp.*side,
-                         weight.*side, rows, in_features, out_features);
+    ops::linear_backward({.dinput = dinp.*side,
+                          .dweight = dweight.*side,
+                          .dbias = dbias.*side,
+                          .dout = dout.*side,
+                          .input = inp.*side,
+                          .weight = weight.*side,
+                          .rows = rows,
+                          .in_features = in_features,
+                          .out_features = out_features});
   }
   EXPECT_TWIN_CLOSE(dinp, kF32Tolerance);
   EXPECT_TWIN_CLOSE(dweight, kF32Tolerance);
@@ -168,8 +184,13 @@ TEST_F(GpuOps, Bf16LinearMatchesHostOnRoundedInputs) {
   Twin bias = twin_bf16(gpu_test::random_vector(out_features, 13));
   Twin out = twin_bf16(std::vector<float>(static_cast<size_t>(rows * out_features), 0.0f));
   for (Side side : kBothSides) {
-    ops::linear_forward(out.*side, inp.*side, weight.*side, bias.*side, rows, in_features,
-                        out_features);
+    ops::linear_forward({.out = out.*side,
+                         .input = inp.*side,
+                         .weight = weight.*side,
+                         .bias = bias.*side,
+                         .rows = rows,
+                         .in_features = in_features,
+                         .out_features = out_features});
   }
   EXPECT_EQ(out.device.dtype(), DType::bf16);
   EXPECT_TWIN_CLOSE(out, kBf16Tolerance);
@@ -180,8 +201,15 @@ TEST_F(GpuOps, Bf16LinearMatchesHostOnRoundedInputs) {
   Twin dweight = twin(gpu_test::random_vector(out_features * in_features, 15));
   Twin dbias = twin(gpu_test::random_vector(out_features, 16));
   for (Side side : kBothSides) {
-    ops::linear_backward(dinp.*side, dweight.*side, dbias.*side, dout.*side, inp.*side,
-                         weight.*side, rows, in_features, out_features);
+    ops::linear_backward({.dinput = dinp.*side,
+                          .dweight = dweight.*side,
+                          .dbias = dbias.*side,
+                          .dout = dout.*side,
+                          .input = inp.*side,
+                          .weight = weight.*side,
+                          .rows = rows,
+                          .in_features = in_features,
+                          .out_features = out_features});
   }
   EXPECT_TWIN_CLOSE(dinp, kBf16Tolerance);
   EXPECT_TWIN_CLOSE(dweight, 1e-4);  // bf16 products are exact in the fp32 accumulator
@@ -197,8 +225,15 @@ TEST_F(GpuOps, LayernormMatchesHost) {
   Twin mean = twin(std::vector<float>(static_cast<size_t>(rows), 0.0f));
   Twin rstd = twin(std::vector<float>(static_cast<size_t>(rows), 0.0f));
   for (Side side : kBothSides) {
-    ops::layernorm_forward(out.*side, mean.*side, rstd.*side, inp.*side, weight.*side, bias.*side,
-                           rows, channels, 1e-5f);
+    ops::layernorm_forward({.out = out.*side,
+                            .mean = mean.*side,
+                            .rstd = rstd.*side,
+                            .input = inp.*side,
+                            .weight = weight.*side,
+                            .bias = bias.*side,
+                            .rows = rows,
+                            .channels = channels,
+                            .eps = 1e-5f});
   }
   EXPECT_TWIN_CLOSE(out, kF32Tolerance);
   EXPECT_TWIN_CLOSE(mean, kF32Tolerance);
@@ -211,8 +246,16 @@ TEST_F(GpuOps, LayernormMatchesHost) {
   Twin dweight = twin(gpu_test::random_vector(channels, 26));      // +=
   Twin dbias = twin(gpu_test::random_vector(channels, 27));        // +=
   for (Side side : kBothSides) {
-    ops::layernorm_backward(dinp.*side, dweight.*side, dbias.*side, dout.*side, inp.*side,
-                            weight.*side, mean.*side, rstd.*side, rows, channels);
+    ops::layernorm_backward({.dinput = dinp.*side,
+                             .dweight = dweight.*side,
+                             .dbias = dbias.*side,
+                             .dout = dout.*side,
+                             .input = inp.*side,
+                             .weight = weight.*side,
+                             .mean = mean.*side,
+                             .rstd = rstd.*side,
+                             .rows = rows,
+                             .channels = channels});
   }
   EXPECT_TWIN_CLOSE(dinp, kF32Tolerance);
   EXPECT_TWIN_CLOSE(dweight, kF32Tolerance);
@@ -235,59 +278,130 @@ TEST_F(GpuOps, AttentionCoreMatchesHost) {
   Twin mask = twin_u8(BH * T * T);
   Twin ctx_heads = zeros(n), ctx = zeros(n);
   for (Side side : kBothSides)
-    ops::split_qkv_heads(q.*side, k.*side, v.*side, qkv.*side, T, B, H, D);
+    ops::split_qkv_heads({.q = q.*side,
+                          .k = k.*side,
+                          .v = v.*side,
+                          .qkv = qkv.*side,
+                          .seq = T,
+                          .micro_batch = B,
+                          .heads = H,
+                          .head_dim = D});
   EXPECT_TWIN_EQ(q);
   EXPECT_TWIN_EQ(k);
   EXPECT_TWIN_EQ(v);
   for (Side side : kBothSides)
-    ops::attention_scores_forward(scores.*side, q.*side, k.*side, BH, T, D, scale);
+    ops::attention_scores_forward({.scores = scores.*side,
+                                   .q = q.*side,
+                                   .k = k.*side,
+                                   .batch_heads = BH,
+                                   .seq = T,
+                                   .head_dim = D,
+                                   .scale = scale});
   EXPECT_CLOSE(lower_triangle(device_floats(scores), T), lower_triangle(host_floats(scores), T),
                kF32Tolerance);
   resync(scores);
-  for (Side side : kBothSides) ops::causal_softmax_forward(probs.*side, scores.*side, BH, T);
+  for (Side side : kBothSides) {
+    ops::causal_softmax_forward(
+        {.probs = probs.*side, .scores = scores.*side, .batch_heads = BH, .seq = T});
+  }
   EXPECT_TWIN_CLOSE(probs, kF32Tolerance);
   resync(probs);
   for (Side side : kBothSides)
-    ops::dropout_attention_forward(probs_drop.*side, mask.*side, probs.*side, B, H, T, 2, 4, p,
-                                   key);
+    ops::dropout_attention_forward({.out = probs_drop.*side,
+                                    .mask = mask.*side,
+                                    .input = probs.*side,
+                                    .micro_batch = B,
+                                    .heads = H,
+                                    .seq = T,
+                                    .head_offset = 2,
+                                    .sample_offset = 4,
+                                    .drop_probability = p,
+                                    .key = key});
   EXPECT_EQ(elements<uint8_t>(mask.device), elements<uint8_t>(mask.host));
   EXPECT_TWIN_EQ(probs_drop);
   for (Side side : kBothSides)
-    ops::attention_context_forward(ctx_heads.*side, probs_drop.*side, v.*side, BH, T, D);
+    ops::attention_context_forward({.ctx_heads = ctx_heads.*side,
+                                    .probs = probs_drop.*side,
+                                    .v = v.*side,
+                                    .batch_heads = BH,
+                                    .seq = T,
+                                    .head_dim = D});
   EXPECT_TWIN_CLOSE(ctx_heads, kF32Tolerance);
   resync(ctx_heads);
-  for (Side side : kBothSides) ops::merge_heads(ctx.*side, ctx_heads.*side, T, B, H, D);
+  for (Side side : kBothSides) {
+    ops::merge_heads({.ctx = ctx.*side,
+                      .ctx_heads = ctx_heads.*side,
+                      .seq = T,
+                      .micro_batch = B,
+                      .heads = H,
+                      .head_dim = D});
+  }
   EXPECT_TWIN_EQ(ctx);
 
   Twin dctx = twin(gpu_test::random_vector(n, 32));
   Twin dctx_heads = zeros(n), dprobs = zeros(BH * T * T), dv = zeros(n), dq = zeros(n),
        dk = zeros(n), dqkv = zeros(3 * n);
-  for (Side side : kBothSides) ops::split_heads(dctx_heads.*side, dctx.*side, T, B, H, D);
+  for (Side side : kBothSides) {
+    ops::split_heads({.ctx_heads = dctx_heads.*side,
+                      .ctx = dctx.*side,
+                      .seq = T,
+                      .micro_batch = B,
+                      .heads = H,
+                      .head_dim = D});
+  }
   EXPECT_TWIN_EQ(dctx_heads);
   for (Side side : kBothSides) {
-    ops::attention_context_backward(dprobs.*side, dv.*side, dctx_heads.*side, probs_drop.*side,
-                                    v.*side, BH, T, D);
+    ops::attention_context_backward({.dprobs = dprobs.*side,
+                                     .dv = dv.*side,
+                                     .dctx_heads = dctx_heads.*side,
+                                     .probs = probs_drop.*side,
+                                     .v = v.*side,
+                                     .batch_heads = BH,
+                                     .seq = T,
+                                     .head_dim = D});
   }
   EXPECT_TWIN_CLOSE(dprobs, kF32Tolerance);
   EXPECT_TWIN_CLOSE(dv, kF32Tolerance);
   resync(dprobs);
   for (Side side : kBothSides)  // in place, as the model runs it
-    ops::dropout_backward(dprobs.*side, dprobs.*side, mask.*side, BH * T * T, p);
+    ops::dropout_backward({.dinput = dprobs.*side,
+                           .dout = dprobs.*side,
+                           .mask = mask.*side,
+                           .count = BH * T * T,
+                           .drop_probability = p});
   EXPECT_TWIN_EQ(dprobs);
   for (Side side : kBothSides)
-    ops::causal_softmax_backward(dprobs.*side, dprobs.*side, probs.*side, BH, T);
+    ops::causal_softmax_backward({.dscores = dprobs.*side,
+                                  .dprobs = dprobs.*side,
+                                  .probs = probs.*side,
+                                  .batch_heads = BH,
+                                  .seq = T});
   EXPECT_TWIN_CLOSE(dprobs, kF32Tolerance);
   resync(dprobs);
   for (Side side : kBothSides)
-    ops::attention_scores_backward(dq.*side, dk.*side, dprobs.*side, q.*side, k.*side, BH, T, D,
-                                   scale);
+    ops::attention_scores_backward({.dq = dq.*side,
+                                    .dk = dk.*side,
+                                    .dscores = dprobs.*side,
+                                    .q = q.*side,
+                                    .k = k.*side,
+                                    .batch_heads = BH,
+                                    .seq = T,
+                                    .head_dim = D,
+                                    .scale = scale});
   EXPECT_TWIN_CLOSE(dq, kF32Tolerance);
   EXPECT_TWIN_CLOSE(dk, kF32Tolerance);
   resync(dq);
   resync(dk);
   resync(dv);
   for (Side side : kBothSides)
-    ops::merge_qkv_heads(dqkv.*side, dq.*side, dk.*side, dv.*side, T, B, H, D);
+    ops::merge_qkv_heads({.dqkv = dqkv.*side,
+                          .dq = dq.*side,
+                          .dk = dk.*side,
+                          .dv = dv.*side,
+                          .seq = T,
+                          .micro_batch = B,
+                          .heads = H,
+                          .head_dim = D});
   EXPECT_TWIN_EQ(dqkv);
 }
 
@@ -299,7 +413,16 @@ TEST_F(GpuOps, HiddenDropoutMatchesHostBitForBit) {
   Twin out = twin(std::vector<float>(static_cast<size_t>(n), 0.0f));
   Twin mask = twin_u8(n);
   for (Side side : kBothSides)
-    ops::dropout_hidden_forward(out.*side, mask.*side, inp.*side, T, B, C, 5, 11, p, key);
+    ops::dropout_hidden_forward({.out = out.*side,
+                                 .mask = mask.*side,
+                                 .input = inp.*side,
+                                 .seq = T,
+                                 .micro_batch = B,
+                                 .channels = C,
+                                 .seq_offset = 5,
+                                 .sample_offset = 11,
+                                 .drop_probability = p,
+                                 .key = key});
   const std::vector<uint8_t> device_mask = elements<uint8_t>(mask.device);
   EXPECT_EQ(device_mask, elements<uint8_t>(mask.host));
   EXPECT_TWIN_EQ(out);
@@ -317,8 +440,19 @@ TEST_F(GpuOps, EmbeddingsMatchHostBitForBit) {
   Twin wpe = twin(gpu_test::random_vector(positions * C, 53));
   Twin out = twin(gpu_test::random_vector(rows * C, 54));
   for (Side side : kBothSides) {
-    ops::embedding_forward(out.*side, tokens.*side, wte.*side, rows, C, vocab_start, vocab_rows);
-    ops::position_embedding_forward(out.*side, wpe.*side, T, B, C, t_offset);
+    ops::embedding_forward({.out = out.*side,
+                            .tokens = tokens.*side,
+                            .wte = wte.*side,
+                            .rows = rows,
+                            .channels = C,
+                            .vocab_start = vocab_start,
+                            .vocab_rows = vocab_rows});
+    ops::position_embedding_forward({.out = out.*side,
+                                     .wpe = wpe.*side,
+                                     .seq = T,
+                                     .micro_batch = B,
+                                     .channels = C,
+                                     .seq_offset = t_offset});
   }
   EXPECT_TWIN_EQ(out);
 
@@ -326,8 +460,19 @@ TEST_F(GpuOps, EmbeddingsMatchHostBitForBit) {
   Twin dwte = twin(gpu_test::random_vector(vocab_rows * C, 56));  // +=
   Twin dwpe = twin(gpu_test::random_vector(positions * C, 57));   // +=
   for (Side side : kBothSides) {
-    ops::embedding_backward(dwte.*side, dout.*side, tokens.*side, rows, C, vocab_start, vocab_rows);
-    ops::position_embedding_backward(dwpe.*side, dout.*side, T, B, C, t_offset);
+    ops::embedding_backward({.dwte = dwte.*side,
+                             .dout = dout.*side,
+                             .tokens = tokens.*side,
+                             .rows = rows,
+                             .channels = C,
+                             .vocab_start = vocab_start,
+                             .vocab_rows = vocab_rows});
+    ops::position_embedding_backward({.dwpe = dwpe.*side,
+                                      .dout = dout.*side,
+                                      .seq = T,
+                                      .micro_batch = B,
+                                      .channels = C,
+                                      .seq_offset = t_offset});
   }
   EXPECT_TWIN_EQ(dwte);
   EXPECT_TWIN_EQ(dwpe);
@@ -340,9 +485,9 @@ TEST_F(GpuOps, ElementwiseOpsMatchHost) {
   Twin bias = twin(gpu_test::random_vector(cols, 63));
   Twin sum = twin(std::vector<float>(static_cast<size_t>(n), 0.0f));
   for (Side side : kBothSides) {
-    ops::add(sum.*side, a.*side, b.*side, n);
-    ops::add_bias(sum.*side, bias.*side, rows, cols);
-    ops::scale_inplace(sum.*side, 0.75f, n);
+    ops::add({.out = sum.*side, .a = a.*side, .b = b.*side, .count = n});
+    ops::add_bias({.out = sum.*side, .bias = bias.*side, .rows = rows, .cols = cols});
+    ops::scale_inplace({.x = sum.*side, .count = n, .scale = 0.75f});
   }
   EXPECT_TWIN_EQ(sum);
 
@@ -350,8 +495,9 @@ TEST_F(GpuOps, ElementwiseOpsMatchHost) {
     Twin out = twin(std::vector<float>(static_cast<size_t>(n), 0.0f));
     Twin dinp = twin(gpu_test::random_vector(n, 64));  // dout on entry, in place
     for (Side side : kBothSides) {
-      ops::gelu_forward(out.*side, a.*side, n, kind);
-      ops::gelu_backward(dinp.*side, dinp.*side, a.*side, n, kind);
+      ops::gelu_forward({.out = out.*side, .input = a.*side, .count = n, .kind = kind});
+      ops::gelu_backward(
+          {.dinput = dinp.*side, .dout = dinp.*side, .input = a.*side, .count = n, .kind = kind});
     }
     EXPECT_TWIN_CLOSE(out, kF32Tolerance) << " kind " << static_cast<int>(kind);
     EXPECT_TWIN_CLOSE(dinp, kF32Tolerance) << " kind " << static_cast<int>(kind);
@@ -368,14 +514,25 @@ TEST_F(GpuOps, CrossEntropyAndVocabShardMatchHost) {
   };
   Twin losses = zeros(rows), lse = zeros(rows), dlogits = zeros(rows * padded_vocab);
   for (Side side : kBothSides)
-    ops::cross_entropy_forward(losses.*side, lse.*side, logits.*side, targets.*side, rows, vocab,
-                               padded_vocab);
+    ops::cross_entropy_forward({.losses = losses.*side,
+                                .lse = lse.*side,
+                                .logits = logits.*side,
+                                .targets = targets.*side,
+                                .rows = rows,
+                                .vocab = vocab,
+                                .padded_vocab = padded_vocab});
   EXPECT_TWIN_CLOSE(losses, kF32Tolerance);
   EXPECT_TWIN_CLOSE(lse, kF32Tolerance);
   resync(lse);
   for (Side side : kBothSides)
-    ops::cross_entropy_backward(dlogits.*side, logits.*side, lse.*side, targets.*side, rows, vocab,
-                                padded_vocab, scale);
+    ops::cross_entropy_backward({.dlogits = dlogits.*side,
+                                 .logits = logits.*side,
+                                 .lse = lse.*side,
+                                 .targets = targets.*side,
+                                 .rows = rows,
+                                 .vocab = vocab,
+                                 .padded_vocab = padded_vocab,
+                                 .scale = scale});
   EXPECT_TWIN_CLOSE(dlogits, kF32Tolerance);
 
   // The second of two shards of 32 columns: 18 real ones, then padding.
@@ -385,27 +542,49 @@ TEST_F(GpuOps, CrossEntropyAndVocabShardMatchHost) {
   Twin row_max = zeros(rows), row_sum = zeros(rows), target_logit = zeros(rows);
   Twin dshard = zeros(rows * shard_cols);
   for (Side side : kBothSides) {
-    ops::vocab_shard_max(row_max.*side, shard.*side, rows, real_cols, shard_cols);
-    ops::vocab_shard_target_logit(target_logit.*side, shard.*side, shard_targets.*side, rows,
-                                  vocab_start, real_cols, shard_cols);
+    ops::vocab_shard_max({.row_max = row_max.*side,
+                          .logits = shard.*side,
+                          .rows = rows,
+                          .real_cols = real_cols,
+                          .shard_cols = shard_cols});
+    ops::vocab_shard_target_logit({.target_logit = target_logit.*side,
+                                   .logits = shard.*side,
+                                   .targets = shard_targets.*side,
+                                   .rows = rows,
+                                   .vocab_start = vocab_start,
+                                   .real_cols = real_cols,
+                                   .shard_cols = shard_cols});
   }
   EXPECT_TWIN_EQ(row_max);
   EXPECT_TWIN_EQ(target_logit);
   for (Side side : kBothSides)
-    ops::vocab_shard_sum_exp(row_sum.*side, shard.*side, row_max.*side, rows, real_cols,
-                             shard_cols);
+    ops::vocab_shard_sum_exp({.row_sum = row_sum.*side,
+                              .logits = shard.*side,
+                              .row_max = row_max.*side,
+                              .rows = rows,
+                              .real_cols = real_cols,
+                              .shard_cols = shard_cols});
   EXPECT_TWIN_CLOSE(row_sum, kF32Tolerance);
   resync(row_sum);
   // finish turns (target logit, sum of exp) into (loss, lse) in place.
   for (Side side : kBothSides)
-    ops::vocab_shard_finish(target_logit.*side, row_sum.*side, row_max.*side, rows);
+    ops::vocab_shard_finish({.losses = target_logit.*side,
+                             .lse = row_sum.*side,
+                             .row_max = row_max.*side,
+                             .rows = rows});
   EXPECT_TWIN_CLOSE(target_logit, kF32Tolerance);
   EXPECT_TWIN_CLOSE(row_sum, kF32Tolerance);
   resync(row_sum);
   for (Side side : kBothSides)
-    ops::vocab_shard_cross_entropy_backward(dshard.*side, shard.*side, row_sum.*side,
-                                            shard_targets.*side, rows, vocab_start, real_cols,
-                                            shard_cols, scale);
+    ops::vocab_shard_cross_entropy_backward({.dlogits = dshard.*side,
+                                             .logits = shard.*side,
+                                             .lse = row_sum.*side,
+                                             .targets = shard_targets.*side,
+                                             .rows = rows,
+                                             .vocab_start = vocab_start,
+                                             .real_cols = real_cols,
+                                             .shard_cols = shard_cols,
+                                             .scale = scale});
   EXPECT_TWIN_CLOSE(dshard, kF32Tolerance);
 }
 
@@ -420,8 +599,8 @@ TEST_F(GpuOps, CopyZeroSumsAndAdamWMatchHost) {
   const double host_sum = ops::sum(x.host), device_sum = ops::sum(x.device);
   EXPECT_NEAR(device_sum, host_sum, 1e-10 * n);
   EXPECT_EQ(ops::sum(x.device), device_sum) << "sum is not deterministic";
-  const double host_squares = ops::sum_squares(x.host, n);
-  EXPECT_NEAR(ops::sum_squares(x.device, n), host_squares, 1e-10 * host_squares);
+  const double host_squares = ops::sum_squares({.x = x.host, .count = n});
+  EXPECT_NEAR(ops::sum_squares({.x = x.device, .count = n}), host_squares, 1e-10 * host_squares);
 
   Twin x16 = twin_bf16(gpu_test::random_vector(n, 82));
   double rounded_sum = 0.0, rounded_squares = 0.0;
@@ -430,7 +609,8 @@ TEST_F(GpuOps, CopyZeroSumsAndAdamWMatchHost) {
     rounded_squares += static_cast<double>(value) * value;
   }
   EXPECT_NEAR(ops::sum(x16.device), rounded_sum, 1e-10 * n);
-  EXPECT_NEAR(ops::sum_squares(x16.device, n), rounded_squares, 1e-10 * rounded_squares);
+  EXPECT_NEAR(ops::sum_squares({.x = x16.device, .count = n}), rounded_squares,
+              1e-10 * rounded_squares);
 
   ops::zero(copied.device);
   EXPECT_EQ(device_floats(copied), std::vector<float>(static_cast<size_t>(n), 0.0f));
@@ -447,8 +627,14 @@ TEST_F(GpuOps, CopyZeroSumsAndAdamWMatchHost) {
   hyper.lr = 1e-3f;
   hyper.weight_decay = 0.1f;
   hyper.step = 3;
-  for (Side side : kBothSides)
-    ops::adamw_step(param.*side, exp_avg.*side, exp_avg_sq.*side, grad.*side, params, hyper);
+  for (Side side : kBothSides) {
+    ops::adamw_step({.param = param.*side,
+                     .exp_avg = exp_avg.*side,
+                     .exp_avg_sq = exp_avg_sq.*side,
+                     .grad = grad.*side,
+                     .count = params,
+                     .hyper = hyper});
+  }
   EXPECT_TWIN_CLOSE(param, kF32Tolerance);
   EXPECT_TWIN_CLOSE(exp_avg, kF32Tolerance);
   EXPECT_TWIN_CLOSE(exp_avg_sq, kF32Tolerance);
@@ -476,8 +662,15 @@ TEST_F(GpuOps, ConvertAndAdamwBf16CopyMatchHostBitForBit) {
   runtime::cpu::AdamWParams hyper;
   hyper.lr = 1e-2f;
   hyper.weight_decay = 0.1f;
-  for (Side side : kBothSides)
-    ops::adamw_step(param.*side, exp_avg.*side, exp_avg_sq.*side, grad.*side, n, hyper, x16.*side);
+  for (Side side : kBothSides) {
+    ops::adamw_step({.param = param.*side,
+                     .exp_avg = exp_avg.*side,
+                     .exp_avg_sq = exp_avg_sq.*side,
+                     .param_copy = x16.*side,
+                     .grad = grad.*side,
+                     .count = n,
+                     .hyper = hyper});
+  }
   // The copy is the rounding of the device's own updated master weights.
   Twin rounded{host_tensor(std::vector<uint16_t>(static_cast<size_t>(n)), DType::bf16), Tensor()};
   rounded.device = device_copy(rounded.host);
@@ -491,21 +684,32 @@ TEST_F(GpuOps, WrongDtypesAndDevicesFailNamingTheOp) {
   const int64_t n = 16;
   Twin x = twin(gpu_test::random_vector(n, 91));
   Twin x16 = twin_bf16(gpu_test::random_vector(n, 92));
-  std::string message = assert_message([&] { ops::gelu_forward(x16.device, x.device, n, {}); });
+  std::string message = assert_message([&] {
+    ops::gelu_forward({.out = x16.device, .input = x.device, .count = n, .kind = {}});
+  });
   EXPECT_NE(message.find("ops::gelu_forward"), std::string::npos) << message;
-  EXPECT_NE(message.find("out=bf16 inp=f32"), std::string::npos) << message;
+  EXPECT_NE(message.find("out=bf16 input=f32"), std::string::npos) << message;
 
   // layernorm statistics are f32 even under bf16 activations
   Twin stats16 = twin_bf16(gpu_test::random_vector(2, 93));
   message = assert_message([&] {
-    ops::layernorm_forward(x16.device, stats16.device, stats16.device, x16.device, x16.device,
-                           x16.device, 2, 8, 1e-5f);
+    ops::layernorm_forward({.out = x16.device,
+                            .mean = stats16.device,
+                            .rstd = stats16.device,
+                            .input = x16.device,
+                            .weight = x16.device,
+                            .bias = x16.device,
+                            .rows = 2,
+                            .channels = 8,
+                            .eps = 1e-5f});
   });
   EXPECT_NE(message.find("mean is bf16, must be f32"), std::string::npos) << message;
 
-  message = assert_message([&] { ops::add(x.device, x.host, x.device, n); });
+  message = assert_message(
+      [&] { ops::add({.out = x.device, .a = x.host, .b = x.device, .count = n}); });
   EXPECT_NE(message.find("a is a host tensor"), std::string::npos) << message;
-  message = assert_message([&] { ops::add(x.device, x.device, x.device, 2 * n); });
+  message = assert_message(
+      [&] { ops::add({.out = x.device, .a = x.device, .b = x.device, .count = 2 * n}); });
   EXPECT_NE(message.find("has 16 elements, the call needs 32"), std::string::npos) << message;
   message = assert_message([&] { ops::copy(x16.device, x.device.view(0, {n / 2})); });
   EXPECT_NE(message.find("ops::copy"), std::string::npos) << message;

@@ -1,5 +1,6 @@
 // The reserved range, its allocator and the guarded backend of the emulated device
-// (Note [Emulated device memory]).
+// (Note [Emulated device memory]): every entry of TRAINER_OPS is the host entry behind one
+// Access and the bf16 widening.
 #include "tests/support/emulated_device.h"
 
 #include <sys/mman.h>
@@ -9,12 +10,12 @@
 #include <cstring>
 #include <type_traits>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "runtime/error.h"
 #include "runtime/kernels/cpu/convert.h"
 #include "runtime/ops.h"
+#include "tests/support/struct_fields.h"
 
 namespace emulated {
 namespace {
@@ -109,9 +110,15 @@ class Widening {
     pairs_.push_back({t, wide});
     return wide;
   }
-  template <class A>
-  A&& stand_in(A&& value) {  // not a tensor
-    return std::forward<A>(value);
+  // An operator's argument struct: a copy whose tensors are stand-ins.
+  template <class Args>
+  Args stand_in(const Args& args) {
+    Args widened = args;
+    test_support::for_each_field(widened, [this](auto& field) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(field)>, runtime::Tensor>)
+        field = stand_in(field);
+    });
+    return widened;
   }
   // Rounds every copy back into its tensor.
   void narrow() {
@@ -131,7 +138,7 @@ class Widening {
 };
 
 // Backend entry Member of the host table, called with device memory open and bf16 tensors
-// widened (Note [Emulated bf16]).
+// widened (Note [Emulated bf16]), those of an argument struct included.
 template <auto Member>
 struct Guarded;
 template <class Result, class... Args, Result (*runtime::ops::Backend::*Member)(Args...)>
@@ -153,8 +160,8 @@ struct Guarded<Member> {
 runtime::ops::Backend guarded_backend() {
   using B = runtime::ops::Backend;
   B b{};
-#define TRAINER_GUARDED_ENTRY(name) b.name = &Guarded<&B::name>::call;
-  TRAINER_OPS_BACKEND_ENTRIES(TRAINER_GUARDED_ENTRY)
+#define TRAINER_GUARDED_ENTRY(result, name, ...) b.name = &Guarded<&B::name>::call;
+  TRAINER_OPS(TRAINER_GUARDED_ENTRY, TRAINER_GUARDED_ENTRY)
 #undef TRAINER_GUARDED_ENTRY
   return b;
 }

@@ -11,11 +11,11 @@
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/adamw.h"
 #include "runtime/kernels/cuda/attention_layout.h"
-#include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cross_entropy.h"
+#include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cuda_check.h"
-#include "runtime/kernels/cuda/device_common.cuh"
 #include "runtime/kernels/cuda/cuda_ops.h"
+#include "runtime/kernels/cuda/device_common.cuh"
 #include "runtime/kernels/cuda/dropout.h"
 #include "runtime/kernels/cuda/elementwise.h"
 #include "runtime/kernels/cuda/embedding.h"
@@ -142,7 +142,6 @@ void with_act(DType act, F&& f) {
 
 // ---- kernels the CUDA side lacked ----
 
-
 // lse = row_max + log(lse) (lse holds the row's sum of exp), losses = lse - losses (losses
 // holds the target logit): the twin of cpu::vocab_shard_finish.
 __global__ void vocab_shard_finish_kernel(float* losses, float* lse, const float* row_max,
@@ -180,429 +179,455 @@ constexpr Role kF32 = Role::f32;
 constexpr Role kI32 = Role::i32;
 constexpr Role kU8 = Role::u8;
 
-void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols);
+void add_bias(const ops::AddBias& args);
 
 // cuBLASLt's bias epilogue reads the bias vectorized and wants it 16-byte aligned; a bias
 // view elsewhere in the flat parameter buffer (C/tp not a multiple of 8 in bf16) is added by
 // a pass of its own instead (one more rounding of the bf16 output).
 constexpr uintptr_t kBiasEpilogueAlignmentBytes = 16;
 
-void linear_forward(const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                    int64_t rows, int64_t in_features, int64_t out_features) {
+void linear_forward(const ops::LinearForward& args) {
+  const int64_t rows = args.rows, in_features = args.in_features;
+  const int64_t out_features = args.out_features;
   const DType act =
-      check_args("linear_forward", {arg("out", out, kAct, rows * out_features),
-                                    arg("inp", inp, kAct, rows * in_features),
-                                    arg("weight", weight, kAct, out_features * in_features),
-                                    optional_arg("bias", bias, kAct, out_features)});
-  const bool fused_bias = bias.defined() &&
-                          reinterpret_cast<uintptr_t>(bias.raw()) % kBiasEpilogueAlignmentBytes == 0;
+      check_args("linear_forward", {arg("out", args.out, kAct, rows * out_features),
+                                    arg("input", args.input, kAct, rows * in_features),
+                                    arg("weight", args.weight, kAct, out_features * in_features),
+                                    optional_arg("bias", args.bias, kAct, out_features)});
+  const Tensor& bias = args.bias;
+  const bool fused_bias =
+      bias.defined() && reinterpret_cast<uintptr_t>(bias.raw()) % kBiasEpilogueAlignmentBytes == 0;
   CudaContext& c = context();
-  c.gemm().linear_forward(out.raw(), inp.raw(), weight.raw(), fused_bias ? bias.raw() : nullptr,
-                          rows, in_features, out_features, act,
+  c.gemm().linear_forward(args.out.raw(), args.input.raw(), args.weight.raw(),
+                          fused_bias ? bias.raw() : nullptr, rows, in_features, out_features, act,
                           fused_bias ? Epilogue::bias : Epilogue::none, nullptr, c.stream());
-  if (bias.defined() && !fused_bias) add_bias(out, bias, rows, out_features);
+  if (bias.defined() && !fused_bias) {
+    device_op::add_bias(ops::AddBias{args.out, bias, rows, out_features});
+  }
 }
 
-void linear_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
-                     const Tensor& dout, const Tensor& inp, const Tensor& weight, int64_t rows,
-                     int64_t in_features, int64_t out_features) {
+void linear_backward(const ops::LinearBackward& args) {
+  const int64_t rows = args.rows, in_features = args.in_features;
+  const int64_t out_features = args.out_features;
   const DType act =
-      check_args("linear_backward", {arg("dout", dout, kAct, rows * out_features),
-                                     optional_arg("dinp", dinp, kAct, rows * in_features),
-                                     arg("dweight", dweight, kF32, out_features * in_features),
-                                     optional_arg("dbias", dbias, kF32, out_features),
-                                     arg("inp", inp, kAct, rows * in_features),
-                                     arg("weight", weight, kAct, out_features * in_features)});
+      check_args("linear_backward", {arg("dout", args.dout, kAct, rows * out_features),
+                                     optional_arg("dinput", args.dinput, kAct, rows * in_features),
+                                     arg("dweight", args.dweight, kF32, out_features * in_features),
+                                     optional_arg("dbias", args.dbias, kF32, out_features),
+                                     arg("input", args.input, kAct, rows * in_features),
+                                     arg("weight", args.weight, kAct, out_features * in_features)});
   CudaContext& c = context();
-  c.gemm().linear_backward(ptr<void>(dinp), ptr<float>(dweight), ptr<float>(dbias), dout.raw(),
-                           inp.raw(), weight.raw(), rows, in_features, out_features, act,
-                           c.stream());
+  c.gemm().linear_backward(ptr<void>(args.dinput), ptr<float>(args.dweight), ptr<float>(args.dbias),
+                           args.dout.raw(), args.input.raw(), args.weight.raw(), rows, in_features,
+                           out_features, act, c.stream());
 }
 
-void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& inp,
-                       const Tensor& weight, const Tensor& bias, int64_t rows, int64_t channels,
-                       float eps) {
-  const DType act =
-      check_args("layernorm_forward",
-                 {arg("out", out, kAct, rows * channels), arg("mean", mean, kF32, rows),
-                  arg("rstd", rstd, kF32, rows), arg("inp", inp, kAct, rows * channels),
-                  arg("weight", weight, kAct, channels), arg("bias", bias, kAct, channels)});
+void layernorm_forward(const ops::LayernormForward& args) {
+  const int64_t rows = args.rows, channels = args.channels;
+  const DType act = check_args(
+      "layernorm_forward",
+      {arg("out", args.out, kAct, rows * channels), arg("mean", args.mean, kF32, rows),
+       arg("rstd", args.rstd, kF32, rows), arg("input", args.input, kAct, rows * channels),
+       arg("weight", args.weight, kAct, channels), arg("bias", args.bias, kAct, channels)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::layernorm_forward(act_ptr(out), ptr<float>(mean), ptr<float>(rstd), act_ptr(inp),
-                            act_ptr(weight), act_ptr(bias), rows, channels, eps, stream);
+    cuda::layernorm_forward(act_ptr(args.out), ptr<float>(args.mean), ptr<float>(args.rstd),
+                            act_ptr(args.input), act_ptr(args.weight), act_ptr(args.bias), rows,
+                            channels, args.eps, stream);
   });
 }
 
-void layernorm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
-                        const Tensor& dout, const Tensor& inp, const Tensor& weight,
-                        const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t channels) {
-  const DType act =
-      check_args("layernorm_backward",
-                 {arg("dinp", dinp, kAct, rows * channels), arg("dweight", dweight, kF32, channels),
-                  arg("dbias", dbias, kF32, channels), arg("dout", dout, kAct, rows * channels),
-                  arg("inp", inp, kAct, rows * channels), arg("weight", weight, kAct, channels),
-                  arg("mean", mean, kF32, rows), arg("rstd", rstd, kF32, rows)});
+void layernorm_backward(const ops::LayernormBackward& args) {
+  const int64_t rows = args.rows, channels = args.channels;
+  const DType act = check_args(
+      "layernorm_backward",
+      {arg("dinput", args.dinput, kAct, rows * channels),
+       arg("dweight", args.dweight, kF32, channels), arg("dbias", args.dbias, kF32, channels),
+       arg("dout", args.dout, kAct, rows * channels),
+       arg("input", args.input, kAct, rows * channels), arg("weight", args.weight, kAct, channels),
+       arg("mean", args.mean, kF32, rows), arg("rstd", args.rstd, kF32, rows)});
   CudaContext& c = context();
   void* scratch = c.scratch(layernorm_backward_scratch_bytes(rows, channels));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::layernorm_backward(act_ptr(dinp), ptr<float>(dweight), ptr<float>(dbias), act_ptr(dout),
-                             act_ptr(inp), act_ptr(weight), ptr<float>(mean), ptr<float>(rstd),
-                             rows, channels, scratch, stream);
+    cuda::layernorm_backward(act_ptr(args.dinput), ptr<float>(args.dweight), ptr<float>(args.dbias),
+                             act_ptr(args.dout), act_ptr(args.input), act_ptr(args.weight),
+                             ptr<float>(args.mean), ptr<float>(args.rstd), rows, channels, scratch,
+                             stream);
   });
 }
 
-void causal_softmax_forward(const Tensor& probs, const Tensor& scores, int64_t batch_heads,
-                            int64_t T) {
-  const int64_t n = batch_heads * T * T;
-  const DType act = check_args("causal_softmax_forward",
-                               {arg("probs", probs, kAct, n), arg("scores", scores, kAct, n)});
+void causal_softmax_forward(const ops::CausalSoftmaxForward& args) {
+  const int64_t n = args.batch_heads * args.seq * args.seq;
+  const DType act = check_args("causal_softmax_forward", {arg("probs", args.probs, kAct, n),
+                                                          arg("scores", args.scores, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::causal_softmax_forward(act_ptr(probs), act_ptr(scores), batch_heads, T, stream);
+    cuda::causal_softmax_forward(act_ptr(args.probs), act_ptr(args.scores), args.batch_heads,
+                                 args.seq, stream);
   });
 }
 
-void causal_softmax_backward(const Tensor& dscores, const Tensor& dprobs, const Tensor& probs,
-                             int64_t batch_heads, int64_t T) {
-  const int64_t n = batch_heads * T * T;
-  const DType act = check_args("causal_softmax_backward",
-                               {arg("dscores", dscores, kAct, n), arg("dprobs", dprobs, kAct, n),
-                                arg("probs", probs, kAct, n)});
+void causal_softmax_backward(const ops::CausalSoftmaxBackward& args) {
+  const int64_t n = args.batch_heads * args.seq * args.seq;
+  const DType act = check_args("causal_softmax_backward", {arg("dscores", args.dscores, kAct, n),
+                                                           arg("dprobs", args.dprobs, kAct, n),
+                                                           arg("probs", args.probs, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::causal_softmax_backward(act_ptr(dscores), act_ptr(dprobs), act_ptr(probs), batch_heads, T,
-                                  stream);
+    cuda::causal_softmax_backward(act_ptr(args.dscores), act_ptr(args.dprobs), act_ptr(args.probs),
+                                  args.batch_heads, args.seq, stream);
   });
 }
 
-void gelu_forward(const Tensor& out, const Tensor& inp, int64_t n, cpu::GeluKind kind) {
-  const DType act =
-      check_args("gelu_forward", {arg("out", out, kAct, n), arg("inp", inp, kAct, n)});
+void gelu_forward(const ops::GeluForward& args) {
+  const int64_t n = args.count;
+  const DType act = check_args("gelu_forward",
+                               {arg("out", args.out, kAct, n), arg("input", args.input, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::gelu_forward(act_ptr(out), act_ptr(inp), n, kind, stream);
+    cuda::gelu_forward(act_ptr(args.out), act_ptr(args.input), n, args.kind, stream);
   });
 }
 
-void gelu_backward(const Tensor& dinp, const Tensor& dout, const Tensor& inp, int64_t n,
-                   cpu::GeluKind kind) {
+void gelu_backward(const ops::GeluBackward& args) {
+  const int64_t n = args.count;
   const DType act = check_args(
-      "gelu_backward",
-      {arg("dinp", dinp, kAct, n), arg("dout", dout, kAct, n), arg("inp", inp, kAct, n)});
+      "gelu_backward", {arg("dinput", args.dinput, kAct, n), arg("dout", args.dout, kAct, n),
+                        arg("input", args.input, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::gelu_backward(act_ptr(dinp), act_ptr(dout), act_ptr(inp), n, kind, stream);
+    cuda::gelu_backward(act_ptr(args.dinput), act_ptr(args.dout), act_ptr(args.input), n, args.kind,
+                        stream);
   });
 }
 
-void dropout_hidden_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t T,
-                            int64_t B, int64_t C, int64_t t_offset, int64_t sample_offset, float p,
-                            DropoutKey key) {
-  const int64_t n = T * B * C;
-  const DType act =
-      check_args("dropout_hidden_forward",
-                 {arg("out", out, kAct, n), arg("mask", mask, kU8, n), arg("inp", inp, kAct, n)});
+void dropout_hidden_forward(const ops::DropoutHiddenForward& args) {
+  const int64_t n = args.seq * args.micro_batch * args.channels;
+  const DType act = check_args("dropout_hidden_forward",
+                               {arg("out", args.out, kAct, n), arg("mask", args.mask, kU8, n),
+                                arg("input", args.input, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::dropout_hidden_forward(act_ptr(out), ptr<uint8_t>(mask), act_ptr(inp), T, B, C, t_offset,
-                                 sample_offset, p, key, stream);
+    cuda::dropout_hidden_forward(act_ptr(args.out), ptr<uint8_t>(args.mask), act_ptr(args.input),
+                                 args.seq, args.micro_batch, args.channels, args.seq_offset,
+                                 args.sample_offset, args.drop_probability, args.key, stream);
   });
 }
 
-void dropout_attention_forward(const Tensor& out, const Tensor& mask, const Tensor& inp, int64_t B,
-                               int64_t H, int64_t T, int64_t head_offset, int64_t sample_offset,
-                               float p, DropoutKey key) {
-  const int64_t n = B * H * T * T;
-  const DType act =
-      check_args("dropout_attention_forward",
-                 {arg("out", out, kAct, n), arg("mask", mask, kU8, n), arg("inp", inp, kAct, n)});
+void dropout_attention_forward(const ops::DropoutAttentionForward& args) {
+  const int64_t n = args.micro_batch * args.heads * args.seq * args.seq;
+  const DType act = check_args("dropout_attention_forward",
+                               {arg("out", args.out, kAct, n), arg("mask", args.mask, kU8, n),
+                                arg("input", args.input, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::dropout_attention_forward(act_ptr(out), ptr<uint8_t>(mask), act_ptr(inp), B, H, T,
-                                    head_offset, sample_offset, p, key, stream);
+    cuda::dropout_attention_forward(act_ptr(args.out), ptr<uint8_t>(args.mask), act_ptr(args.input),
+                                    args.micro_batch, args.heads, args.seq, args.head_offset,
+                                    args.sample_offset, args.drop_probability, args.key, stream);
   });
 }
 
-void dropout_backward(const Tensor& dinp, const Tensor& dout, const Tensor& mask, int64_t n,
-                      float p) {
+void dropout_backward(const ops::DropoutBackward& args) {
+  const int64_t n = args.count;
   const DType act = check_args(
-      "dropout_backward",
-      {arg("dinp", dinp, kAct, n), arg("dout", dout, kAct, n), arg("mask", mask, kU8, n)});
+      "dropout_backward", {arg("dinput", args.dinput, kAct, n), arg("dout", args.dout, kAct, n),
+                           arg("mask", args.mask, kU8, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::dropout_backward(act_ptr(dinp), act_ptr(dout), ptr<uint8_t>(mask), n, p, stream);
+    cuda::dropout_backward(act_ptr(args.dinput), act_ptr(args.dout), ptr<uint8_t>(args.mask), n,
+                           args.drop_probability, stream);
   });
 }
 
-void embedding_forward(const Tensor& out, const Tensor& tokens, const Tensor& wte, int64_t rows,
-                       int64_t C, int64_t vocab_start, int64_t vocab_rows) {
-  const DType act = check_args("embedding_forward",
-                               {arg("out", out, kAct, rows * C), arg("tokens", tokens, kI32, rows),
-                                arg("wte", wte, kAct, vocab_rows * C)});
+void embedding_forward(const ops::EmbeddingForward& args) {
+  const int64_t rows = args.rows, channels = args.channels;
+  const DType act =
+      check_args("embedding_forward", {arg("out", args.out, kAct, rows * channels),
+                                       arg("tokens", args.tokens, kI32, rows),
+                                       arg("wte", args.wte, kAct, args.vocab_rows * channels)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::embedding_forward(act_ptr(out), ptr<int32_t>(tokens), act_ptr(wte), rows, C, vocab_start,
-                            vocab_rows, stream);
+    cuda::embedding_forward(act_ptr(args.out), ptr<int32_t>(args.tokens), act_ptr(args.wte), rows,
+                            channels, args.vocab_start, args.vocab_rows, stream);
   });
 }
 
-void embedding_backward(const Tensor& dwte, const Tensor& dout, const Tensor& tokens, int64_t rows,
-                        int64_t C, int64_t vocab_start, int64_t vocab_rows) {
-  const DType act = check_args("embedding_backward", {arg("dout", dout, kAct, rows * C),
-                                                      arg("dwte", dwte, kF32, vocab_rows * C),
-                                                      arg("tokens", tokens, kI32, rows)});
+void embedding_backward(const ops::EmbeddingBackward& args) {
+  const int64_t rows = args.rows, channels = args.channels;
+  const DType act =
+      check_args("embedding_backward", {arg("dout", args.dout, kAct, rows * channels),
+                                        arg("dwte", args.dwte, kF32, args.vocab_rows * channels),
+                                        arg("tokens", args.tokens, kI32, rows)});
   CudaContext& c = context();
-  void* scratch = c.scratch(embedding_backward_scratch_bytes(rows, vocab_rows));
+  void* scratch = c.scratch(embedding_backward_scratch_bytes(rows, args.vocab_rows));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::embedding_backward(ptr<float>(dwte), act_ptr(dout), ptr<int32_t>(tokens), rows, C,
-                             vocab_start, vocab_rows, scratch, stream);
+    cuda::embedding_backward(ptr<float>(args.dwte), act_ptr(args.dout), ptr<int32_t>(args.tokens),
+                             rows, channels, args.vocab_start, args.vocab_rows, scratch, stream);
   });
 }
 
-void position_embedding_forward(const Tensor& out, const Tensor& wpe, int64_t T, int64_t B,
-                                int64_t C, int64_t t_offset) {
+void position_embedding_forward(const ops::PositionEmbeddingForward& args) {
+  const int64_t channels = args.channels;
   const DType act =
       check_args("position_embedding_forward",
-                 {arg("out", out, kAct, T * B * C), arg("wpe", wpe, kAct, (t_offset + T) * C)});
+                 {arg("out", args.out, kAct, args.seq * args.micro_batch * channels),
+                  arg("wpe", args.wpe, kAct, (args.seq_offset + args.seq) * channels)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::position_embedding_forward(act_ptr(out), act_ptr(wpe), T, B, C, t_offset, stream);
+    cuda::position_embedding_forward(act_ptr(args.out), act_ptr(args.wpe), args.seq,
+                                     args.micro_batch, channels, args.seq_offset, stream);
   });
 }
 
-void position_embedding_backward(const Tensor& dwpe, const Tensor& dout, int64_t T, int64_t B,
-                                 int64_t C, int64_t t_offset) {
+void position_embedding_backward(const ops::PositionEmbeddingBackward& args) {
+  const int64_t channels = args.channels;
   const DType act =
       check_args("position_embedding_backward",
-                 {arg("dout", dout, kAct, T * B * C), arg("dwpe", dwpe, kF32, (t_offset + T) * C)});
+                 {arg("dout", args.dout, kAct, args.seq * args.micro_batch * channels),
+                  arg("dwpe", args.dwpe, kF32, (args.seq_offset + args.seq) * channels)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::position_embedding_backward(ptr<float>(dwpe), act_ptr(dout), T, B, C, t_offset, stream);
+    cuda::position_embedding_backward(ptr<float>(args.dwpe), act_ptr(args.dout), args.seq,
+                                      args.micro_batch, channels, args.seq_offset, stream);
   });
 }
 
-void cross_entropy_forward(const Tensor& losses, const Tensor& lse, const Tensor& logits,
-                           const Tensor& targets, int64_t rows, int64_t vocab,
-                           int64_t padded_vocab) {
-  const DType act = check_args(
-      "cross_entropy_forward",
-      {arg("logits", logits, kAct, rows * padded_vocab), arg("losses", losses, kF32, rows),
-       arg("lse", lse, kF32, rows), arg("targets", targets, kI32, rows)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::cross_entropy_forward(ptr<float>(losses), ptr<float>(lse), act_ptr(logits),
-                                ptr<int32_t>(targets), rows, vocab, padded_vocab, stream);
-  });
-}
-
-void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
-                            const Tensor& targets, int64_t rows, int64_t vocab,
-                            int64_t padded_vocab, float scale) {
-  const int64_t n = rows * padded_vocab;
-  const DType act = check_args("cross_entropy_backward",
-                               {arg("dlogits", dlogits, kAct, n), arg("logits", logits, kAct, n),
-                                arg("lse", lse, kF32, rows), arg("targets", targets, kI32, rows)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::cross_entropy_backward(act_ptr(dlogits), act_ptr(logits), ptr<float>(lse),
-                                 ptr<int32_t>(targets), rows, vocab, padded_vocab, scale, stream);
-  });
-}
-
-void vocab_shard_max(const Tensor& row_max, const Tensor& logits, int64_t rows, int64_t real_cols,
-                     int64_t shard_cols) {
-  const DType act = check_args("vocab_shard_max", {arg("logits", logits, kAct, rows * shard_cols),
-                                                   arg("row_max", row_max, kF32, rows)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::vocab_shard_max(ptr<float>(row_max), act_ptr(logits), rows, real_cols, shard_cols,
-                          stream);
-  });
-}
-
-void vocab_shard_sum_exp(const Tensor& row_sum, const Tensor& logits, const Tensor& row_max,
-                         int64_t rows, int64_t real_cols, int64_t shard_cols) {
+void cross_entropy_forward(const ops::CrossEntropyForward& args) {
+  const int64_t rows = args.rows;
   const DType act =
-      check_args("vocab_shard_sum_exp",
-                 {arg("logits", logits, kAct, rows * shard_cols),
-                  arg("row_sum", row_sum, kF32, rows), arg("row_max", row_max, kF32, rows)});
+      check_args("cross_entropy_forward",
+                 {arg("logits", args.logits, kAct, rows * args.padded_vocab),
+                  arg("losses", args.losses, kF32, rows), arg("lse", args.lse, kF32, rows),
+                  arg("targets", args.targets, kI32, rows)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::vocab_shard_sum_exp(ptr<float>(row_sum), act_ptr(logits), ptr<float>(row_max), rows,
-                              real_cols, shard_cols, stream);
+    cuda::cross_entropy_forward(ptr<float>(args.losses), ptr<float>(args.lse), act_ptr(args.logits),
+                                ptr<int32_t>(args.targets), rows, args.vocab, args.padded_vocab,
+                                stream);
   });
 }
 
-void vocab_shard_target_logit(const Tensor& target_logit, const Tensor& logits,
-                              const Tensor& targets, int64_t rows, int64_t vocab_start,
-                              int64_t real_cols, int64_t shard_cols) {
+void cross_entropy_backward(const ops::CrossEntropyBackward& args) {
+  const int64_t rows = args.rows, n = rows * args.padded_vocab;
   const DType act =
-      check_args("vocab_shard_target_logit", {arg("logits", logits, kAct, rows * shard_cols),
-                                              arg("target_logit", target_logit, kF32, rows),
-                                              arg("targets", targets, kI32, rows)});
+      check_args("cross_entropy_backward",
+                 {arg("dlogits", args.dlogits, kAct, n), arg("logits", args.logits, kAct, n),
+                  arg("lse", args.lse, kF32, rows), arg("targets", args.targets, kI32, rows)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::vocab_shard_target_logit(ptr<float>(target_logit), act_ptr(logits), ptr<int32_t>(targets),
-                                   rows, vocab_start, real_cols, shard_cols, stream);
+    cuda::cross_entropy_backward(act_ptr(args.dlogits), act_ptr(args.logits), ptr<float>(args.lse),
+                                 ptr<int32_t>(args.targets), rows, args.vocab, args.padded_vocab,
+                                 args.scale, stream);
   });
 }
 
-void vocab_shard_finish(const Tensor& losses, const Tensor& lse, const Tensor& row_max,
-                        int64_t rows) {
-  check_args("vocab_shard_finish", {arg("losses", losses, kF32, rows), arg("lse", lse, kF32, rows),
-                                    arg("row_max", row_max, kF32, rows)});
+void vocab_shard_max(const ops::VocabShardMax& args) {
+  const int64_t rows = args.rows;
+  const DType act =
+      check_args("vocab_shard_max", {arg("logits", args.logits, kAct, rows * args.shard_cols),
+                                     arg("row_max", args.row_max, kF32, rows)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::vocab_shard_max(ptr<float>(args.row_max), act_ptr(args.logits), rows, args.real_cols,
+                          args.shard_cols, stream);
+  });
+}
+
+void vocab_shard_sum_exp(const ops::VocabShardSumExp& args) {
+  const int64_t rows = args.rows;
+  const DType act =
+      check_args("vocab_shard_sum_exp", {arg("logits", args.logits, kAct, rows * args.shard_cols),
+                                         arg("row_sum", args.row_sum, kF32, rows),
+                                         arg("row_max", args.row_max, kF32, rows)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::vocab_shard_sum_exp(ptr<float>(args.row_sum), act_ptr(args.logits),
+                              ptr<float>(args.row_max), rows, args.real_cols, args.shard_cols,
+                              stream);
+  });
+}
+
+void vocab_shard_target_logit(const ops::VocabShardTargetLogit& args) {
+  const int64_t rows = args.rows;
+  const DType act = check_args("vocab_shard_target_logit",
+                               {arg("logits", args.logits, kAct, rows * args.shard_cols),
+                                arg("target_logit", args.target_logit, kF32, rows),
+                                arg("targets", args.targets, kI32, rows)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::vocab_shard_target_logit(ptr<float>(args.target_logit), act_ptr(args.logits),
+                                   ptr<int32_t>(args.targets), rows, args.vocab_start,
+                                   args.real_cols, args.shard_cols, stream);
+  });
+}
+
+void vocab_shard_finish(const ops::VocabShardFinish& args) {
+  const int64_t rows = args.rows;
+  check_args("vocab_shard_finish",
+             {arg("losses", args.losses, kF32, rows), arg("lse", args.lse, kF32, rows),
+              arg("row_max", args.row_max, kF32, rows)});
   if (rows <= 0) return;
   vocab_shard_finish_kernel<<<grid_for(rows), kThreads, 0, context().stream()>>>(
-      ptr<float>(losses), ptr<float>(lse), ptr<float>(row_max), rows);
+      ptr<float>(args.losses), ptr<float>(args.lse), ptr<float>(args.row_max), rows);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
-void vocab_shard_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits,
-                                        const Tensor& lse, const Tensor& targets, int64_t rows,
-                                        int64_t vocab_start, int64_t real_cols, int64_t shard_cols,
-                                        float scale) {
-  const int64_t n = rows * shard_cols;
-  const DType act = check_args("vocab_shard_cross_entropy_backward",
-                               {arg("dlogits", dlogits, kAct, n), arg("logits", logits, kAct, n),
-                                arg("lse", lse, kF32, rows), arg("targets", targets, kI32, rows)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::vocab_shard_cross_entropy_backward(act_ptr(dlogits), act_ptr(logits), ptr<float>(lse),
-                                             ptr<int32_t>(targets), rows, vocab_start, real_cols,
-                                             shard_cols, scale, stream);
-  });
-}
-
-void split_qkv_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv,
-                     int64_t T, int64_t B, int64_t H, int64_t D) {
-  const int64_t n = B * H * T * D;
+void vocab_shard_cross_entropy_backward(const ops::VocabShardCrossEntropyBackward& args) {
+  const int64_t rows = args.rows, n = rows * args.shard_cols;
   const DType act =
-      check_args("split_qkv_heads", {arg("q", q, kAct, n), arg("k", k, kAct, n),
-                                     arg("v", v, kAct, n), arg("qkv", qkv, kAct, 3 * n)});
+      check_args("vocab_shard_cross_entropy_backward",
+                 {arg("dlogits", args.dlogits, kAct, n), arg("logits", args.logits, kAct, n),
+                  arg("lse", args.lse, kF32, rows), arg("targets", args.targets, kI32, rows)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::split_qkv_heads(act_ptr(q), act_ptr(k), act_ptr(v), act_ptr(qkv), T, B, H, D, stream);
+    cuda::vocab_shard_cross_entropy_backward(act_ptr(args.dlogits), act_ptr(args.logits),
+                                             ptr<float>(args.lse), ptr<int32_t>(args.targets), rows,
+                                             args.vocab_start, args.real_cols, args.shard_cols,
+                                             args.scale, stream);
   });
 }
 
-void merge_qkv_heads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                     int64_t T, int64_t B, int64_t H, int64_t D) {
-  const int64_t n = B * H * T * D;
+// Elements of one per-head q, k or v (or ctx_heads): micro_batch * heads * seq * head_dim.
+template <class Args>
+int64_t head_elements(const Args& args) {
+  return args.micro_batch * args.heads * args.seq * args.head_dim;
+}
+
+void split_qkv_heads(const ops::SplitQkvHeads& args) {
+  const int64_t n = head_elements(args);
   const DType act =
-      check_args("merge_qkv_heads", {arg("dqkv", dqkv, kAct, 3 * n), arg("dq", dq, kAct, n),
-                                     arg("dk", dk, kAct, n), arg("dv", dv, kAct, n)});
+      check_args("split_qkv_heads", {arg("q", args.q, kAct, n), arg("k", args.k, kAct, n),
+                                     arg("v", args.v, kAct, n), arg("qkv", args.qkv, kAct, 3 * n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::merge_qkv_heads(act_ptr(dqkv), act_ptr(dq), act_ptr(dk), act_ptr(dv), T, B, H, D, stream);
+    cuda::split_qkv_heads(act_ptr(args.q), act_ptr(args.k), act_ptr(args.v), act_ptr(args.qkv),
+                          args.seq, args.micro_batch, args.heads, args.head_dim, stream);
   });
 }
 
-void merge_heads(const Tensor& ctx, const Tensor& ctx_heads, int64_t T, int64_t B, int64_t H,
-                 int64_t D) {
-  const int64_t n = T * B * H * D;
-  const DType act =
-      check_args("merge_heads", {arg("ctx", ctx, kAct, n), arg("ctx_heads", ctx_heads, kAct, n)});
+void merge_qkv_heads(const ops::MergeQkvHeads& args) {
+  const int64_t n = head_elements(args);
+  const DType act = check_args("merge_qkv_heads",
+                               {arg("dqkv", args.dqkv, kAct, 3 * n), arg("dq", args.dq, kAct, n),
+                                arg("dk", args.dk, kAct, n), arg("dv", args.dv, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::merge_heads(act_ptr(ctx), act_ptr(ctx_heads), T, B, H, D, stream);
+    cuda::merge_qkv_heads(act_ptr(args.dqkv), act_ptr(args.dq), act_ptr(args.dk), act_ptr(args.dv),
+                          args.seq, args.micro_batch, args.heads, args.head_dim, stream);
   });
 }
 
-void split_heads(const Tensor& ctx_heads, const Tensor& ctx, int64_t T, int64_t B, int64_t H,
-                 int64_t D) {
-  const int64_t n = T * B * H * D;
-  const DType act =
-      check_args("split_heads", {arg("ctx_heads", ctx_heads, kAct, n), arg("ctx", ctx, kAct, n)});
+void merge_heads(const ops::MergeHeads& args) {
+  const int64_t n = head_elements(args);
+  const DType act = check_args(
+      "merge_heads", {arg("ctx", args.ctx, kAct, n), arg("ctx_heads", args.ctx_heads, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::split_heads(act_ptr(ctx_heads), act_ptr(ctx), T, B, H, D, stream);
+    cuda::merge_heads(act_ptr(args.ctx), act_ptr(args.ctx_heads), args.seq, args.micro_batch,
+                      args.heads, args.head_dim, stream);
   });
 }
 
-void attention_scores_forward(const Tensor& scores, const Tensor& q, const Tensor& k, int64_t BH,
-                              int64_t T, int64_t D, float scale) {
+void split_heads(const ops::SplitHeads& args) {
+  const int64_t n = head_elements(args);
+  const DType act = check_args(
+      "split_heads", {arg("ctx_heads", args.ctx_heads, kAct, n), arg("ctx", args.ctx, kAct, n)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::split_heads(act_ptr(args.ctx_heads), act_ptr(args.ctx), args.seq, args.micro_batch,
+                      args.heads, args.head_dim, stream);
+  });
+}
+
+void attention_scores_forward(const ops::AttentionScoresForward& args) {
+  const int64_t batch_heads = args.batch_heads, seq = args.seq, head_dim = args.head_dim;
+  const int64_t n = batch_heads * seq * head_dim;
   const DType act = check_args("attention_scores_forward",
-                               {arg("scores", scores, kAct, BH * T * T),
-                                arg("q", q, kAct, BH * T * D), arg("k", k, kAct, BH * T * D)});
+                               {arg("scores", args.scores, kAct, batch_heads * seq * seq),
+                                arg("q", args.q, kAct, n), arg("k", args.k, kAct, n)});
   CudaContext& c = context();
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::attention_scores_forward(act_ptr(scores), act_ptr(q), act_ptr(k), BH, T, D, scale,
-                                   c.cublas(), stream);
+    cuda::attention_scores_forward(act_ptr(args.scores), act_ptr(args.q), act_ptr(args.k),
+                                   batch_heads, seq, head_dim, args.scale, c.cublas(), stream);
   });
 }
 
-void attention_scores_backward(const Tensor& dq, const Tensor& dk, const Tensor& dscores,
-                               const Tensor& q, const Tensor& k, int64_t BH, int64_t T, int64_t D,
-                               float scale) {
-  const int64_t n = BH * T * D;
-  const DType act =
-      check_args("attention_scores_backward", {arg("dq", dq, kAct, n), arg("dk", dk, kAct, n),
-                                               arg("dscores", dscores, kAct, BH * T * T),
-                                               arg("q", q, kAct, n), arg("k", k, kAct, n)});
+void attention_scores_backward(const ops::AttentionScoresBackward& args) {
+  const int64_t batch_heads = args.batch_heads, seq = args.seq, head_dim = args.head_dim;
+  const int64_t n = batch_heads * seq * head_dim;
+  const DType act = check_args("attention_scores_backward",
+                               {arg("dq", args.dq, kAct, n), arg("dk", args.dk, kAct, n),
+                                arg("dscores", args.dscores, kAct, batch_heads * seq * seq),
+                                arg("q", args.q, kAct, n), arg("k", args.k, kAct, n)});
   CudaContext& c = context();
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::attention_scores_backward(act_ptr(dq), act_ptr(dk), act_ptr(dscores), act_ptr(q),
-                                    act_ptr(k), BH, T, D, scale, c.cublas(), stream);
+    cuda::attention_scores_backward(act_ptr(args.dq), act_ptr(args.dk), act_ptr(args.dscores),
+                                    act_ptr(args.q), act_ptr(args.k), batch_heads, seq, head_dim,
+                                    args.scale, c.cublas(), stream);
   });
 }
 
-void attention_context_forward(const Tensor& ctx_heads, const Tensor& probs, const Tensor& v,
-                               int64_t BH, int64_t T, int64_t D) {
-  const DType act =
-      check_args("attention_context_forward",
-                 {arg("ctx_heads", ctx_heads, kAct, BH * T * D),
-                  arg("probs", probs, kAct, BH * T * T), arg("v", v, kAct, BH * T * D)});
+void attention_context_forward(const ops::AttentionContextForward& args) {
+  const int64_t batch_heads = args.batch_heads, seq = args.seq, head_dim = args.head_dim;
+  const int64_t n = batch_heads * seq * head_dim;
+  const DType act = check_args(
+      "attention_context_forward",
+      {arg("ctx_heads", args.ctx_heads, kAct, n),
+       arg("probs", args.probs, kAct, batch_heads * seq * seq), arg("v", args.v, kAct, n)});
   CudaContext& c = context();
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::attention_context_forward(act_ptr(ctx_heads), act_ptr(probs), act_ptr(v), BH, T, D,
-                                    c.cublas(), stream);
+    cuda::attention_context_forward(act_ptr(args.ctx_heads), act_ptr(args.probs), act_ptr(args.v),
+                                    batch_heads, seq, head_dim, c.cublas(), stream);
   });
 }
 
-void attention_context_backward(const Tensor& dprobs, const Tensor& dv, const Tensor& dctx_heads,
-                                const Tensor& probs, const Tensor& v, int64_t BH, int64_t T,
-                                int64_t D) {
-  const int64_t n = BH * T * D;
-  const DType act = check_args("attention_context_backward",
-                               {arg("dprobs", dprobs, kAct, BH * T * T), arg("dv", dv, kAct, n),
-                                arg("dctx_heads", dctx_heads, kAct, n),
-                                arg("probs", probs, kAct, BH * T * T), arg("v", v, kAct, n)});
+void attention_context_backward(const ops::AttentionContextBackward& args) {
+  const int64_t batch_heads = args.batch_heads, seq = args.seq, head_dim = args.head_dim;
+  const int64_t n = batch_heads * seq * head_dim;
+  const DType act = check_args(
+      "attention_context_backward",
+      {arg("dprobs", args.dprobs, kAct, batch_heads * seq * seq), arg("dv", args.dv, kAct, n),
+       arg("dctx_heads", args.dctx_heads, kAct, n),
+       arg("probs", args.probs, kAct, batch_heads * seq * seq), arg("v", args.v, kAct, n)});
   CudaContext& c = context();
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::attention_context_backward(act_ptr(dprobs), act_ptr(dv), act_ptr(dctx_heads),
-                                     act_ptr(probs), act_ptr(v), BH, T, D, c.cublas(), stream);
+    cuda::attention_context_backward(act_ptr(args.dprobs), act_ptr(args.dv),
+                                     act_ptr(args.dctx_heads), act_ptr(args.probs), act_ptr(args.v),
+                                     batch_heads, seq, head_dim, c.cublas(), stream);
   });
 }
 
-void add(const Tensor& out, const Tensor& a, const Tensor& b, int64_t n) {
-  const DType act =
-      check_args("add", {arg("out", out, kAct, n), arg("a", a, kAct, n), arg("b", b, kAct, n)});
+void add(const ops::Add& args) {
+  const int64_t n = args.count;
+  const DType act = check_args(
+      "add", {arg("out", args.out, kAct, n), arg("a", args.a, kAct, n), arg("b", args.b, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::add(act_ptr(out), act_ptr(a), act_ptr(b), n, stream);
+    cuda::add(act_ptr(args.out), act_ptr(args.a), act_ptr(args.b), n, stream);
   });
 }
 
-void add_bias(const Tensor& out, const Tensor& bias, int64_t rows, int64_t cols) {
-  const DType act =
-      check_args("add_bias", {arg("out", out, kAct, rows * cols), arg("bias", bias, kAct, cols)});
+void add_bias(const ops::AddBias& args) {
+  const DType act = check_args("add_bias", {arg("out", args.out, kAct, args.rows * args.cols),
+                                            arg("bias", args.bias, kAct, args.cols)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::add_bias(act_ptr(out), act_ptr(bias), rows, cols, stream);
+    cuda::add_bias(act_ptr(args.out), act_ptr(args.bias), args.rows, args.cols, stream);
   });
 }
 
-void scale_inplace(const Tensor& x, float s, int64_t n) {
-  const DType act = check_args("scale_inplace", {arg("x", x, kAct, n)});
+void scale_inplace(const ops::ScaleInplace& args) {
+  const DType act = check_args("scale_inplace", {arg("x", args.x, kAct, args.count)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::scale_inplace(act_ptr(x), s, n, stream);
+    cuda::scale_inplace(act_ptr(args.x), args.scale, args.count, stream);
   });
 }
 
 // f32 (the gradients) or bf16; deterministic and synchronizing, see reduce_to_host.
-double sum_squares(const Tensor& x, int64_t n) {
-  const DType act = check_args("sum_squares", {arg("x", x, kAct, n)});
-  if (act == DType::f32) return reduce_to_host<true>(ptr<float>(x), n, context());
-  return reduce_to_host<true>(ptr<__nv_bfloat16>(x), n, context());
+double sum_squares(const ops::SumSquares& args) {
+  const DType act = check_args("sum_squares", {arg("x", args.x, kAct, args.count)});
+  if (act == DType::f32) return reduce_to_host<true>(ptr<float>(args.x), args.count, context());
+  return reduce_to_host<true>(ptr<__nv_bfloat16>(args.x), args.count, context());
 }
 
 // fp32 master params, moments and grads, as on the CPU; param_copy (optional) f32 or bf16.
-void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, int64_t n, const cpu::AdamWParams& hyper,
-                const Tensor& param_copy) {
-  check_args("adamw_step", {arg("param", param, kF32, n), arg("exp_avg", exp_avg, kF32, n),
-                            arg("exp_avg_sq", exp_avg_sq, kF32, n), arg("grad", grad, kF32, n)});
+void adamw_step(const ops::AdamwStep& args) {
+  const int64_t n = args.count;
+  check_args("adamw_step",
+             {arg("param", args.param, kF32, n), arg("exp_avg", args.exp_avg, kF32, n),
+              arg("exp_avg_sq", args.exp_avg_sq, kF32, n), arg("grad", args.grad, kF32, n)});
   const cudaStream_t stream = context().stream();
+  const Tensor& param_copy = args.param_copy;
   if (param_copy.defined() && param_copy.dtype() == DType::bf16) {
     check_args("adamw_step", {arg("param_copy", param_copy, kAct, n)});
-    cuda::adamw_step(ptr<float>(param), ptr<float>(exp_avg), ptr<float>(exp_avg_sq),
-                     ptr<__nv_bfloat16>(param_copy), ptr<float>(grad), n, hyper, stream);
+    cuda::adamw_step(ptr<float>(args.param), ptr<float>(args.exp_avg), ptr<float>(args.exp_avg_sq),
+                     ptr<__nv_bfloat16>(param_copy), ptr<float>(args.grad), n, args.hyper, stream);
     return;
   }
-  cuda::adamw_step(ptr<float>(param), ptr<float>(exp_avg), ptr<float>(exp_avg_sq), ptr<float>(grad),
-                   n, hyper, stream);
+  cuda::adamw_step(ptr<float>(args.param), ptr<float>(args.exp_avg), ptr<float>(args.exp_avg_sq),
+                   ptr<float>(args.grad), n, args.hyper, stream);
   if (param_copy.defined()) {
     check_args("adamw_step", {arg("param_copy", param_copy, kF32, n)});
-    TRAINER_CUDA_CHECK(cudaMemcpyAsync(param_copy.raw(), param.raw(), static_cast<size_t>(n) * 4,
-                                       cudaMemcpyDeviceToDevice, stream));
+    TRAINER_CUDA_CHECK(cudaMemcpyAsync(param_copy.raw(), args.param.raw(),
+                                       static_cast<size_t>(n) * 4, cudaMemcpyDeviceToDevice,
+                                       stream));
   }
 }
 
@@ -621,7 +646,9 @@ void convert(const Tensor& dst, const Tensor& src) {
   }
 }
 
-void synchronize() { context().synchronize(); }
+void synchronize() {
+  context().synchronize();
+}
 
 // dst and src defined, on the given devices, of one dtype and byte size.
 void check_transfer(const char* op, const Tensor& dst, DeviceKind dst_device, const Tensor& src,
@@ -695,8 +722,8 @@ double sum(const Tensor& t) {
 
 ops::Backend make_backend() {
   ops::Backend b{};
-#define TRAINER_CUDA_ENTRY(name) b.name = &device_op::name;
-  TRAINER_OPS_BACKEND_ENTRIES(TRAINER_CUDA_ENTRY)
+#define TRAINER_CUDA_ENTRY(result, name, ...) b.name = &device_op::name;
+  TRAINER_OPS(TRAINER_CUDA_ENTRY, TRAINER_CUDA_ENTRY)
 #undef TRAINER_CUDA_ENTRY
   return b;
 }

@@ -75,7 +75,13 @@ TEST(Convert, OpsConvertAndAdamwCopyUseTheScalarRule) {
   v.zero_();
   AdamWParams hyper;
   hyper.lr = 1e-2f;
-  runtime::ops::adamw_step(f32, m, v, back, n, hyper, bf16);
+  runtime::ops::adamw_step({.param = f32,
+                            .exp_avg = m,
+                            .exp_avg_sq = v,
+                            .param_copy = bf16,
+                            .grad = back,
+                            .count = n,
+                            .hyper = hyper});
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_NE(f32.f32()[i], values[static_cast<size_t>(i)]);
     ASSERT_EQ(bf16.data<uint16_t>()[i], float_to_bf16(f32.f32()[i]));

@@ -1,0 +1,419 @@
+// The argument struct of each compute operator of runtime/ops.h: its tensors (outputs, then
+// inputs, then weights), then its sizes, then its scalars, each named. Required fields have no
+// default, so a designated initialiser that leaves one out warns (-Wmissing-field-initializers);
+// optional tensors default to an undefined Tensor. Shapes are row-major; `=` fields are
+// assigned, `+=` fields accumulate. Semantics: the CPU kernel of the same name.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/kernels/cpu/adamw.h"
+#include "runtime/kernels/cpu/gelu.h"
+#include "runtime/philox.h"
+#include "runtime/tensor.h"
+
+namespace runtime::ops {
+
+// Note [Activation layouts]
+// Hidden states are [s, b, h]: (seq, micro_batch, channels), with `seq` possibly a sequence
+// shard starting at global position seq_offset. Per-head tensors are (micro_batch, heads, seq,
+// head_dim); batch_heads = micro_batch * heads. Attention scores and probabilities are
+// (batch_heads, seq, seq), causal: row i attends to columns j <= i.
+
+// ---- linear layers and layernorm ----
+
+// out = input weight^T + bias.
+struct LinearForward {
+  Tensor out;        // (rows, out_features) =
+  Tensor input;      // (rows, in_features)
+  Tensor weight;     // (out_features, in_features)
+  Tensor bias = {};  // (out_features), optional
+  int64_t rows;
+  int64_t in_features;
+  int64_t out_features;
+};
+
+// dinput = dout weight, dweight += dout^T input, dbias += column sums of dout.
+struct LinearBackward {
+  Tensor dinput = {};  // (rows, in_features) =, optional (skipped)
+  Tensor dweight;      // (out_features, in_features) +=
+  Tensor dbias = {};   // (out_features) +=, optional
+  Tensor dout;         // (rows, out_features)
+  Tensor input;        // (rows, in_features)
+  Tensor weight;       // (out_features, in_features)
+  int64_t rows;
+  int64_t in_features;
+  int64_t out_features;
+};
+
+// out = (input - mean) * rstd * weight + bias, row by row.
+struct LayernormForward {
+  Tensor out;     // (rows, channels) =
+  Tensor mean;    // (rows) =, f32
+  Tensor rstd;    // (rows) =, f32
+  Tensor input;   // (rows, channels)
+  Tensor weight;  // (channels)
+  Tensor bias;    // (channels)
+  int64_t rows;
+  int64_t channels;
+  float eps;
+};
+
+// dinput += the input gradient (the residual's gradient may be passed in), dweight and dbias
+// += their sums over rows.
+struct LayernormBackward {
+  Tensor dinput;   // (rows, channels) +=
+  Tensor dweight;  // (channels) +=
+  Tensor dbias;    // (channels) +=
+  Tensor dout;     // (rows, channels)
+  Tensor input;    // (rows, channels)
+  Tensor weight;   // (channels)
+  Tensor mean;     // (rows), from the forward
+  Tensor rstd;     // (rows), from the forward
+  int64_t rows;
+  int64_t channels;
+};
+
+// ---- attention (Note [Activation layouts]) ----
+
+// probs = causal softmax of scores (exact 0 above the diagonal); probs may alias scores.
+struct CausalSoftmaxForward {
+  Tensor probs;   // (batch_heads, seq, seq) =
+  Tensor scores;  // (batch_heads, seq, seq)
+  int64_t batch_heads;
+  int64_t seq;
+};
+
+// dscores = probs * (dprobs - rowsum(dprobs * probs)) on and below the diagonal, 0 above it;
+// dscores may alias dprobs.
+struct CausalSoftmaxBackward {
+  Tensor dscores;  // (batch_heads, seq, seq) =
+  Tensor dprobs;   // (batch_heads, seq, seq)
+  Tensor probs;    // (batch_heads, seq, seq)
+  int64_t batch_heads;
+  int64_t seq;
+};
+
+// qkv, features per head laid out (heads, 3, head_dim), split into per-head q, k, v.
+struct SplitQkvHeads {
+  Tensor q;    // (micro_batch, heads, seq, head_dim) =
+  Tensor k;    // (micro_batch, heads, seq, head_dim) =
+  Tensor v;    // (micro_batch, heads, seq, head_dim) =
+  Tensor qkv;  // (seq, micro_batch, heads * 3 * head_dim)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t heads;
+  int64_t head_dim;
+};
+
+// The inverse of SplitQkvHeads, on gradients.
+struct MergeQkvHeads {
+  Tensor dqkv;  // (seq, micro_batch, heads * 3 * head_dim) =
+  Tensor dq;    // (micro_batch, heads, seq, head_dim)
+  Tensor dk;    // (micro_batch, heads, seq, head_dim)
+  Tensor dv;    // (micro_batch, heads, seq, head_dim)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t heads;
+  int64_t head_dim;
+};
+
+// Per-head context back to hidden states.
+struct MergeHeads {
+  Tensor ctx;        // (seq, micro_batch, heads * head_dim) =
+  Tensor ctx_heads;  // (micro_batch, heads, seq, head_dim)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t heads;
+  int64_t head_dim;
+};
+
+// The inverse of MergeHeads.
+struct SplitHeads {
+  Tensor ctx_heads;  // (micro_batch, heads, seq, head_dim) =
+  Tensor ctx;        // (seq, micro_batch, heads * head_dim)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t heads;
+  int64_t head_dim;
+};
+
+// scores = scale * q k^T per head; entries above the diagonal may hold anything.
+struct AttentionScoresForward {
+  Tensor scores;  // (batch_heads, seq, seq) =
+  Tensor q;       // (batch_heads, seq, head_dim)
+  Tensor k;       // (batch_heads, seq, head_dim)
+  int64_t batch_heads;
+  int64_t seq;
+  int64_t head_dim;
+  float scale;
+};
+
+// dq = scale * dscores k, dk = scale * dscores^T q; dscores is 0 above the diagonal.
+struct AttentionScoresBackward {
+  Tensor dq;       // (batch_heads, seq, head_dim) =
+  Tensor dk;       // (batch_heads, seq, head_dim) =
+  Tensor dscores;  // (batch_heads, seq, seq)
+  Tensor q;        // (batch_heads, seq, head_dim)
+  Tensor k;        // (batch_heads, seq, head_dim)
+  int64_t batch_heads;
+  int64_t seq;
+  int64_t head_dim;
+  float scale;
+};
+
+// ctx_heads = probs v; probs causal (exactly 0 above the diagonal, not read there).
+struct AttentionContextForward {
+  Tensor ctx_heads;  // (batch_heads, seq, head_dim) =
+  Tensor probs;      // (batch_heads, seq, seq)
+  Tensor v;          // (batch_heads, seq, head_dim)
+  int64_t batch_heads;
+  int64_t seq;
+  int64_t head_dim;
+};
+
+// dprobs = dctx_heads v^T on and below the diagonal, exactly 0 above it; dv = probs^T
+// dctx_heads. probs causal, as above.
+struct AttentionContextBackward {
+  Tensor dprobs;      // (batch_heads, seq, seq) =
+  Tensor dv;          // (batch_heads, seq, head_dim) =
+  Tensor dctx_heads;  // (batch_heads, seq, head_dim)
+  Tensor probs;       // (batch_heads, seq, seq)
+  Tensor v;           // (batch_heads, seq, head_dim)
+  int64_t batch_heads;
+  int64_t seq;
+  int64_t head_dim;
+};
+
+// ---- GELU and dropout ----
+
+// out = gelu(input); out may alias input.
+struct GeluForward {
+  Tensor out;    // (count) =
+  Tensor input;  // (count)
+  int64_t count;
+  cpu::GeluKind kind;
+};
+
+// dinput = dout * gelu'(input); dinput may alias dout.
+struct GeluBackward {
+  Tensor dinput;  // (count) =
+  Tensor dout;    // (count)
+  Tensor input;   // (count)
+  int64_t count;
+  cpu::GeluKind kind;
+};
+
+// Hidden-state dropout with the Philox mask of the global coordinates (Note [Dropout RNG]):
+// local row t is global position seq_offset + t, sample b global sample sample_offset + b.
+// out = input * mask / (1 - drop_probability); out may alias input.
+struct DropoutHiddenForward {
+  Tensor out;    // (seq, micro_batch, channels) =
+  Tensor mask;   // (seq, micro_batch, channels) =, u8, 1 = kept
+  Tensor input;  // (seq, micro_batch, channels)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t channels;
+  int64_t seq_offset;
+  int64_t sample_offset;
+  float drop_probability;
+  DropoutKey key;
+};
+
+// Attention-probability dropout, possibly on a head shard: local head h is global head
+// head_offset + h (Note [Dropout RNG]).
+struct DropoutAttentionForward {
+  Tensor out;    // (micro_batch, heads, seq, seq) =
+  Tensor mask;   // (micro_batch, heads, seq, seq) =, u8, 1 = kept
+  Tensor input;  // (micro_batch, heads, seq, seq)
+  int64_t micro_batch;
+  int64_t heads;
+  int64_t seq;
+  int64_t head_offset;
+  int64_t sample_offset;
+  float drop_probability;
+  DropoutKey key;
+};
+
+// dinput = dout * mask / (1 - drop_probability); dinput may alias dout.
+struct DropoutBackward {
+  Tensor dinput;  // (count) =
+  Tensor dout;    // (count)
+  Tensor mask;    // (count), u8
+  int64_t count;
+  float drop_probability;
+};
+
+// ---- embeddings and the loss ----
+
+// out = wte[token - vocab_start], or 0 for a token outside the table's vocab shard
+// [vocab_start, vocab_start + vocab_rows).
+struct EmbeddingForward {
+  Tensor out;     // (rows, channels) =
+  Tensor tokens;  // (rows), i32
+  Tensor wte;     // (vocab_rows, channels)
+  int64_t rows;
+  int64_t channels;
+  int64_t vocab_start;
+  int64_t vocab_rows;
+};
+
+// dwte[token - vocab_start] += dout row, for tokens inside the shard.
+struct EmbeddingBackward {
+  Tensor dwte;    // (vocab_rows, channels) +=, f32
+  Tensor dout;    // (rows, channels)
+  Tensor tokens;  // (rows), i32
+  int64_t rows;
+  int64_t channels;
+  int64_t vocab_start;
+  int64_t vocab_rows;
+};
+
+// out(t, b, :) += wpe[seq_offset + t].
+struct PositionEmbeddingForward {
+  Tensor out;  // (seq, micro_batch, channels) +=
+  Tensor wpe;  // (>= seq_offset + seq, channels)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t channels;
+  int64_t seq_offset;
+};
+
+// dwpe[seq_offset + t] += sum over b of dout(t, b, :).
+struct PositionEmbeddingBackward {
+  Tensor dwpe;  // (>= seq_offset + seq, channels) +=, f32
+  Tensor dout;  // (seq, micro_batch, channels)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t channels;
+  int64_t seq_offset;
+};
+
+// losses = logsumexp(logits[:vocab]) - logits[target], lse keeps the logsumexp; columns from
+// vocab to padded_vocab are padding and take no part.
+struct CrossEntropyForward {
+  Tensor losses;   // (rows) =, f32
+  Tensor lse;      // (rows) =, f32
+  Tensor logits;   // (rows, padded_vocab)
+  Tensor targets;  // (rows), i32, < vocab
+  int64_t rows;
+  int64_t vocab;
+  int64_t padded_vocab;
+};
+
+// dlogits = (softmax(logits) - onehot(target)) * scale, 0 on padding; may alias logits.
+struct CrossEntropyBackward {
+  Tensor dlogits;  // (rows, padded_vocab) =
+  Tensor logits;   // (rows, padded_vocab)
+  Tensor lse;      // (rows), f32
+  Tensor targets;  // (rows), i32
+  int64_t rows;
+  int64_t vocab;
+  int64_t padded_vocab;
+  float scale;
+};
+
+// Note [Vocab shard]
+// A vocab-parallel head's shard holds columns [vocab_start, vocab_start + shard_cols) of the
+// padded vocabulary, of which the first real_cols are real tokens. Cross entropy over shards
+// combines per-row statistics across ranks: max, then sum of exp, then the target logit, then
+// VocabShardFinish; the gradient takes the global lse.
+
+// row_max = max over the shard's real columns (-inf when it has none).
+struct VocabShardMax {
+  Tensor row_max;  // (rows) =, f32
+  Tensor logits;   // (rows, shard_cols)
+  int64_t rows;
+  int64_t real_cols;
+  int64_t shard_cols;
+};
+
+// row_sum = sum over real columns of exp(logit - row_max), row_max the global max.
+struct VocabShardSumExp {
+  Tensor row_sum;  // (rows) =, f32
+  Tensor logits;   // (rows, shard_cols)
+  Tensor row_max;  // (rows), f32
+  int64_t rows;
+  int64_t real_cols;
+  int64_t shard_cols;
+};
+
+// target_logit = the target's logit when it falls in the shard, else 0.
+struct VocabShardTargetLogit {
+  Tensor target_logit;  // (rows) =, f32
+  Tensor logits;        // (rows, shard_cols)
+  Tensor targets;       // (rows), i32
+  int64_t rows;
+  int64_t vocab_start;
+  int64_t real_cols;
+  int64_t shard_cols;
+};
+
+// lse = row_max + log(lse) (lse holds the global sum of exp on entry), losses = lse - losses
+// (losses holds the global target logit on entry).
+struct VocabShardFinish {
+  Tensor losses;   // (rows) in place, f32
+  Tensor lse;      // (rows) in place, f32
+  Tensor row_max;  // (rows), f32
+  int64_t rows;
+};
+
+// dlogits = (exp(logit - lse) - [target == column]) * scale on real columns, 0 on padding;
+// may alias logits.
+struct VocabShardCrossEntropyBackward {
+  Tensor dlogits;  // (rows, shard_cols) =
+  Tensor logits;   // (rows, shard_cols)
+  Tensor lse;      // (rows), f32, global
+  Tensor targets;  // (rows), i32
+  int64_t rows;
+  int64_t vocab_start;
+  int64_t real_cols;
+  int64_t shard_cols;
+  float scale;
+};
+
+// ---- vectors and the optimizer ----
+
+// out = a + b; out may alias a or b.
+struct Add {
+  Tensor out;  // (count) =
+  Tensor a;    // (count)
+  Tensor b;    // (count)
+  int64_t count;
+};
+
+// out(r, :) += bias for every row r.
+struct AddBias {
+  Tensor out;   // (rows, cols) +=
+  Tensor bias;  // (cols)
+  int64_t rows;
+  int64_t cols;
+};
+
+// x *= scale.
+struct ScaleInplace {
+  Tensor x;  // (count) in place
+  int64_t count;
+  float scale;
+};
+
+// The sum of x's squares in double, deterministic (a fixed order); returned to the host.
+struct SumSquares {
+  Tensor x;  // (count), f32 (the device also takes bf16)
+  int64_t count;
+};
+
+// One AdamW update with PyTorch semantics on fp32 master weights and moments. param_copy, when
+// given (f32 or bf16), is set to the updated param in its own dtype in the same pass (the
+// weights the model computes with).
+struct AdamwStep {
+  Tensor param;            // (count) in place, f32
+  Tensor exp_avg;          // (count) in place, f32
+  Tensor exp_avg_sq;       // (count) in place, f32
+  Tensor param_copy = {};  // (count) =, optional
+  Tensor grad;             // (count), f32
+  int64_t count;
+  cpu::AdamWParams hyper;
+};
+
+}  // namespace runtime::ops
