@@ -19,11 +19,6 @@ void add(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-void add_inplace(float* out, const float* a, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= detail::kMinParallelElements)
-  for (int64_t i = 0; i < n; ++i) out[i] += a[i];
-}
-
 void scale_inplace(float* x, float s, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= detail::kMinParallelElements)
   for (int64_t i = 0; i < n; ++i) x[i] *= s;

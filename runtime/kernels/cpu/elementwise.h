@@ -7,8 +7,6 @@ namespace runtime::cpu {
 
 // out = a + b (=); out may alias a or b.
 void add(float* out, const float* a, const float* b, int64_t n);
-// out += a
-void add_inplace(float* out, const float* a, int64_t n);
 // x *= s
 void scale_inplace(float* x, float s, int64_t n);
 // Sum of squares in double precision, in a fixed order (deterministic).

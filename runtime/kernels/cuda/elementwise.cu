@@ -125,13 +125,6 @@ void add(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int
   launch_add(out, a, b, n, stream);
 }
 
-void add_inplace(float* out, const float* a, int64_t n, cudaStream_t stream) {
-  launch_add(out, static_cast<const float*>(out), a, n, stream);
-}
-void add_inplace(__nv_bfloat16* out, const __nv_bfloat16* a, int64_t n, cudaStream_t stream) {
-  launch_add(out, static_cast<const __nv_bfloat16*>(out), a, n, stream);
-}
-
 void scale_inplace(float* x, float s, int64_t n, cudaStream_t stream) {
   launch_scale(x, s, n, stream);
 }

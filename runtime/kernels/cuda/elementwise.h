@@ -15,10 +15,6 @@ void add(float* out, const float* a, const float* b, int64_t n, cudaStream_t str
 void add(__nv_bfloat16* out, const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n,
          cudaStream_t stream);
 
-// out += a
-void add_inplace(float* out, const float* a, int64_t n, cudaStream_t stream);
-void add_inplace(__nv_bfloat16* out, const __nv_bfloat16* a, int64_t n, cudaStream_t stream);
-
 // x *= s
 void scale_inplace(float* x, float s, int64_t n, cudaStream_t stream);
 void scale_inplace(__nv_bfloat16* x, float s, int64_t n, cudaStream_t stream);
