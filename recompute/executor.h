@@ -74,7 +74,6 @@ class ChunkExecutor {
   // gradient of its output (workspace: backward consumes it at once).
   Tensor input_buffer() const;
   Tensor output_grad_buffer() const { return hidden(runtime::MemoryCategory::workspace); }
-  const RecomputePlan& plan() const { return plan_; }
   const ChunkSpec& chunk() const { return chunk_; }
   // Matmul FLOPs spent rebuilding activations since the last reset.
   int64_t recompute_flops() const { return recompute_flops_; }

@@ -95,10 +95,6 @@ const char* granularity_name(RecomputeMode g) {
   return "?";
 }
 
-const char* method_name(Method m) {
-  return m == Method::uniform ? "uniform" : "block";
-}
-
 void validate_recompute(const RecomputeConfig& c, int64_t num_layers,
                         const std::vector<std::vector<ChunkLayers>>& chunks) {
   const int64_t stages = static_cast<int64_t>(chunks.size());

@@ -62,6 +62,5 @@ RecomputePlan resolve_plan(const RecomputeConfig& config, int64_t stage,
                            const std::vector<ChunkLayers>& stage_chunks);
 
 const char* granularity_name(model::RecomputeMode granularity);
-const char* method_name(Method method);
 
 }  // namespace recompute

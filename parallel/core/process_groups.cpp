@@ -89,7 +89,6 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   TRAINER_MPI_CHECK(
       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   TRAINER_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
-  TRAINER_MPI_CHECK(MPI_Comm_size(node, &local_size_));
   MPI_Comm_free(&node);
 }
 

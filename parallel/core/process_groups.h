@@ -72,10 +72,9 @@ class MpiRuntime {
   // This rank's index among the ranks of its node, and their number (MPI_COMM_TYPE_SHARED),
   // whatever the launcher.
   int local_rank() const { return local_rank_; }
-  int local_size() const { return local_size_; }
 
  private:
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0;
 };
 
 // Ends every rank of the job (MPI_Abort when MPI is up, exit otherwise).
