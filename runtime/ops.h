@@ -17,7 +17,8 @@ namespace runtime::ops {
 // a memory operator whose arguments are only tensors, so it keeps its plain parameter list (a
 // struct of one or two tensors would name nothing a parameter does not); its function and its
 // checks are written out below. Adding an operator: its struct, one line here, a host adapter
-// (ops.cpp), a CUDA adapter (cuda_ops.cu) and a row of the twin test (test_op_twins.cpp).
+// (ops.cpp), a CUDA adapter (cuda_ops.cu) and a row of the op twins (tests/unit/ops, which
+// fail for a listed operator without one).
 #define TRAINER_OPS(OP, MEMORY_OP)                                                      \
   OP(void, linear_forward, LinearForward, out)                                          \
   OP(void, linear_backward, LinearBackward, dweight) /* dinput is optional */           \

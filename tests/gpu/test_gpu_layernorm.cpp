@@ -1,11 +1,10 @@
-// runtime::cuda layernorm against runtime::cpu: f32 forward (out, mean, rstd) and backward
-// (dinp, dweight, dbias accumulated into non-zero buffers) within 1e-5 of max |ref|; bf16 within
-// 1e-2 on host-rounded inputs; backward bit-identical across runs and with caller scratch.
+// runtime::cuda::layernorm_backward with the scratch it allocates for itself against the same
+// call with the caller's scratch (what ops:: passes): bit-identical results, as are two runs.
+// The op twins compare layernorm with the CPU; this path of the kernel they cannot reach.
+// Skips without a device.
 #include <cstdint>
-#include <utility>
 #include <vector>
 
-#include "runtime/kernels/cpu/layernorm.h"
 #include "runtime/kernels/cuda/layernorm.h"
 #include "runtime/kernels/cuda/stream.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -15,10 +14,6 @@ namespace {
 using gpu_test::DeviceBuffer;
 
 class GpuLayernorm : public gpu_test::GpuTest {};
-
-__nv_bfloat16* bf16(DeviceBuffer<uint16_t>& buffer) {
-  return reinterpret_cast<__nv_bfloat16*>(buffer.data());
-}
 
 constexpr float kEps = 1e-5f;
 
@@ -38,29 +33,11 @@ struct Case {
     dweight = gpu_test::random_vector(C, 36);
     dbias = gpu_test::random_vector(C, 37);
   }
-  void round_to_bf16() {
-    for (auto* v : {&x, &weight, &bias, &dout, &dinp}) gpu_test::round_to_bf16_inplace(*v);
-  }
 };
 
 struct Result {
   std::vector<float> out, mean, rstd, dinp, dweight, dbias;
 };
-
-Result cpu_layernorm(const Case& k) {
-  Result r{std::vector<float>(k.x.size()),
-           std::vector<float>(k.rows),
-           std::vector<float>(k.rows),
-           k.dinp,
-           k.dweight,
-           k.dbias};
-  runtime::cpu::layernorm_forward(r.out.data(), r.mean.data(), r.rstd.data(), k.x.data(),
-                                  k.weight.data(), k.bias.data(), k.rows, k.C, kEps);
-  runtime::cpu::layernorm_backward(r.dinp.data(), r.dweight.data(), r.dbias.data(), k.dout.data(),
-                                   k.x.data(), k.weight.data(), r.mean.data(), r.rstd.data(),
-                                   k.rows, k.C);
-  return r;
-}
 
 // f32 on the device; `caller_scratch` passes a scratch buffer instead of letting the call allocate.
 Result gpu_layernorm_f32(const Case& k, bool caller_scratch) {
@@ -78,45 +55,7 @@ Result gpu_layernorm_f32(const Case& k, bool caller_scratch) {
                 dinp.download(), dweight.download(), dbias.download()};
 }
 
-Result gpu_layernorm_bf16(const Case& k) {
-  runtime::cuda::CudaStream stream;
-  auto x = gpu_test::upload_bf16(k.x);
-  auto weight = gpu_test::upload_bf16(k.weight);
-  auto bias = gpu_test::upload_bf16(k.bias);
-  auto dout = gpu_test::upload_bf16(k.dout);
-  auto dinp = gpu_test::upload_bf16(k.dinp);
-  DeviceBuffer<uint16_t> out(k.x.size());
-  DeviceBuffer<float> dweight(k.dweight), dbias(k.dbias), mean(k.rows), rstd(k.rows);
-  runtime::cuda::layernorm_forward(bf16(out), mean.data(), rstd.data(), bf16(x), bf16(weight),
-                                   bf16(bias), k.rows, k.C, kEps, stream.get());
-  runtime::cuda::layernorm_backward(bf16(dinp), dweight.data(), dbias.data(), bf16(dout), bf16(x),
-                                    bf16(weight), mean.data(), rstd.data(), k.rows, k.C, nullptr,
-                                    stream.get());
-  return Result{gpu_test::download_bf16(out),  mean.download(),    rstd.download(),
-                gpu_test::download_bf16(dinp), dweight.download(), dbias.download()};
-}
-
-void expect_close(const Result& actual, const Result& expected, double tolerance) {
-  EXPECT_CLOSE(actual.out, expected.out, tolerance);
-  EXPECT_CLOSE(actual.mean, expected.mean, tolerance);
-  EXPECT_CLOSE(actual.rstd, expected.rstd, tolerance);
-  EXPECT_CLOSE(actual.dinp, expected.dinp, tolerance);
-  EXPECT_CLOSE(actual.dweight, expected.dweight, tolerance);
-  EXPECT_CLOSE(actual.dbias, expected.dbias, tolerance);
-}
-
-TEST_F(GpuLayernorm, F32MatchesCpu) {
-  // 600 rows: several row chunks in the parameter-gradient reduction; 300 channels: a partial
-  // block.
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{600, 300}, {5, 1024}, {1, 7}};
-  for (const auto& [rows, C] : shapes) {
-    const Case k(rows, C);
-    SCOPED_TRACE(testing::Message() << rows << " x " << C);
-    expect_close(gpu_layernorm_f32(k, false), cpu_layernorm(k), 1e-5);
-  }
-}
-
-TEST_F(GpuLayernorm, BackwardIsDeterministic) {
+TEST_F(GpuLayernorm, OwnScratchAndCallerScratchGiveTheSameBits) {
   const Case k(1000, 384);
   const Result first = gpu_layernorm_f32(k, false);
   const Result second = gpu_layernorm_f32(k, true);
@@ -124,12 +63,6 @@ TEST_F(GpuLayernorm, BackwardIsDeterministic) {
   EXPECT_EQ(first.dinp, second.dinp);
   EXPECT_EQ(first.dweight, second.dweight);
   EXPECT_EQ(first.dbias, second.dbias);
-}
-
-TEST_F(GpuLayernorm, Bf16MatchesCpuOnRoundedInputs) {
-  Case k(256, 512);
-  k.round_to_bf16();
-  expect_close(gpu_layernorm_bf16(k), cpu_layernorm(k), 1e-2);
 }
 
 }  // namespace

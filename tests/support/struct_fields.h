@@ -42,7 +42,7 @@ void for_each_field(Args& args, F&& f) {
   static_assert(std::is_aggregate_v<T>, "for_each_field takes an aggregate");
   constexpr size_t n = detail::field_count<T>();
   static_assert(n >= 1 && n <= kMaxFields, "for_each_field: 1 to kMaxFields fields");
-  // One structured binding per field count (the language names no other way to them).
+  // One structured binding per field count: C++ has no other way to name an aggregate's fields.
   if constexpr (n == 1) {
     auto& [f1] = args;
     detail::visit_fields(f, f1);

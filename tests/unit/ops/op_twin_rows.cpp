@@ -1,0 +1,322 @@
+// One twin row per operator of TRAINER_OPS: a builder of one random case on host tensors, and
+// its tolerance on a device that is not exact (Note [Twin tolerance]). A compute row runs the op
+// on the host case and on two device twins of it, and compares every tensor of the argument
+// struct, inputs included; memory rows spell out their few steps.
+#include <utility>
+#include <vector>
+
+#include "runtime/ops.h"
+#include "tests/unit/ops/twin_row.h"
+
+namespace op_twins {
+namespace {
+
+namespace ops = runtime::ops;
+
+// A bias that is absent, a tensor of its own, or a view that is not 16-byte aligned.
+Tensor maybe_bias(Case& c, int64_t size) {
+  switch (c.pick({0, 1, 2})) {
+    case 0:
+      return Tensor();
+    case 1:
+      return c.act({size});
+    default:
+      return c.misaligned_act({size});
+  }
+}
+
+runtime::DropoutKey random_key(Case& c) {
+  return runtime::make_dropout_key(
+      static_cast<uint64_t>(c.pick({1, 2, 3})), static_cast<uint64_t>(c.pick({0, 7})),
+      static_cast<uint32_t>(c.pick({0, 5})), runtime::DropoutOp::mlp_out);
+}
+
+// (rows, channels) of a row-wise op: one of them, either, a long size.
+std::pair<int64_t, int64_t> rows_and_channels(Case& c) {
+  if (c.coin()) return {c.long_size(), c.size()};
+  return {c.size(), c.long_size()};
+}
+
+// (batch_heads, seq) of attention probabilities: seq up to 1031 (rows past a block of 1024
+// threads), then one head.
+std::pair<int64_t, int64_t> heads_and_seq(Case& c) {
+  const int64_t seq = c.pick({1, 3, 7, 33, 129, 1031});
+  return {seq > 129 ? 1 : c.small_size(), seq};
+}
+
+float drop_probability(Case& c) {
+  return static_cast<float>(c.pick({0, 1, 5})) / 10.f;
+}
+
+Row linear_forward_row() {
+  return TWIN_ROW(linear_forward, kReordered, [](Case& c) {
+    const int64_t rows = c.long_size(), in = c.size(), out = c.size();
+    return ops::LinearForward{.out = c.act({rows, out}),
+                              .input = c.act({rows, in}, -2.f, 2.f),
+                              .weight = c.act({out, in}, -.5f, .5f),
+                              .bias = maybe_bias(c, out),
+                              .rows = rows,
+                              .in_features = in,
+                              .out_features = out};
+  });
+}
+
+Row linear_backward_row() {
+  return TWIN_ROW(linear_backward, kReordered, [](Case& c) {
+    const int64_t rows = c.long_size(), in = c.size(), out = c.size();
+    return ops::LinearBackward{.dinput = c.coin() ? c.act({rows, in}) : Tensor(),
+                               .dweight = c.f32({out, in}),
+                               .dbias = c.coin() ? c.f32({out}) : Tensor(),
+                               .dout = c.act({rows, out}),
+                               .input = c.act({rows, in}, -2.f, 2.f),
+                               .weight = c.act({out, in}, -.5f, .5f),
+                               .rows = rows,
+                               .in_features = in,
+                               .out_features = out};
+  });
+}
+
+Row layernorm_forward_row() {
+  return TWIN_ROW(layernorm_forward, kReordered, [](Case& c) {
+    const auto [rows, channels] = rows_and_channels(c);
+    return ops::LayernormForward{.out = c.act({rows, channels}),
+                                 .mean = c.f32({rows}),
+                                 .rstd = c.f32({rows}),
+                                 .input = c.act({rows, channels}, -2.f, 4.f),
+                                 .weight = c.act({channels}),
+                                 .bias = c.act({channels}),
+                                 .rows = rows,
+                                 .channels = channels,
+                                 .eps = 1e-5f};
+  });
+}
+
+Row layernorm_backward_row() {
+  return TWIN_ROW(layernorm_backward, kReordered, [](Case& c) {
+    const auto [rows, channels] = rows_and_channels(c);
+    ops::LayernormForward forward{.out = c.act({rows, channels}),
+                                  .mean = c.f32({rows}),
+                                  .rstd = c.f32({rows}),
+                                  .input = c.act({rows, channels}, -2.f, 4.f),
+                                  .weight = c.act({channels}),
+                                  .bias = c.act({channels}),
+                                  .rows = rows,
+                                  .channels = channels,
+                                  .eps = 1e-5f};
+    ops::layernorm_forward(forward);  // statistics that belong to the input
+    return ops::LayernormBackward{.dinput = c.act({rows, channels}),
+                                  .dweight = c.f32({channels}),
+                                  .dbias = c.f32({channels}),
+                                  .dout = c.act({rows, channels}),
+                                  .input = forward.input,
+                                  .weight = forward.weight,
+                                  .mean = forward.mean,
+                                  .rstd = forward.rstd,
+                                  .rows = rows,
+                                  .channels = channels};
+  });
+}
+
+std::vector<Row> linear_and_layernorm_rows() {
+  return {linear_forward_row(), linear_backward_row(), layernorm_forward_row(),
+          layernorm_backward_row()};
+}
+
+// A causal softmax output of (batch_heads, seq, seq) from random scores, rounded like its twin.
+Tensor random_probs(Case& c, int64_t batch_heads, int64_t seq) {
+  const Tensor probs = c.act({batch_heads, seq, seq});
+  ops::causal_softmax_forward({.probs = probs,
+                               .scores = c.act({batch_heads, seq, seq}, -3.f, 3.f),
+                               .batch_heads = batch_heads,
+                               .seq = seq});
+  c.settle(probs);
+  return probs;
+}
+
+Row causal_softmax_forward_row() {
+  return TWIN_ROW(causal_softmax_forward, kReordered, [](Case& c) {
+    const auto [batch_heads, seq] = heads_and_seq(c);
+    const Tensor scores = c.act({batch_heads, seq, seq}, -3.f, 3.f);
+    return ops::CausalSoftmaxForward{.probs = c.coin() ? scores : c.act({batch_heads, seq, seq}),
+                                     .scores = scores,
+                                     .batch_heads = batch_heads,
+                                     .seq = seq};
+  });
+}
+
+Row causal_softmax_backward_row() {
+  return TWIN_ROW(causal_softmax_backward, kReordered, [](Case& c) {
+    const auto [batch_heads, seq] = heads_and_seq(c);
+    const Tensor dprobs = c.act({batch_heads, seq, seq});
+    return ops::CausalSoftmaxBackward{.dscores = c.coin() ? dprobs : c.act({batch_heads, seq, seq}),
+                                      .dprobs = dprobs,
+                                      .probs = random_probs(c, batch_heads, seq),
+                                      .batch_heads = batch_heads,
+                                      .seq = seq};
+  });
+}
+
+Row gelu_forward_row() {
+  return TWIN_ROW(gelu_forward, kReordered, [](Case& c) {
+    const int64_t count = c.long_size() * c.small_size();
+    const Tensor input = c.act({count}, -4.f, 4.f);
+    return ops::GeluForward{
+        .out = c.coin() ? input : c.act({count}),
+        .input = input,
+        .count = count,
+        .kind = c.coin() ? runtime::cpu::GeluKind::tanh : runtime::cpu::GeluKind::erf};
+  });
+}
+
+Row gelu_backward_row() {
+  return TWIN_ROW(gelu_backward, kReordered, [](Case& c) {
+    const int64_t count = c.long_size() * c.small_size();
+    const Tensor dout = c.act({count});
+    return ops::GeluBackward{
+        .dinput = c.coin() ? dout : c.act({count}),
+        .dout = dout,
+        .input = c.act({count}, -4.f, 4.f),
+        .count = count,
+        .kind = c.coin() ? runtime::cpu::GeluKind::tanh : runtime::cpu::GeluKind::erf};
+  });
+}
+
+Row dropout_hidden_forward_row() {
+  return TWIN_ROW(dropout_hidden_forward, kExact, [](Case& c) {
+    const int64_t seq = c.size(), micro_batch = c.small_size(), channels = c.long_size();
+    const Tensor input = c.act({seq, micro_batch, channels});
+    return ops::DropoutHiddenForward{.out = c.coin() ? input : c.act({seq, micro_batch, channels}),
+                                     .mask = c.mask({seq, micro_batch, channels}),
+                                     .input = input,
+                                     .seq = seq,
+                                     .micro_batch = micro_batch,
+                                     .channels = channels,
+                                     .seq_offset = c.pick({0, 1, 5, 64}),
+                                     .sample_offset = c.pick({0, 3, 11}),
+                                     .drop_probability = drop_probability(c),
+                                     .key = random_key(c)};
+  });
+}
+
+Row dropout_attention_forward_row() {
+  return TWIN_ROW(dropout_attention_forward, kExact, [](Case& c) {
+    const int64_t micro_batch = c.small_size(), heads = c.small_size(), seq = c.pick({1, 3, 7, 33});
+    const Tensor input = random_probs(c, micro_batch * heads, seq);
+    return ops::DropoutAttentionForward{
+        .out = c.coin() ? input : c.act({micro_batch, heads, seq, seq}),
+        .mask = c.mask({micro_batch, heads, seq, seq}),
+        .input = input,
+        .micro_batch = micro_batch,
+        .heads = heads,
+        .seq = seq,
+        .head_offset = c.pick({0, 2, 5}),
+        .sample_offset = c.pick({0, 3, 11}),
+        .drop_probability = drop_probability(c),
+        .key = random_key(c)};
+  });
+}
+
+Row dropout_backward_row() {
+  return TWIN_ROW(dropout_backward, kExact, [](Case& c) {
+    const int64_t count = c.long_size() * c.small_size();
+    const Tensor dout = c.act({count});
+    return ops::DropoutBackward{.dinput = c.coin() ? dout : c.act({count}),
+                                .dout = dout,
+                                .mask = c.mask({count}),
+                                .count = count,
+                                .drop_probability = drop_probability(c)};
+  });
+}
+
+std::vector<Row> softmax_gelu_dropout_rows() {
+  return {causal_softmax_forward_row(), causal_softmax_backward_row(),
+          gelu_forward_row(),           gelu_backward_row(),
+          dropout_hidden_forward_row(), dropout_attention_forward_row(),
+          dropout_backward_row()};
+}
+
+Row embedding_forward_row() {
+  return TWIN_ROW(embedding_forward, kExact, [](Case& c) {
+    const int64_t rows = c.size(), channels = c.long_size(), vocab_start = c.pick({0, 2, 9}),
+                  vocab_rows = c.pick({1, 3, 7, 33});
+    return ops::EmbeddingForward{
+        .out = c.act({rows, channels}),
+        .tokens = c.ids({rows}, 0, vocab_start + vocab_rows + 3),  // some outside
+        .wte = c.act({vocab_rows, channels}),
+        .rows = rows,
+        .channels = channels,
+        .vocab_start = vocab_start,
+        .vocab_rows = vocab_rows};
+  });
+}
+
+Row embedding_backward_row() {
+  return TWIN_ROW(embedding_backward, kExact, [](Case& c) {
+    const int64_t rows = c.size(), channels = c.long_size(), vocab_start = c.pick({0, 2, 9}),
+                  vocab_rows = c.pick({1, 3, 7, 33});
+    return ops::EmbeddingBackward{
+        .dwte = c.f32({vocab_rows, channels}),
+        .dout = c.act({rows, channels}),
+        .tokens = c.ids({rows}, 0, vocab_start + vocab_rows + 3),  // repeated ids
+        .rows = rows,
+        .channels = channels,
+        .vocab_start = vocab_start,
+        .vocab_rows = vocab_rows};
+  });
+}
+
+Row position_embedding_forward_row() {
+  return TWIN_ROW(position_embedding_forward, kExact, [](Case& c) {
+    const int64_t seq = c.size(), micro_batch = c.small_size(), channels = c.long_size(),
+                  seq_offset = c.pick({0, 1, 5});
+    return ops::PositionEmbeddingForward{
+        .out = c.act({seq, micro_batch, channels}),
+        .wpe = c.act({seq_offset + seq + c.pick({0, 2}), channels}),
+        .seq = seq,
+        .micro_batch = micro_batch,
+        .channels = channels,
+        .seq_offset = seq_offset};
+  });
+}
+
+Row position_embedding_backward_row() {
+  return TWIN_ROW(position_embedding_backward, kExact, [](Case& c) {
+    const int64_t seq = c.size(), micro_batch = c.small_size(), channels = c.long_size(),
+                  seq_offset = c.pick({0, 1, 5});
+    return ops::PositionEmbeddingBackward{
+        .dwpe = c.f32({seq_offset + seq + c.pick({0, 2}), channels}),
+        .dout = c.act({seq, micro_batch, channels}),
+        .seq = seq,
+        .micro_batch = micro_batch,
+        .channels = channels,
+        .seq_offset = seq_offset};
+  });
+}
+
+std::vector<Row> embedding_rows() {
+  return {embedding_forward_row(), embedding_backward_row(), position_embedding_forward_row(),
+          position_embedding_backward_row()};
+}
+
+}  // namespace
+
+std::vector<Row> layer_rows() {
+  std::vector<Row> out = linear_and_layernorm_rows();
+  for (auto part : {softmax_gelu_dropout_rows, embedding_rows}) {
+    for (Row& row : part()) out.push_back(std::move(row));
+  }
+  return out;
+}
+
+const std::vector<Row>& rows() {
+  static const std::vector<Row> all = [] {
+    std::vector<Row> out;
+    for (auto part : {layer_rows, loss_and_attention_rows, vector_rows, memory_rows}) {
+      for (Row& row : part()) out.push_back(std::move(row));
+    }
+    return out;
+  }();
+  return all;
+}
+
+}  // namespace op_twins

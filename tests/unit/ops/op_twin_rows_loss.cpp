@@ -1,0 +1,344 @@
+// Twin rows of the loss (full and vocab-shard cross entropy), the attention layout and
+// products, the vector operators and AdamW: one random case builder each, with its tolerance
+// (Note [Twin tolerance]).
+#include <vector>
+
+#include "runtime/ops.h"
+#include "tests/unit/ops/twin_row.h"
+
+namespace op_twins {
+namespace {
+
+namespace ops = runtime::ops;
+
+// Column counts of one vocabulary shard, and its real (non-padding) columns: none, some, all.
+struct ShardColumns {
+  int64_t shard_cols, real_cols;
+};
+ShardColumns shard_columns(Case& c) {
+  const int64_t shard_cols = c.long_size();
+  return {shard_cols, c.pick({0, shard_cols / 2, shard_cols})};
+}
+
+Row cross_entropy_forward_row() {
+  return TWIN_ROW(cross_entropy_forward, kReordered, [](Case& c) {
+    const int64_t rows = c.size(), vocab = c.long_size();
+    const int64_t padded_vocab = vocab + c.pick({0, 3, 7});
+    return ops::CrossEntropyForward{.losses = c.f32({rows}),
+                                    .lse = c.f32({rows}),
+                                    .logits = c.act({rows, padded_vocab}, -4.f, 4.f),
+                                    .targets = c.ids({rows}, 0, vocab),
+                                    .rows = rows,
+                                    .vocab = vocab,
+                                    .padded_vocab = padded_vocab};
+  });
+}
+
+Row cross_entropy_backward_row() {
+  return TWIN_ROW(cross_entropy_backward, kReordered, [](Case& c) {
+    const int64_t rows = c.size(), vocab = c.long_size();
+    const int64_t padded_vocab = vocab + c.pick({0, 3, 7});
+    ops::CrossEntropyForward forward{.losses = c.f32({rows}),
+                                     .lse = c.f32({rows}),
+                                     .logits = c.act({rows, padded_vocab}, -4.f, 4.f),
+                                     .targets = c.ids({rows}, 0, vocab),
+                                     .rows = rows,
+                                     .vocab = vocab,
+                                     .padded_vocab = padded_vocab};
+    ops::cross_entropy_forward(forward);  // the lse of these logits
+    return ops::CrossEntropyBackward{
+        .dlogits = c.coin() ? forward.logits : c.act({rows, padded_vocab}),
+        .logits = forward.logits,
+        .lse = forward.lse,
+        .targets = forward.targets,
+        .rows = rows,
+        .vocab = vocab,
+        .padded_vocab = padded_vocab,
+        .scale = c.uniform(.1f, 1.f)};
+  });
+}
+
+Row vocab_shard_max_row() {
+  return TWIN_ROW(vocab_shard_max, kExact, [](Case& c) {
+    const int64_t rows = c.size();
+    const ShardColumns shard = shard_columns(c);
+    return ops::VocabShardMax{.row_max = c.f32({rows}),
+                              .logits = c.act({rows, shard.shard_cols}, -4.f, 4.f),
+                              .rows = rows,
+                              .real_cols = shard.real_cols,
+                              .shard_cols = shard.shard_cols};
+  });
+}
+
+Row vocab_shard_sum_exp_row() {
+  return TWIN_ROW(vocab_shard_sum_exp, kHostFloatSum, [](Case& c) {
+    const int64_t rows = c.size();
+    const ShardColumns shard = shard_columns(c);
+    return ops::VocabShardSumExp{
+        .row_sum = c.f32({rows}),
+        .logits = c.act({rows, shard.shard_cols}, -4.f, 4.f),
+        .row_max = c.f32({rows}, 4.f, 5.f),  // the global max, above every logit
+        .rows = rows,
+        .real_cols = shard.real_cols,
+        .shard_cols = shard.shard_cols};
+  });
+}
+
+Row vocab_shard_target_logit_row() {
+  return TWIN_ROW(vocab_shard_target_logit, kExact, [](Case& c) {
+    const int64_t rows = c.size(), vocab_start = c.pick({0, 3, 33});
+    const ShardColumns shard = shard_columns(c);
+    return ops::VocabShardTargetLogit{
+        .target_logit = c.f32({rows}),
+        .logits = c.act({rows, shard.shard_cols}, -4.f, 4.f),
+        .targets = c.ids({rows}, 0, vocab_start + shard.shard_cols + 4),
+        .rows = rows,
+        .vocab_start = vocab_start,
+        .real_cols = shard.real_cols,
+        .shard_cols = shard.shard_cols};
+  });
+}
+
+Row vocab_shard_finish_row() {
+  return TWIN_ROW(vocab_shard_finish, kF32Math, [](Case& c) {
+    const int64_t rows = c.size();
+    return ops::VocabShardFinish{.losses = c.f32({rows}),
+                                 .lse = c.f32({rows}, 1.f, 100.f),  // sums of exp
+                                 .row_max = c.f32({rows}, -4.f, 4.f),
+                                 .rows = rows};
+  });
+}
+
+Row vocab_shard_cross_entropy_backward_row() {
+  return TWIN_ROW(vocab_shard_cross_entropy_backward, kReordered, [](Case& c) {
+    const int64_t rows = c.size(), vocab_start = c.pick({0, 3, 33});
+    const ShardColumns shard = shard_columns(c);
+    const Tensor logits = c.act({rows, shard.shard_cols}, -4.f, 4.f);
+    return ops::VocabShardCrossEntropyBackward{
+        .dlogits = c.coin() ? logits : c.act({rows, shard.shard_cols}),
+        .logits = logits,
+        .lse = c.f32({rows}, 4.f, 6.f),
+        .targets = c.ids({rows}, 0, vocab_start + shard.shard_cols + 4),
+        .rows = rows,
+        .vocab_start = vocab_start,
+        .real_cols = shard.real_cols,
+        .shard_cols = shard.shard_cols,
+        .scale = c.uniform(.1f, 1.f)};
+  });
+}
+
+std::vector<Row> cross_entropy_rows() {
+  return {cross_entropy_forward_row(),
+          cross_entropy_backward_row(),
+          vocab_shard_max_row(),
+          vocab_shard_sum_exp_row(),
+          vocab_shard_target_logit_row(),
+          vocab_shard_finish_row(),
+          vocab_shard_cross_entropy_backward_row()};
+}
+
+// The sizes of per-head tensors (micro_batch, heads, seq, head_dim).
+struct Heads {
+  int64_t seq, micro_batch, heads, head_dim;
+  runtime::Shape per_head() const { return {micro_batch, heads, seq, head_dim}; }
+  runtime::Shape hidden(int64_t per_head_features) const {
+    return {seq, micro_batch, heads * per_head_features};
+  }
+};
+Heads random_heads(Case& c) {
+  return {c.size(), c.small_size(), c.small_size(), c.pick({1, 3, 7, 33})};
+}
+
+Row split_qkv_heads_row() {
+  return TWIN_ROW(split_qkv_heads, kExact, [](Case& c) {
+    const Heads h = random_heads(c);
+    return ops::SplitQkvHeads{.q = c.act(h.per_head()),
+                              .k = c.act(h.per_head()),
+                              .v = c.act(h.per_head()),
+                              .qkv = c.act(h.hidden(3 * h.head_dim)),
+                              .seq = h.seq,
+                              .micro_batch = h.micro_batch,
+                              .heads = h.heads,
+                              .head_dim = h.head_dim};
+  });
+}
+
+Row merge_qkv_heads_row() {
+  return TWIN_ROW(merge_qkv_heads, kExact, [](Case& c) {
+    const Heads h = random_heads(c);
+    return ops::MergeQkvHeads{.dqkv = c.act(h.hidden(3 * h.head_dim)),
+                              .dq = c.act(h.per_head()),
+                              .dk = c.act(h.per_head()),
+                              .dv = c.act(h.per_head()),
+                              .seq = h.seq,
+                              .micro_batch = h.micro_batch,
+                              .heads = h.heads,
+                              .head_dim = h.head_dim};
+  });
+}
+
+Row merge_heads_row() {
+  return TWIN_ROW(merge_heads, kExact, [](Case& c) {
+    const Heads h = random_heads(c);
+    return ops::MergeHeads{.ctx = c.act(h.hidden(h.head_dim)),
+                           .ctx_heads = c.act(h.per_head()),
+                           .seq = h.seq,
+                           .micro_batch = h.micro_batch,
+                           .heads = h.heads,
+                           .head_dim = h.head_dim};
+  });
+}
+
+Row split_heads_row() {
+  return TWIN_ROW(split_heads, kExact, [](Case& c) {
+    const Heads h = random_heads(c);
+    return ops::SplitHeads{.ctx_heads = c.act(h.per_head()),
+                           .ctx = c.act(h.hidden(h.head_dim)),
+                           .seq = h.seq,
+                           .micro_batch = h.micro_batch,
+                           .heads = h.heads,
+                           .head_dim = h.head_dim};
+  });
+}
+
+std::vector<Row> head_layout_rows() {
+  return {split_qkv_heads_row(), merge_qkv_heads_row(), merge_heads_row(), split_heads_row()};
+}
+
+// The sizes of the attention products: (batch_heads, seq, seq) and (batch_heads, seq, head_dim).
+struct Products {
+  int64_t batch_heads, seq, head_dim;
+  runtime::Shape scores() const { return {batch_heads, seq, seq}; }
+  runtime::Shape per_head() const { return {batch_heads, seq, head_dim}; }
+};
+Products random_products(Case& c) {
+  return {c.pick({1, 3, 7, 21}), c.size(), c.pick({1, 3, 7, 33})};
+}
+
+Row attention_scores_forward_row() {
+  return TWIN_ROW(
+      attention_scores_forward, kReordered,
+      [](Case& c) {
+        const Products p = random_products(c);
+        return ops::AttentionScoresForward{.scores = c.act(p.scores()),
+                                           .q = c.act(p.per_head()),
+                                           .k = c.act(p.per_head()),
+                                           .batch_heads = p.batch_heads,
+                                           .seq = p.seq,
+                                           .head_dim = p.head_dim,
+                                           .scale = c.uniform(.1f, 1.f)};
+      },
+      &ops::AttentionScoresForward::scores);
+}
+
+Row attention_scores_backward_row() {
+  return TWIN_ROW(attention_scores_backward, kReordered, [](Case& c) {
+    const Products p = random_products(c);
+    return ops::AttentionScoresBackward{.dq = c.act(p.per_head()),
+                                        .dk = c.act(p.per_head()),
+                                        .dscores = c.causal(c.act(p.scores()), p.seq),
+                                        .q = c.act(p.per_head()),
+                                        .k = c.act(p.per_head()),
+                                        .batch_heads = p.batch_heads,
+                                        .seq = p.seq,
+                                        .head_dim = p.head_dim,
+                                        .scale = c.uniform(.1f, 1.f)};
+  });
+}
+
+Row attention_context_forward_row() {
+  return TWIN_ROW(attention_context_forward, kReordered, [](Case& c) {
+    const Products p = random_products(c);
+    return ops::AttentionContextForward{.ctx_heads = c.act(p.per_head()),
+                                        .probs = c.causal(c.act(p.scores(), 0.f, 1.f), p.seq),
+                                        .v = c.act(p.per_head()),
+                                        .batch_heads = p.batch_heads,
+                                        .seq = p.seq,
+                                        .head_dim = p.head_dim};
+  });
+}
+
+Row attention_context_backward_row() {
+  return TWIN_ROW(attention_context_backward, kReordered, [](Case& c) {
+    const Products p = random_products(c);
+    return ops::AttentionContextBackward{.dprobs = c.act(p.scores()),
+                                         .dv = c.act(p.per_head()),
+                                         .dctx_heads = c.act(p.per_head()),
+                                         .probs = c.causal(c.act(p.scores(), 0.f, 1.f), p.seq),
+                                         .v = c.act(p.per_head()),
+                                         .batch_heads = p.batch_heads,
+                                         .seq = p.seq,
+                                         .head_dim = p.head_dim};
+  });
+}
+
+std::vector<Row> attention_product_rows() {
+  return {attention_scores_forward_row(), attention_scores_backward_row(),
+          attention_context_forward_row(), attention_context_backward_row()};
+}
+
+Row add_row() {
+  return TWIN_ROW(add, kExact, [](Case& c) {
+    const int64_t count = c.long_size() * c.small_size();
+    const Tensor a = c.act({count});
+    return ops::Add{
+        .out = c.coin() ? a : c.act({count}), .a = a, .b = c.act({count}), .count = count};
+  });
+}
+
+Row add_bias_row() {
+  return TWIN_ROW(add_bias, kExact, [](Case& c) {
+    const int64_t rows = c.size(), cols = c.size();
+    return ops::AddBias{.out = c.act({rows, cols}),
+                        .bias = c.coin() ? c.act({cols}) : c.misaligned_act({cols}),
+                        .rows = rows,
+                        .cols = cols};
+  });
+}
+
+Row scale_inplace_row() {
+  return TWIN_ROW(scale_inplace, kExact, [](Case& c) {
+    const int64_t count = c.long_size() * c.small_size();
+    return ops::ScaleInplace{.x = c.act({count}), .count = count, .scale = c.uniform(-2.f, 2.f)};
+  });
+}
+
+Row sum_squares_row() {
+  return TWIN_ROW(sum_squares, kExact, [](Case& c) {
+    const int64_t count = c.pick({1, 33, 4099, 65537, 300007});  // past 2^16: partial sums
+    return ops::SumSquares{.x = c.act({count}), .count = count};
+  });
+}
+
+Row adamw_step_row() {
+  return TWIN_ROW(adamw_step, kReordered, [](Case& c) {
+    const int64_t count = c.long_size() * c.small_size();
+    runtime::cpu::AdamWParams hyper;
+    hyper.lr = c.uniform(1e-3f, 1e-2f);
+    hyper.weight_decay = c.coin() ? 0.1f : 0.f;
+    hyper.step = c.pick({1, 2, 10});
+    return ops::AdamwStep{.param = c.f32({count}),
+                          .exp_avg = c.f32({count}, -.1f, .1f),
+                          .exp_avg_sq = c.f32({count}, 0.f, .01f),
+                          .param_copy = c.coin() ? c.act({count}) : Tensor(),
+                          .grad = c.f32({count}),
+                          .count = count,
+                          .hyper = hyper};
+  });
+}
+
+}  // namespace
+
+std::vector<Row> loss_and_attention_rows() {
+  std::vector<Row> out = cross_entropy_rows();
+  for (auto part : {head_layout_rows, attention_product_rows}) {
+    for (Row& row : part()) out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<Row> vector_rows() {
+  return {add_row(), add_bias_row(), scale_inplace_row(), sum_squares_row(), adamw_step_row()};
+}
+
+}  // namespace op_twins

@@ -1,0 +1,106 @@
+// The compute rows' machinery: op_row runs one random case of an operator on the host and on
+// two device twins, and compares every tensor of its argument struct (found by for_each_field,
+// so a row names no tensor twice). Included by the row files only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "runtime/ops.h"
+#include "tests/support/struct_fields.h"
+#include "tests/unit/ops/twin_harness.h"
+
+namespace op_twins {
+
+using runtime::DType;
+using runtime::Tensor;
+
+inline constexpr Tolerance kExact{0, 0};
+// GEMMs (f32 without TF32; bf16 inputs rounded alike) and reductions in another order.
+inline constexpr Tolerance kReordered{1e-5, 1e-2};
+// The host sums up to 4099 floats in float, in order (the device in another order).
+inline constexpr Tolerance kHostFloatSum{1e-4, 1e-2};
+// f32 only (no activation tensor): CUDA's logf against the host's.
+inline constexpr Tolerance kF32Math{1e-5, 1e-5};
+
+template <class Args, class F>
+void for_each_tensor(Args& args, F&& f) {
+  test_support::for_each_field(args, [&](auto& field) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, Tensor>) f(field);
+  });
+}
+
+template <class Args>
+std::vector<Tensor> tensors(Args args) {
+  std::vector<Tensor> out;
+  for_each_tensor(args, [&](Tensor& t) { out.push_back(t); });
+  return out;
+}
+
+// The tensor index of field `member` in Args, or -1.
+template <class Args>
+int tensor_index(Tensor Args::*member) {
+  if (member == nullptr) return -1;
+  Args probe{};
+  int index = 0, found = -1;
+  for_each_tensor(probe, [&](Tensor& t) {
+    if (&t == &(probe.*member)) found = index;
+    ++index;
+  });
+  return found;
+}
+
+// One case of a compute op: the host args, then two device twins of them (whose results must be
+// identical: device ops are deterministic), then every tensor compared (Mirror::expect_match).
+// causal_index: the tensor whose (seq, seq) matrices the op leaves unspecified above the
+// diagonal, or -1.
+template <class Args, class Result>
+void run_compute_case(Result (*run)(const Args&), const Args& host, const Case& c,
+                      TwinDevice& device, const Tolerance& tolerance, int causal_index) {
+  Mirror first(c, device), second(c, device);
+  Args twin = host, again = host;
+  for_each_tensor(twin, [&](Tensor& t) { t = first.device_twin(t); });
+  for_each_tensor(again, [&](Tensor& t) { t = second.device_twin(t); });
+  if constexpr (std::is_void_v<Result>) {
+    run(host);
+    run(twin);
+    run(again);
+  } else {
+    const double device_result = run(twin);
+    expect_scalar_match(device_result, run(host), device.exact());
+    EXPECT_EQ(run(again), device_result) << "two device runs differ";
+  }
+  int64_t causal_seq = 0;
+  if constexpr (requires { host.seq; }) causal_seq = host.seq;
+  first.expect_match(tensors(host), tolerance, causal_index, causal_seq);
+  const std::vector<Tensor> twins = tensors(twin), agains = tensors(again);
+  for (size_t i = 0; i < twins.size(); ++i) {
+    if (twins[i].defined()) expect_same_bytes(twins[i], agains[i], static_cast<int>(i));
+  }
+}
+
+// The row of compute op `op` (ops::op itself as `run`): build(Case&) returns one random case's
+// host args. causal_output: an output whose entries above the diagonal the op leaves unspecified.
+template <class Args, class Result, class Build>
+Row op_row(const char* op, Result (*run)(const Args&), Tolerance tolerance, Build build,
+           Tensor Args::*causal_output = nullptr) {
+  return Row{op, [=](TwinDevice& device, uint32_t seed, DType activation) {
+               Case c(seed, activation);
+               const Args host = build(c);
+               run_compute_case(run, host, c, device, tolerance, tensor_index(causal_output));
+             }};
+}
+
+// The rows, by file: op_twin_rows.cpp (layers), op_twin_rows_loss.cpp (loss, attention,
+// vectors, the optimizer), op_twin_rows_memory.cpp (memory operators).
+std::vector<Row> layer_rows();
+std::vector<Row> loss_and_attention_rows();
+std::vector<Row> vector_rows();
+std::vector<Row> memory_rows();
+
+// A compute row: TWIN_ROW(op, tolerance, build[, causal_output]).
+#define TWIN_ROW(op, ...) ::op_twins::op_row(#op, &::runtime::ops::op, __VA_ARGS__)
+
+}  // namespace op_twins
