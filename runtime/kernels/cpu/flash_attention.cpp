@@ -1,0 +1,597 @@
+// FlashAttention-2 on the host (Note [Flash attention on the host]): nothing of size T x T is
+// ever in memory, only tiles. Every output element is summed by one task in a fixed order, so
+// results are bitwise identical for any thread count. All outputs are assigned (=).
+#include "runtime/kernels/cpu/flash_attention.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/kernels/cpu/vector_math.h"
+
+// GCC vectorises loops 256 bits wide on AVX-512 machines unless told otherwise; the loops over
+// a tile's 64 query lanes run faster 512 wide (the forward by about 8% at T = 1024, D = 64).
+#if defined(__AVX512F__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
+namespace runtime::cpu {
+namespace {
+
+// Note [Flash attention on the host]
+// Tiles are key-major: tile S^T(j, i) holds one row per key j and one column per query i,
+// and the kQueryTile queries of a tile are the lanes of the vectors. The softmax state of
+// the queries (running max m_i, running sum l_i of exp(s_ij - m_i)) is then one vector per
+// quantity, reductions over keys are lane-wise, and no tile is ever transposed: a product
+// that needs S rather than S^T reads the tile as its scalar operand through strides.
+//
+// Forward: one task per (sample, head, query tile), the longest tiles first. For each key
+// tile up to the diagonal: S^T = scale K Q^T, -inf where key > query; m' = max(m, max_j S);
+// P = exp(S - m'); l = exp(m - m') l + sum_j P; O = exp(m - m') O + (P * F) V; m = m'.
+// Then ctx = O / l and lse = m + log(l). l sums the probabilities before dropout, as the
+// unfused softmax normalises before the dropout kernel.
+// Backward: one task per (sample, head), so that dQ, dK and dV are each summed by one thread:
+// Delta_i = dO_i . O_i (which equals rowsum(dP * P) of the unfused softmax backward). For each
+// key tile j, for each query tile i on or below the diagonal: P = exp(S - lse), 0 where
+// masked; dP = dO V^T; dS = P * (dP * F - Delta); dV_j += (P * F)^T dO; dK_j += dS^T Q;
+// dQ_i += dS K. dK and dQ are multiplied by scale once, when they are written.
+//
+// Dropout (Note [Dropout RNG]): the probability of query i and key j of local head h and
+// sample b is element e = ((head_offset + h) * T + i) * T + j of sample sample_offset + b,
+// as dropout_attention_forward addresses the (B, H, T, T) probabilities. It is kept iff
+// dropout_bits >= dropout_threshold(p), and then scaled by F = 1.0f / (1.0f - p) (computed in
+// float, as the dropout kernel does); F = 0 otherwise. Both directions multiply the same F:
+// P * F into the context, dP * F back. A query's keys j0..j0+kKeyTile-1 in a tile are
+// consecutive elements, covered by the kKeyTile / 4 + 1 Philox blocks from e0 >> 2 (e0 the
+// element of key j0): key j0 + j takes word j + e0 % 4 of that run of words. Philox runs
+// vectorised across the query lanes, one block per lane, and each lane picks its word by its
+// own e0 % 4, which differs between queries when T % 4 != 0. The backward redraws the bits.
+//
+// Tiles: kQueryTile = 64 lanes are four AVX-512 vectors, the width of the 6 x 4 register
+// tile of the products; with kKeyTile = 64 a thread's forward tiles take under 150 KB
+// (D = 128) and stay in its L2. Measured on 2 cores at T = 1024, D = 64, key tiles of 32, 96
+// and 128 were slower: smaller ones waste less of the diagonal tiles (computed whole, then
+// masked) but make more, shorter products.
+
+#if defined(__AVX512F__)
+constexpr int kVectorFloats = 16;
+constexpr int kTileVectors = 4;  // vectors per row of a register tile
+#elif defined(__AVX__)
+constexpr int kVectorFloats = 8;
+constexpr int kTileVectors = 2;
+#else
+constexpr int kVectorFloats = 4;
+constexpr int kTileVectors = 2;
+#endif
+typedef float VecF __attribute__((vector_size(kVectorFloats * sizeof(float))));
+
+constexpr int kTileRows = 6;        // rows of a register tile: 6 x 4 accumulators + 4 + 1
+constexpr int64_t kQueryTile = 64;  // queries per tile: the lanes of the tile's vectors
+constexpr int64_t kKeyTile = 64;    // keys per tile
+constexpr int64_t kMaxHeadDim = 128;
+static_assert(kQueryTile % kVectorFloats == 0, "query tiles are whole vectors");
+static_assert(kKeyTile % 4 == 0, "a key tile starts on a Philox block when T % 4 == 0");
+
+constexpr int64_t kBlocksPerQuery = kKeyTile / 4 + 1;  // Philox blocks covering a key tile
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+inline VecF load_vec(const float* p) {
+  VecF v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void store_vec(float* p, VecF v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// C(i, n) = alpha * sum_{k < K} A(i, k) B(k, n), plus C(i, n) when accumulate, with
+// A(i, k) = a[i * a_row + k * a_k], B(k, n) = b[k * ldb + n], C(i, n) = c[i * ldc + n].
+// N is a multiple of kVectorFloats (operands are padded); k runs in increasing order.
+struct Product {
+  const float* a;
+  int64_t a_row;
+  int64_t a_k;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+  float alpha;
+  bool accumulate;
+};
+
+template <int Rows, int Vectors>
+inline void tile(const Product& op, int64_t i0, int64_t n0, int64_t K) {
+  VecF acc[Rows][Vectors] = {};
+  const float* a = op.a + i0 * op.a_row;
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b_row = op.b + k * op.ldb + n0;
+    VecF b_vec[Vectors];
+#pragma GCC unroll 8
+    for (int v = 0; v < Vectors; ++v) b_vec[v] = load_vec(b_row + v * kVectorFloats);
+    const float* a_k = a + k * op.a_k;
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const float a_value = a_k[r * op.a_row];
+#pragma GCC unroll 8
+      for (int v = 0; v < Vectors; ++v) acc[r][v] += a_value * b_vec[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    float* c_row = op.c + (i0 + r) * op.ldc + n0;
+#pragma GCC unroll 8
+    for (int v = 0; v < Vectors; ++v) {
+      VecF out = op.alpha * acc[r][v];
+      if (op.accumulate) out = load_vec(c_row + v * kVectorFloats) + out;
+      store_vec(c_row + v * kVectorFloats, out);
+    }
+  }
+}
+
+template <int Rows>
+void row_block(const Product& op, int64_t i0, int64_t N, int64_t K) {
+  int64_t n0 = 0;
+  for (; n0 + kTileVectors * kVectorFloats <= N; n0 += kTileVectors * kVectorFloats)
+    tile<Rows, kTileVectors>(op, i0, n0, K);
+  switch ((N - n0) / kVectorFloats) {
+    case 3:
+      return tile<Rows, 3>(op, i0, n0, K);
+    case 2:
+      return tile<Rows, 2>(op, i0, n0, K);
+    case 1:
+      return tile<Rows, 1>(op, i0, n0, K);
+    default:
+      return;
+  }
+}
+
+// C(M, N) as Product says.
+void product(const Product& op, int64_t M, int64_t N, int64_t K) {
+  int64_t i0 = 0;
+  for (; i0 + kTileRows <= M; i0 += kTileRows) row_block<kTileRows>(op, i0, N, K);
+  switch (M - i0) {
+    case 5:
+      return row_block<5>(op, i0, N, K);
+    case 4:
+      return row_block<4>(op, i0, N, K);
+    case 3:
+      return row_block<3>(op, i0, N, K);
+    case 2:
+      return row_block<2>(op, i0, N, K);
+    case 1:
+      return row_block<1>(op, i0, N, K);
+    default:
+      return;
+  }
+}
+static_assert(kTileRows == 6, "product dispatches on 1..6 rows");
+
+// Where one (sample, head) lives in the [s, b, h] tensors and in the dropout coordinates.
+struct Head {
+  int64_t qkv_offset;      // of q at position 0 in qkv and dqkv; k is at +D, v at +2D
+  int64_t ctx_offset;      // of position 0 in ctx and dctx
+  int64_t lse_offset;      // of position 0 in lse
+  uint64_t first_element;  // dropout element of (query 0, key 0): (head_offset + h) * T * T
+  uint64_t sample;         // global sample index
+};
+
+struct Geometry {
+  int64_t T, D;
+  int64_t padded_dim;  // D rounded up to whole vectors
+  int64_t qkv_row;     // floats between positions t and t + 1 of qkv: B * H * 3 * D
+  int64_t ctx_row;     // of ctx: B * H * D
+};
+
+Geometry make_geometry(const FlashAttentionDims& dims) {
+  TRAINER_ASSERT(dims.seq_len >= 1 && dims.micro_batch >= 1 && dims.heads >= 1,
+                 "flash attention needs seq_len, micro_batch and heads >= 1; got "
+                     << dims.seq_len << ", " << dims.micro_batch << ", " << dims.heads);
+  TRAINER_ASSERT(dims.head_dim >= 1 && dims.head_dim <= kMaxHeadDim,
+                 "flash attention head_dim " << dims.head_dim << " outside 1.." << kMaxHeadDim);
+  TRAINER_ASSERT(dims.dropout_prob >= 0.f && dims.dropout_prob < 1.f,
+                 "dropout probability " << dims.dropout_prob << " outside [0, 1)");
+  TRAINER_ASSERT(
+      dims.head_offset >= 0 && dims.sample_offset >= 0,
+      "negative head_offset " << dims.head_offset << " or sample_offset " << dims.sample_offset);
+  const int64_t BH = dims.micro_batch * dims.heads;
+  return Geometry{dims.seq_len, dims.head_dim, round_up(dims.head_dim, kVectorFloats),
+                  BH * 3 * dims.head_dim, BH * dims.head_dim};
+}
+
+Head make_head(const FlashAttentionDims& dims, int64_t bh) {
+  const int64_t b = bh / dims.heads, h = bh % dims.heads, T = dims.seq_len;
+  return Head{bh * 3 * dims.head_dim, bh * dims.head_dim, bh * T,
+              static_cast<uint64_t>((dims.head_offset + h) * T * T),
+              static_cast<uint64_t>(dims.sample_offset + b)};
+}
+
+// The dropout rule of one call; F = keep_scale where kept (Note [Flash attention on the host]).
+struct Dropout {
+  bool active;         // p > 0
+  uint32_t threshold;  // keep iff bits >= threshold
+  float keep_scale;    // 1.0f / (1.0f - p)
+  DropoutKey key;
+};
+
+Dropout make_dropout(const FlashAttentionDims& dims) {
+  return Dropout{dims.dropout_prob > 0.f, dropout_threshold(dims.dropout_prob),
+                 1.0f / (1.0f - dims.dropout_prob), dims.dropout_key};
+}
+
+typedef uint32_t VecU32 __attribute__((vector_size(kVectorFloats * sizeof(uint32_t))));
+typedef uint64_t VecU64 __attribute__((vector_size(kVectorFloats * sizeof(uint32_t))));
+typedef int32_t VecI32 __attribute__((vector_size(kVectorFloats * sizeof(uint32_t))));
+
+// Per 64-bit lane, (low 32 bits of a) * multiplier (a multiplier below 2^32).
+inline VecU64 widening_multiply(VecU64 a, uint64_t multiplier) {
+#if defined(__AVX512F__)
+  return std::bit_cast<VecU64>(_mm512_maskz_mul_epu32(0xFF, std::bit_cast<__m512i>(a),
+                                                      _mm512_set1_epi64(int64_t(multiplier))));
+#elif defined(__AVX2__)
+  return std::bit_cast<VecU64>(
+      _mm256_mul_epu32(std::bit_cast<__m256i>(a), _mm256_set1_epi64x(int64_t(multiplier))));
+#else
+  return (a & 0xFFFFFFFFull) * multiplier;
+#endif
+}
+
+// philox_mulhilo per 32-bit lane: the high and low words of a * multiplier, from two widening
+// multiplies, of the even and of the odd lanes.
+inline void mulhilo(VecU32 a, uint64_t multiplier, VecU32& hi, VecU32& lo) {
+  constexpr uint64_t kLow = 0xFFFFFFFFull;
+  const VecU64 wide = std::bit_cast<VecU64>(a);
+  const VecU64 even = widening_multiply(wide, multiplier);
+  const VecU64 odd = widening_multiply(wide >> 32, multiplier);
+  hi = std::bit_cast<VecU32>((even >> 32) | (odd & ~kLow));
+  lo = std::bit_cast<VecU32>((even & kLow) | (odd << 32));
+}
+
+// words[w] = word w % 4 of Philox block (high, low) + w / 4 in each lane, for
+// w < 4 * kBlocksPerQuery: the rounds of philox4x32_10, one block per lane.
+void philox_lanes(VecU32 (&words)[4 * kBlocksPerQuery], VecU32 low, VecU32 high, uint64_t sample,
+                  DropoutKey key) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int64_t block = 0; block < kBlocksPerQuery; ++block) {
+    VecU32 c0 = low + static_cast<uint32_t>(block);
+    VecU32 c1 = high - std::bit_cast<VecU32>(c0 < low);  // a carry compares as all ones (-1)
+    VecU32 c2 = VecU32{} + static_cast<uint32_t>(sample);
+    VecU32 c3 = VecU32{} + static_cast<uint32_t>(sample >> 32);
+    uint32_t key0 = key.key0, key1 = key.key1;
+    for (int round = 0; round < 10; ++round) {
+      VecU32 hi0, lo0, hi1, lo1;
+      mulhilo(c0, kMul0, hi0, lo0);
+      mulhilo(c2, kMul1, hi1, lo1);
+      c0 = hi1 ^ c1 ^ key0;
+      c2 = hi0 ^ c3 ^ key1;
+      c1 = lo1;
+      c3 = lo0;
+      key0 += kWeyl0;
+      key1 += kWeyl1;
+    }
+    words[4 * block] = c0;
+    words[4 * block + 1] = c1;
+    words[4 * block + 2] = c2;
+    words[4 * block + 3] = c3;
+  }
+}
+
+// Calls apply(j, i, factors) for the keys j0 + j, j < keys, and each vector of query lanes
+// i0 + i .. i0 + i + kVectorFloats - 1 of a tile, with factors the lanes' dropout factors F
+// (lanes past T get values that nobody reads).
+template <class Apply>
+void for_dropout_factors(const Dropout& dropout, const Head& head, int64_t T, int64_t i0,
+                         int64_t j0, int64_t keys, Apply apply) {
+  const VecF keep = VecF{} + dropout.keep_scale;
+  for (int64_t i = 0; i < kQueryTile; i += kVectorFloats) {
+    VecU32 low, high;
+    VecI32 shift;  // e0 % 4 of each lane
+    for (int l = 0; l < kVectorFloats; ++l) {
+      const uint64_t first = head.first_element + static_cast<uint64_t>((i0 + i + l) * T + j0);
+      low[l] = static_cast<uint32_t>(first >> 2);
+      high[l] = static_cast<uint32_t>(first >> 34);
+      shift[l] = static_cast<int32_t>(first & 3);
+    }
+    VecU32 words[4 * kBlocksPerQuery];
+    philox_lanes(words, low, high, head.sample, dropout.key);
+    for (int64_t j = 0; j < keys; ++j) {  // key j takes word j + shift
+      const VecU32 low_pair = shift == 0 ? words[j] : words[j + 1];
+      const VecU32 high_pair = shift == 2 ? words[j + 2] : words[j + 3];
+      const VecU32 bits = shift < 2 ? low_pair : high_pair;
+      apply(j, i, bits >= dropout.threshold ? keep : VecF{});
+    }
+  }
+}
+
+// Key row j of a tile is masked for the lanes i < first_visible_lane(j): key j0 + j is after
+// query i0 + i there. Clamped to [0, kQueryTile].
+inline int64_t first_visible_lane(int64_t i0, int64_t j0, int64_t j) {
+  return std::clamp<int64_t>(j0 + j - i0, 0, kQueryTile);
+}
+
+// One thread's tiles for the forward; rows and lanes past T hold values nobody reads.
+struct ForwardScratch {
+  std::vector<float> queries_t;  // (D, kQueryTile): the tile's queries transposed, 0 past T
+  std::vector<float> scores;     // (kKeyTile, kQueryTile): S^T, then P^T, then (P * F)^T
+  std::vector<float> keys;       // (kKeyTile, D): K rows of the key tile
+  std::vector<float> values;     // (kKeyTile, padded_dim): V rows, zero past D
+  std::vector<float> out;        // (kQueryTile, padded_dim): O before the division by l
+  float max[kQueryTile];         // m: running max of the scaled scores
+  float sum[kQueryTile];         // l: running sum of exp(s - m)
+  float rescale[kQueryTile];     // exp(m_old - m) of the current key tile
+
+  explicit ForwardScratch(const Geometry& g)
+      : queries_t(static_cast<size_t>(g.D * kQueryTile)),
+        scores(static_cast<size_t>(kKeyTile * kQueryTile)),
+        keys(static_cast<size_t>(kKeyTile * g.D)),
+        values(static_cast<size_t>(kKeyTile * g.padded_dim)),
+        out(static_cast<size_t>(kQueryTile * g.padded_dim)) {}
+};
+
+// Online softmax over one key tile of S^T (keys rows): updates m and l, turns the scores
+// into P = exp(S - m) (0 where masked) and sets rescale = exp(m_old - m).
+void online_softmax(ForwardScratch& s, int64_t keys) {
+  float new_max[kQueryTile], tile_sum[kQueryTile] = {};
+  std::copy(s.max, s.max + kQueryTile, new_max);
+  for (int64_t j = 0; j < keys; ++j) {
+    const float* row = s.scores.data() + j * kQueryTile;
+#pragma omp simd
+    for (int64_t i = 0; i < kQueryTile; ++i) new_max[i] = std::max(new_max[i], row[i]);
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < kQueryTile; ++i) {
+    s.rescale[i] = detail::exp_poly(s.max[i] - new_max[i]);  // m_old = -inf gives 0
+    s.max[i] = new_max[i];
+  }
+  for (int64_t j = 0; j < keys; ++j) {
+    float* row = s.scores.data() + j * kQueryTile;
+#pragma omp simd
+    for (int64_t i = 0; i < kQueryTile; ++i) {
+      row[i] = detail::exp_poly(row[i] - new_max[i]);  // masked -inf gives 0
+      tile_sum[i] += row[i];
+    }
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < kQueryTile; ++i) s.sum[i] = s.sum[i] * s.rescale[i] + tile_sum[i];
+}
+
+// Folds keys [j0, j0 + keys) into the state of the query tile at i0.
+void forward_key_tile(ForwardScratch& s, const float* qkv, const Head& head, const Geometry& g,
+                      const FlashAttentionDims& dims, const Dropout& dropout, int64_t i0,
+                      int64_t queries, int64_t j0) {
+  const int64_t keys = std::min(kKeyTile, g.T - j0), Dp = g.padded_dim;
+  const float* k = qkv + head.qkv_offset + g.D + j0 * g.qkv_row;
+  const size_t row_bytes = static_cast<size_t>(g.D) * sizeof(float);
+  for (int64_t j = 0; j < keys; ++j) {
+    std::memcpy(s.keys.data() + j * g.D, k + j * g.qkv_row, row_bytes);
+    std::memcpy(s.values.data() + j * Dp, k + g.D + j * g.qkv_row, row_bytes);
+  }
+  product(Product{s.keys.data(), g.D, 1, s.queries_t.data(), kQueryTile, s.scores.data(),
+                  kQueryTile, dims.scale, false},
+          keys, kQueryTile, g.D);
+  for (int64_t j = 0; j < keys; ++j) {  // causal mask: -inf where key j0 + j > query i0 + i
+    float* row = s.scores.data() + j * kQueryTile;
+    std::fill(row, row + first_visible_lane(i0, j0, j), kMinusInf);
+  }
+  online_softmax(s, keys);
+  for (int64_t i = 0; i < queries; ++i) {
+    float* o = s.out.data() + i * Dp;
+    const float r = s.rescale[i];
+#pragma omp simd
+    for (int64_t d = 0; d < Dp; ++d) o[d] *= r;
+  }
+  if (dropout.active) {
+    for_dropout_factors(dropout, head, g.T, i0, j0, keys, [&](int64_t j, int64_t i, VecF f) {
+      float* p = s.scores.data() + j * kQueryTile + i;
+      store_vec(p, load_vec(p) * f);
+    });
+  }
+  // O(i, d) += sum_j P(j, i) V(j, d): the tile read as A through strides.
+  product(Product{s.scores.data(), 1, kQueryTile, s.values.data(), Dp, s.out.data(), Dp, 1.f, true},
+          queries, Dp, keys);
+}
+
+// The queries [i0, i0 + kQueryTile) of one head: ctx and lse rows.
+void forward_query_tile(ForwardScratch& s, float* ctx, float* lse, const float* qkv,
+                        const Head& head, const Geometry& g, const FlashAttentionDims& dims,
+                        const Dropout& dropout, int64_t i0) {
+  const int64_t queries = std::min(kQueryTile, g.T - i0), Dp = g.padded_dim;
+  std::fill(s.queries_t.begin(), s.queries_t.end(), 0.f);
+  for (int64_t i = 0; i < queries; ++i) {
+    const float* q = qkv + head.qkv_offset + (i0 + i) * g.qkv_row;
+    for (int64_t d = 0; d < g.D; ++d) s.queries_t[d * kQueryTile + i] = q[d];
+  }
+  std::fill(s.out.begin(), s.out.end(), 0.f);
+  std::fill(s.max, s.max + kQueryTile, kMinusInf);
+  std::fill(s.sum, s.sum + kQueryTile, 0.f);
+  for (int64_t j0 = 0; j0 < i0 + queries; j0 += kKeyTile)
+    forward_key_tile(s, qkv, head, g, dims, dropout, i0, queries, j0);
+  for (int64_t i = 0; i < queries; ++i) {
+    const float inv_sum = 1.f / s.sum[i];
+    const float* o = s.out.data() + i * Dp;
+    float* c = ctx + head.ctx_offset + (i0 + i) * g.ctx_row;
+    for (int64_t d = 0; d < g.D; ++d) c[d] = o[d] * inv_sum;
+    lse[head.lse_offset + i0 + i] = s.max[i] + std::log(s.sum[i]);
+  }
+}
+
+// One thread's copies of one head for the backward (padded_T = T rounded up to whole query and
+// key tiles; rows and columns past T and D are zero) and its tiles.
+struct BackwardScratch {
+  std::vector<float> queries_t;  // (padded_T / kQueryTile, D, kQueryTile): q^T by query tiles
+  std::vector<float> dout_t;     // (padded_T / kQueryTile, D, kQueryTile): dO^T by query tiles
+  std::vector<float> queries;    // (padded_T, padded_dim): q
+  std::vector<float> dout;       // (padded_T, padded_dim): dO
+  std::vector<float> keys;       // (padded_T, padded_dim): k
+  std::vector<float> dqueries;   // (padded_T, padded_dim): dQ / scale, summed over key tiles
+  std::vector<float> delta;      // (padded_T): Delta = dO . O
+  std::vector<float> probs;      // (kKeyTile, kQueryTile): P^T, then (P * F)^T
+  std::vector<float> dprobs;     // (kKeyTile, kQueryTile): dP^T, then dS^T
+  std::vector<float> dkeys;      // (kKeyTile, padded_dim): dK / scale of the key tile
+  std::vector<float> dvalues;    // (kKeyTile, padded_dim): dV of the key tile
+  int64_t padded_T;
+
+  explicit BackwardScratch(const Geometry& g)
+      : padded_T(round_up(g.T, std::max(kQueryTile, kKeyTile))) {
+    const auto size = [](int64_t rows, int64_t cols) { return static_cast<size_t>(rows * cols); };
+    queries_t.resize(size(g.D, padded_T));
+    dout_t.resize(size(g.D, padded_T));
+    for (auto* v : {&queries, &dout, &keys, &dqueries}) v->resize(size(padded_T, g.padded_dim));
+    delta.resize(size(padded_T, 1));
+    for (auto* v : {&probs, &dprobs}) v->resize(size(kKeyTile, kQueryTile));
+    for (auto* v : {&dkeys, &dvalues}) v->resize(size(kKeyTile, g.padded_dim));
+  }
+};
+
+// Copies q, k and dO of one head into the scratch (padding stays zero) and computes Delta.
+void load_head(BackwardScratch& s, const float* dctx, const float* qkv, const float* ctx,
+               const Head& head, const Geometry& g) {
+  const int64_t Dp = g.padded_dim;
+  const size_t row_bytes = static_cast<size_t>(g.D) * sizeof(float);
+  for (int64_t t = 0; t < g.T; ++t) {
+    const float* q = qkv + head.qkv_offset + t * g.qkv_row;
+    const float* dout = dctx + head.ctx_offset + t * g.ctx_row;
+    const float* out = ctx + head.ctx_offset + t * g.ctx_row;
+    std::memcpy(s.queries.data() + t * Dp, q, row_bytes);
+    std::memcpy(s.keys.data() + t * Dp, q + g.D, row_bytes);
+    std::memcpy(s.dout.data() + t * Dp, dout, row_bytes);
+    double dot = 0.0;
+    const int64_t transposed = t / kQueryTile * g.D * kQueryTile + t % kQueryTile;
+    for (int64_t d = 0; d < g.D; ++d) {
+      s.queries_t[transposed + d * kQueryTile] = q[d];
+      s.dout_t[transposed + d * kQueryTile] = dout[d];
+      dot += double{dout[d]} * double{out[d]};
+    }
+    s.delta[t] = static_cast<float>(dot);
+  }
+  std::fill(s.dqueries.begin(), s.dqueries.end(), 0.f);
+}
+
+// P^T = exp(S^T - lse) on the visible keys of each lane, 0 where key > query or query >= T.
+void recompute_probs(BackwardScratch& s, const float* lse, int64_t i0, int64_t queries, int64_t j0,
+                     int64_t keys) {
+  for (int64_t j = 0; j < keys; ++j) {
+    float* row = s.probs.data() + j * kQueryTile;
+    const int64_t first = std::min(first_visible_lane(i0, j0, j), queries);
+    std::fill(row, row + first, 0.f);
+#pragma omp simd
+    for (int64_t i = first; i < queries; ++i) row[i] = detail::exp_poly(row[i] - lse[i0 + i]);
+    std::fill(row + queries, row + kQueryTile, 0.f);
+  }
+}
+
+// The pair (key tile at j0, query tile at i0): adds into dK, dV of the key tile and dQ.
+void backward_tile(BackwardScratch& s, const float* qkv, const float* lse, const Head& head,
+                   const Geometry& g, const FlashAttentionDims& dims, const Dropout& dropout,
+                   int64_t i0, int64_t j0) {
+  const int64_t keys = std::min(kKeyTile, g.T - j0), queries = std::min(kQueryTile, g.T - i0);
+  const int64_t Dp = g.padded_dim;
+  const float* v = qkv + head.qkv_offset + 2 * g.D + j0 * g.qkv_row;
+  float* P = s.probs.data();
+  float* dP = s.dprobs.data();
+  // S^T = scale K Q^T, then P; dP^T = V dO^T.
+  product(Product{s.keys.data() + j0 * Dp, Dp, 1, s.queries_t.data() + i0 * g.D, kQueryTile, P,
+                  kQueryTile, dims.scale, false},
+          keys, kQueryTile, g.D);
+  recompute_probs(s, lse + head.lse_offset, i0, queries, j0, keys);
+  product(
+      Product{v, g.qkv_row, 1, s.dout_t.data() + i0 * g.D, kQueryTile, dP, kQueryTile, 1.f, false},
+      keys, kQueryTile, g.D);
+  const float* delta = s.delta.data() + i0;
+  if (dropout.active) {
+    for_dropout_factors(dropout, head, g.T, i0, j0, keys, [&](int64_t j, int64_t i, VecF f) {
+      float* p = P + j * kQueryTile + i;
+      float* dp = dP + j * kQueryTile + i;
+      const VecF probs = load_vec(p);
+      store_vec(dp, probs * (load_vec(dp) * f - load_vec(delta + i)));
+      store_vec(p, probs * f);
+    });
+  } else {
+    for (int64_t j = 0; j < keys; ++j) {
+      const int64_t row = j * kQueryTile;
+#pragma omp simd
+      for (int64_t i = 0; i < kQueryTile; ++i) dP[row + i] = P[row + i] * (dP[row + i] - delta[i]);
+    }
+  }
+  // dV += (P F)^T dO, dK += dS^T Q (tiles read as A by rows), dQ += dS K (tile read through
+  // strides).
+  product(Product{P, kQueryTile, 1, s.dout.data() + i0 * Dp, Dp, s.dvalues.data(), Dp, 1.f, true},
+          keys, Dp, queries);
+  product(Product{dP, kQueryTile, 1, s.queries.data() + i0 * Dp, Dp, s.dkeys.data(), Dp, 1.f, true},
+          keys, Dp, queries);
+  product(Product{dP, 1, kQueryTile, s.keys.data() + j0 * Dp, Dp, s.dqueries.data() + i0 * Dp, Dp,
+                  1.f, true},
+          queries, Dp, keys);
+}
+
+// dq, dk, dv of one head: key tiles in order, each over the query tiles from its diagonal on.
+void backward_head(BackwardScratch& s, float* dqkv, const float* dctx, const float* qkv,
+                   const float* ctx, const float* lse, const Head& head, const Geometry& g,
+                   const FlashAttentionDims& dims, const Dropout& dropout) {
+  load_head(s, dctx, qkv, ctx, head, g);
+  const int64_t Dp = g.padded_dim;
+  const auto write = [&](float* dst, const float* src, float scale) {
+    for (int64_t d = 0; d < g.D; ++d) dst[d] = scale * src[d];
+  };
+  for (int64_t j0 = 0; j0 < g.T; j0 += kKeyTile) {
+    std::fill(s.dkeys.begin(), s.dkeys.end(), 0.f);
+    std::fill(s.dvalues.begin(), s.dvalues.end(), 0.f);
+    for (int64_t i0 = j0 / kQueryTile * kQueryTile; i0 < g.T; i0 += kQueryTile)
+      backward_tile(s, qkv, lse, head, g, dims, dropout, i0, j0);
+    for (int64_t j = 0; j < std::min(kKeyTile, g.T - j0); ++j) {
+      float* dk = dqkv + head.qkv_offset + g.D + (j0 + j) * g.qkv_row;
+      write(dk, s.dkeys.data() + j * Dp, dims.scale);
+      write(dk + g.D, s.dvalues.data() + j * Dp, 1.f);
+    }
+  }
+  for (int64_t t = 0; t < g.T; ++t)
+    write(dqkv + head.qkv_offset + t * g.qkv_row, s.dqueries.data() + t * Dp, dims.scale);
+}
+
+}  // namespace
+
+void flash_attention_forward(float* ctx, float* lse, const float* qkv,
+                             const FlashAttentionDims& dims) {
+  const Geometry g = make_geometry(dims);
+  const Dropout dropout = make_dropout(dims);
+  const int64_t query_tiles = (g.T + kQueryTile - 1) / kQueryTile;
+  const int64_t tasks = dims.micro_batch * dims.heads * query_tiles;
+#pragma omp parallel
+  {
+    ForwardScratch scratch(g);
+    // Task t: head t / query_tiles, query tiles from the last (the most keys) to the first.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t i0 = (query_tiles - 1 - t % query_tiles) * kQueryTile;
+      forward_query_tile(scratch, ctx, lse, qkv, make_head(dims, t / query_tiles), g, dims, dropout,
+                         i0);
+    }
+  }
+}
+
+void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
+                              const float* lse, const FlashAttentionDims& dims) {
+  const Geometry g = make_geometry(dims);
+  const Dropout dropout = make_dropout(dims);
+  const int64_t heads = dims.micro_batch * dims.heads;
+#pragma omp parallel
+  {
+    BackwardScratch scratch(g);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < heads; ++bh)
+      backward_head(scratch, dqkv, dctx, qkv, ctx, lse, make_head(dims, bh), g, dims, dropout);
+  }
+}
+
+}  // namespace runtime::cpu
