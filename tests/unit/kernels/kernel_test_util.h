@@ -1,6 +1,7 @@
 // Helpers shared by the CPU kernel tests: seeded random data, tolerance and bitwise
-// comparisons, OpenMP thread-count switching, and a central finite-difference check of
-// a directional derivative. Header-only; every test file includes it.
+// comparisons, OpenMP thread-count switching and the thread-count determinism check, and a
+// central finite-difference check of a directional derivative. Header-only; every test file
+// includes it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -43,6 +44,13 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// `first` followed by each of `rest`: every output of a run in one vector, to compare at once.
+template <class... Rest>
+std::vector<float> concat(std::vector<float> first, const Rest&... rest) {
+  (first.insert(first.end(), rest.begin(), rest.end()), ...);
+  return first;
+}
+
 // |actual - expected| <= atol + rtol * |expected| everywhere; reports the worst element.
 inline void expect_close(const std::vector<float>& actual, const std::vector<double>& expected,
                          double atol, double rtol, const std::string& what) {
@@ -69,6 +77,16 @@ void with_threads(int threads, F f) {
   omp_set_num_threads(threads);
   f();
   omp_set_num_threads(previous);
+}
+
+// Expects run() (every output of a kernel call, as one vector) to be bit-identical with 1 and
+// with 3 OpenMP threads.
+template <class Run>
+void expect_thread_count_independent(const Run& run) {
+  std::vector<float> one, three;
+  with_threads(1, [&] { one = run(); });
+  with_threads(3, [&] { three = run(); });
+  EXPECT_TRUE(bitwise_equal(one, three));
 }
 
 // Central difference of loss(x) along `direction` against the analytic slope <grad, step>.

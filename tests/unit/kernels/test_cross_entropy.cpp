@@ -31,24 +31,35 @@ std::vector<double> lse_reference(const std::vector<float>& x) {
   return lse;
 }
 
+// Each row's loss from its reference log-sum-exp: lse - the target's logit.
+std::vector<double> loss_reference(const std::vector<float>& x, const std::vector<double>& lse,
+                                   const std::vector<int32_t>& targets) {
+  std::vector<double> loss;
+  for (int64_t r = 0; r < kRows; ++r) loss.push_back(lse[r] - x[r * kPadded + targets[r]]);
+  return loss;
+}
+
+// The forward over kRows rows of kPadded logits, kVocab of them real.
+void forward(std::vector<float>& losses, std::vector<float>& lse, const std::vector<float>& logits,
+             const std::vector<int32_t>& targets) {
+  cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), kRows, kVocab,
+                        kPadded);
+}
+
 TEST(CrossEntropy, ForwardMatchesReferenceAndIgnoresPadding) {
   const auto targets = random_ints(kRows, 1, 0, kVocab - 1);
   const auto x = logits_with_padding(2, 0.f);
   auto losses = filled(kRows, kNaN), lse = filled(kRows, kNaN);
-  cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows, kVocab,
-                        kPadded);
+  forward(losses, lse, x, targets);
   const auto want_lse = lse_reference(x);
-  std::vector<double> want_loss;
-  for (int64_t r = 0; r < kRows; ++r)
-    want_loss.push_back(want_lse[r] - x[r * kPadded + targets[r]]);
+  const auto want_loss = loss_reference(x, want_lse, targets);
   expect_close(lse, want_lse, 1e-6, 1e-6, "lse");
   expect_close(losses, want_loss, 1e-6, 1e-6, "loss");
   // Huge or NaN padding logits change nothing: the padding is never read.
   for (float pad : {1e30f, kNaN}) {
     const auto padded = logits_with_padding(2, pad);
     std::vector<float> l2(kRows), lse2(kRows);
-    cross_entropy_forward(l2.data(), lse2.data(), padded.data(), targets.data(), kRows, kVocab,
-                          kPadded);
+    forward(l2, lse2, padded, targets);
     EXPECT_TRUE(bitwise_equal(l2, losses)) << pad;
     EXPECT_TRUE(bitwise_equal(lse2, lse)) << pad;
   }
@@ -59,12 +70,9 @@ TEST(CrossEntropy, LargeLogitsStayFinite) {
   auto x = logits_with_padding(4, 0.f, 50.f);
   for (float& v : x) v += 1000.f;
   std::vector<float> losses(kRows), lse(kRows);
-  cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows, kVocab,
-                        kPadded);
+  forward(losses, lse, x, targets);
   const auto want_lse = lse_reference(x);
-  std::vector<double> want_loss;
-  for (int64_t r = 0; r < kRows; ++r)
-    want_loss.push_back(want_lse[r] - x[r * kPadded + targets[r]]);
+  const auto want_loss = loss_reference(x, want_lse, targets);
   expect_close(losses, want_loss, 1e-3, 1e-6, "loss");  // lse ~ 1e3: float ulp is 6e-5
 }
 
@@ -72,8 +80,7 @@ TEST(CrossEntropy, BackwardMatchesReferenceZeroesPaddingAndMayAliasLogits) {
   const auto targets = random_ints(kRows, 5, 0, kVocab - 1);
   const auto x = logits_with_padding(6, 1e30f);
   std::vector<float> losses(kRows), lse(kRows);
-  cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows, kVocab,
-                        kPadded);
+  forward(losses, lse, x, targets);
   const float scale = 1.f / 7.f;
   auto dx = filled(kRows * kPadded, kNaN);
   cross_entropy_backward(dx.data(), x.data(), lse.data(), targets.data(), kRows, kVocab, kPadded,
@@ -99,15 +106,13 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
   const float scale = 0.5f;
   auto loss = [&](const std::vector<float>& logits) {
     std::vector<float> losses(kRows), lse(kRows);
-    cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), kRows, kVocab,
-                          kPadded);
+    forward(losses, lse, logits, targets);
     double total = 0;
     for (float l : losses) total += scale * double{l};
     return total;
   };
   std::vector<float> losses(kRows), lse(kRows), dx(x.size());
-  cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows, kVocab,
-                        kPadded);
+  forward(losses, lse, x, targets);
   cross_entropy_backward(dx.data(), x.data(), lse.data(), targets.data(), kRows, kVocab, kPadded,
                          scale);
   const auto direction = logits_with_padding(9, 0.f, 1.f);
@@ -119,9 +124,7 @@ TEST(CrossEntropy, RejectsTargetsOutsideTheRealVocab) {
   std::vector<int32_t> targets(kRows, 0);
   targets[3] = kVocab;  // a padding column is not a token
   std::vector<float> losses(kRows), lse(kRows);
-  EXPECT_THROW(cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), kRows,
-                                     kVocab, kPadded),
-               std::logic_error);
+  EXPECT_THROW(forward(losses, lse, x, targets), std::logic_error);
 }
 
 TEST(CrossEntropy, BitIdenticalAcrossThreadCounts) {
@@ -133,13 +136,9 @@ TEST(CrossEntropy, BitIdenticalAcrossThreadCounts) {
     cross_entropy_forward(losses.data(), lse.data(), x.data(), targets.data(), rows, vocab, padded);
     cross_entropy_backward(dx.data(), x.data(), lse.data(), targets.data(), rows, vocab, padded,
                            0.1f);
-    dx.insert(dx.end(), losses.begin(), losses.end());
-    return dx;
+    return concat(dx, losses);
   };
-  std::vector<float> one, three;
-  with_threads(1, [&] { one = run(); });
-  with_threads(3, [&] { three = run(); });
-  EXPECT_TRUE(bitwise_equal(one, three));
+  expect_thread_count_independent(run);
 }
 
 }  // namespace
