@@ -136,6 +136,22 @@ class Communicator {
   runtime::CpuAllocator staging_allocator_;  // category comm
 };
 
+// The buffer hooks' override declarations, for the private section of an implementation that
+// defines them all out of line.
+#define TRAINER_BUFFER_HOOK_OVERRIDES                                                           \
+  void do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) override;      \
+  void do_all_reduce_sum_f64_buffer(double* data, int64_t count) override;                      \
+  void do_all_reduce_max_buffer(float* data, int64_t count) override;                           \
+  void do_all_gather_buffer(void* out, const void* in, int64_t count, runtime::DType dtype)     \
+      override;                                                                                 \
+  void do_reduce_scatter_buffer(void* out, const void* in, int64_t count, runtime::DType dtype) \
+      override;                                                                                 \
+  void do_broadcast(void* data, int64_t bytes, int root) override;                              \
+  void do_barrier() override;                                                                   \
+  std::unique_ptr<Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,      \
+                                                int tag) override;                              \
+  void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) override
+
 // The group of one process: every collective is the identity (payloads are
 // still counted, so the communication model holds for one process too).
 class SelfCommunicator final : public Communicator {
@@ -175,18 +191,7 @@ class SplitCommunicator final : public Communicator {
   int64_t payload_bytes() const override;
 
  private:
-  void do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) override;
-  void do_all_reduce_sum_f64_buffer(double* data, int64_t count) override;
-  void do_all_reduce_max_buffer(float* data, int64_t count) override;
-  void do_all_gather_buffer(void* out, const void* in, int64_t count,
-                            runtime::DType dtype) override;
-  void do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
-                                runtime::DType dtype) override;
-  void do_broadcast(void* data, int64_t bytes, int root) override;
-  void do_barrier() override;
-  std::unique_ptr<Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,
-                                                int tag) override;
-  void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) override;
+  TRAINER_BUFFER_HOOK_OVERRIDES;
   void do_all_reduce_sum_tensor(const runtime::Tensor& data) override;
   void do_all_reduce_max_tensor(const runtime::Tensor& data) override;
   void do_all_gather_tensor(const runtime::Tensor& out, const runtime::Tensor& in) override;

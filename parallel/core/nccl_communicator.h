@@ -36,20 +36,10 @@ class NcclCommunicator final : public Communicator {
   bool takes_device_buffers() const override { return true; }
 
  private:
-  void do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) override;
-  void do_all_reduce_sum_f64_buffer(double* data, int64_t count) override;
-  void do_all_reduce_max_buffer(float* data, int64_t count) override;
-  void do_all_gather_buffer(void* out, const void* in, int64_t count,
-                            runtime::DType dtype) override;
-  void do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
-                                runtime::DType dtype) override;
-  void do_broadcast(void* data, int64_t bytes, int root) override;
-  void do_barrier() override;
-  // To and from ring neighbours only (ring_point_to_point). NCCL has no tags: messages from
-  // one rank to another are received in the order they were sent, and `tag` is not used.
-  std::unique_ptr<Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,
-                                                int tag) override;
-  void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) override;
+  // send_async and recv: to and from ring neighbours only (ring_point_to_point). NCCL has no
+  // tags: messages from one rank to another are received in the order they were sent, and
+  // `tag` is not used.
+  TRAINER_BUFFER_HOOK_OVERRIDES;
 
   // A two-rank communicator that carries messages one way, with its own stream.
   struct Channel {
