@@ -3,7 +3,6 @@
 // optimizer state and checkpoints go through uploads and downloads must equal the host run
 // bit for bit — losses, validation, checkpoints, resume, export and the non-finite check.
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -14,7 +13,7 @@
 namespace trainer {
 namespace {
 
-using testing_support::TempDir;
+using testing_support::CorpusDir;
 
 // A Trainer whose allocator is the emulated device's (registered first, for its lifetime).
 struct DeviceRun : private emulated::Device,
@@ -40,7 +39,8 @@ std::vector<std::string> losses(const std::string& metrics_path) {
   return out;
 }
 
-std::vector<std::string> common_overrides(const TempDir& dir, const std::string& name) {
+std::vector<std::string> common_overrides(const testing_support::TempDir& dir,
+                                          const std::string& name) {
   return {"train.steps=4",
           "model.hidden_dropout=0.1",
           "model.attention_dropout=0.1",
@@ -72,13 +72,10 @@ TEST(EmulatedDeviceDeathTest, HostReadOfDeviceMemoryFaultsOutsideDeviceOps) {
 }
 
 TEST(EmulatedDevice, RunEqualsTheHostRunBitForBit) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  testing_support::InProcessRun host(
-      testing_support::small_config(dir / "data", dir / "host", common_overrides(dir, "host")));
+  CorpusDir dir;
+  testing_support::InProcessRun host(dir.config("host", common_overrides(dir, "host")));
   host.trainer->run();
-  DeviceRun device(
-      testing_support::small_config(dir / "data", dir / "device", common_overrides(dir, "device")));
+  DeviceRun device(dir.config("device", common_overrides(dir, "device")));
   EXPECT_EQ(device.trainer->params().flat.device(), runtime::DeviceKind::cuda);
   device.trainer->run();
 
@@ -90,7 +87,7 @@ TEST(EmulatedDevice, RunEqualsTheHostRunBitForBit) {
   const auto& b = device.trainer->host_params().flat;
   EXPECT_EQ(b.device(), runtime::DeviceKind::cpu);
   ASSERT_EQ(a.nbytes(), b.nbytes());
-  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
+  EXPECT_TRUE(testing_support::same_bytes(a, b));
   const std::string exported = file_bytes(dir / "host/model.safetensors");
   EXPECT_FALSE(exported.empty());
   EXPECT_EQ(file_bytes(dir / "device/model.safetensors"), exported);
@@ -108,24 +105,20 @@ TEST(EmulatedDevice, RunEqualsTheHostRunBitForBit) {
 }
 
 TEST(EmulatedDevice, ResumesFromAHostCheckpointAndAHostRunFromItsCheckpoint) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  testing_support::InProcessRun whole(
-      testing_support::small_config(dir / "data", dir / "whole", common_overrides(dir, "whole")));
+  CorpusDir dir;
+  testing_support::InProcessRun whole(dir.config("whole", common_overrides(dir, "whole")));
   whole.trainer->run();
   // A device run resumes the host run's step-2 checkpoint; a host run the device's.
   {
-    DeviceRun first(
-        testing_support::small_config(dir / "data", dir / "first", common_overrides(dir, "first")));
+    DeviceRun first(dir.config("first", common_overrides(dir, "first")));
     first.trainer->train_step();
     first.trainer->train_step();
     first.trainer->save_checkpoint();
   }
-  testing_support::InProcessRun host_resumed(testing_support::small_config(
-      dir / "data", dir / "host-resumed", common_overrides(dir, "first")));
+  testing_support::InProcessRun host_resumed(
+      dir.config("host-resumed", common_overrides(dir, "first")));
   ASSERT_TRUE(host_resumed.trainer->resume("auto"));
-  DeviceRun device_resumed(testing_support::small_config(dir / "data", dir / "device-resumed",
-                                                         common_overrides(dir, "whole")));
+  DeviceRun device_resumed(dir.config("device-resumed", common_overrides(dir, "whole")));
   ASSERT_TRUE(device_resumed.trainer->resume(dir / "whole-ckpt/step_00000002"));
   const auto whole_losses = losses(dir / "whole/metrics.jsonl");
   for (int64_t step = 3; step <= 4; ++step) {
@@ -139,18 +132,14 @@ TEST(EmulatedDevice, ResumesFromAHostCheckpointAndAHostRunFromItsCheckpoint) {
     EXPECT_EQ(whole_losses[static_cast<size_t>(step - 1)].rfind(logged, 0), 0u)
         << whole_losses[static_cast<size_t>(step - 1)] << " vs " << logged;
   }
-  const auto& a = whole.trainer->host_params().flat;
-  const auto& b = device_resumed.trainer->host_params().flat;
-  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
+  EXPECT_TRUE(testing_support::same_bytes(whole.trainer->host_params().flat,
+                                          device_resumed.trainer->host_params().flat));
 }
 
 TEST(EmulatedDevice, NonFiniteGradientIsNamedFromDeviceTensors) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  DeviceRun run(
-      testing_support::small_config(dir / "data", dir / "run",
-                                    {"optimizer.lr=1e30", "optimizer.clip_grad=0", "train.steps=10",
-                                     "train.on_nonfinite=skip_step", "train.max_skipped_steps=1"}));
+  CorpusDir dir;
+  DeviceRun run(dir.config("run", testing_support::diverging({"train.on_nonfinite=skip_step",
+                                                              "train.max_skipped_steps=1"})));
   run.trainer->train_step();  // finite; blows the weights up
   run.trainer->train_step();  // skipped
   EXPECT_NE(run.log.str().find("(first: gradient of "), std::string::npos) << run.log.str();
@@ -164,7 +153,7 @@ TEST(EmulatedDevice, NonFiniteGradientIsNamedFromDeviceTensors) {
 namespace trainer {
 namespace {
 
-using testing_support::TempDir;
+using testing_support::CorpusDir;
 
 // bf16 on the emulated device (Note [Emulated bf16]): the model reads bf16 weights and keeps
 // bf16 activations, the optimizer updates fp32 master weights.
@@ -184,8 +173,7 @@ std::vector<float> gradients(const Trainer& trainer) {
 }
 
 TEST(EmulatedDeviceBf16, EveryRecomputePlanIsBitIdenticalAndPeaksAsPredicted) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  CorpusDir dir;
   const std::vector<std::vector<std::string>> plans = {
       {"recompute.granularity=none"},
       {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"},
@@ -201,7 +189,7 @@ TEST(EmulatedDeviceBf16, EveryRecomputePlanIsBitIdenticalAndPeaksAsPredicted) {
     std::vector<std::string> overrides = {"model.hidden_dropout=0.1", "model.attention_dropout=0.1",
                                           "optimizer.clip_grad=0"};
     overrides.insert(overrides.end(), plan.begin(), plan.end());
-    DeviceRun run(testing_support::small_config(dir / "data", dir / "run", bf16(overrides)));
+    DeviceRun run(dir.config("run", bf16(overrides)));
     EXPECT_EQ(run.trainer->params().flat.dtype(), runtime::DType::bf16);
     EXPECT_EQ(run.trainer->master_params().flat.dtype(), runtime::DType::f32);
     const StepMetrics m = run.trainer->train_step();
@@ -220,11 +208,9 @@ TEST(EmulatedDeviceBf16, EveryRecomputePlanIsBitIdenticalAndPeaksAsPredicted) {
 // bf16 activations halve the activation memory of fp32 except the f32 statistics and u8
 // masks: the measured peak says so, and equals the memory model's.
 TEST(EmulatedDeviceBf16, ActivationsAreHalfTheFp32Bytes) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  DeviceRun fp32(testing_support::small_config(dir / "data", dir / "fp32",
-                                               {"train.device=cuda", "train.precision=fp32"}));
-  DeviceRun half(testing_support::small_config(dir / "data", dir / "bf16", bf16({})));
+  CorpusDir dir;
+  DeviceRun fp32(dir.config("fp32", {"train.device=cuda", "train.precision=fp32"}));
+  DeviceRun half(dir.config("bf16", bf16({})));
   const int64_t fp32_peak =
       fp32.trainer->train_step().memory[runtime::MemoryCategory::activation].peak;
   const StepMetrics m = half.trainer->train_step();
@@ -238,13 +224,11 @@ TEST(EmulatedDeviceBf16, ActivationsAreHalfTheFp32Bytes) {
 }
 
 TEST(EmulatedDeviceBf16, FollowsTheFp32LossCurve) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 60'000});
+  CorpusDir dir(60'000);
   const std::vector<std::string> common = {"train.steps=150", "optimizer.lr=3e-3",
                                            "optimizer.lr_warmup_steps=10"};
-  testing_support::InProcessRun host(
-      testing_support::small_config(dir / "data", dir / "fp32", common));
-  DeviceRun device(testing_support::small_config(dir / "data", dir / "bf16", bf16(common)));
+  testing_support::InProcessRun host(dir.config("fp32", common));
+  DeviceRun device(dir.config("bf16", bf16(common)));
   std::vector<double> fp32_losses, bf16_losses;
   for (int step = 0; step < 150; ++step) {
     fp32_losses.push_back(host.trainer->train_step().loss);
@@ -260,26 +244,24 @@ TEST(EmulatedDeviceBf16, FollowsTheFp32LossCurve) {
 }
 
 TEST(EmulatedDeviceBf16, ResumeIsBitExact) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  CorpusDir dir;
   const std::vector<std::string> common =
       bf16({"train.steps=4", "model.hidden_dropout=0.1", "checkpoint.dir=" + dir / "ckpt"});
-  DeviceRun whole(testing_support::small_config(dir / "data", dir / "whole", common));
+  DeviceRun whole(dir.config("whole", common));
   std::vector<double> losses;
   for (int step = 0; step < 4; ++step) losses.push_back(whole.trainer->train_step().loss);
   {
-    DeviceRun first(testing_support::small_config(dir / "data", dir / "first", common));
+    DeviceRun first(dir.config("first", common));
     first.trainer->train_step();
     first.trainer->train_step();
     first.trainer->save_checkpoint();
   }
-  DeviceRun resumed(testing_support::small_config(dir / "data", dir / "resumed", common));
+  DeviceRun resumed(dir.config("resumed", common));
   ASSERT_TRUE(resumed.trainer->resume("auto"));
   EXPECT_EQ(resumed.trainer->train_step().loss, losses[2]);
   EXPECT_EQ(resumed.trainer->train_step().loss, losses[3]);
-  const auto& a = whole.trainer->host_params().flat;
-  const auto& b = resumed.trainer->host_params().flat;
-  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
+  EXPECT_TRUE(testing_support::same_bytes(whole.trainer->host_params().flat,
+                                          resumed.trainer->host_params().flat));
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 namespace trainer {
 namespace {
 
+using testing_support::CorpusDir;
 using testing_support::InProcessRun;
-using testing_support::TempDir;
 
 // The loss field of a metrics.jsonl line.
 std::string loss_of(const std::string& line) {
@@ -21,8 +21,7 @@ std::string loss_of(const std::string& line) {
 }
 
 TEST(Resume, SplitRunIsBitIdenticalToOneRun) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  CorpusDir dir;
   const std::vector<std::string> common = {"train.steps=6", "model.hidden_dropout=0.1",
                                            "model.attention_dropout=0.1", "data.shuffle=true",
                                            "optimizer.lr_warmup_steps=2"};
@@ -30,24 +29,22 @@ TEST(Resume, SplitRunIsBitIdenticalToOneRun) {
     extra.insert(extra.begin(), common.begin(), common.end());
     return extra;
   };
-  InProcessRun whole(testing_support::small_config(dir / "data", dir / "whole", with({})));
+  InProcessRun whole(dir.config("whole", with({})));
   whole.trainer->run();
 
-  InProcessRun first(testing_support::small_config(
-      dir / "data", dir / "first", with({"checkpoint.dir=" + dir / "ckpt", "checkpoint.interval=4"})));
+  InProcessRun first(
+      dir.config("first", with({"checkpoint.dir=" + dir / "ckpt", "checkpoint.interval=4"})));
   for (int i = 0; i < 4; ++i) first.trainer->train_step();
   first.trainer->save_checkpoint();
 
-  InProcessRun resumed(testing_support::small_config(
-      dir / "data", dir / "resumed", with({"checkpoint.dir=" + dir / "ckpt"})));
+  InProcessRun resumed(dir.config("resumed", with({"checkpoint.dir=" + dir / "ckpt"})));
   ASSERT_TRUE(resumed.trainer->resume("auto"));
   EXPECT_EQ(resumed.trainer->step(), 4);
   resumed.trainer->run();
 
-  const auto& a = whole.trainer->params().flat;
-  const auto& b = resumed.trainer->params().flat;
-  ASSERT_EQ(a.numel(), b.numel());
-  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
+  ASSERT_EQ(whole.trainer->params().flat.numel(), resumed.trainer->params().flat.numel());
+  EXPECT_TRUE(
+      testing_support::same_bytes(whole.trainer->params().flat, resumed.trainer->params().flat));
   const auto whole_lines = testing_support::read_lines(dir / "whole/metrics.jsonl");
   const auto resumed_lines = testing_support::read_lines(dir / "resumed/metrics.jsonl");
   ASSERT_EQ(whole_lines.size(), 6u);
@@ -58,101 +55,73 @@ TEST(Resume, SplitRunIsBitIdenticalToOneRun) {
 }
 
 TEST(Resume, AsyncCheckpointsResumeBitIdentical) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  const std::vector<std::string> async = {"train.steps=6", "model.hidden_dropout=0.1",
-                                          "checkpoint.dir=" + dir / "ckpt",
-                                          "checkpoint.interval=2", "checkpoint.async=true",
-                                          "checkpoint.keep_last=3"};
-  InProcessRun whole(testing_support::small_config(dir / "data", dir / "whole", async));
+  CorpusDir dir;
+  const std::vector<std::string> async = {
+      "train.steps=6",         "model.hidden_dropout=0.1", "checkpoint.dir=" + dir / "ckpt",
+      "checkpoint.interval=2", "checkpoint.async=true",    "checkpoint.keep_last=3"};
+  InProcessRun whole(dir.config("whole", async));
   whole.trainer->run();
-  EXPECT_NE(whole.log.str().find("checkpoint: step 4 written"), std::string::npos) << whole.log.str();
+  EXPECT_NE(whole.log.str().find("checkpoint: step 4 written"), std::string::npos)
+      << whole.log.str();
   EXPECT_EQ(testing_support::read_lines(dir / "ckpt/latest").at(0), "step_00000006");
-  InProcessRun resumed(testing_support::small_config(dir / "data", dir / "resumed", async));
+  InProcessRun resumed(dir.config("resumed", async));
   ASSERT_TRUE(resumed.trainer->resume(dir / "ckpt/step_00000004"));
   resumed.trainer->run();
-  const auto& a = whole.trainer->params().flat;
-  const auto& b = resumed.trainer->params().flat;
-  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())), 0);
+  EXPECT_TRUE(
+      testing_support::same_bytes(whole.trainer->params().flat, resumed.trainer->params().flat));
 }
 
 TEST(Resume, AutoWithoutCheckpointStartsFresh) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  InProcessRun run(testing_support::small_config(dir / "data", dir / "run",
-                                                 {"checkpoint.dir=" + dir / "none"}));
+  CorpusDir dir;
+  InProcessRun run(dir.config("run", {"checkpoint.dir=" + dir / "none"}));
   EXPECT_FALSE(run.trainer->resume("auto"));
   EXPECT_EQ(run.trainer->step(), 0);
 }
 
 TEST(Resume, RefusesACheckpointOfAnotherModel) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  InProcessRun writer(testing_support::small_config(dir / "data", dir / "a",
-                                                    {"checkpoint.dir=" + dir / "ckpt"}));
+  CorpusDir dir;
+  InProcessRun writer(dir.config("a", {"checkpoint.dir=" + dir / "ckpt"}));
   writer.trainer->train_step();
   writer.trainer->save_checkpoint();
-  InProcessRun reader(testing_support::small_config(
-      dir / "data", dir / "b", {"checkpoint.dir=" + dir / "ckpt", "model.num_layers=3"}));
-  try {
-    reader.trainer->resume("auto");
-    FAIL() << "resumed a 2-layer checkpoint into 3 layers";
-  } catch (const runtime::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("model.num_layers 2 in the checkpoint, 3 now"),
-              std::string::npos)
-        << e.what();
-  }
+  InProcessRun reader(dir.config("b", {"checkpoint.dir=" + dir / "ckpt", "model.num_layers=3"}));
+  testing_support::expect_error<runtime::InputError>(
+      [&] { reader.trainer->resume("auto"); }, {"model.num_layers 2 in the checkpoint, 3 now"},
+      "resumed a 2-layer checkpoint into 3 layers");
 }
 
 TEST(Nonfinite, StopNamesTheStepAndTensor) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  InProcessRun run(testing_support::small_config(
-      dir / "data", dir / "run", {"optimizer.lr=1e30", "optimizer.clip_grad=0", "train.steps=10"}));
-  try {
-    run.trainer->run();
-    FAIL() << "a learning rate of 1e30 trained on";
-  } catch (const runtime::Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("[rank 0] step 2: non-finite loss"), std::string::npos) << message;
-    EXPECT_NE(message.find("(first: gradient of "), std::string::npos) << message;
-  }
+  CorpusDir dir;
+  InProcessRun run(dir.config("run", testing_support::diverging()));
+  testing_support::expect_error<runtime::Error>(
+      [&] { run.trainer->run(); }, {"[rank 0] step 2: non-finite loss", "(first: gradient of "},
+      "a learning rate of 1e30 trained on");
 }
 
 TEST(Nonfinite, SkipStepKeepsWeightsThenStopsAfterTheLimit) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  InProcessRun run(testing_support::small_config(
-      dir / "data", dir / "run",
-      {"optimizer.lr=1e30", "optimizer.clip_grad=0", "train.steps=10",
-       "train.on_nonfinite=skip_step", "train.max_skipped_steps=2"}));
+  CorpusDir dir;
+  InProcessRun run(dir.config("run", testing_support::diverging({"train.on_nonfinite=skip_step",
+                                                                 "train.max_skipped_steps=2"})));
   run.trainer->train_step();  // step 1 is finite and blows the weights up
-  const std::vector<float> after_first(run.trainer->params().flat.f32(),
-                                       run.trainer->params().flat.f32() + run.trainer->params().flat.numel());
+  const std::vector<float> after_first(
+      run.trainer->params().flat.f32(),
+      run.trainer->params().flat.f32() + run.trainer->params().flat.numel());
   run.trainer->train_step();  // skipped
   run.trainer->train_step();  // skipped
   EXPECT_EQ(std::memcmp(after_first.data(), run.trainer->params().flat.raw(),
                         after_first.size() * sizeof(float)),
             0);
   EXPECT_NE(run.log.str().find("update skipped"), std::string::npos);
-  try {
-    run.trainer->train_step();
-    FAIL() << "a third skip in a row went on";
-  } catch (const runtime::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("3 steps skipped in a row > train.max_skipped_steps 2"),
-              std::string::npos)
-        << e.what();
-  }
+  testing_support::expect_error<runtime::Error>(
+      [&] { run.trainer->train_step(); }, {"3 steps skipped in a row > train.max_skipped_steps 2"},
+      "a third skip in a row went on");
 }
 
 TEST(InitFrom, LoadsExportedWeights) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  InProcessRun trained(testing_support::small_config(dir / "data", dir / "run",
-                                                     {"train.steps=2", "train.eval_interval=2"}));
+  CorpusDir dir;
+  InProcessRun trained(dir.config("run", {"train.steps=2", "train.eval_interval=2"}));
   trained.trainer->run();
-  InProcessRun fresh(testing_support::small_config(
-      dir / "data", dir / "fresh", {"train.seed=5", "train.init_from=" + dir / "run/model.safetensors"}));
+  InProcessRun fresh(
+      dir.config("fresh", {"train.seed=5", "train.init_from=" + dir / "run/model.safetensors"}));
   fresh.trainer->init_from(dir / "run/model.safetensors");
   EXPECT_EQ(fresh.trainer->evaluate(), trained.trainer->evaluate());
 }

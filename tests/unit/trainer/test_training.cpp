@@ -12,6 +12,7 @@
 namespace trainer {
 namespace {
 
+using testing_support::CorpusDir;
 using testing_support::InProcessRun;
 using testing_support::TempDir;
 
@@ -35,22 +36,22 @@ TEST(Training, LearnsTheSyntheticChainToNearItsFloor) {
   ASSERT_TRUE(summary.last_val_loss.has_value());
   EXPECT_LT(*summary.last_val_loss, floor + 0.15)
       << "floor " << floor << ", first loss " << summary.first_loss;
-  EXPECT_GT(summary.first_loss, floor + 3.0);  // it did learn: a fresh model is near ln 256
+  EXPECT_GT(summary.first_loss, floor + 3.0);       // it did learn: a fresh model is near ln 256
   EXPECT_GT(*summary.last_val_loss, floor - 0.02);  // nothing beats the floor
 }
 
 TEST(Training, MetricsFileHasOneObjectPerStepFromStepOne) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  InProcessRun run(testing_support::small_config(dir / "data", dir / "run",
-                                                 {"train.eval_interval=2", "train.steps=3"}));
+  CorpusDir dir;
+  InProcessRun run(dir.config("run", {"train.eval_interval=2", "train.steps=3"}));
   run.trainer->run();
   const auto lines = testing_support::read_lines(dir / "run/metrics.jsonl");
   ASSERT_EQ(lines.size(), 3u);
   for (size_t i = 0; i < lines.size(); ++i) {
-    EXPECT_EQ(lines[i].rfind("{\"step\": " + std::to_string(i + 1) + ", \"loss\": ", 0), 0u) << lines[i];
-    for (const char* key : {"\"lr\"", "\"grad_norm\"", "\"tokens_per_s\"", "\"peak_activation_bytes\"",
-                            "\"peak_param_bytes\"", "\"recompute_flops\""})
+    EXPECT_EQ(lines[i].rfind("{\"step\": " + std::to_string(i + 1) + ", \"loss\": ", 0), 0u)
+        << lines[i];
+    for (const char* key :
+         {"\"lr\"", "\"grad_norm\"", "\"tokens_per_s\"", "\"peak_activation_bytes\"",
+          "\"peak_param_bytes\"", "\"recompute_flops\""})
       EXPECT_NE(lines[i].find(key), std::string::npos) << key << " missing in " << lines[i];
   }
   EXPECT_EQ(lines[0].find("val_loss"), std::string::npos);
@@ -60,10 +61,8 @@ TEST(Training, MetricsFileHasOneObjectPerStepFromStepOne) {
 }
 
 TEST(Training, StepsAfterTheFirstAllocateNothingFromTheSystem) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  InProcessRun run(testing_support::small_config(dir / "data", dir / "run",
-                                                 {"model.hidden_dropout=0.1"}));
+  CorpusDir dir;
+  InProcessRun run(dir.config("run", {"model.hidden_dropout=0.1"}));
   run.trainer->train_step();
   const int64_t after_first = run.allocator.stats().system_allocations;
   for (int i = 0; i < 3; ++i) run.trainer->train_step();
@@ -72,21 +71,19 @@ TEST(Training, StepsAfterTheFirstAllocateNothingFromTheSystem) {
 }
 
 TEST(Training, MeasuredActivationPeakEqualsPrediction) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
+  CorpusDir dir;
   for (const char* plan : {"recompute.granularity=none", "recompute.granularity=selective"}) {
-    InProcessRun run(testing_support::small_config(dir / "data", dir / "run",
-                                                   {"model.hidden_dropout=0.1", plan}));
+    InProcessRun run(dir.config("run", {"model.hidden_dropout=0.1", plan}));
     const StepMetrics m = run.trainer->train_step();
-    EXPECT_EQ(m.memory[runtime::MemoryCategory::activation].peak, m.predicted_activation_peak) << plan;
+    EXPECT_EQ(m.memory[runtime::MemoryCategory::activation].peak, m.predicted_activation_peak)
+        << plan;
     EXPECT_EQ(m.comm_bytes, m.predicted_comm_bytes) << plan;
   }
 }
 
 TEST(Training, ZeroStepsWritesTheInitialModel) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  InProcessRun run(testing_support::small_config(dir / "data", dir / "run", {"train.steps=0"}));
+  CorpusDir dir;
+  InProcessRun run(dir.config("run", {"train.steps=0"}));
   run.trainer->run();
   const SafetensorsFile file = read_safetensors(dir / "run/model.safetensors");
   const auto& wpe = file.tensors.at("transformer.wpe.weight");
@@ -98,10 +95,8 @@ TEST(Training, ZeroStepsWritesTheInitialModel) {
 }
 
 TEST(Training, ExportReimportGivesTheSameLoss) {
-  TempDir dir;
-  testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  const Config config = testing_support::small_config(dir / "data", dir / "run",
-                                                      {"train.steps=2", "train.eval_interval=2"});
+  CorpusDir dir;
+  const Config config = dir.config("run", {"train.steps=2", "train.eval_interval=2"});
   InProcessRun run(config);
   run.trainer->run();
   const double trained_loss = run.trainer->evaluate();
@@ -111,7 +106,8 @@ TEST(Training, ExportReimportGivesTheSameLoss) {
   other.output.dir = dir / "run2";
   InProcessRun fresh(other);
   EXPECT_NE(fresh.trainer->evaluate(), trained_loss);
-  from_hf_gpt2(read_safetensors(dir / "run/model.safetensors"), fresh.trainer->params(), config.model);
+  from_hf_gpt2(read_safetensors(dir / "run/model.safetensors"), fresh.trainer->params(),
+               config.model);
   EXPECT_EQ(fresh.trainer->evaluate(), trained_loss);
 }
 
@@ -127,14 +123,9 @@ TEST(Training, CommBackendIsNcclOnlyWithAGpuPerRank) {
   EXPECT_EQ(resolve_comm_backend(config, 4, 4), CommBackend::mpi);
   config.parallel.backend = CommBackend::nccl;
   EXPECT_EQ(resolve_comm_backend(config, 4, 4), CommBackend::nccl);
-  try {
-    resolve_comm_backend(config, 4, 2);
-    FAIL() << "nccl with shared GPUs was accepted";
-  } catch (const runtime::ConfigError& error) {
-    const std::string message = error.what();
-    EXPECT_NE(message.find("parallel.backend"), std::string::npos) << message;
-    EXPECT_NE(message.find("the 4 ranks share 2 GPUs"), std::string::npos) << message;
-  }
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] { resolve_comm_backend(config, 4, 2); }, {"parallel.backend", "the 4 ranks share 2 GPUs"},
+      "nccl with shared GPUs was accepted");
 }
 
 TEST(Training, DefaultConfigParsesAndFitsItsData) {

@@ -1,9 +1,10 @@
 // A temporary run folder with a small synthetic dataset, and a Trainer built on
-// it in-process (one rank, host allocator, log captured).
+// it in-process (one rank, host allocator, log captured); checks of what runs leave.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -63,6 +64,46 @@ inline Config small_config(const std::string& data_path, const std::string& out_
       "train.log_interval=1",         "optimizer.lr_warmup_steps=0"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return parse_config("", "test", all);
+}
+
+// A TempDir with a synthetic corpus at `data`, and the small configs of runs over it.
+class CorpusDir : public TempDir {
+ public:
+  explicit CorpusDir(int64_t num_tokens = 20'000) {
+    write_corpus(*this / "data", {.num_tokens = num_tokens});
+  }
+  // small_config over the corpus, writing into the folder `run`.
+  Config config(const std::string& run, std::vector<std::string> overrides = {}) const {
+    return small_config(*this / "data", *this / run, std::move(overrides));
+  }
+};
+
+// Overrides whose first update blows the weights up (lr 1e30, no clipping, 10 steps), so that
+// the second step is not finite; then `more`.
+inline std::vector<std::string> diverging(std::vector<std::string> more = {}) {
+  more.insert(more.begin(), {"optimizer.lr=1e30", "optimizer.clip_grad=0", "train.steps=10"});
+  return more;
+}
+
+// Whether two tensors hold the same bytes.
+inline bool same_bytes(const runtime::Tensor& a, const runtime::Tensor& b) {
+  return a.nbytes() == b.nbytes() &&
+         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
+}
+
+// Expects call() to throw an Error whose message contains every piece of `expected`;
+// `otherwise` is the failure when it returns.
+template <class Error, class Call>
+void expect_error(Call&& call, const std::vector<std::string>& expected,
+                  const std::string& otherwise) {
+  try {
+    call();
+    ADD_FAILURE() << otherwise;
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    for (const std::string& piece : expected)
+      EXPECT_NE(message.find(piece), std::string::npos) << "'" << piece << "' not in: " << message;
+  }
 }
 
 // A Trainer on an allocator of type AllocatorType (one rank, log captured).
