@@ -24,14 +24,12 @@ namespace fs = std::filesystem;
 using runtime::InputError;
 
 model::GptConfig small_config() {
-  model::GptConfig config;
-  config.num_layers = 2;
-  config.hidden_size = 8;
-  config.num_attention_heads = 2;
-  config.seq_length = 16;
-  config.vocab_size = 10;
-  config.make_vocab_size_divisible_by = 128;
-  return config;
+  return {.num_layers = 2,
+          .hidden_size = 8,
+          .num_attention_heads = 2,
+          .seq_length = 16,
+          .vocab_size = 10,
+          .make_vocab_size_divisible_by = 128};
 }
 
 std::vector<float> floats_of(const SafetensorsEntry& entry) {
@@ -316,19 +314,18 @@ TEST_F(HfGpt2Test, ImportErrorsNameTheTensorAndLeaveParamsUntouched) {
 // ---- config.json ---------------------------------------------------------------------------
 
 TEST(HfGpt2Config, JsonRoundTripsEveryField) {
-  model::GptConfig config;
-  config.num_layers = 3;
-  config.hidden_size = 12;
-  config.num_attention_heads = 3;
-  config.ffn_hidden_size = 40;
-  config.seq_length = 32;
-  config.max_position_embeddings = 64;
-  config.vocab_size = 300;
-  config.hidden_dropout = 0.1f;
-  config.attention_dropout = 0.05f;
-  config.layernorm_epsilon = 1e-6f;
-  config.init_method_std = 0.0123f;
-  config.activation = model::Activation::gelu;
+  model::GptConfig config{.num_layers = 3,
+                          .hidden_size = 12,
+                          .num_attention_heads = 3,
+                          .ffn_hidden_size = 40,
+                          .seq_length = 32,
+                          .max_position_embeddings = 64,
+                          .vocab_size = 300,
+                          .hidden_dropout = 0.1f,
+                          .attention_dropout = 0.05f,
+                          .init_method_std = 0.0123f,
+                          .layernorm_epsilon = 1e-6f,
+                          .activation = model::Activation::gelu};
   const model::GptConfig back = gpt_config_from_hf_json(hf_gpt2_config_json(config), "test");
   EXPECT_EQ(back.num_layers, 3);
   EXPECT_EQ(back.hidden_size, 12);

@@ -45,12 +45,6 @@ TEST(LrSchedule, DecayStepsDefaultToTrainSteps) {
 class OptimizerTest : public ::testing::Test {
  protected:
   OptimizerTest() {
-    config_.num_layers = 1;
-    config_.hidden_size = 8;
-    config_.num_attention_heads = 2;
-    config_.seq_length = 4;
-    config_.vocab_size = 16;
-    config_.make_vocab_size_divisible_by = 16;
     params_ = model::GptParams::allocate(allocator_, config_, runtime::MemoryCategory::param);
     grads_ = model::GptParams::allocate(allocator_, config_, runtime::MemoryCategory::grad);
     for (int64_t i = 0; i < params_.flat.numel(); ++i) {
@@ -58,7 +52,12 @@ class OptimizerTest : public ::testing::Test {
       grads_.flat.f32()[i] = 0.0f;
     }
   }
-  model::GptConfig config_;
+  model::GptConfig config_{.num_layers = 1,
+                           .hidden_size = 8,
+                           .num_attention_heads = 2,
+                           .seq_length = 4,
+                           .vocab_size = 16,
+                           .make_vocab_size_divisible_by = 16};
   runtime::CpuAllocator allocator_;
   model::GptParams params_, grads_;
 };
