@@ -4,8 +4,7 @@
 # quickly, with rank 1's message.
 set -u
 trainer=$1 mpirun=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/../script_test_util.sh"
 # 17-token samples: global batch 0 = samples 0 and 1; sample 1 (dp rank 1) holds 'z' (122).
 { printf 'a%.0s' {1..17}; printf 'z'; printf 'a%.0s' {1..100}; } > "$dir/text.txt"
 "$trainer" prepare-data --input "$dir/text.txt" --output-prefix "$dir/data" >/dev/null

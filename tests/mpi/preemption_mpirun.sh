@@ -3,32 +3,26 @@
 # the step to stop after, write one checkpoint together, and say so.
 set -u
 trainer=$1 mpirun=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/../script_test_util.sh"
 fail() { echo "FAIL: $*"; cat "$dir/log"; exit 1; }
-"$trainer" prepare-data --synthetic --num-tokens 100000 --output-prefix "$dir/data" >/dev/null
+synthetic_data 100000
 cat > "$dir/run.yaml" <<YAML
 model: {num_layers: 2, hidden_size: 128, num_attention_heads: 4, seq_length: 64, vocab_size: 256}
 train: {steps: 100000, micro_batch_size: 2, global_batch_size: 4, log_interval: 1}
-optimizer: {lr_warmup_steps: 0}
 parallel: {data: 2}
-data: {path: $dir/data}
 checkpoint: {dir: $dir/ckpt}
-output: {dir: $dir/out, export: false}
+$(shared_run_yaml)
 YAML
 "$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train --config "$dir/run.yaml" \
   > "$dir/log" 2>&1 &
 job=$!
 # Up to 120 s for step 5 (a loaded CI machine starts two ranks slowly); before the trainer's
 # signal handlers are installed a SIGTERM would simply end it.
-for _ in $(seq 1 1200); do grep -q "^step .*5/100000" "$dir/log" && break; sleep 0.1; done
-grep -q "^step .*5/100000" "$dir/log" ||
+wait_for "^step .*5/100000" "$dir/log" 1200 0.1 ||
   { kill -KILL $job; fail "step 5 not reached within 120 s"; }
 kill -TERM $job
 timeout 60 tail --pid=$job -f /dev/null || fail "the job did not end within 60 s of SIGTERM"
-stopped=$(sed -n 's/^stopped by a signal after step \([0-9]*\).*/\1/p' "$dir/log")
-[ -n "$stopped" ] || fail "no 'stopped by a signal' line"
-grep -q "step_$(printf %08d "$stopped")" "$dir/ckpt/latest" || fail "latest is not step $stopped"
+check_stopped "$dir/log"
 "$trainer" train --config "$dir/run.yaml" --resume --set parallel.data=1 \
   --set train.steps=$((stopped + 1)) > "$dir/log2" 2>&1 ||
   { cat "$dir/log2"; fail "one process could not resume the dp2 checkpoint"; }

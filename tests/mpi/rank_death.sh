@@ -3,22 +3,18 @@
 # collective; mpirun must end the whole job, non-zero, within a bounded time.
 set -u
 trainer=$1 mpirun=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-"$trainer" prepare-data --synthetic --num-tokens 100000 --output-prefix "$dir/data" >/dev/null
+source "$(dirname "$0")/../script_test_util.sh"
+synthetic_data 100000
 cat > "$dir/run.yaml" <<YAML
 model: {num_layers: 2, hidden_size: 64, num_attention_heads: 2, seq_length: 32, vocab_size: 256}
 train: {steps: 100000, micro_batch_size: 2, global_batch_size: 4, log_interval: 1}
-optimizer: {lr_warmup_steps: 0}
 parallel: {data: 2}
-data: {path: $dir/data}
-output: {dir: $dir/out, export: false}
+$(shared_run_yaml)
 YAML
 timeout 120 "$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train \
   --config "$dir/run.yaml" > "$dir/log" 2>&1 &
 job=$!
-for _ in $(seq 1 200); do grep -q "^step .*5/100000" "$dir/log" && break; sleep 0.1; done
+wait_for "^step .*5/100000" "$dir/log" 200 0.1
 victim=""
 for pid in $(pgrep -f "$trainer train --config $dir/run.yaml"); do
   if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then

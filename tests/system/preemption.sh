@@ -6,31 +6,24 @@
 #     still finds a complete checkpoint (the previous one at worst).
 set -u
 trainer=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-"$trainer" prepare-data --synthetic --num-tokens 200000 --output-prefix "$dir/data" >/dev/null
+source "$(dirname "$0")/../script_test_util.sh"
+synthetic_data 200000
 cat > "$dir/run.yaml" <<YAML
 model: {num_layers: 2, hidden_size: 256, num_attention_heads: 4, seq_length: 64, vocab_size: 256}
 train: {steps: 400, micro_batch_size: 4, global_batch_size: 4, log_interval: 1}
-optimizer: {lr_warmup_steps: 0}
-data: {path: $dir/data}
 checkpoint: {dir: $dir/ckpt, keep_last: 2}
-output: {dir: $dir/out, export: false}
+$(shared_run_yaml)
 YAML
 
 # 1. SIGTERM
 "$trainer" train --config "$dir/run.yaml" > "$dir/log1" 2>&1 &
 pid=$!
-for _ in $(seq 1 100); do grep -q "^step .*3/400" "$dir/log1" && break; sleep 0.1; done
+wait_for "^step .*3/400" "$dir/log1" 100 0.1
 kill -TERM $pid
 wait $pid
 code=$?
 [ $code -eq 0 ] || { cat "$dir/log1"; fail "SIGTERM exit code $code, expected 0"; }
-stopped=$(sed -n 's/^stopped by a signal after step \([0-9]*\).*/\1/p' "$dir/log1")
-[ -n "$stopped" ] || { cat "$dir/log1"; fail "no 'stopped by a signal' line"; }
-[ -f "$dir/ckpt/latest" ] || fail "no checkpoint after SIGTERM"
-grep -q "step_$(printf %08d "$stopped")" "$dir/ckpt/latest" || fail "latest is not step $stopped"
+check_stopped "$dir/log1"
 echo "SIGTERM: stopped after step $stopped with a checkpoint"
 "$trainer" train --config "$dir/run.yaml" --resume --set train.steps=$((stopped + 3)) \
   > "$dir/log2" 2>&1 || { cat "$dir/log2"; fail "resume after SIGTERM failed"; }
@@ -43,7 +36,7 @@ echo "resume: continued from step $stopped to $((stopped + 3))"
 rm -rf "$dir/ckpt"
 "$trainer" train --config "$dir/run.yaml" --set checkpoint.interval=1 > "$dir/log3" 2>&1 &
 pid=$!
-for _ in $(seq 1 100); do grep -q "checkpoint: step 4 " "$dir/log3" && break; sleep 0.05; done
+wait_for "checkpoint: step 4 " "$dir/log3" 100 0.05
 kill -KILL $pid
 wait $pid 2>/dev/null
 "$trainer" train --config "$dir/run.yaml" --resume --set train.steps=12 > "$dir/log4" 2>&1 \
