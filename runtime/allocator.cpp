@@ -1,4 +1,5 @@
-// Host caching allocator and the statistics bookkeeping shared by every allocator.
+// Host caching allocator and the statistics bookkeeping shared by every allocator
+// (MemoryStat, StatsAllocator).
 #include "runtime/allocator.h"
 
 #include <cstdlib>
@@ -32,6 +33,17 @@ void MemoryStat::remove(int64_t bytes) {
   TRAINER_ASSERT(current >= 0, "memory stat went negative: " << current);
 }
 
+AllocatorStats StatsAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void StatsAllocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (MemoryStat& stat : stats_.by_category) stat.peak = stat.current;
+  stats_.reserved.peak = stats_.reserved.current;
+}
+
 namespace {
 int64_t round_up(int64_t bytes) {
   const int64_t a = Allocator::kAlignmentBytes;
@@ -62,26 +74,15 @@ void* CpuAllocator::allocate(int64_t bytes, MemoryCategory category) {
     stats_.reserved.add(block);
     ++stats_.system_allocations;
   }
-  stats_.by_category[static_cast<int>(category)].add(bytes);
+  category_stat(category).add(bytes);
   return ptr;
 }
 
 void CpuAllocator::deallocate(void* ptr, int64_t bytes, MemoryCategory category) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.by_category[static_cast<int>(category)].remove(bytes);
+  category_stat(category).remove(bytes);
   free_blocks_[round_up(bytes)].push_back(ptr);
-}
-
-AllocatorStats CpuAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
-}
-
-void CpuAllocator::reset_peaks() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (MemoryStat& stat : stats_.by_category) stat.peak = stat.current;
-  stats_.reserved.peak = stats_.reserved.current;
 }
 
 void CpuAllocator::release_cache() {

@@ -57,26 +57,40 @@ class Allocator {
   static constexpr int64_t kAlignmentBytes = 64;
 };
 
+// What the allocators that own memory share: their AllocatorStats under a mutex, which the
+// derived allocator also holds while it updates them or its own caches. Copy deleted (and so
+// of every derived allocator).
+class StatsAllocator : public Allocator {
+ public:
+  StatsAllocator() = default;
+  StatsAllocator(const StatsAllocator&) = delete;
+  StatsAllocator& operator=(const StatsAllocator&) = delete;
+
+  AllocatorStats stats() const override;
+  void reset_peaks() override;
+
+ protected:
+  MemoryStat& category_stat(MemoryCategory category) {
+    return stats_.by_category[static_cast<int>(category)];
+  }
+
+  mutable std::mutex mutex_;
+  AllocatorStats stats_;
+};
+
 // Host allocator. Freed blocks are kept in exact-size free lists, so a training
 // step that allocates the same shapes as the previous one never calls the system.
-class CpuAllocator final : public Allocator {
+class CpuAllocator final : public StatsAllocator {
  public:
-  CpuAllocator() = default;
   ~CpuAllocator() override;
-  CpuAllocator(const CpuAllocator&) = delete;
-  CpuAllocator& operator=(const CpuAllocator&) = delete;
 
   DeviceKind device() const override { return DeviceKind::cpu; }
   void* allocate(int64_t bytes, MemoryCategory category) override;
   void deallocate(void* ptr, int64_t bytes, MemoryCategory category) override;
-  AllocatorStats stats() const override;
-  void reset_peaks() override;
   // Returns every cached block to the system.
   void release_cache();
 
  private:
-  mutable std::mutex mutex_;
-  AllocatorStats stats_;
   std::unordered_map<int64_t, std::vector<void*>> free_blocks_;  // rounded size -> blocks
 };
 

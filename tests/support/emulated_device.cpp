@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -181,7 +182,7 @@ void* DeviceAllocator::allocate(int64_t bytes, runtime::MemoryCategory category)
   if (bytes == 0) return nullptr;
   void* ptr = Arena::get().allocate(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.by_category[static_cast<int>(category)].add(bytes);
+  category_stat(category).add(bytes);
   stats_.reserved.add(bytes);
   return ptr;
 }
@@ -190,19 +191,8 @@ void DeviceAllocator::deallocate(void* ptr, int64_t bytes, runtime::MemoryCatego
   if (ptr == nullptr) return;
   Arena::get().deallocate(ptr, bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.by_category[static_cast<int>(category)].remove(bytes);
+  category_stat(category).remove(bytes);
   stats_.reserved.remove(bytes);
-}
-
-runtime::AllocatorStats DeviceAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
-}
-
-void DeviceAllocator::reset_peaks() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (runtime::MemoryStat& stat : stats_.by_category) stat.peak = stat.current;
-  stats_.reserved.peak = stats_.reserved.current;
 }
 
 Device::Device() {

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 
 #include "runtime/allocator.h"
 
@@ -34,22 +33,13 @@ class Access {
 };
 
 // Caching allocator over the reserved range, with exact per-category statistics.
-class DeviceAllocator final : public runtime::Allocator {
+class DeviceAllocator final : public runtime::StatsAllocator {
  public:
-  DeviceAllocator() = default;
   ~DeviceAllocator() override;
-  DeviceAllocator(const DeviceAllocator&) = delete;
-  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
 
   runtime::DeviceKind device() const override { return runtime::DeviceKind::cuda; }
   void* allocate(int64_t bytes, runtime::MemoryCategory category) override;
   void deallocate(void* ptr, int64_t bytes, runtime::MemoryCategory category) override;
-  runtime::AllocatorStats stats() const override;
-  void reset_peaks() override;
-
- private:
-  mutable std::mutex mutex_;
-  runtime::AllocatorStats stats_;
 };
 
 // Registers the guarded host kernels as the device backend for its lifetime.

@@ -1,6 +1,6 @@
 // CudaAllocator: per-size free lists over cudaMalloc, never managed memory
 // (Note [Caching allocator and streams] in cuda_allocator.h), and the synchronous
-// copy helpers. Stats bookkeeping is MemoryStat's, shared with CpuAllocator.
+// copy helpers. Stats bookkeeping is StatsAllocator's, shared with CpuAllocator.
 #include <cuda_runtime.h>
 
 #include <mutex>
@@ -95,7 +95,7 @@ void* CudaAllocator::allocate(int64_t bytes, MemoryCategory category) {
     ++stats_.system_allocations;
   }
   live_blocks_.emplace(ptr, std::make_pair(bytes, category));
-  stats_.by_category[static_cast<int>(category)].add(bytes);
+  category_stat(category).add(bytes);
   return ptr;
 }
 
@@ -109,19 +109,8 @@ void CudaAllocator::deallocate(void* ptr, int64_t bytes, MemoryCategory category
                                   << ", allocated as " << it->second.first << " bytes of "
                                   << category_name(it->second.second));
   live_blocks_.erase(it);
-  stats_.by_category[static_cast<int>(category)].remove(bytes);
+  category_stat(category).remove(bytes);
   free_blocks_[rounded_size(bytes)].push_back(ptr);
-}
-
-AllocatorStats CudaAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
-}
-
-void CudaAllocator::reset_peaks() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (MemoryStat& stat : stats_.by_category) stat.peak = stat.current;
-  stats_.reserved.peak = stats_.reserved.current;
 }
 
 void CudaAllocator::release_cache() {
@@ -143,20 +132,23 @@ void CudaAllocator::release_cache_locked() {
   free_blocks_.clear();
 }
 
-void copy_to_device(void* dst, const void* src, int64_t bytes) {
+namespace {
+// cudaMemcpy of `bytes` with the device idle before and after.
+void copy_synchronously(void* dst, const void* src, int64_t bytes, cudaMemcpyKind kind) {
   TRAINER_ASSERT(bytes >= 0, "negative copy " << bytes);
   if (bytes == 0) return;
   TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
-  TRAINER_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice));
+  TRAINER_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), kind));
   TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+}  // namespace
+
+void copy_to_device(void* dst, const void* src, int64_t bytes) {
+  copy_synchronously(dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
 void copy_to_host(void* dst, const void* src, int64_t bytes) {
-  TRAINER_ASSERT(bytes >= 0, "negative copy " << bytes);
-  if (bytes == 0) return;
-  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
-  TRAINER_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost));
-  TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
+  copy_synchronously(dst, src, bytes, cudaMemcpyDeviceToHost);
 }
 
 void memset_zero(void* ptr, int64_t bytes) {

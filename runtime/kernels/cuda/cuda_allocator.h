@@ -7,7 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -25,7 +24,7 @@ namespace runtime::cuda {
 //
 // Block sizes: requests below 1 MiB round up to a multiple of 512 B, larger ones to
 // a multiple of 2 MiB; each rounded size has its own free list (exact-size reuse).
-class CudaAllocator final : public runtime::Allocator {
+class CudaAllocator final : public runtime::StatsAllocator {
  public:
   static constexpr int64_t kSmallRoundingBytes = 512;
   static constexpr int64_t kLargeThresholdBytes = int64_t{1} << 20;  // 1 MiB
@@ -33,8 +32,6 @@ class CudaAllocator final : public runtime::Allocator {
 
   CudaAllocator();
   ~CudaAllocator() override;
-  CudaAllocator(const CudaAllocator&) = delete;
-  CudaAllocator& operator=(const CudaAllocator&) = delete;
 
   DeviceKind device() const override { return DeviceKind::cuda; }
   // On a cudaMalloc failure: releases the cache and retries once, then throws
@@ -42,8 +39,6 @@ class CudaAllocator final : public runtime::Allocator {
   void* allocate(int64_t bytes, MemoryCategory category) override;
   // `bytes` and `category` must be those of the allocate() call (asserted).
   void deallocate(void* ptr, int64_t bytes, MemoryCategory category) override;
-  AllocatorStats stats() const override;
-  void reset_peaks() override;
   // cudaFree's every cached (free) block; live blocks stay.
   void release_cache();
 
@@ -53,8 +48,6 @@ class CudaAllocator final : public runtime::Allocator {
  private:
   void release_cache_locked();
 
-  mutable std::mutex mutex_;
-  AllocatorStats stats_;
   std::unordered_map<int64_t, std::vector<void*>> free_blocks_;  // rounded size -> blocks
   // ptr -> (requested bytes, category) of every block handed out and not yet returned
   std::unordered_map<void*, std::pair<int64_t, MemoryCategory>> live_blocks_;
