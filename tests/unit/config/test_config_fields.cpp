@@ -84,6 +84,14 @@ RuleSection read_section(const std::string& yaml) {
   return throws_config_error([&] { read_section(yaml); }, path, pieces);
 }
 
+// Expects `rule` to equal `want` member by member.
+void expect_rule(const Rule& rule, const Rule& want) {
+  EXPECT_EQ(rule.first, want.first);
+  EXPECT_EQ(rule.last, want.last);
+  EXPECT_EQ(rule.options.group, want.options.group);
+  EXPECT_EQ(rule.options.name, want.options.name);
+}
+
 TEST(ConfigFields, ReadsListsOfMapsWithOptionalsAndFlatMembers) {
   const RuleSection section = read_section(
       "strict: true\n"
@@ -93,14 +101,8 @@ TEST(ConfigFields, ReadsListsOfMapsWithOptionalsAndFlatMembers) {
       "    group: ~\n");
   EXPECT_TRUE(section.strict);
   ASSERT_EQ(section.rules.size(), 2u);
-  EXPECT_EQ(section.rules[0].first, 0);
-  EXPECT_EQ(section.rules[0].last, 3);
-  EXPECT_EQ(section.rules[0].options.group, std::optional<int64_t>(2));
-  EXPECT_EQ(section.rules[0].options.name, std::optional<std::string>("first"));
-  EXPECT_EQ(section.rules[1].first, 4);
-  EXPECT_EQ(section.rules[1].last, 7);
-  EXPECT_FALSE(section.rules[1].options.group.has_value());
-  EXPECT_FALSE(section.rules[1].options.name.has_value());
+  expect_rule(section.rules[0], Rule{0, 3, RuleOptions{2, "first"}});
+  expect_rule(section.rules[1], Rule{4, 7, RuleOptions{}});
 }
 
 TEST(ConfigFields, ErrorsInsideListsCarryTheFullPath) {
@@ -129,13 +131,8 @@ TEST(ConfigFields, WritesWhatItReads) {
   const RuleSection back = read_section(yaml);
   EXPECT_TRUE(back.strict);
   ASSERT_EQ(back.rules.size(), 2u);
-  EXPECT_EQ(back.rules[0].first, 1);
-  EXPECT_EQ(back.rules[0].last, 2);
-  EXPECT_EQ(back.rules[0].options.group, std::optional<int64_t>(3));
-  EXPECT_EQ(back.rules[0].options.name, std::optional<std::string>("a b"));
-  EXPECT_EQ(back.rules[1].first, 4);
-  EXPECT_FALSE(back.rules[1].options.group.has_value());
-  EXPECT_FALSE(back.rules[1].options.name.has_value());
+  expect_rule(back.rules[0], section.rules[0]);
+  expect_rule(back.rules[1], section.rules[1]);
 }
 
 }  // namespace
