@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <barrier>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "parallel/core/communicator.h"
+#include "tests/support/temp_dir_test.h"
 #include "trainer/checkpoint/checkpoint.h"
 
 namespace trainer::checkpoint_test {
@@ -32,20 +32,9 @@ namespace trainer::checkpoint_test {
 namespace fs = std::filesystem;
 
 // A fresh directory per test, removed afterwards.
-class CheckpointTest : public ::testing::Test {
+class CheckpointTest : public test_support::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::temp_directory_path() /
-            ("trainer_checkpoint_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  std::string path(const std::string& name) const { return (root_ / name).string(); }
-
-  fs::path root_;
+  CheckpointTest() : TempDirTest("trainer_checkpoint_") {}
 };
 
 // The shared state of N thread "ranks". Collectives meet at a barrier and move data through the

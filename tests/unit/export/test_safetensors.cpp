@@ -2,7 +2,6 @@
 // assembled by hand, and one rejection per defect (each asserting the message names it).
 // Files live in a per-test temporary directory that the fixture removes.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -14,6 +13,7 @@
 #include <random>
 
 #include "runtime/error.h"
+#include "tests/support/temp_dir_test.h"
 #include "trainer/export/safetensors.h"
 
 namespace trainer {
@@ -21,18 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public test_support::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("trainer_safetensors_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  SafetensorsTest() : TempDirTest("trainer_safetensors_") {}
 
   static std::vector<uint8_t> read_bytes(const std::string& file) {
     std::ifstream in(file, std::ios::binary);
@@ -69,8 +60,6 @@ class SafetensorsTest : public ::testing::Test {
           << "expected '" << defect << "' in: " << message;
     }
   }
-
-  fs::path dir_;
 };
 
 std::vector<uint8_t> bytes_of(const void* data, size_t size) {
