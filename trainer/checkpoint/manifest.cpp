@@ -15,6 +15,7 @@
 
 #include "runtime/error.h"
 #include "trainer/checkpoint/format.h"
+#include "trainer/export/json_object.h"
 #include "trainer/export/safetensors.h"
 
 namespace trainer::checkpoint {
@@ -86,16 +87,8 @@ class ManifestParser {
   }
 
   Manifest parse(const std::string& json_text) const {
-    const size_t first = json_text.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos || json_text[first] != '{')
-      fail("not valid JSON: a manifest is a JSON object");
-    YAML::Node root;
-    try {
-      root = YAML::Load(json_text);
-    } catch (const YAML::Exception& error) {
-      fail(std::string("not valid JSON: ") + error.what());
-    }
-    if (!root.IsMap()) fail("not valid JSON: a manifest is a JSON object");
+    const YAML::Node root =
+        load_json_object(json_text, path_, "not valid JSON", "a manifest is a JSON object");
     const int64_t version = integer(field(root, "version", ""), "version", 0);
     if (version != kManifestVersion)
       fail(TRAINER_STR("unknown manifest version " << version << " (this build reads version "

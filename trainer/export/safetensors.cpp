@@ -20,6 +20,7 @@
 #include <set>
 
 #include "runtime/error.h"
+#include "trainer/export/json_object.h"
 
 namespace trainer {
 namespace {
@@ -139,16 +140,8 @@ class HeaderParser {
 
   std::vector<HeaderEntry> parse(const std::string& header,
                                  std::map<std::string, std::string>& metadata_out) const {
-    const size_t first = header.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos || header[first] != '{')
-      fail("header is not valid JSON: it must be a JSON object");
-    YAML::Node root;
-    try {
-      root = YAML::Load(header);
-    } catch (const YAML::Exception& error) {
-      fail(std::string("header is not valid JSON: ") + error.what());
-    }
-    if (!root.IsMap()) fail("header is not valid JSON: it must be a JSON object");
+    const YAML::Node root =
+        load_json_object(header, path_, "header is not valid JSON", "it must be a JSON object");
     std::vector<HeaderEntry> entries;
     std::set<std::string> names;
     for (const auto& item : root) {
