@@ -68,6 +68,19 @@ std::vector<double> batched(int64_t BH, int64_t M, int64_t N, int64_t K, A a, Bf
   return c;
 }
 
+// Element (h, row, col) of a (BH, rows, cols) tensor, in double.
+auto element(const std::vector<float>& x, int64_t rows, int64_t cols) {
+  return [&x, rows, cols](int64_t h, int64_t row, int64_t col) {
+    return double{x[(h * rows + row) * cols + col]};
+  };
+}
+
+// The accessor of each head's transposed matrix.
+template <class F>
+auto transposed(F f) {
+  return [f](int64_t h, int64_t row, int64_t col) { return f(h, col, row); };
+}
+
 class AttentionProducts : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(AttentionProducts, ScoresForwardMatchesReferenceOnAndBelowTheDiagonal) {
@@ -76,9 +89,9 @@ TEST_P(AttentionProducts, ScoresForwardMatchesReferenceOnAndBelowTheDiagonal) {
   const auto q = random_vector(BH * T * D, 3), k = random_vector(BH * T * D, 4);
   auto scores = filled(BH * T * T, kNaN);
   attention_scores_forward(scores.data(), q.data(), k.data(), BH, T, D, scale);
-  auto want = batched(
-      BH, T, T, D, [&](int64_t h, int64_t i, int64_t d) { return double{q[(h * T + i) * D + d]}; },
-      [&](int64_t h, int64_t d, int64_t j) { return scale * double{k[(h * T + j) * D + d]}; });
+  auto want = batched(BH, T, T, D, element(q, T, D), [&](int64_t h, int64_t d, int64_t j) {
+    return scale * double{k[(h * T + j) * D + d]};
+  });
   std::vector<float> got;
   std::vector<double> want_lower;
   for (int64_t row = 0; row < BH * T; ++row)
@@ -97,16 +110,8 @@ TEST_P(AttentionProducts, ScoresBackwardMatchesReferenceAndAssigns) {
   auto dsa = [&](int64_t h, int64_t i, int64_t j) {
     return scale * double{ds[(h * T + i) * T + j]};
   };
-  expect_close(
-      dq,
-      batched(BH, T, D, T, dsa,
-              [&](int64_t h, int64_t j, int64_t d) { return double{k[(h * T + j) * D + d]}; }),
-      1e-5, 1e-5, "dq");
-  expect_close(dk,
-               batched(
-                   BH, T, D, T, [&](int64_t h, int64_t j, int64_t i) { return dsa(h, i, j); },
-                   [&](int64_t h, int64_t i, int64_t d) { return double{q[(h * T + i) * D + d]}; }),
-               1e-5, 1e-5, "dk");
+  expect_close(dq, batched(BH, T, D, T, dsa, element(k, T, D)), 1e-5, 1e-5, "dq");
+  expect_close(dk, batched(BH, T, D, T, transposed(dsa), element(q, T, D)), 1e-5, 1e-5, "dk");
 }
 
 TEST_P(AttentionProducts, ContextForwardAndBackwardMatchReference) {
@@ -115,28 +120,19 @@ TEST_P(AttentionProducts, ContextForwardAndBackwardMatchReference) {
   const auto dctx = random_vector(BH * T * D, 10);
   auto ctx = filled(BH * T * D, kNaN);
   attention_context_forward(ctx.data(), probs.data(), v.data(), BH, T, D);
-  auto pa = [&](int64_t h, int64_t i, int64_t j) { return double{probs[(h * T + i) * T + j]}; };
-  auto va = [&](int64_t h, int64_t j, int64_t d) { return double{v[(h * T + j) * D + d]}; };
+  const auto pa = element(probs, T, T), va = element(v, T, D);
   expect_close(ctx, batched(BH, T, D, T, pa, va), 1e-5, 1e-5, "ctx");
 
   auto dprobs = filled(BH * T * T, kNaN), dv = filled(v.size(), kNaN);
   attention_context_backward(dprobs.data(), dv.data(), dctx.data(), probs.data(), v.data(), BH, T,
                              D);
-  auto want_dprobs = batched(
-      BH, T, T, D,
-      [&](int64_t h, int64_t i, int64_t d) { return double{dctx[(h * T + i) * D + d]}; },
-      [&](int64_t h, int64_t d, int64_t j) { return va(h, j, d); });
+  auto want_dprobs = batched(BH, T, T, D, element(dctx, T, D), transposed(va));
   for (int64_t row = 0; row < BH * T; ++row)
     for (int64_t j = row % T + 1; j < T; ++j) want_dprobs[row * T + j] = 0.0;  // exactly 0 above
   expect_close(dprobs, want_dprobs, 1e-5, 1e-5, "dprobs");
   for (int64_t row = 0; row < BH * T; ++row)
     for (int64_t j = row % T + 1; j < T; ++j) ASSERT_EQ(dprobs[row * T + j], 0.f);
-  expect_close(
-      dv,
-      batched(
-          BH, T, D, T, [&](int64_t h, int64_t j, int64_t i) { return pa(h, i, j); },
-          [&](int64_t h, int64_t i, int64_t d) { return double{dctx[(h * T + i) * D + d]}; }),
-      1e-5, 1e-5, "dv");
+  expect_close(dv, batched(BH, T, D, T, transposed(pa), element(dctx, T, D)), 1e-5, 1e-5, "dv");
 }
 
 TEST_P(AttentionProducts, BitIdenticalAcrossThreadCountsAndRuns) {
