@@ -44,6 +44,14 @@ void StatsAllocator::reset_peaks() {
   stats_.reserved.peak = stats_.reserved.current;
 }
 
+void* FreeLists::take(int64_t block_bytes) {
+  auto it = lists_.find(block_bytes);
+  if (it == lists_.end() || it->second.empty()) return nullptr;
+  void* block = it->second.back();
+  it->second.pop_back();
+  return block;
+}
+
 namespace {
 int64_t round_up(int64_t bytes) {
   const int64_t a = Allocator::kAlignmentBytes;
@@ -58,12 +66,8 @@ void* CpuAllocator::allocate(int64_t bytes, MemoryCategory category) {
   if (bytes == 0) return nullptr;
   const int64_t block = round_up(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  void* ptr = nullptr;
-  auto it = free_blocks_.find(block);
-  if (it != free_blocks_.end() && !it->second.empty()) {
-    ptr = it->second.back();
-    it->second.pop_back();
-  } else {
+  void* ptr = free_blocks_.take(block);
+  if (ptr == nullptr) {
     ptr = std::aligned_alloc(kAlignmentBytes, static_cast<size_t>(block));
     if (ptr == nullptr) {
       throw LibraryError(TRAINER_STR("[rank " << error_rank() << "] out of host memory: "
@@ -82,18 +86,15 @@ void CpuAllocator::deallocate(void* ptr, int64_t bytes, MemoryCategory category)
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
   category_stat(category).remove(bytes);
-  free_blocks_[round_up(bytes)].push_back(ptr);
+  free_blocks_.put(round_up(bytes), ptr);
 }
 
 void CpuAllocator::release_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [block, ptrs] : free_blocks_) {
-    for (void* ptr : ptrs) {
-      std::free(ptr);
-      stats_.reserved.remove(block);
-    }
-  }
-  free_blocks_.clear();
+  free_blocks_.release_all([&](int64_t block_bytes, void* block) {
+    std::free(block);
+    stats_.reserved.remove(block_bytes);
+  });
 }
 
 }  // namespace runtime

@@ -78,6 +78,31 @@ class StatsAllocator : public Allocator {
   AllocatorStats stats_;
 };
 
+// The exact-size free lists of a caching allocator: freed blocks by block size, handed out again
+// to the next request of that size. The owning allocator's mutex guards them.
+class FreeLists {
+ public:
+  // A cached block of `block_bytes`, taken off its list, or nullptr when there is none.
+  void* take(int64_t block_bytes);
+  void put(int64_t block_bytes, void* block) { lists_[block_bytes].push_back(block); }
+  // Empties every list, calling release(block_bytes, block) on each block once it has left its
+  // list, so a release that throws leaves no freed block to be handed out again.
+  template <class Release>
+  void release_all(Release&& release) {
+    for (auto& [block_bytes, blocks] : lists_) {
+      while (!blocks.empty()) {
+        void* block = blocks.back();
+        blocks.pop_back();
+        release(block_bytes, block);
+      }
+    }
+    lists_.clear();
+  }
+
+ private:
+  std::unordered_map<int64_t, std::vector<void*>> lists_;
+};
+
 // Host allocator. Freed blocks are kept in exact-size free lists, so a training
 // step that allocates the same shapes as the previous one never calls the system.
 class CpuAllocator final : public StatsAllocator {
@@ -91,7 +116,7 @@ class CpuAllocator final : public StatsAllocator {
   void release_cache();
 
  private:
-  std::unordered_map<int64_t, std::vector<void*>> free_blocks_;  // rounded size -> blocks
+  FreeLists free_blocks_;
 };
 
 }  // namespace runtime

@@ -58,10 +58,8 @@ CudaAllocator::~CudaAllocator() {
     live_allocators().erase(this);
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [block_bytes, blocks] : free_blocks_) {
-    for (void* block : blocks) cudaFree(block);  // no throw from a destructor
-  }
-  free_blocks_.clear();
+  // cudaFree's status ignored: no throw from a destructor.
+  free_blocks_.release_all([](int64_t, void* block) { cudaFree(block); });
 }
 
 void* CudaAllocator::allocate(int64_t bytes, MemoryCategory category) {
@@ -69,12 +67,8 @@ void* CudaAllocator::allocate(int64_t bytes, MemoryCategory category) {
   if (bytes == 0) return nullptr;
   const int64_t block_bytes = rounded_size(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  void* ptr = nullptr;
-  auto it = free_blocks_.find(block_bytes);
-  if (it != free_blocks_.end() && !it->second.empty()) {
-    ptr = it->second.back();
-    it->second.pop_back();
-  } else {
+  void* ptr = free_blocks_.take(block_bytes);
+  if (ptr == nullptr) {
     cudaError_t status = cudaMalloc(&ptr, static_cast<size_t>(block_bytes));
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear the (non-sticky) error, free the cache, retry once
@@ -110,7 +104,7 @@ void CudaAllocator::deallocate(void* ptr, int64_t bytes, MemoryCategory category
                                   << category_name(it->second.second));
   live_blocks_.erase(it);
   category_stat(category).remove(bytes);
-  free_blocks_[rounded_size(bytes)].push_back(ptr);
+  free_blocks_.put(rounded_size(bytes), ptr);
 }
 
 void CudaAllocator::release_cache() {
@@ -119,17 +113,10 @@ void CudaAllocator::release_cache() {
 }
 
 void CudaAllocator::release_cache_locked() {
-  // Each block leaves its list before cudaFree, so a failing free never leaves a freed block
-  // to be handed out again.
-  for (auto& [block_bytes, blocks] : free_blocks_) {
-    while (!blocks.empty()) {
-      void* block = blocks.back();
-      blocks.pop_back();
-      stats_.reserved.remove(block_bytes);
-      TRAINER_CUDA_CHECK(cudaFree(block));
-    }
-  }
-  free_blocks_.clear();
+  free_blocks_.release_all([&](int64_t block_bytes, void* block) {
+    stats_.reserved.remove(block_bytes);
+    TRAINER_CUDA_CHECK(cudaFree(block));
+  });
 }
 
 namespace {

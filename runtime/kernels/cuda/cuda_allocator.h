@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "runtime/allocator.h"
 
@@ -48,7 +47,7 @@ class CudaAllocator final : public runtime::StatsAllocator {
  private:
   void release_cache_locked();
 
-  std::unordered_map<int64_t, std::vector<void*>> free_blocks_;  // rounded size -> blocks
+  FreeLists free_blocks_;  // by rounded size
   // ptr -> (requested bytes, category) of every block handed out and not yet returned
   std::unordered_map<void*, std::pair<int64_t, MemoryCategory>> live_blocks_;
 };
