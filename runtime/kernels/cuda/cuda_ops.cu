@@ -19,6 +19,7 @@
 #include "runtime/kernels/cuda/dropout.h"
 #include "runtime/kernels/cuda/elementwise.h"
 #include "runtime/kernels/cuda/embedding.h"
+#include "runtime/kernels/cuda/flash_attention.h"
 #include "runtime/kernels/cuda/gelu.h"
 #include "runtime/kernels/cuda/layernorm.h"
 #include "runtime/kernels/cuda/softmax.h"
@@ -573,6 +574,42 @@ void attention_context_backward(const ops::AttentionContextBackward& args) {
     cuda::attention_context_backward(act_ptr(args.dprobs), act_ptr(args.dv),
                                      act_ptr(args.dctx_heads), act_ptr(args.probs), act_ptr(args.v),
                                      batch_heads, seq, head_dim, c.cublas(), stream);
+  });
+}
+
+// The (seq, micro_batch, heads) positions of a flash attention call: ctx and dctx hold head_dim
+// elements per position, qkv and dqkv 3 * head_dim, lse one.
+int64_t flash_positions(const cpu::FlashAttentionDims& dims) {
+  return dims.seq_len * dims.micro_batch * dims.heads;
+}
+
+void flash_attention_forward(const ops::FlashAttentionForward& args) {
+  const cpu::FlashAttentionDims& dims = args.dims;
+  const int64_t positions = flash_positions(dims);
+  const DType act = check_args(
+      "flash_attention_forward",
+      {arg("ctx", args.ctx, kAct, positions * dims.head_dim), arg("lse", args.lse, kF32, positions),
+       arg("qkv", args.qkv, kAct, positions * 3 * dims.head_dim)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::flash_attention_forward(act_ptr(args.ctx), ptr<float>(args.lse), act_ptr(args.qkv), dims,
+                                  stream);
+  });
+}
+
+void flash_attention_backward(const ops::FlashAttentionBackward& args) {
+  const cpu::FlashAttentionDims& dims = args.dims;
+  const int64_t positions = flash_positions(dims);
+  const DType act = check_args("flash_attention_backward",
+                               {arg("dqkv", args.dqkv, kAct, positions * 3 * dims.head_dim),
+                                arg("dctx", args.dctx, kAct, positions * dims.head_dim),
+                                arg("qkv", args.qkv, kAct, positions * 3 * dims.head_dim),
+                                arg("ctx", args.ctx, kAct, positions * dims.head_dim),
+                                arg("lse", args.lse, kF32, positions)});
+  CudaContext& c = context();
+  void* scratch = c.scratch(flash_attention_backward_scratch_bytes(dims));
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::flash_attention_backward(act_ptr(args.dqkv), act_ptr(args.dctx), act_ptr(args.qkv),
+                                   act_ptr(args.ctx), ptr<float>(args.lse), dims, scratch, stream);
   });
 }
 
