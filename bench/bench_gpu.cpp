@@ -1,18 +1,25 @@
 // GPU benchmark of the trainer itself: a GPT 1.3B-class model in bf16 on one device under the
-// recompute presets none, selective core_attn and full uniform 1. Each configuration is one
+// recompute presets none, selective core_attn and full uniform 1, each with unfused attention
+// and with flash attention (model.attention_backend). Each configuration is one
 // trainer::Trainer, built, stepped and destroyed before the next, on one CudaContext and one
 // CudaAllocator whose cache is released in between. Numbers are measured, never asserted.
 //
 // usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]
-//                  [--sweep-steps 1] [--peak-tflops 989.4] [--table-only] [--quick]
+//                  [--sweep-steps 1] [--peak-tflops 989.4] [--time-limit-s S] [--table-only]
+//                  [--quick]
 //   throughput table: seq 2048, micro batch 4, global batch 8; per preset tokens/s, model and
 //     hardware TFLOP/s, MFU and HFU against --peak-tflops (train.peak_tflops), peak bytes per
 //     category and live at once, peak reserved bytes, predicted and measured activation peak;
-//     then each preset's throughput against `none`, and the targets (MFU >= 40% without recompute,
-//     full >= 0.72x none, selective core_attn >= 0.95x none) with their measured values.
-//   sequence sweep: micro batch 1, seq 2048 to 32768, per preset until the first length whose
-//     peak of live allocator blocks exceeds --budget-gib or that runs out of device memory;
-//     every attempt is recorded, with the longest length that fits.
+//     then each preset's throughput against `none` of its attention backend, each flash
+//     preset's against its unfused twin, and the targets (MFU >= 40% without recompute, full >=
+//     0.72x none, selective core_attn >= 0.95x none; unfused) with their measured values.
+//   sequence sweep: micro batch 1, seq 2048 to 32768 (flash: to 131072), per preset until the
+//     first length whose peak of live allocator blocks exceeds --budget-gib or that runs out of
+//     device memory; every attempt is recorded, with the longest length that fits. The presets
+//     take turns, shortest lengths first.
+//   --time-limit-s: configurations predicted to end later than S seconds after the start are
+//     skipped and listed (a sweep attempt is predicted from its preset's previous one, the
+//     steps scaled by the square of the length ratio); a preset's sweep ends at its first skip.
 //   --quick: a 2-layer model and short sequences, to check the flow on a device in seconds.
 // OUT_JSON is rewritten after every configuration, so a run cut short keeps what it measured;
 // a configuration that fails (out of memory included) is recorded with its error, never fatal.
@@ -53,7 +60,8 @@ using runtime::MemoryCategory;
 
 const char* kUsage =
     "usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]\n"
-    "                 [--sweep-steps 1] [--peak-tflops 989.4] [--table-only] [--quick]\n";
+    "                 [--sweep-steps 1] [--peak-tflops 989.4] [--time-limit-s S] [--table-only]\n"
+    "                 [--quick]\n";
 
 // What a device allocation failure says: the caching allocator's LibraryError carries CUDA's
 // "out of memory"; cuBLAS reports its own allocation failures.
@@ -148,6 +156,7 @@ std::vector<std::string> config_overrides(const BenchShape& shape, const Options
   const std::vector<std::string> train = {
       "train.device=cuda",
       "train.precision=bf16",
+      "model.attention_backend=" + spec.preset->attention_backend,
       bench::set("train.micro_batch_size", spec.micro_batch),
       bench::set("train.global_batch_size", spec.global_batch),
       bench::set("train.steps", spec.warmup_steps + spec.timed_steps),
@@ -261,6 +270,8 @@ Options parse_options(int argc, char** argv) {
       o.sweep_timed_steps = count(1);
     else if (arg == "--peak-tflops")
       o.peak_tflops = std::stod(value());
+    else if (arg == "--time-limit-s")
+      o.time_limit_s = std::stod(value());
     else if (arg == "--table-only")
       o.table_only = true;
     else if (arg == "--quick")
@@ -274,6 +285,7 @@ Options parse_options(int argc, char** argv) {
   if (!(o.budget_gib > 0) || !(o.peak_tflops > 0)) {
     throw runtime::InputError("--budget-gib and --peak-tflops must be > 0");
   }
+  if (!(o.time_limit_s >= 0)) throw runtime::InputError("--time-limit-s must be >= 0");
   return o;
 }
 
@@ -298,11 +310,98 @@ BenchPlan make_plan(const Options& o, const BenchShape& s) {
                           o.warmup_steps, o.timed_steps});
     if (o.table_only) continue;
     std::vector<RunSpec>& attempts = plan.sweep.emplace_back();
-    for (int64_t seq : s.sweep_seq_lengths)
+    for (int64_t seq : s.sweep_lengths(preset.flash()))
       attempts.push_back({&preset, seq, 1, 1, o.sweep_warmup_steps, o.sweep_timed_steps});
   }
   return plan;
 }
+
+// A sweep attempt's duration predicted from its preset's previous (shorter) attempt: that one's
+// setup plus its steps scaled by the square of the length ratio (attention's growth; an
+// overestimate while the linear layers dominate).
+double predicted_seconds(const Measurement& previous, int64_t seq_length) {
+  double steps_s = 0;
+  for (double ms : previous.step_ms) steps_s += ms / 1e3;
+  const double ratio =
+      static_cast<double>(seq_length) / static_cast<double>(previous.spec.seq_length);
+  return previous.setup_s + steps_s * ratio * ratio;
+}
+
+// Runs a plan's configurations into the report, rewriting OUT_JSON after each, and skips (and
+// lists) those --time-limit-s leaves no time for.
+class Session {
+ public:
+  Session(Report& report, Device& device, const bench::WorkDir& work, const Progress& progress)
+      : report_(report), device_(device), work_(work), progress_(progress) {}
+
+  void run_table(const BenchPlan& plan) {
+    for (const RunSpec& spec : plan.table) {
+      const double predicted_s = report_.table.empty() ? 0 : report_.table.back().total_s;
+      if (!time_for(spec, predicted_s)) continue;
+      report_.table.push_back(run_spec(spec));
+      record();
+    }
+  }
+
+  // The presets take turns, shortest lengths first, so a time limit cuts the longest lengths
+  // of every preset rather than whole presets. A preset's sweep ends at its first attempt that
+  // does not fit (longer sequences need more memory) or that the time limit skips.
+  void run_sweep(const BenchPlan& plan) {
+    report_.sweep.assign(plan.sweep.size(), {});
+    std::vector<bool> ended(plan.sweep.size(), false);
+    for (size_t attempt = 0;; ++attempt) {
+      bool any = false;
+      for (size_t p = 0; p < plan.sweep.size(); ++p) {
+        if (ended[p] || attempt >= plan.sweep[p].size()) continue;
+        any = true;
+        const RunSpec& spec = plan.sweep[p][attempt];
+        std::vector<Measurement>& done = report_.sweep[p];
+        if (!time_for(spec, done.empty() ? 0 : predicted_seconds(done.back(), spec.seq_length))) {
+          ended[p] = true;
+          continue;
+        }
+        done.push_back(run_spec(spec));
+        record();
+        ended[p] = outcome_of(done.back(), report_.budget_bytes()) != Outcome::ok;
+      }
+      if (!any) return;
+    }
+  }
+
+ private:
+  Measurement run_spec(const RunSpec& spec) {
+    Measurement m = measure(spec, config_overrides(report_.shape, report_.options, spec, work_),
+                            device_, progress_);
+    progress_.line(describe(spec) + ": " +
+                   (m.error.empty() ? format("%.0f tok/s", m.tokens_per_s.value_or(0)) + ", MFU " +
+                                          percent(report_.mfu(m)) + ", live peak " +
+                                          trainer::format_bytes(m.peak_live_block_bytes)
+                                    : "failed: " + m.error));
+    return m;
+  }
+
+  // Whether `spec`, predicted to take predicted_s, ends within the time limit; records a skip.
+  bool time_for(const RunSpec& spec, double predicted_s) {
+    const double limit_s = report_.options.time_limit_s, left_s = limit_s - progress_.elapsed_s();
+    if (limit_s <= 0 || predicted_s <= left_s) return true;
+    const std::string skipped = describe(spec) + format(": predicted %.0f s", predicted_s) +
+                                format(", %.0f s left", left_s);
+    progress_.line("skipped for --time-limit-s: " + skipped);
+    report_.skipped_for_time.push_back(skipped);
+    record();
+    return false;
+  }
+
+  void record() {
+    report_.elapsed_s = progress_.elapsed_s();
+    write_report(report_);
+  }
+
+  Report& report_;
+  Device& device_;
+  const bench::WorkDir& work_;
+  const Progress& progress_;
+};
 
 int run(const Options& options) {
   Report report;
@@ -318,31 +417,9 @@ int run(const Options& options) {
   bench::write_dataset(work / "data", 2 * plan.tokens_needed());  // every planned step, twice
   progress.line("dataset written; " + std::to_string(plan.table.size()) + " table runs" +
                 (options.table_only ? " (sweep skipped: --table-only)" : ", then the sweep"));
-  auto run_spec = [&](const RunSpec& spec) {
-    Measurement m =
-        measure(spec, config_overrides(report.shape, options, spec, work), device, progress);
-    progress.line(describe(spec) + ": " +
-                  (m.error.empty() ? format("%.0f tok/s", m.tokens_per_s.value_or(0)) + ", MFU " +
-                                         percent(report.mfu(m)) + ", live peak " +
-                                         trainer::format_bytes(m.peak_live_block_bytes)
-                                   : "failed: " + m.error));
-    return m;
-  };
-  for (const RunSpec& spec : plan.table) {
-    report.table.push_back(run_spec(spec));
-    report.elapsed_s = progress.elapsed_s();
-    write_report(report);
-  }
-  for (const std::vector<RunSpec>& attempts : plan.sweep) {
-    std::vector<Measurement>& done = report.sweep.emplace_back();
-    for (const RunSpec& spec : attempts) {
-      done.push_back(run_spec(spec));
-      report.elapsed_s = progress.elapsed_s();
-      write_report(report);
-      // Longer sequences need more memory: the first that does not fit ends the preset.
-      if (outcome_of(done.back(), report.budget_bytes()) != Outcome::ok) break;
-    }
-  }
+  Session session(report, device, work, progress);
+  session.run_table(plan);
+  session.run_sweep(plan);
   report.complete = true;
   report.elapsed_s = progress.elapsed_s();
   write_report(report);

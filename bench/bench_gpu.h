@@ -1,13 +1,15 @@
-// The GPU benchmark's shapes, presets, measurements and report (bench_gpu.cpp runs them,
-// bench_gpu_report.cpp writes them as JSON and as the printed summary).
+// The GPU benchmark's shapes, presets (attention backend x recompute), measurements and report
+// (bench_gpu.cpp runs them, bench_gpu_report.cpp writes them as JSON and as the printed summary).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_common.h"
@@ -41,6 +43,9 @@ struct Options {
   double peak_tflops = trainer::kBf16PeakTflops;  // H100/H200 SXM dense bf16 (989.4)
   bool table_only = false;
   bool quick = false;
+  // Seconds from the start; a configuration predicted to end past it is skipped (and listed).
+  // 0: no limit.
+  double time_limit_s = 0;
 };
 
 // Note [Micro batch of the throughput table]
@@ -60,24 +65,56 @@ struct BenchShape {
   int64_t table_seq_length = 2048;
   int64_t table_micro_batch = 4;
   int64_t table_global_batch = 8;
-  std::vector<int64_t> sweep_seq_lengths = {2048, 4096, 8192, 16384, 32768};  // micro batch 1
+  // The sequence sweep, micro batch 1: unfused attention keeps (heads, s, s) tensors per layer,
+  // flash attention only O(s) ones, so its sweep goes 4x further.
+  std::vector<int64_t> sweep_seq_lengths = {2048, 4096, 8192, 16384, 32768};
+  std::vector<int64_t> flash_sweep_seq_lengths = {2048, 4096, 8192, 16384, 32768, 65536, 131072};
 
-  static BenchShape quick() { return {2, 256, 4, 50257, 512, 2, 4, {512, 1024, 2048, 4096}}; }
+  static BenchShape quick() {
+    return {2, 256, 4, 50257, 512, 2, 4, {512, 1024, 2048, 4096}, {512, 1024, 2048, 4096, 8192}};
+  }
+  const std::vector<int64_t>& sweep_lengths(bool flash) const {
+    return flash ? flash_sweep_seq_lengths : sweep_seq_lengths;
+  }
 };
 
 struct Preset {
-  std::string name;
+  std::string name;                    // the recompute preset's, "flash " first for flash
+  std::string recompute;               // none, selective core_attn or full uniform 1
+  std::string attention_backend;       // model.attention_backend: unfused or flash
   std::vector<std::string> overrides;  // recompute.* as `--set` would give them
+
+  bool flash() const { return attention_backend == "flash"; }
 };
 
+// The three recompute presets with unfused attention ("none", ...), then the same three with
+// flash attention ("flash none", ...).
 inline const std::vector<Preset>& presets() {
-  static const std::vector<Preset> list = {
-      {"none", {"recompute.granularity=none"}},
-      {"selective core_attn", {"recompute.granularity=selective", "recompute.modules=[core_attn]"}},
-      {"full uniform 1",
-       {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"}},
-  };
+  static const std::vector<Preset> list = [] {
+    const std::vector<std::pair<std::string, std::vector<std::string>>> recompute = {
+        {"none", {"recompute.granularity=none"}},
+        {"selective core_attn",
+         {"recompute.granularity=selective", "recompute.modules=[core_attn]"}},
+        {"full uniform 1",
+         {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"}},
+    };
+    std::vector<Preset> all;
+    for (const std::string backend : {"unfused", "flash"}) {
+      for (const auto& [name, overrides] : recompute)
+        all.push_back({(backend == "flash" ? "flash " : "") + name, name, backend, overrides});
+    }
+    return all;
+  }();
   return list;
+}
+
+// The preset of one attention backend and recompute preset.
+inline const Preset& preset_of(std::string_view attention_backend, std::string_view recompute) {
+  for (const Preset& preset : presets())
+    if (preset.attention_backend == attention_backend && preset.recompute == recompute)
+      return preset;
+  throw std::logic_error("bench_gpu has no preset " + std::string(attention_backend) + " " +
+                         std::string(recompute));
 }
 
 struct RunSpec {
@@ -134,6 +171,7 @@ struct Report {
   BenchShape shape;
   std::vector<Measurement> table;               // one per preset
   std::vector<std::vector<Measurement>> sweep;  // per preset, its attempts in order
+  std::vector<std::string> skipped_for_time;    // configurations --time-limit-s left out
   double elapsed_s = 0;
   bool complete = false;
 
@@ -143,12 +181,21 @@ struct Report {
       if (m.spec.preset->name == preset) return &m;
     return nullptr;
   }
-  // Throughput of `preset` over `none`, when both ran.
-  std::optional<double> throughput_ratio(std::string_view preset) const {
-    const Measurement* base = table_entry("none");
+  // Throughput of `preset` over that of `base`, when both ran.
+  std::optional<double> throughput_over(std::string_view preset, std::string_view base) const {
     const Measurement* other = table_entry(preset);
-    if (!base || !other || !base->tokens_per_s || !other->tokens_per_s) return std::nullopt;
-    return *other->tokens_per_s / *base->tokens_per_s;
+    const Measurement* reference = table_entry(base);
+    if (!reference || !other || !reference->tokens_per_s || !other->tokens_per_s)
+      return std::nullopt;
+    return *other->tokens_per_s / *reference->tokens_per_s;
+  }
+  // Over `none` of the same attention backend ("flash none" for a flash preset).
+  std::optional<double> throughput_ratio(const Preset& preset) const {
+    return throughput_over(preset.name, preset_of(preset.attention_backend, "none").name);
+  }
+  // A preset over its unfused twin ("flash none" over "none").
+  std::optional<double> flash_speedup(const Preset& preset) const {
+    return throughput_over(preset.name, preset_of("unfused", preset.recompute).name);
   }
   std::optional<double> mfu(const Measurement& m) const {
     if (!m.model_tflops) return std::nullopt;
@@ -168,10 +215,11 @@ struct Target {
 
 inline std::vector<Target> targets(const Report& report) {
   const Measurement* none = report.table_entry("none");
-  return {{"MFU without recompute", none ? report.mfu(*none) : std::nullopt, 0.40},
-          {"full uniform 1 throughput / none", report.throughput_ratio("full uniform 1"), 0.72},
-          {"selective core_attn throughput / none", report.throughput_ratio("selective core_attn"),
-           0.95}};
+  return {
+      {"MFU without recompute", none ? report.mfu(*none) : std::nullopt, 0.40},
+      {"full uniform 1 throughput / none", report.throughput_over("full uniform 1", "none"), 0.72},
+      {"selective core_attn throughput / none",
+       report.throughput_over("selective core_attn", "none"), 0.95}};
 }
 
 // The longest sequence of a preset's attempts that ran within the budget.

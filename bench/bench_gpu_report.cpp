@@ -56,6 +56,7 @@ std::string json_measurement(const Report& report, const Measurement& m,
                              std::optional<int64_t> budget) {
   JsonObject j;
   j.text("preset", m.spec.preset->name)
+      .text("attention_backend", m.spec.preset->attention_backend)
       .integer("seq_length", m.spec.seq_length)
       .integer("micro_batch", m.spec.micro_batch)
       .integer("global_batch", m.spec.global_batch)
@@ -99,10 +100,12 @@ std::string json_report(const Report& r) {
                                 .boolean("quick", o.quick)
                                 .str();
   std::vector<std::string> runs;
-  JsonObject over_none;
+  JsonObject over_none, flash_over_unfused;
   for (const Measurement& m : r.table) {
     runs.push_back(json_measurement(r, m, std::nullopt));
-    over_none.number(m.spec.preset->name, r.throughput_ratio(m.spec.preset->name));
+    over_none.number(m.spec.preset->name, r.throughput_ratio(*m.spec.preset));
+    if (m.spec.preset->flash())
+      flash_over_unfused.number(m.spec.preset->name, r.flash_speedup(*m.spec.preset));
   }
   const std::string throughput = JsonObject()
                                      .integer("seq_length", s.table_seq_length)
@@ -112,6 +115,7 @@ std::string json_report(const Report& r) {
                                      .integer("timed_steps", o.timed_steps)
                                      .raw("runs", json_array(runs))
                                      .raw("throughput_over_none", over_none.str())
+                                     .raw("flash_over_unfused", flash_over_unfused.str())
                                      .str();
   std::vector<std::string> goals;
   for (const Target& t : targets(r)) {
@@ -133,6 +137,7 @@ std::string json_report(const Report& r) {
     sweep.push_back(
         JsonObject()
             .text("preset", presets()[p].name)
+            .text("attention_backend", presets()[p].attention_backend)
             .raw("longest_fitting_seq_length", longest ? std::to_string(*longest) : "null")
             .raw("attempts", json_array(attempts))
             .str());
@@ -151,12 +156,17 @@ std::string json_report(const Report& r) {
           .integer("timed_steps", o.sweep_timed_steps)
           .raw("presets", json_array(sweep))
           .str();
+  std::vector<std::string> skipped;
+  for (const std::string& what : r.skipped_for_time) skipped.push_back(trainer::json_quote(what));
   return JsonObject()
              .raw("model", model)
              .number("peak_tflops", o.peak_tflops)
              .raw("throughput", throughput)
              .raw("targets", json_array(goals))
              .raw("sequence_sweep", sequence_sweep)
+             .number("time_limit_s",
+                     o.time_limit_s > 0 ? std::optional<double>(o.time_limit_s) : std::nullopt)
+             .raw("skipped_for_time", json_array(skipped))
              .number("elapsed_s", r.elapsed_s)
              .boolean("complete", r.complete)
              .str() +
@@ -183,26 +193,32 @@ void print_summary(const Report& r) {
       "peak %g TFLOP/s\n",
       static_cast<long long>(s.table_seq_length), static_cast<long long>(s.table_micro_batch),
       static_cast<long long>(s.table_global_batch), kDropout, r.options.peak_tflops);
-  std::printf("| %-20s | %9s | %7s | %6s | %6s | %7s | %11s | %11s | %11s | %11s |\n", "preset",
-              "tok/s", "TFLOP/s", "MFU", "HFU", "vs none", "act peak", "predicted", "live peak",
-              "reserved");
+  std::printf("| %-25s | %9s | %7s | %6s | %6s | %7s | %7s | %11s | %11s | %11s | %11s |\n",
+              "preset", "tok/s", "TFLOP/s", "MFU", "HFU", "vs none", "vs unf.", "act peak",
+              "predicted", "live peak", "reserved");
   for (const Measurement& m : r.table) {
     if (!m.tokens_per_s) {
-      std::printf("| %-20s | %s\n", m.spec.preset->name.c_str(), m.error.c_str());
+      std::printf("| %-25s | %s\n", m.spec.preset->name.c_str(), m.error.c_str());
       continue;
     }
-    const std::optional<double> ratio = r.throughput_ratio(m.spec.preset->name);
-    std::printf("| %-20s | %9.0f | %7.1f | %6s | %6s | %7s | %11s | %11s | %11s | %11s |\n",
+    const std::optional<double> ratio = r.throughput_ratio(*m.spec.preset);
+    const std::optional<double> speedup =
+        m.spec.preset->flash() ? r.flash_speedup(*m.spec.preset) : std::nullopt;
+    std::printf("| %-25s | %9.0f | %7.1f | %6s | %6s | %7s | %7s | %11s | %11s | %11s | %11s |\n",
                 m.spec.preset->name.c_str(), *m.tokens_per_s, *m.model_tflops,
                 percent(r.mfu(m)).c_str(), percent(r.hfu(m)).c_str(),
                 ratio ? format("%.3fx", *ratio).c_str() : "-",
+                speedup ? format("%.3fx", *speedup).c_str() : "-",
                 trainer::format_bytes(m.peak_bytes[static_cast<size_t>(MemoryCategory::activation)])
                     .c_str(),
                 trainer::format_bytes(m.predicted_activation_peak).c_str(),
                 trainer::format_bytes(m.peak_live_bytes).c_str(),
                 trainer::format_bytes(m.peak_reserved_bytes).c_str());
   }
-  std::printf("targets:\n");
+  std::printf(
+      "vs none: over `none` of the same attention backend; vs unf.: a flash preset over "
+      "its unfused twin\n");
+  std::printf("targets (unfused attention):\n");
   for (const Target& t : targets(r)) {
     std::printf("  %-40s %8s (target >= %s): %s\n", t.name.c_str(),
                 t.value ? format("%.3f", *t.value).c_str() : "-",
@@ -211,12 +227,14 @@ void print_summary(const Report& r) {
                 : *t.value >= t.threshold ? "met"
                                           : "NOT met");
   }
+  for (const std::string& what : r.skipped_for_time)
+    std::printf("skipped for --time-limit-s: %s\n", what.c_str());
   if (r.sweep.empty()) return;
   std::printf("longest sequence within %g GiB of live allocator blocks (micro batch 1):\n",
               r.options.budget_gib);
   for (size_t p = 0; p < r.sweep.size(); ++p) {
     const std::optional<int64_t> longest = longest_fitting(r.sweep[p], r.budget_bytes());
-    std::printf("  %-20s %6s:", presets()[p].name.c_str(),
+    std::printf("  %-25s %6s:", presets()[p].name.c_str(),
                 longest ? std::to_string(*longest).c_str() : "-");
     for (const Measurement& m : r.sweep[p]) {
       std::printf(" %lld %s (%s)", static_cast<long long>(m.spec.seq_length),
