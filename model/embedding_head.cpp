@@ -210,9 +210,8 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
   if (!keep) s = HeadStash();
 }
 
-Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g,
-                     const GptConfig& config, const LayerDims& d, float loss_scale,
-                     runtime::Allocator& allocator) {
+Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g, const GptConfig& config,
+                     const LayerDims& d, float loss_scale, runtime::Allocator& allocator) {
   const int64_t rows = d.seq * d.micro_batch, rows_shard = d.seq_shard() * d.micro_batch;
   const int64_t C = d.hidden;
   const VocabShard vocab = vocab_shard(config, d);

@@ -7,6 +7,13 @@
 namespace model {
 
 enum class Activation { gelu_tanh, gelu };  // gelu_tanh = HF "gelu_new", gelu = exact erf
+// Core attention: `unfused` materialises the (heads, s, s) scores, probabilities and dropout
+// mask; `flash` is FlashAttention-2 (tiles, online softmax; keeps the output and the row
+// log-sum-exp only), same dropout masks (docs/attention.md).
+enum class AttentionBackend { unfused, flash };
+inline const char* attention_backend_name(AttentionBackend backend) {
+  return backend == AttentionBackend::flash ? "flash" : "unfused";
+}
 
 struct GptConfig {
   int64_t num_layers = 2;
@@ -22,6 +29,7 @@ struct GptConfig {
   float init_method_std = 0.02f;   // normal(0, std); output projections use std / sqrt(2 L)
   float layernorm_epsilon = 1e-5f;
   Activation activation = Activation::gelu_tanh;
+  AttentionBackend attention_backend = AttentionBackend::unfused;
 
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   int64_t positions() const {

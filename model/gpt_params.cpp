@@ -26,7 +26,8 @@ std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& sh
   if (shard.has_word_embeddings()) {
     add(kWordEmbeddingsName, {config.padded_vocab(shard.tp_size), C}, 0);
   }
-  if (shard.embedding) add("embedding.position_embeddings.weight", {config.positions(), C}, -1, true);
+  if (shard.embedding)
+    add("embedding.position_embeddings.weight", {config.positions(), C}, -1, true);
   for (int64_t i : shard.layers) {
     const std::string p = "layers." + std::to_string(i) + ".";
     add(p + "input_layernorm.weight", {C}, -1, true);
@@ -64,14 +65,15 @@ uint64_t name_hash(const std::string& name) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Standard normal for element `index` of tensor `tensor_id` (Box-Muller on Philox bits).
 float philox_normal(uint64_t seed, uint64_t tensor_id, uint64_t index) {
   const uint64_t key = runtime::splitmix64(seed ^ runtime::splitmix64(tensor_id + 0x5eed));
-  runtime::Philox4x32 counter{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
-                               0x1417u, 0}};
+  runtime::Philox4x32 counter{
+      {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0x1417u, 0}};
   const runtime::Philox4x32 r =
       runtime::philox4x32_10(counter, static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
   const uint64_t a = (static_cast<uint64_t>(r.v[0]) << 32 | r.v[1]) >> 11;
@@ -91,13 +93,15 @@ ModelShard ModelShard::whole(const GptConfig& config) {
 
 std::vector<std::string> whole_model_param_names(const GptConfig& config) {
   std::vector<std::string> names;
-  for (const ParamSpec& spec : param_specs(config, ModelShard::whole(config))) names.push_back(spec.name);
+  for (const ParamSpec& spec : param_specs(config, ModelShard::whole(config)))
+    names.push_back(spec.name);
   return names;
 }
 
 int64_t GptParams::count(const GptConfig& config, const ModelShard& shard) {
   int64_t total = 0;
-  for (const ParamSpec& spec : param_specs(config, shard)) total += runtime::shape_numel(local_shape(spec, shard));
+  for (const ParamSpec& spec : param_specs(config, shard))
+    total += runtime::shape_numel(local_shape(spec, shard));
   return total;
 }
 
@@ -109,9 +113,15 @@ GptParams GptParams::allocate(runtime::Allocator& allocator, const GptConfig& co
   int64_t offset = 0;
   for (const ParamSpec& spec : param_specs(config, shard)) {
     const runtime::Shape shape = local_shape(spec, shard);
-    NamedParam named{spec.name, p.flat.view(offset, shape), spec.global_shape, spec.shard_dim, 0,
-                     spec.global_shape.size() >= 2, spec.sequence_parallel_partial};
-    if (spec.shard_dim >= 0) named.shard_offset = shard.tp_rank * shape[static_cast<size_t>(spec.shard_dim)];
+    NamedParam named{spec.name,
+                     p.flat.view(offset, shape),
+                     spec.global_shape,
+                     spec.shard_dim,
+                     0,
+                     spec.global_shape.size() >= 2,
+                     spec.sequence_parallel_partial};
+    if (spec.shard_dim >= 0)
+      named.shard_offset = shard.tp_rank * shape[static_cast<size_t>(spec.shard_dim)];
     p.named.push_back(std::move(named));
     offset += runtime::shape_numel(shape);
   }
@@ -155,8 +165,8 @@ void init_params(const GptParams& params, const GptConfig& config, uint64_t seed
       for (int64_t i = 0; i < n; ++i) data[i] = 0.f;
       continue;
     }
-    const bool output = ends_with(p.name, "linear_proj.weight") ||
-                        ends_with(p.name, "linear_fc2.weight");
+    const bool output =
+        ends_with(p.name, "linear_proj.weight") || ends_with(p.name, "linear_fc2.weight");
     const float s = output ? output_std : std_dev;
     const uint64_t tensor_id = name_hash(p.name);
     // Local (row, col) -> index in the unsharded (rows, global_cols) tensor.

@@ -53,16 +53,17 @@ struct NamedParam {
   int shard_dim = -1;           // the dimension tensor parallelism splits; -1: replicated
   int64_t shard_offset = 0;     // where this rank's part starts along shard_dim
   bool weight_decay = false;    // rank >= 2
-  bool sequence_parallel_partial = false;  // layernorms, positions: under SP each rank's gradient is partial
+  bool sequence_parallel_partial =
+      false;  // layernorms, positions: under SP each rank's gradient is partial
 };
 
 struct GptParams {
-  Tensor flat;                     // every parameter of the shard, back to back
-  Tensor wte;                      // (padded vocab / tp, C), tied with the output head
-  Tensor wpe;                      // (positions, C)
+  Tensor flat;                      // every parameter of the shard, back to back
+  Tensor wte;                       // (padded vocab / tp, C), tied with the output head
+  Tensor wpe;                       // (positions, C)
   std::vector<LayerParams> layers;  // parallel to ModelShard::layers
-  Tensor lnf_weight, lnf_bias;     // (C)
-  std::vector<NamedParam> named;   // in flat-buffer order
+  Tensor lnf_weight, lnf_bias;      // (C)
+  std::vector<NamedParam> named;    // in flat-buffer order
 
   // Views over a new flat buffer of `category` and `dtype` (uninitialized): f32 for
   // master weights, gradients and moments, bf16 for the weights a bf16 model computes with.

@@ -1,9 +1,10 @@
 // One transformer layer's forward and backward, on the backend of its tensors. Rules:
 // activation gradients are assigned (=) except the residual stream's, which the layernorms'
 // backward adds into (+=); parameter gradients accumulate (+=); the stash comes from its spec.
+#include "model/layer.h"
+
 #include <cmath>
 
-#include "model/layer.h"
 #include "model/recompute_modules.h"
 #include "parallel/core/mappings.h"
 #include "runtime/ops.h"
@@ -180,6 +181,62 @@ const Tensor& context_input(const LayerStash& s, const LayerDims& d) {
   return d.attention_dropout > 0.f ? s.probs_drop : s.probs;
 }
 
+// The flash kernels' sizes and dropout coordinates: those dropout_attention_forward uses.
+runtime::cpu::FlashAttentionDims flash_dims(const LayerDims& d, const LayerContext& c) {
+  return {.seq_len = d.seq,
+          .micro_batch = d.micro_batch,
+          .heads = d.heads,
+          .head_dim = d.head_dim,
+          .head_offset = d.head_offset(),
+          .sample_offset = c.sample_offset,
+          .scale = attention_scale(d),
+          .dropout_prob = d.attention_dropout,
+          .dropout_key = key(c, DropoutOp::attention_probs)};
+}
+
+// ctx (T, B, H*D) = attention(qkv), and its row log-sum-exp lse (B, H, T), in one pass.
+void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerContext& c) {
+  ops::flash_attention_forward(
+      {.ctx = s.ctx, .lse = s.lse, .qkv = s.qkv, .dims = flash_dims(d, c)});
+}
+
+// ctx (T, B, H*D) = core attention of qkv (T, B, 3*H*D), which it consumes (releases). Unfused:
+// per-head q, k, v, the probabilities and the context products; flash: one fused pass.
+void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const LayerContext& c,
+                       runtime::Allocator& allocator) {
+  if (d.attention == AttentionBackend::flash) {
+    flash_attention_forward(s, d, c);  // ctx, lse; qkv is the stash's own
+    qkv = Tensor();
+    return;
+  }
+  const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim;
+  ops::split_qkv_heads(  // q, k, v (B, H, T, D)
+      {.q = s.q,
+       .k = s.k,
+       .v = s.v,
+       .qkv = qkv,
+       .seq = T,
+       .micro_batch = B,
+       .heads = H,
+       .head_dim = D});
+  qkv = Tensor();
+  core_attn_probs_forward(s, d, c);              // probs (B, H, T, T)
+  Tensor ctx_heads = per_head(d, D, allocator);  // (B, H, T, D)
+  ops::attention_context_forward({.ctx_heads = ctx_heads,
+                                  .probs = context_input(s, d),
+                                  .v = s.v,
+                                  .batch_heads = B * H,
+                                  .seq = T,
+                                  .head_dim = D});
+  ops::merge_heads(  // ctx (T, B, H*D)
+      {.ctx = s.ctx,
+       .ctx_heads = ctx_heads,
+       .seq = T,
+       .micro_batch = B,
+       .heads = H,
+       .head_dim = D});
+}
+
 void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d,
                  runtime::Allocator& allocator) {
   column_parallel_linear(s.fc1_out, s.ln2_out, w.fc1_weight, w.fc1_bias, d.ffn, d, allocator);
@@ -216,6 +273,8 @@ void rerun(ForwardPiece piece, LayerStash& s, const LayerParams& w, const LayerD
       return layernorm_forward(s, w, kInputLayernormQkv, d);
     case ForwardPiece::core_attn_probs:
       return core_attn_probs_forward(s, d, c);
+    case ForwardPiece::flash_attention:
+      return flash_attention_forward(s, d, c);
     case ForwardPiece::pre_mlp_layernorm:
       return layernorm_forward(s, w, kPreMlpLayernormFc1, d);
     case ForwardPiece::fc1:
@@ -322,98 +381,21 @@ void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                                   .scale = attention_scale(d)});
 }
 
-}  // namespace
-
-void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const LayerParams& w,
-                   const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
-                   runtime::Allocator& allocator) {
-  const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
-  const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim, HD = H * D;
-  maker.make_all(s);
-  s.input = input;
-
-  // attention: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
-  layernorm_forward(s, w, kInputLayernormQkv, d);    // ln1_out (Ts, B, C)
-  Tensor qkv = full_sequence(d, 3 * HD, allocator);  // (T, B, 3*H*D)
-  column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, 3 * HD, d, allocator);
-  ops::split_qkv_heads(  // q, k, v (B, H, T, D)
-      {.q = s.q,
-       .k = s.k,
-       .v = s.v,
-       .qkv = qkv,
-       .seq = T,
-       .micro_batch = B,
-       .heads = H,
-       .head_dim = D});
-  qkv = Tensor();
-  core_attn_probs_forward(s, d, c);              // probs (B, H, T, T)
-  Tensor ctx_heads = per_head(d, D, allocator);  // (B, H, T, D)
-  ops::attention_context_forward({.ctx_heads = ctx_heads,
-                                  .probs = context_input(s, d),
-                                  .v = s.v,
-                                  .batch_heads = B * H,
-                                  .seq = T,
-                                  .head_dim = D});
-  ops::merge_heads(  // ctx (T, B, H*D)
-      {.ctx = s.ctx,
-       .ctx_heads = ctx_heads,
-       .seq = T,
-       .micro_batch = B,
-       .heads = H,
-       .head_dim = D});
-  ctx_heads = Tensor();
-  Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
-  dropout_add(s.residual, input, proj, s.attn_out_mask, d, c, DropoutOp::attention_out);
-  proj = Tensor();
-
-  // mlp: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
-  layernorm_forward(s, w, kPreMlpLayernormFc1, d);  // ln2_out (Ts, B, C)
-  fc1_forward(s, w, d, allocator);                  // fc1_out (T, B, F)
-  act_forward(s, d);                                // gelu_out (T, B, F)
-  Tensor fc2 = row_parallel_linear(s.gelu_out, w.fc2_weight, w.fc2_bias, d.ffn, d, allocator);
-  dropout_add(out, s.residual, fc2, s.mlp_out_mask, d, c, DropoutOp::mlp_out);
-
-  maker.release_dropped(s);
-}
-
-void layer_rebuild(LayerStash& s, const LayerParams& w, const LayerDims& d,
-                   const LayerRecompute& entry, const LayerContext& c,
-                   runtime::Allocator& allocator) {
-  const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
-  for (ForwardPiece piece : rerun_pieces(entry)) {
-    for (Tensor LayerStash::*member : forward_piece(piece).rebuilds)
-      if (maker.find(member) != nullptr) maker.make(s, member, /*rebuild=*/true);
-    rerun(piece, s, w, d, c, allocator);
+// core_attn_forward: returns dqkv (T, B, 3*H*D) (=) from dctx, which it consumes (releases).
+Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
+                          const LayerContext& c, runtime::Allocator& allocator) {
+  const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim;
+  if (d.attention == AttentionBackend::flash) {
+    Tensor dqkv = full_sequence(d, 3 * H * D, allocator);
+    ops::flash_attention_backward({.dqkv = dqkv,
+                                   .dctx = dctx,
+                                   .qkv = s.qkv,
+                                   .ctx = s.ctx,
+                                   .lse = s.lse,
+                                   .dims = flash_dims(d, c)});
+    dctx = Tensor();
+    return dqkv;
   }
-}
-
-Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, const LayerParams& g,
-                      const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
-                      runtime::Allocator& allocator) {
-  TRAINER_ASSERT(entry.mode != RecomputeMode::full,
-                 "full layers are rebuilt by their checkpoint group, then run as `none`");
-  layer_rebuild(s, w, d, entry, c, allocator);
-  const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim, HD = H * D;
-
-  // dresidual, the residual stream's gradient (Ts, B, C): dropout_add hands dout to its x
-  // unchanged (=), then each layernorm's backward adds the gradient of its input (+=).
-  Tensor dresidual = sequence_shard(d, d.hidden, allocator);
-  ops::copy(dresidual, dout);
-
-  // mlp, in reverse: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
-  Tensor dfc2 = sequence_shard(d, d.hidden, allocator);
-  dropout_add_backward(dfc2, dout, s.mlp_out_mask, d);
-  Tensor dffn = row_parallel_linear_backward(g.fc2_weight, g.fc2_bias, dfc2, s.gelu_out,
-                                             w.fc2_weight, d.ffn, d, allocator);  // (T, B, F)
-  act_backward(dffn, s, d);
-  layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, allocator);
-
-  // attention, in reverse: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
-  Tensor& dinput = dresidual;  // the skip path hands it on (=); ln1's backward adds to it (+=)
-  Tensor& dproj = dfc2;        // dfc2's buffer, free again
-  dropout_add_backward(dproj, dresidual, s.attn_out_mask, d);
-  Tensor dctx = row_parallel_linear_backward(g.proj_weight, g.proj_bias, dproj, s.ctx,
-                                             w.proj_weight, HD, d, allocator);  // (T, B, H*D)
   Tensor dctx_heads = per_head(d, D, allocator);
   ops::split_heads({.ctx_heads = dctx_heads,
                     .ctx = dctx,
@@ -436,7 +418,7 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
   dctx_heads = Tensor();
   core_attn_probs_backward(dq, dk, dprobs, s, d);
   dprobs = Tensor();
-  Tensor dqkv = full_sequence(d, 3 * HD, allocator);
+  Tensor dqkv = full_sequence(d, 3 * H * D, allocator);
   ops::merge_qkv_heads({.dqkv = dqkv,
                         .dq = dq,
                         .dk = dk,
@@ -445,7 +427,78 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
                         .micro_batch = B,
                         .heads = H,
                         .head_dim = D});
-  dq = Tensor(), dk = Tensor(), dv = Tensor();
+  return dqkv;
+}
+
+}  // namespace
+
+void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const LayerParams& w,
+                   const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
+                   runtime::Allocator& allocator) {
+  const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
+  const int64_t HD = d.heads * d.head_dim;
+  maker.make_all(s);
+  s.input = input;
+
+  // attention: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
+  layernorm_forward(s, w, kInputLayernormQkv, d);  // ln1_out (Ts, B, C)
+  // (T, B, 3*H*D): the flash stash keeps it; the unfused attention splits it into q, k, v
+  Tensor qkv = d.attention == AttentionBackend::flash ? s.qkv : full_sequence(d, 3 * HD, allocator);
+  column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, 3 * HD, d, allocator);
+  core_attn_forward(s, qkv, d, c, allocator);  // ctx (T, B, H*D)
+  Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
+  dropout_add(s.residual, input, proj, s.attn_out_mask, d, c, DropoutOp::attention_out);
+  proj = Tensor();
+
+  // mlp: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
+  layernorm_forward(s, w, kPreMlpLayernormFc1, d);  // ln2_out (Ts, B, C)
+  fc1_forward(s, w, d, allocator);                  // fc1_out (T, B, F)
+  act_forward(s, d);                                // gelu_out (T, B, F)
+  Tensor fc2 = row_parallel_linear(s.gelu_out, w.fc2_weight, w.fc2_bias, d.ffn, d, allocator);
+  dropout_add(out, s.residual, fc2, s.mlp_out_mask, d, c, DropoutOp::mlp_out);
+
+  maker.release_dropped(s);
+}
+
+void layer_rebuild(LayerStash& s, const LayerParams& w, const LayerDims& d,
+                   const LayerRecompute& entry, const LayerContext& c,
+                   runtime::Allocator& allocator) {
+  const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
+  for (ForwardPiece piece : rerun_pieces(entry, d.attention)) {
+    for (Tensor LayerStash::*member : forward_piece(piece).rebuilds)
+      if (maker.find(member) != nullptr) maker.make(s, member, /*rebuild=*/true);
+    rerun(piece, s, w, d, c, allocator);
+  }
+}
+
+Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, const LayerParams& g,
+                      const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
+                      runtime::Allocator& allocator) {
+  TRAINER_ASSERT(entry.mode != RecomputeMode::full,
+                 "full layers are rebuilt by their checkpoint group, then run as `none`");
+  layer_rebuild(s, w, d, entry, c, allocator);
+  const int64_t HD = d.heads * d.head_dim;
+
+  // dresidual, the residual stream's gradient (Ts, B, C): dropout_add hands dout to its x
+  // unchanged (=), then each layernorm's backward adds the gradient of its input (+=).
+  Tensor dresidual = sequence_shard(d, d.hidden, allocator);
+  ops::copy(dresidual, dout);
+
+  // mlp, in reverse: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
+  Tensor dfc2 = sequence_shard(d, d.hidden, allocator);
+  dropout_add_backward(dfc2, dout, s.mlp_out_mask, d);
+  Tensor dffn = row_parallel_linear_backward(g.fc2_weight, g.fc2_bias, dfc2, s.gelu_out,
+                                             w.fc2_weight, d.ffn, d, allocator);  // (T, B, F)
+  act_backward(dffn, s, d);
+  layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, allocator);
+
+  // attention, in reverse: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
+  Tensor& dinput = dresidual;  // the skip path hands it on (=); ln1's backward adds to it (+=)
+  Tensor& dproj = dfc2;        // dfc2's buffer, free again
+  dropout_add_backward(dproj, dresidual, s.attn_out_mask, d);
+  Tensor dctx = row_parallel_linear_backward(g.proj_weight, g.proj_bias, dproj, s.ctx,
+                                             w.proj_weight, HD, d, allocator);  // (T, B, H*D)
+  Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);                   // (T, B, 3*H*D)
   layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, 3 * HD, d, allocator);
   s = LayerStash();
   return dinput;

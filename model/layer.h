@@ -10,7 +10,7 @@ namespace model {
 
 // Where this microbatch and layer sit in the global step (Note [Dropout RNG]).
 struct LayerContext {
-  int64_t layer = 0;          // global layer index
+  int64_t layer = 0;  // global layer index
   uint64_t seed = 0;
   int64_t step = 0;
   int64_t sample_offset = 0;  // global-batch index of local sample 0

@@ -19,6 +19,7 @@ LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training
                                                  : runtime::cpu::GeluKind::tanh;
   d.hidden_dropout = training ? config.hidden_dropout : 0.f;
   d.attention_dropout = training ? config.attention_dropout : 0.f;
+  d.attention = config.attention_backend;
   return d;
 }
 
@@ -43,20 +44,25 @@ StashSpec<LayerStash> layer_stash_spec(const LayerDims& d, const LayerRecompute&
 
   StashSpec<LayerStash> spec;
   auto add = [&](const char* name, Tensor S::*member, runtime::Shape shape, DType dtype) {
-    const bool kept = !full && !drops(entry, member);
+    const bool kept = !full && !drops(entry, d.attention, member);
     spec.push_back({name, member, std::move(shape), dtype, kept, member == &S::input});
   };
   add("input", &S::input, {Ts, B, C}, act);
   add("ln1_mean", &S::ln1_mean, {Ts * B}, DType::f32);
   add("ln1_rstd", &S::ln1_rstd, {Ts * B}, DType::f32);
   add("ln1_out", &S::ln1_out, {Ts, B, C}, act);
-  add("q", &S::q, {B, H, T, D}, act);
-  add("k", &S::k, {B, H, T, D}, act);
-  add("v", &S::v, {B, H, T, D}, act);
-  add("probs", &S::probs, {B, H, T, T}, act);
-  if (d.attention_dropout > 0.f) {
-    add("attn_mask", &S::attn_mask, {B, H, T, T}, DType::u8);
-    add("probs_drop", &S::probs_drop, {B, H, T, T}, act);
+  if (d.attention == AttentionBackend::flash) {
+    add("qkv", &S::qkv, {T, B, H * 3 * D}, act);
+    add("lse", &S::lse, {B, H, T}, DType::f32);
+  } else {
+    add("q", &S::q, {B, H, T, D}, act);
+    add("k", &S::k, {B, H, T, D}, act);
+    add("v", &S::v, {B, H, T, D}, act);
+    add("probs", &S::probs, {B, H, T, T}, act);
+    if (d.attention_dropout > 0.f) {
+      add("attn_mask", &S::attn_mask, {B, H, T, T}, DType::u8);
+      add("probs_drop", &S::probs_drop, {B, H, T, T}, act);
+    }
   }
   add("ctx", &S::ctx, {T, B, H * D}, act);
   if (d.hidden_dropout > 0.f) add("attn_out_mask", &S::attn_out_mask, {Ts, B, C}, DType::u8);

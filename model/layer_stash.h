@@ -30,6 +30,7 @@ struct LayerDims {
   float hidden_dropout = 0.f;     // 0 in evaluation
   float attention_dropout = 0.f;  // 0 in evaluation
   runtime::DType activation_dtype = runtime::DType::f32;
+  AttentionBackend attention = AttentionBackend::unfused;
   int64_t tp_size = 1;
   int64_t tp_rank = 0;
   bool sequence_parallel = false;
@@ -54,13 +55,15 @@ struct LayerStash {
   Tensor ln1_mean;       // (Ts*B) f32
   Tensor ln1_rstd;       // (Ts*B) f32
   Tensor ln1_out;        // (Ts, B, C)   qkv input (gathered to T)
-  Tensor q;              // (B, H, T, D)
-  Tensor k;              // (B, H, T, D)
-  Tensor v;              // (B, H, T, D)
-  Tensor probs;          // (B, H, T, T) softmax output
-  Tensor attn_mask;      // (B, H, T, T) u8, with attention dropout
-  Tensor probs_drop;     // (B, H, T, T) context input, with attention dropout
-  Tensor ctx;            // (T, B, H*D)  proj input
+  Tensor q;              // (B, H, T, D)  unfused
+  Tensor k;              // (B, H, T, D)  unfused
+  Tensor v;              // (B, H, T, D)  unfused
+  Tensor probs;          // (B, H, T, T) softmax output  unfused
+  Tensor attn_mask;      // (B, H, T, T) u8, with attention dropout  unfused
+  Tensor probs_drop;     // (B, H, T, T) context input, with attention dropout  unfused
+  Tensor qkv;            // (T, B, H*3*D) flash: q, k, v of each head side by side
+  Tensor lse;            // (B, H, T) f32 flash: log-sum-exp of each row of scores
+  Tensor ctx;            // (T, B, H*D)  proj input (flash: the attention output O)
   Tensor attn_out_mask;  // (Ts, B, C) u8, with hidden dropout
   Tensor residual;       // (Ts, B, C)   pre_mlp_layernorm input
   Tensor ln2_mean;       // (Ts*B) f32

@@ -10,12 +10,21 @@ namespace model {
 const std::vector<ForwardPieceRow>& forward_piece_table() {
   using P = ForwardPiece;
   using S = LayerStash;
+  using F = LayerFlops;
+  constexpr auto unfused = AttentionBackend::unfused, flash = AttentionBackend::flash;
   static const std::vector<ForwardPieceRow> table = {
-      {P::input_layernorm, {&S::ln1_out}, nullptr, false},
-      {P::core_attn_probs, {&S::probs, &S::attn_mask, &S::probs_drop}, &LayerFlops::scores, false},
-      {P::pre_mlp_layernorm, {&S::ln2_out}, nullptr, false},
-      {P::fc1, {&S::fc1_out}, &LayerFlops::fc1, true},
-      {P::act, {&S::gelu_out}, nullptr, false},
+      {P::input_layernorm, {&S::ln1_out}, {}, false, {}},
+      // The unfused context GEMM is not rerun: its output is proj's input, kept.
+      {P::core_attn_probs,
+       {&S::probs, &S::attn_mask, &S::probs_drop},
+       {&F::scores},
+       false,
+       unfused},
+      // The flash forward rebuilds the attention output O (= ctx, proj's input) and its lse.
+      {P::flash_attention, {&S::ctx, &S::lse}, {&F::scores, &F::context}, false, flash},
+      {P::pre_mlp_layernorm, {&S::ln2_out}, {}, false, {}},
+      {P::fc1, {&S::fc1_out}, {&F::fc1}, true, {}},
+      {P::act, {&S::gelu_out}, {}, false, {}},
   };
   return table;
 }
@@ -24,7 +33,7 @@ const std::vector<SelectiveModuleRow>& selective_module_table() {
   using P = ForwardPiece;
   using M = SelectiveModules;
   static const std::vector<SelectiveModuleRow> table = {
-      {"core_attn", &M::core_attn, {P::core_attn_probs}},
+      {"core_attn", &M::core_attn, {P::core_attn_probs, P::flash_attention}},
       {"act", &M::act, {P::act}},
       {"layernorm", &M::layernorm, {P::input_layernorm, P::pre_mlp_layernorm}},
       {"mlp", &M::mlp, {P::fc1, P::act}},
@@ -38,28 +47,31 @@ const ForwardPieceRow& forward_piece(ForwardPiece piece) {
   return row;
 }
 
-std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry) {
+std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry, AttentionBackend attention) {
   std::vector<ForwardPiece> pieces;
   if (entry.mode != RecomputeMode::selective) return pieces;
   for (const SelectiveModuleRow& module : selective_module_table()) {
     if (!(entry.modules.*module.flag)) continue;
-    pieces.insert(pieces.end(), module.reruns.begin(), module.reruns.end());
+    for (ForwardPiece piece : module.reruns) {
+      const std::optional<AttentionBackend> only = forward_piece(piece).only_under;
+      if (!only || *only == attention) pieces.push_back(piece);
+    }
   }
   std::sort(pieces.begin(), pieces.end());
   pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
   return pieces;
 }
 
-bool drops(const LayerRecompute& entry, Tensor LayerStash::*member) {
-  for (ForwardPiece piece : rerun_pieces(entry)) {
+bool drops(const LayerRecompute& entry, AttentionBackend attention, Tensor LayerStash::*member) {
+  for (ForwardPiece piece : rerun_pieces(entry, attention)) {
     const std::vector<Tensor LayerStash::*>& rebuilds = forward_piece(piece).rebuilds;
     if (std::find(rebuilds.begin(), rebuilds.end(), member) != rebuilds.end()) return true;
   }
   return false;
 }
 
-int64_t rebuild_input_gathers(const LayerRecompute& entry) {
-  const std::vector<ForwardPiece> pieces = rerun_pieces(entry);
+int64_t rebuild_input_gathers(const LayerRecompute& entry, AttentionBackend attention) {
+  const std::vector<ForwardPiece> pieces = rerun_pieces(entry, attention);
   return std::count_if(pieces.begin(), pieces.end(),
                        [](ForwardPiece piece) { return forward_piece(piece).gathers_input; });
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "model/flops.h"
@@ -13,16 +14,26 @@
 namespace model {
 
 // The pieces of layer_forward a selective entry may rerun, in forward order.
-enum class ForwardPiece { input_layernorm, core_attn_probs, pre_mlp_layernorm, fc1, act };
+// core_attn_probs exists under the unfused attention backend only, flash_attention under
+// flash only: the core_attn module reruns whichever the layer runs.
+enum class ForwardPiece {
+  input_layernorm,
+  core_attn_probs,
+  flash_attention,
+  pre_mlp_layernorm,
+  fc1,
+  act
+};
 
 struct ForwardPieceRow {
   ForwardPiece piece;
   // The stash tensors the piece writes, in forward order: a module that reruns the piece
   // drops them in forward. (The layernorms also rewrite their mean and rstd, which stay kept.)
   std::vector<Tensor LayerStash::*> rebuilds;
-  int64_t LayerFlops::*gemm;  // its matmul, counted as in layer_forward_flops; null: none
-  bool gathers_input;         // its GEMM is column-parallel: under sequence parallelism it
-                              // all-gathers its (Ts, B, C) input first
+  std::vector<int64_t LayerFlops::*> gemms;  // its matmuls, counted as layer_forward_flops does
+  bool gathers_input;  // its GEMM is column-parallel: under sequence parallelism it
+                       // all-gathers its (Ts, B, C) input first
+  std::optional<AttentionBackend> only_under;  // set: the piece exists under that backend only
 };
 
 struct SelectiveModuleRow {
@@ -36,13 +47,14 @@ const std::vector<ForwardPieceRow>& forward_piece_table();
 const std::vector<SelectiveModuleRow>& selective_module_table();
 const ForwardPieceRow& forward_piece(ForwardPiece piece);
 
-// The pieces `entry` reruns in backward: those of its modules, each once, in forward order
-// (none unless the entry is selective: a full layer reruns its whole forward).
-std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry);
+// The pieces `entry` reruns in backward under `attention`: those of its modules that exist
+// under that backend, each once, in forward order (none unless the entry is selective: a
+// full layer reruns its whole forward).
+std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry, AttentionBackend attention);
 // Whether `entry` drops stash.*member in forward (it reruns the piece that rebuilds it).
-bool drops(const LayerRecompute& entry, Tensor LayerStash::*member);
+bool drops(const LayerRecompute& entry, AttentionBackend attention, Tensor LayerStash::*member);
 // How many column-parallel GEMM inputs `entry`'s rebuild all-gathers under sequence
 // parallelism, each (Ts, B, C) on a rank: communication beyond the layer's own.
-int64_t rebuild_input_gathers(const LayerRecompute& entry);
+int64_t rebuild_input_gathers(const LayerRecompute& entry, AttentionBackend attention);
 
 }  // namespace model

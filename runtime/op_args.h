@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "runtime/kernels/cpu/adamw.h"
+#include "runtime/kernels/cpu/flash_attention.h"
 #include "runtime/kernels/cpu/gelu.h"
 #include "runtime/philox.h"
 #include "runtime/tensor.h"
@@ -183,6 +184,27 @@ struct AttentionContextBackward {
   int64_t batch_heads;
   int64_t seq;
   int64_t head_dim;
+};
+
+// FlashAttention-2 on the fused qkv projection, causal: the fused twin of split_qkv_heads ->
+// attention_scores -> causal_softmax -> dropout_attention -> attention_context -> merge_heads,
+// drawing the same dropout masks (Note [Dropout RNG]); keeps only ctx (the output O) and the
+// row log-sum-exp. Per head h, qkv holds q, k, v at features [h*3*D, h*3*D + 3*D).
+struct FlashAttentionForward {
+  Tensor ctx;  // (seq, micro_batch, heads*head_dim) =
+  Tensor lse;  // (micro_batch, heads, seq) f32 =: log of the row's sum of exp(scaled scores)
+  Tensor qkv;  // (seq, micro_batch, heads*3*head_dim)
+  cpu::FlashAttentionDims dims;
+};
+
+// dqkv from dctx, recomputing the tiles from the forward's qkv, ctx and lse.
+struct FlashAttentionBackward {
+  Tensor dqkv;  // (seq, micro_batch, heads*3*head_dim) =
+  Tensor dctx;  // (seq, micro_batch, heads*head_dim)
+  Tensor qkv;   // (seq, micro_batch, heads*3*head_dim)
+  Tensor ctx;   // (seq, micro_batch, heads*head_dim)
+  Tensor lse;   // (micro_batch, heads, seq) f32
+  cpu::FlashAttentionDims dims;
 };
 
 // ---- GELU and dropout ----

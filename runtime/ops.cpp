@@ -198,6 +198,15 @@ void attention_context_backward(const AttentionContextBackward& args) {
                                   args.head_dim);
 }
 
+void flash_attention_forward(const FlashAttentionForward& args) {
+  cpu::flash_attention_forward(args.ctx.f32(), args.lse.f32(), args.qkv.f32(), args.dims);
+}
+
+void flash_attention_backward(const FlashAttentionBackward& args) {
+  cpu::flash_attention_backward(args.dqkv.f32(), args.dctx.f32(), args.qkv.f32(), args.ctx.f32(),
+                                args.lse.f32(), args.dims);
+}
+
 void add(const Add& args) {
   cpu::add(args.out.f32(), args.a.f32(), args.b.f32(), args.count);
 }

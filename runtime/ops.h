@@ -50,6 +50,8 @@ namespace runtime::ops {
   OP(void, attention_scores_backward, AttentionScoresBackward, dq)                      \
   OP(void, attention_context_forward, AttentionContextForward, ctx_heads)               \
   OP(void, attention_context_backward, AttentionContextBackward, dprobs)                \
+  OP(void, flash_attention_forward, FlashAttentionForward, ctx)                         \
+  OP(void, flash_attention_backward, FlashAttentionBackward, dqkv)                      \
   OP(void, add, Add, out)                                                               \
   OP(void, add_bias, AddBias, out)                                                      \
   OP(void, scale_inplace, ScaleInplace, x)                                              \

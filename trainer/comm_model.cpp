@@ -47,7 +47,8 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
       const model::LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
       per_microbatch += layer_forward(d, s) + layer_backward(d, s);
       if (entry.mode == model::RecomputeMode::full) per_microbatch += layer_forward(d, s);
-      if (sp) per_microbatch += model::rebuild_input_gathers(entry) * s.shard;  // rebuild gathers
+      // a selective rebuild re-gathers the inputs of the column-parallel GEMMs it reruns
+      if (sp) per_microbatch += model::rebuild_input_gathers(entry, d.attention) * s.shard;
     }
     if (chunk.spec.embedding && tp) {
       per_microbatch += s.full;           // all-reduce or reduce-scatter of the lookup

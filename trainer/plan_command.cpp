@@ -74,10 +74,10 @@ void print_plan(const Config& config, const std::string& source, std::ostream& o
   char line[256];
   std::snprintf(line, sizeof line,
                 "recompute plan of %s: micro batch %lld, seq %lld, hidden %lld, heads %lld, "
-                "%s activations, %lld microbatches per step\n",
+                "%s attention, %s activations, %lld microbatches per step\n",
                 source.c_str(), static_cast<long long>(dims.micro_batch),
                 static_cast<long long>(dims.seq), static_cast<long long>(dims.hidden),
-                static_cast<long long>(dims.heads),
+                static_cast<long long>(dims.heads), model::attention_backend_name(dims.attention),
                 std::string(runtime::dtype_name(dims.activation_dtype)).c_str(),
                 static_cast<long long>(stages[0].num_microbatches));
   out << line;

@@ -191,7 +191,7 @@ void Trainer::start_logging() {
   log_ << "model: " << m.num_layers << " layers, hidden " << m.hidden_size << ", heads "
        << m.num_attention_heads << ", seq " << m.seq_length << ", vocab " << m.vocab_size
        << " (padded " << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m)
-       << " parameters\n";
+       << " parameters, " << model::attention_backend_name(m.attention_backend) << " attention\n";
   log_ << "data: " << config_.data.path << " (" << dataset_->num_tokens() << " tokens; "
        << train_sampler_->num_samples() << " train samples"
        << (valid_sampler_ ? ", " + std::to_string(valid_sampler_->num_samples()) + " validation"

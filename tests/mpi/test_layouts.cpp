@@ -2,7 +2,8 @@
 // (gathered) gradients match within 1e-5 relative in fp32 with dropout on, and
 // every rank's communication payload and activation peak per step equal the models';
 // inside one layout every recompute plan gives bit-identical gradients; and a
-// 4-stage 1F1B pipeline's measured activation peaks equal the memory model's.
+// 4-stage 1F1B pipeline's measured activation peaks equal the memory model's. The flash
+// layouts run flash attention against the one-process unfused run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +23,8 @@ struct Layout {
   const char* name;
   std::vector<std::string> overrides;
 };
+
+constexpr const char* kFlash = "model.attention_backend=flash";
 
 const std::vector<Layout>& layouts() {
   static const std::vector<Layout> all = {
@@ -43,6 +46,14 @@ const std::vector<Layout>& layouts() {
        "tp2 pp2 dp2 interleaved",
        {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2",
         "parallel.virtual_pipeline=2"}},
+      // Flash attention (against the one-process unfused run): the same dropout masks.
+      {2, "tp2 sp flash", {"parallel.tensor=2", "parallel.sequence_parallel=true", kFlash}},
+      {2, "pp2 interleaved flash", {"parallel.pipeline=2", "parallel.virtual_pipeline=2", kFlash}},
+      {2, "dp2 flash", {"parallel.data=2", kFlash}},
+      {8,
+       "tp2 pp2 dp2 sp flash",
+       {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2",
+        "parallel.sequence_parallel=true", kFlash}},
   };
   return all;
 }

@@ -243,6 +243,11 @@ struct EnumNames<model::Activation> {
       {{"gelu_tanh", model::Activation::gelu_tanh}, {"gelu", model::Activation::gelu}}};
 };
 template <>
+struct EnumNames<model::AttentionBackend> {
+  static constexpr std::array<std::pair<std::string_view, model::AttentionBackend>, 2> entries{
+      {{"unfused", model::AttentionBackend::unfused}, {"flash", model::AttentionBackend::flash}}};
+};
+template <>
 struct EnumNames<Device> {
   static constexpr std::array<std::pair<std::string_view, Device>, 2> entries{
       {{"cpu", Device::cpu}, {"cuda", Device::cuda}}};

@@ -135,6 +135,7 @@ struct ConfigSchema<model::GptConfig> {
         field("init_method_std", &GptConfig::init_method_std),
         field("layernorm_epsilon", &GptConfig::layernorm_epsilon),
         field("activation", &GptConfig::activation),
+        field("attention_backend", &GptConfig::attention_backend),
     };
     return table;
   }

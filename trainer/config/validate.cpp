@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "runtime/kernels/cpu/flash_attention.h"
 #include "trainer/config/config.h"
 #include "trainer/config/fields.h"
 
@@ -73,6 +74,14 @@ void validate_model(const model::GptConfig& model) {
     throw ConfigError("model.hidden_size", text_of(model.hidden_size) +
                                                " is not divisible by model.num_attention_heads " +
                                                text_of(model.num_attention_heads));
+  }
+  if (model.attention_backend == model::AttentionBackend::flash &&
+      model.head_dim() > runtime::cpu::kFlashMaxHeadDim) {
+    throw ConfigError("model.attention_backend",
+                      "flash supports head dims up to " + text_of(runtime::cpu::kFlashMaxHeadDim) +
+                          "; model.hidden_size " + text_of(model.hidden_size) +
+                          " / model.num_attention_heads " + text_of(model.num_attention_heads) +
+                          " = " + text_of(model.head_dim()));
   }
   check_at_least<int64_t>("model.ffn_hidden_size", model.ffn_hidden_size, 0);
   if (model.ffn_hidden_size == 0 && !product(model.hidden_size, 4)) {

@@ -74,7 +74,7 @@ typedef float VecF __attribute__((vector_size(kVectorFloats * sizeof(float))));
 constexpr int kTileRows = 6;        // rows of a register tile: 6 x 4 accumulators + 4 + 1
 constexpr int64_t kQueryTile = 64;  // queries per tile: the lanes of the tile's vectors
 constexpr int64_t kKeyTile = 64;    // keys per tile
-constexpr int64_t kMaxHeadDim = 128;
+constexpr int64_t kMaxHeadDim = kFlashMaxHeadDim;
 static_assert(kQueryTile % kVectorFloats == 0, "query tiles are whole vectors");
 static_assert(kKeyTile % 4 == 0, "a key tile starts on a Philox block when T % 4 == 0");
 

@@ -9,6 +9,9 @@
 
 namespace runtime::cpu {
 
+// The largest head dimension the flash kernels take (CPU and CUDA).
+inline constexpr int64_t kFlashMaxHeadDim = 128;
+
 // Sizes and global coordinates of one call. The sequence is never sharded here: positions
 // are 0..seq_len-1 on every rank.
 struct FlashAttentionDims {

@@ -14,6 +14,7 @@
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/device_common.cuh"
+#include "runtime/kernels/cpu/flash_attention.h"
 #include "runtime/kernels/cuda/flash_attention.h"
 #include "runtime/philox.h"
 
@@ -72,7 +73,7 @@ constexpr int kWarpRows = 16;                         // M of mma.m16n8k16
 constexpr int kBlockRows = kWarps * kWarpRows;        // queries (forward, dQ) or keys (dK/dV)
 constexpr int kKeyTile = 64;                          // keys per step of the forward and dQ
 constexpr int kQueryStep = 32;                        // queries per step of dK/dV
-constexpr int kMaxHeadDim = 128;                      // the CPU twin's limit
+constexpr int kMaxHeadDim = static_cast<int>(::runtime::cpu::kFlashMaxHeadDim);
 constexpr int64_t kMaxBlocksY = 65535;                // gridDim.y: row blocks of one head
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kDeltaThreads = 256;  // the Delta kernel: a warp per row

@@ -101,8 +101,9 @@ TEST(ConfigParse, RejectsUnknownTopLevelSection) {
 }
 
 TEST(ConfigParse, RejectsUnknownKeyInSectionAndListsTheKnownOnes) {
-  EXPECT_TRUE(parse_rejected("model:\n  hiden_size: 64\n", kWithData, "model.hiden_size",
-                             {"unknown key (known: num_layers, hidden_size,", "activation)"}));
+  EXPECT_TRUE(
+      parse_rejected("model:\n  hiden_size: 64\n", kWithData, "model.hiden_size",
+                     {"unknown key (known: num_layers, hidden_size,", "attention_backend)"}));
   EXPECT_TRUE(parse_rejected("output: {exports: true}\n", kWithData, "output.exports",
                              {"unknown key (known: dir, export)"}));
   EXPECT_TRUE(parse_rejected("parallel: {tensor: 1, seq_parallel: true}\n", kWithData,
@@ -164,6 +165,11 @@ TEST(ConfigParse, BooleansAreTrueOrFalseOnly) {
 TEST(ConfigParse, EnumsListTheAllowedNames) {
   EXPECT_TRUE(parse_rejected("model: {activation: relu}\n", kWithData, "model.activation",
                              {"'relu'", "gelu_tanh, gelu"}));
+  EXPECT_TRUE(parse_rejected("model: {attention_backend: fused}\n", kWithData,
+                             "model.attention_backend", {"'fused'", "unfused, flash"}));
+  EXPECT_EQ(parse_config("model: {attention_backend: flash}\n", "t.yaml", kWithData)
+                .model.attention_backend,
+            model::AttentionBackend::flash);
   EXPECT_TRUE(
       parse_rejected("train: {device: gpu}\n", kWithData, "train.device", {"'gpu'", "cpu, cuda"}));
   EXPECT_TRUE(parse_rejected("train: {precision: fp16}\n", kWithData, "train.precision",

@@ -52,6 +52,21 @@ TEST(ValidateModel, HiddenSizeDivisibleByHeads) {
   EXPECT_TRUE(accepted(config));
 }
 
+TEST(ValidateModel, FlashHeadDimAtMost128) {
+  Config config = valid_config();
+  config.model.attention_backend = model::AttentionBackend::flash;
+  config.model.hidden_size = 512;
+  config.model.num_attention_heads = 2;
+  EXPECT_TRUE(rejected(config, "model.attention_backend",
+                       {"flash supports head dims up to 128; model.hidden_size 512 / "
+                        "model.num_attention_heads 2 = 256"}));
+  config.model.num_attention_heads = 4;
+  EXPECT_TRUE(accepted(config));
+  config.model.attention_backend = model::AttentionBackend::unfused;
+  config.model.num_attention_heads = 2;
+  EXPECT_TRUE(accepted(config));
+}
+
 TEST(ValidateModel, FfnHiddenSizeNonNegative) {
   Config config = valid_config();
   config.model.ffn_hidden_size = -5;

@@ -40,10 +40,11 @@ TEST(ModelGradients, MatchCentralFiniteDifferences) {
       w = saved;
       const double numeric = (plus - minus) / (2.0 * eps);
       const double exact = analytic[static_cast<size_t>(base + index)];
-      const double error = std::abs(numeric - exact) / std::max(1e-2, std::abs(numeric) + std::abs(exact));
+      const double error =
+          std::abs(numeric - exact) / std::max(1e-2, std::abs(numeric) + std::abs(exact));
       worst = std::max(worst, error);
-      EXPECT_LT(error, 5e-2) << p.name << "[" << index << "]: numeric " << numeric
-                             << " analytic " << exact;
+      EXPECT_LT(error, 5e-2) << p.name << "[" << index << "]: numeric " << numeric << " analytic "
+                             << exact;
       ++checked;
     }
   }

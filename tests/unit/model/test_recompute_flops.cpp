@@ -31,12 +31,14 @@ TEST(RecomputeFlops, CountedPerPlan) {
   one_full.layers[1] = {RecomputeMode::full, {}};
   one_full.group[1] = 0;
   EXPECT_EQ(recompute_flops(m, one_full), layer.total());
-  EXPECT_EQ(recompute_flops(m, RecomputePlan::uniform(L, {RecomputeMode::selective, {.core_attn = true}})),
+  EXPECT_EQ(recompute_flops(
+                m, RecomputePlan::uniform(L, {RecomputeMode::selective, {.core_attn = true}})),
             L * layer.scores);
-  EXPECT_EQ(recompute_flops(m, RecomputePlan::uniform(L, {RecomputeMode::selective, {.mlp = true}})),
-            L * layer.fc1);
-  EXPECT_EQ(recompute_flops(m, RecomputePlan::uniform(
-                                   L, {RecomputeMode::selective, {.act = true, .layernorm = true}})),
+  EXPECT_EQ(
+      recompute_flops(m, RecomputePlan::uniform(L, {RecomputeMode::selective, {.mlp = true}})),
+      L * layer.fc1);
+  EXPECT_EQ(recompute_flops(m, RecomputePlan::uniform(L, {RecomputeMode::selective,
+                                                          {.act = true, .layernorm = true}})),
             0);
   // The score product: 2 * B * H * T * T * D.
   EXPECT_EQ(layer.scores, 2 * m.micro_batch * m.config.num_attention_heads * m.config.seq_length *

@@ -3,6 +3,7 @@
 // costs the matmuls of the pieces it runs, each once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -53,8 +54,15 @@ std::set<std::string> dropped_names(const model::LayerDims& dims, const LayerRec
   return names;
 }
 
-model::LayerDims tiny_dims(float dropout) {
-  return model::layer_dims(testing_support::tiny_config(dropout), /*micro_batch=*/2, true);
+model::GptConfig tiny_config(float dropout, model::AttentionBackend attention) {
+  model::GptConfig config = testing_support::tiny_config(dropout);
+  config.attention_backend = attention;
+  return config;
+}
+
+model::LayerDims tiny_dims(float dropout,
+                           model::AttentionBackend attention = model::AttentionBackend::unfused) {
+  return model::layer_dims(tiny_config(dropout, attention), /*micro_batch=*/2, true);
 }
 
 TEST(RecomputeModules, TableNamesTheFourModules) {
@@ -86,6 +94,28 @@ TEST(RecomputeModules, EachDropsExactlyItsTensors) {
             (std::set<std::string>{"probs"}));
 }
 
+// Under flash, core_attn drops the attention output (proj's input) and its row log-sum-exp, and
+// the rerun is the whole flash forward: both attention products. The other modules are the same.
+TEST(RecomputeModules, FlashCoreAttnDropsItsOutputAndReruns) {
+  const model::LayerDims dims = tiny_dims(0.1f, model::AttentionBackend::flash);
+  EXPECT_EQ(dropped_names(dims, selective({.core_attn = true})),
+            (std::set<std::string>{"ctx", "lse"}));
+  EXPECT_TRUE(dropped_names(dims, {}).empty());
+  for (const char* module : {"act", "layernorm", "mlp"}) {
+    EXPECT_EQ(dropped_names(dims, only(*std::find_if(model::selective_module_table().begin(),
+                                                     model::selective_module_table().end(),
+                                                     [&](const auto& row) {
+                                                       return row.name == std::string(module);
+                                                     }))),
+              expected_drops().at(module))
+        << module;
+  }
+  const model::LayerFlops f = model::layer_forward_flops(dims);
+  EXPECT_EQ(model::selective_recompute_flops(dims, selective({.core_attn = true})),
+            f.scores + f.context);
+  EXPECT_EQ(model::rebuild_input_gathers(kAllFour, model::AttentionBackend::flash), 1);
+}
+
 TEST(RecomputeModules, FlopsAreTheRerunMatmulsEachOnce) {
   const model::LayerDims d = tiny_dims(0.1f);
   const int64_t scores = 2 * d.micro_batch * d.heads * d.seq * d.seq * d.head_dim;  // q k^T
@@ -104,12 +134,14 @@ TEST(RecomputeModules, FlopsAreTheRerunMatmulsEachOnce) {
 
 TEST(RecomputeModules, OnlyTheFc1RebuildGathersItsInput) {
   for (const model::SelectiveModuleRow& module : model::selective_module_table()) {
-    EXPECT_EQ(model::rebuild_input_gathers(only(module)), std::string(module.name) == "mlp" ? 1 : 0)
+    EXPECT_EQ(model::rebuild_input_gathers(only(module), model::AttentionBackend::unfused),
+              std::string(module.name) == "mlp" ? 1 : 0)
         << module.name;
   }
-  EXPECT_EQ(model::rebuild_input_gathers(kAllFour), 1);
-  EXPECT_EQ(model::rebuild_input_gathers({}), 0);
-  EXPECT_EQ(model::rebuild_input_gathers({RecomputeMode::full, {}}), 0);
+  EXPECT_EQ(model::rebuild_input_gathers(kAllFour, model::AttentionBackend::unfused), 1);
+  EXPECT_EQ(model::rebuild_input_gathers({}, model::AttentionBackend::unfused), 0);
+  EXPECT_EQ(
+      model::rebuild_input_gathers({RecomputeMode::full, {}}, model::AttentionBackend::unfused), 0);
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
@@ -119,9 +151,10 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 
 // Forward under `none` and under `entry`, then the rebuild: every stash tensor equals the
 // kept one bit for bit, and the rebuild allocated exactly the dropped bytes as activation.
-void expect_rebuild_restores(const LayerRecompute& entry) {
+void expect_rebuild_restores(const LayerRecompute& entry,
+                             model::AttentionBackend attention = model::AttentionBackend::unfused) {
   SCOPED_TRACE(model::to_string(entry));
-  testing_support::TinyModel m(testing_support::tiny_config(0.1f));
+  testing_support::TinyModel m(tiny_config(0.1f, attention));
   const model::LayerDims dims = model::layer_dims(m.config, m.micro_batch, true);
   const model::LayerParams& weights = m.params.layers[1];
   const model::LayerContext context{.layer = 1, .seed = 1234, .step = 3, .sample_offset = 2};
@@ -154,6 +187,8 @@ TEST(RecomputeModules, RebuildRestoresWhatEachModuleDrops) {
     expect_rebuild_restores(only(module));
   }
   expect_rebuild_restores(kAllFour);
+  expect_rebuild_restores(selective({.core_attn = true}), model::AttentionBackend::flash);
+  expect_rebuild_restores(kAllFour, model::AttentionBackend::flash);
 }
 
 }  // namespace

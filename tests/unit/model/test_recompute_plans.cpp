@@ -4,10 +4,13 @@
 // counts requested bytes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <tuple>
 
-#include "recompute/memory_model.h"
 #include "model_test_util.h"
+#include "recompute/memory_model.h"
 
 namespace {
 
@@ -58,16 +61,24 @@ std::vector<NamedPlan> all_plans(int64_t L) {
       {"selective layernorm", RecomputePlan::uniform(L, selective({.layernorm = true}))},
       {"selective mlp", RecomputePlan::uniform(L, selective({.mlp = true}))},
       {"selective all",
-       RecomputePlan::uniform(L, selective({.core_attn = true, .act = true, .layernorm = true,
-                                            .mlp = true}))},
+       RecomputePlan::uniform(
+           L, selective({.core_attn = true, .act = true, .layernorm = true, .mlp = true}))},
       {"mixed", mixed_plan()},
   };
 }
 
-class RecomputePlans : public ::testing::TestWithParam<float> {};
+// (dropout, attention backend)
+class RecomputePlans : public ::testing::TestWithParam<std::tuple<float, model::AttentionBackend>> {
+ protected:
+  model::GptConfig config() const {
+    model::GptConfig c = testing_support::tiny_config(std::get<0>(GetParam()));
+    c.attention_backend = std::get<1>(GetParam());
+    return c;
+  }
+};
 
 TEST_P(RecomputePlans, BitIdenticalLossAndGradients) {
-  TinyModel model(testing_support::tiny_config(GetParam()));
+  TinyModel model(config());
   const auto plans = all_plans(model.config.num_layers);
   const double reference_loss = model.forward_backward(plans[0].plan);
   const std::vector<float> reference(model.grads.flat.f32(),
@@ -75,15 +86,14 @@ TEST_P(RecomputePlans, BitIdenticalLossAndGradients) {
   for (const NamedPlan& p : plans) {
     const double loss = model.forward_backward(p.plan);
     EXPECT_EQ(loss, reference_loss) << p.name;
-    EXPECT_EQ(std::memcmp(model.grads.flat.f32(), reference.data(),
-                          reference.size() * sizeof(float)),
-              0)
+    EXPECT_EQ(
+        std::memcmp(model.grads.flat.f32(), reference.data(), reference.size() * sizeof(float)), 0)
         << p.name << ": gradients differ from `none`";
   }
 }
 
 TEST_P(RecomputePlans, MeasuredActivationPeakEqualsMemoryModel) {
-  TinyModel model(testing_support::tiny_config(GetParam()));
+  TinyModel model(config());
   const model::LayerDims dims = model::layer_dims(model.config, model.micro_batch, true);
   for (const NamedPlan& p : all_plans(model.config.num_layers)) {
     model.allocator.reset_peaks();
@@ -96,7 +106,50 @@ TEST_P(RecomputePlans, MeasuredActivationPeakEqualsMemoryModel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dropout, RecomputePlans, ::testing::Values(0.0f, 0.1f));
+INSTANTIATE_TEST_SUITE_P(DropoutAndBackend, RecomputePlans,
+                         ::testing::Combine(::testing::Values(0.0f, 0.1f),
+                                            ::testing::Values(model::AttentionBackend::unfused,
+                                                              model::AttentionBackend::flash)));
+
+// Flash attention computes what the unfused attention computes (the same dropout masks), in
+// another floating-point order: loss and every gradient agree to float rounding.
+TEST(FlashAttention, LossAndGradientsMatchUnfused) {
+  for (const float dropout : {0.0f, 0.1f}) {
+    SCOPED_TRACE(dropout);
+    model::GptConfig config = testing_support::tiny_config(dropout);
+    config.seq_length = 37;  // not a multiple of any tile
+    TinyModel unfused(config, /*batch=*/3);
+    config.attention_backend = model::AttentionBackend::flash;
+    TinyModel flash(config, /*batch=*/3);
+    const RecomputePlan plan = RecomputePlan::uniform(config.num_layers, {});
+    const double unfused_loss = unfused.forward_backward(plan);
+    const double flash_loss = flash.forward_backward(plan);
+    EXPECT_NEAR(flash_loss, unfused_loss, 1e-6 * std::abs(unfused_loss));
+    double max_grad = 0, max_diff = 0;
+    for (int64_t i = 0; i < unfused.grads.flat.numel(); ++i) {
+      const float a = unfused.grads.flat.f32()[i], b = flash.grads.flat.f32()[i];
+      max_grad = std::max(max_grad, static_cast<double>(std::abs(a)));
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(a - b)));
+    }
+    EXPECT_GT(max_grad, 0.0);
+    EXPECT_LE(max_diff, 1e-5 * max_grad) << "largest gradient " << max_grad;
+  }
+}
+
+// Without the (heads, s, s) tensors the flash stash is linear in the sequence: doubling it
+// doubles the per-layer bytes, where the unfused stash grows faster.
+TEST(FlashAttention, StashIsLinearInTheSequence) {
+  auto layer_bytes = [](model::AttentionBackend backend, int64_t seq) {
+    model::GptConfig config = testing_support::tiny_config(0.1f);
+    config.attention_backend = backend;
+    config.seq_length = seq;
+    return model::stash_kept_bytes(model::layer_stash_spec(model::layer_dims(config, 2, true), {}));
+  };
+  EXPECT_EQ(layer_bytes(model::AttentionBackend::flash, 64),
+            2 * layer_bytes(model::AttentionBackend::flash, 32));
+  EXPECT_GT(layer_bytes(model::AttentionBackend::unfused, 64),
+            2 * layer_bytes(model::AttentionBackend::unfused, 32));
+}
 
 TEST(RecomputeMemory, FullBelowSelectiveBelowNone) {
   TinyModel model(testing_support::tiny_config(0.1f));

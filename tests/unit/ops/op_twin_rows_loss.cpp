@@ -272,9 +272,69 @@ Row attention_context_backward_row() {
   });
 }
 
+// One random flash-attention case: the fused (seq, micro_batch, heads*3*head_dim) input of
+// lengths across the kernels' tiles, with or without dropout, at a head and sample offset.
+struct FlashCase {
+  runtime::cpu::FlashAttentionDims dims;
+  runtime::Shape hidden(int64_t per_head) const {
+    return {dims.seq_len, dims.micro_batch, dims.heads * per_head};
+  }
+  runtime::Shape rows() const { return {dims.micro_batch, dims.heads, dims.seq_len}; }
+};
+FlashCase random_flash(Case& c) {
+  FlashCase f;
+  f.dims = {.seq_len = c.pick({1, 7, 33, 65, 129}),
+            .micro_batch = c.pick({1, 2}),
+            .heads = c.pick({1, 3}),
+            .head_dim = c.pick({1, 8, 33, 64, 128}),
+            .head_offset = c.pick({0, 5}),
+            .sample_offset = c.pick({0, 3}),
+            .scale = c.uniform(.1f, 1.f),
+            .dropout_prob = c.coin() ? 0.f : 0.1f,
+            .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u}};
+  return f;
+}
+
+// Flash attention in bf16 rounds P F and dS to bf16 before the products that use them and takes
+// Delta from the bf16 ctx, as FlashAttention-2 does, so its error against the fp32 host exceeds
+// one GEMM's: on random cases of these rows' shapes it reached 0.95e-2 of the largest value (the
+// output's own rounding costs up to 2^-7 of it), all of kReordered's bf16 budget. Twice that
+// leaves room for the tensor cores' summation order; f32 stays at kReordered's 1e-5 (Note [Twin
+// tolerance]).
+constexpr Tolerance kFlashAttention{1e-5, 2e-2};
+
+Row flash_attention_forward_row() {
+  return TWIN_ROW(flash_attention_forward, kFlashAttention, [](Case& c) {
+    const FlashCase f = random_flash(c);
+    return ops::FlashAttentionForward{.ctx = c.act(f.hidden(f.dims.head_dim)),
+                                      .lse = c.f32(f.rows()),
+                                      .qkv = c.act(f.hidden(3 * f.dims.head_dim), -2.f, 2.f),
+                                      .dims = f.dims};
+  });
+}
+
+Row flash_attention_backward_row() {
+  return TWIN_ROW(flash_attention_backward, kFlashAttention, [](Case& c) {
+    const FlashCase f = random_flash(c);
+    ops::FlashAttentionForward forward{.ctx = c.act(f.hidden(f.dims.head_dim)),
+                                       .lse = c.f32(f.rows()),
+                                       .qkv = c.act(f.hidden(3 * f.dims.head_dim), -2.f, 2.f),
+                                       .dims = f.dims};
+    ops::flash_attention_forward(forward);  // the ctx and lse of this qkv
+    c.settle(forward.ctx);
+    return ops::FlashAttentionBackward{.dqkv = c.act(f.hidden(3 * f.dims.head_dim)),
+                                       .dctx = c.act(f.hidden(f.dims.head_dim)),
+                                       .qkv = forward.qkv,
+                                       .ctx = forward.ctx,
+                                       .lse = forward.lse,
+                                       .dims = f.dims};
+  });
+}
+
 std::vector<Row> attention_product_rows() {
-  return {attention_scores_forward_row(), attention_scores_backward_row(),
-          attention_context_forward_row(), attention_context_backward_row()};
+  return {attention_scores_forward_row(),  attention_scores_backward_row(),
+          attention_context_forward_row(), attention_context_backward_row(),
+          flash_attention_forward_row(),   flash_attention_backward_row()};
 }
 
 Row add_row() {

@@ -30,7 +30,9 @@ model::LayerDims bf16_dims(const PaperShape& p) {
   return d;
 }
 
-int64_t layernorm_stats(const PaperShape& p) { return 16 * p.s * p.b; }
+int64_t layernorm_stats(const PaperShape& p) {
+  return 16 * p.s * p.b;
+}
 
 class Korthikanti : public ::testing::TestWithParam<PaperShape> {};
 
@@ -52,6 +54,22 @@ TEST_P(Korthikanti, SelectiveCoreAttentionIsSbh34) {
   EXPECT_EQ(model::stash_dropped_bytes(spec), 5 * p.a * p.s * p.s * p.b / p.t);
 }
 
+// Flash attention keeps neither scores nor probabilities nor their mask: the 5as/h term is gone.
+// What stays is 34 sbh / t-scaled as above (qkv in place of q, k, v: the same bytes), plus the
+// fp32 row log-sum-exp, 4 a s b / t bytes. Selective core_attn drops the attention output
+// (2 sbh / t) and the log-sum-exp.
+TEST_P(Korthikanti, FlashHasNoSquareTerm) {
+  const PaperShape p = GetParam();
+  model::LayerDims dims = bf16_dims(p);
+  dims.attention = model::AttentionBackend::flash;
+  const int64_t sbh = p.s * p.b * p.h, lse = 4 * p.a * p.s * p.b / p.t;
+  EXPECT_EQ(model::stash_kept_bytes(model::layer_stash_spec(dims, {})),
+            10 * sbh + 24 * sbh / p.t + lse + layernorm_stats(p));
+  const auto selective =
+      model::layer_stash_spec(dims, LayerRecompute{RecomputeMode::selective, {.core_attn = true}});
+  EXPECT_EQ(model::stash_dropped_bytes(selective), 2 * sbh / p.t + lse);
+}
+
 TEST_P(Korthikanti, FullRecomputeKeeps2sbhPerLayer) {
   const PaperShape p = GetParam();
   model::GptConfig config;
@@ -59,8 +77,8 @@ TEST_P(Korthikanti, FullRecomputeKeeps2sbhPerLayer) {
   config.hidden_size = p.h;
   config.num_attention_heads = p.a;
   config.seq_length = p.s;
-  const auto plan = recompute::RecomputePlan::uniform(
-      6, LayerRecompute{RecomputeMode::full, {}}, 1);
+  const auto plan =
+      recompute::RecomputePlan::uniform(6, LayerRecompute{RecomputeMode::full, {}}, 1);
   const auto m = recompute::predict_activation_memory(config, bf16_dims(p), plan);
   for (const recompute::LayerMemory& layer : m.layers) {
     EXPECT_EQ(layer.checkpoint, 2 * p.s * p.b * p.h);
@@ -69,8 +87,8 @@ TEST_P(Korthikanti, FullRecomputeKeeps2sbhPerLayer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Korthikanti,
-                         ::testing::Values(PaperShape{2048, 1, 12288, 96, 1},   // GPT-3 175B
-                                           PaperShape{2048, 1, 12288, 96, 8},   // with TP 8
+                         ::testing::Values(PaperShape{2048, 1, 12288, 96, 1},  // GPT-3 175B
+                                           PaperShape{2048, 1, 12288, 96, 8},  // with TP 8
                                            PaperShape{128, 4, 256, 8, 2}));
 
 }  // namespace
