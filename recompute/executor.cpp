@@ -35,9 +35,10 @@ ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptPar
 }
 
 ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
-                             const model::GptParams& grads, RecomputePlan plan,
-                             int64_t micro_batch, runtime::Allocator& allocator)
-    : ChunkExecutor(config, params, grads, std::move(plan), model::layer_dims(config, micro_batch, true),
+                             const model::GptParams& grads, RecomputePlan plan, int64_t micro_batch,
+                             runtime::Allocator& allocator)
+    : ChunkExecutor(config, params, grads, std::move(plan),
+                    model::layer_dims(config, micro_batch, true),
                     ChunkSpec::whole(config.num_layers), allocator) {}
 
 Tensor ChunkExecutor::hidden(runtime::MemoryCategory category) const {
@@ -100,9 +101,8 @@ ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const 
   return finish(x, batch.targets, state.head, train_dims_, /*keep=*/true);
 }
 
-ForwardResult ChunkExecutor::finish(const Tensor& x, const Tensor& targets,
-                                    model::HeadStash& head, const model::LayerDims& dims,
-                                    bool keep) {
+ForwardResult ChunkExecutor::finish(const Tensor& x, const Tensor& targets, model::HeadStash& head,
+                                    const model::LayerDims& dims, bool keep) {
   ForwardResult result;
   if (!chunk_.head) {
     result.output = x;
@@ -176,9 +176,9 @@ ForwardResult ChunkExecutor::evaluate(const Microbatch& batch, const Tensor& inp
   }
   for (int64_t i = 0; i < plan_.num_layers(); ++i) {
     model::LayerStash stash;
-    Tensor out = hidden(i + 1 == plan_.num_layers() && !chunk_.head
-                            ? runtime::MemoryCategory::comm
-                            : runtime::MemoryCategory::workspace);
+    Tensor out =
+        hidden(i + 1 == plan_.num_layers() && !chunk_.head ? runtime::MemoryCategory::comm
+                                                           : runtime::MemoryCategory::workspace);
     model::layer_forward(out, stash, x, weights(i), eval_dims_, keep_nothing,
                          layer_context(context, i), allocator_);
     x = out;

@@ -48,20 +48,21 @@ int error_rank();
                                int line, const std::string& library_message);
 
 // Builds a message from stream pieces: TRAINER_STR("n=" << n).
-#define TRAINER_STR(pieces) (static_cast<std::ostringstream&&>(std::ostringstream() << pieces).str())
+#define TRAINER_STR(pieces) \
+  (static_cast<std::ostringstream&&>(std::ostringstream() << pieces).str())
 
 // Internal invariant; a failure is a bug in the trainer, not in the user's input.
-#define TRAINER_ASSERT(cond, pieces)                                     \
-  do {                                                                   \
+#define TRAINER_ASSERT(cond, pieces)                                                     \
+  do {                                                                                   \
     if (!(cond)) ::runtime::assert_fail(#cond, __FILE__, __LINE__, TRAINER_STR(pieces)); \
   } while (0)
 
 // The one macro behind every library check: `ok(status)` says success and
 // `describe(status)` returns the library's own error string.
-#define TRAINER_LIBRARY_CHECK(library, statement, ok, describe)                      \
-  do {                                                                               \
-    auto trainer_status_ = (statement);                                              \
-    if (!(ok(trainer_status_)))                                                      \
+#define TRAINER_LIBRARY_CHECK(library, statement, ok, describe)                                    \
+  do {                                                                                             \
+    auto trainer_status_ = (statement);                                                            \
+    if (!(ok(trainer_status_)))                                                                    \
       ::runtime::library_fail(library, #statement, __FILE__, __LINE__, describe(trainer_status_)); \
   } while (0)
 

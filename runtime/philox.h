@@ -17,8 +17,7 @@ struct Philox4x32 {
   uint32_t v[4];
 };
 
-TRAINER_HOST_DEVICE inline void philox_mulhilo(uint32_t a, uint32_t b, uint32_t* hi,
-                                               uint32_t* lo) {
+TRAINER_HOST_DEVICE inline void philox_mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
   const uint64_t product = static_cast<uint64_t>(a) * static_cast<uint64_t>(b);
   *hi = static_cast<uint32_t>(product >> 32);
   *lo = static_cast<uint32_t>(product);
@@ -54,7 +53,12 @@ TRAINER_HOST_DEVICE inline Philox4x32 philox4x32_10(Philox4x32 counter, uint32_t
 // saving anything, and a tp/sp/pp/dp layout draws the same masks as one process.
 // An element is kept when bits >= dropout_threshold(p).
 
-enum class DropoutOp : uint32_t { embedding = 1, attention_probs = 2, attention_out = 3, mlp_out = 4 };
+enum class DropoutOp : uint32_t {
+  embedding = 1,
+  attention_probs = 2,
+  attention_out = 3,
+  mlp_out = 4
+};
 
 struct DropoutKey {
   uint32_t key0 = 0;

@@ -23,13 +23,16 @@ Storage::Storage(Allocator& allocator, int64_t bytes, MemoryCategory category)
       bytes_(bytes),
       category_(category) {}
 
-Storage::~Storage() { allocator_.deallocate(data_, bytes_, category_); }
+Storage::~Storage() {
+  allocator_.deallocate(data_, bytes_, category_);
+}
 
 Tensor Tensor::empty(Allocator& allocator, const Shape& shape, DType dtype,
                      MemoryCategory category) {
   for (int64_t d : shape) TRAINER_ASSERT(d >= 0, "negative dimension in " << shape_string(shape));
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(allocator, shape_numel(shape) * dtype_size(dtype), category);
+  t.storage_ =
+      std::make_shared<Storage>(allocator, shape_numel(shape) * dtype_size(dtype), category);
   t.shape_ = shape;
   t.dtype_ = dtype;
   return t;

@@ -19,7 +19,8 @@
 #                                  bench_gpu.json (see bench/bench_gpu.cpp; rewritten after every
 #                                  configuration, "complete": false when time ran out) and
 #                                  bench_gpu.log (progress with timestamps, then the summary).
-# A device call then is:  run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
+# A device call then is:
+#   run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry="$root/.gpu"
@@ -40,20 +41,25 @@ prepare() {
     cp "$b" "$carry/bin/"
     strip --strip-unneeded "$carry/bin/$(basename "$b")"
     # Shared libraries outside the CUDA toolkit (the GPU machine has CUDA, cuBLASLt, NCCL).
-    ldd "$b" | awk '/=> \// {print $3}' | grep -vE 'libcuda|libcudart|libcublas|libnccl|/libc\.so|/libm\.so|ld-linux|libpthread|libdl|librt' \
+    ldd "$b" | awk '/=> \// {print $3}' \
+      | grep -vE 'libcuda|libcudart|libcublas|libnccl|/libc\.so|/libm\.so|ld-linux' \
+      | grep -vE 'libpthread|libdl|librt' \
       | while read -r lib; do cp -L "$lib" "$carry/lib/" 2>/dev/null || true; done
   done
   local size
   size=$(du -sm "$carry" | cut -f1)
-  echo "gpu_check: $(ls "$carry/bin" | wc -l) binaries and $(ls "$carry/lib" | wc -l) libraries in .gpu (${size} MiB)"
-  [ "$size" -lt 60 ] || { echo "gpu_check: .gpu is ${size} MiB, over the device tool's carry limit"; exit 1; }
+  echo "gpu_check: $(ls "$carry/bin" | wc -l) binaries and $(ls "$carry/lib" | wc -l)" \
+    "libraries in .gpu (${size} MiB)"
+  [ "$size" -lt 60 ] ||
+    { echo "gpu_check: .gpu is ${size} MiB, over the device tool's carry limit"; exit 1; }
   grep -qx '/.gpu/' "$root/.git/info/exclude" 2>/dev/null || true
 }
 
 run_on_device() {
   : "${OUT:?run on the device machine, where OUT is set}"
   export LD_LIBRARY_PATH="$carry/lib:${LD_LIBRARY_PATH:-}" OMP_WAIT_POLICY=passive
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/device.txt" 2>&1 || true
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
+    > "$OUT/device.txt" 2>&1 || true
   local summary="$OUT/gpu_check.json" first=1 log="$OUT/gpu_tests.log"
   : > "$log"
   echo "{\"device\": \"$(head -1 "$OUT/device.txt" | tr -d '"')\", \"binaries\": [" > "$summary"
@@ -68,8 +74,9 @@ run_on_device() {
     { echo "=== $name (exit $code)"; cat "$part"; } >> "$log"
     [ $first -eq 1 ] || echo "," >> "$summary"
     first=0
-    printf '{"binary": "%s", "exit_code": %d, "passed": %d, "failed": %d, "skipped": %d}' "$name" "$code" \
-      "$(grep -c '^\[       OK \].* ms)$' "$part")" "$(grep -c '^\[  FAILED  \].* ms)$' "$part")" \
+    printf '{"binary": "%s", "exit_code": %d, "passed": %d, "failed": %d, "skipped": %d}' \
+      "$name" "$code" "$(grep -c '^\[       OK \].* ms)$' "$part")" \
+      "$(grep -c '^\[  FAILED  \].* ms)$' "$part")" \
       "$(grep -c '^\[  SKIPPED \].* ms)$' "$part")" >> "$summary"
     echo "$name: exit $code"
   done
@@ -78,11 +85,14 @@ run_on_device() {
   local trainer="$carry/bin/trainer" work
   work=$(mktemp -d)
   "$trainer" prepare-data --synthetic --num-tokens 200000 --output-prefix "$work/data" > /dev/null
-  local flags=(--config "$root/configs/tiny.yaml" --set data.path="$work/data" --set train.steps=20
-               --set optimizer.lr_warmup_steps=5 --set train.eval_interval=0 --set output.export=false
-               --set model.hidden_dropout=0.1 --set model.attention_dropout=0.1 --set train.log_interval=1)
+  local flags=(--config "$root/configs/tiny.yaml" --set data.path="$work/data"
+               --set train.steps=20 --set optimizer.lr_warmup_steps=5 --set train.eval_interval=0
+               --set output.export=false --set model.hidden_dropout=0.1
+               --set model.attention_dropout=0.1 --set train.log_interval=1
+               --set train.precision=fp32)
   set +e
-  timeout 120 "$trainer" train "${flags[@]}" --set output.dir="$work/cpu" > "$OUT/train_cpu.log" 2>&1
+  timeout 120 "$trainer" train "${flags[@]}" --set output.dir="$work/cpu" \
+    > "$OUT/train_cpu.log" 2>&1
   timeout 120 "$trainer" train "${flags[@]}" --set output.dir="$work/gpu" --set train.device=cuda \
     > "$OUT/train_gpu.log" 2>&1
   set -e
@@ -95,8 +105,10 @@ def losses(path):
         return []
 cpu, gpu = losses(sys.argv[1]), losses(sys.argv[2])
 worst = max((abs(a - b) / abs(a) for a, b in zip(cpu, gpu)), default=None)
-print(json.dumps({"cpu_losses": cpu, "gpu_losses": gpu, "max_relative_loss_difference": worst}) + "}")
+train = {"cpu_losses": cpu, "gpu_losses": gpu, "max_relative_loss_difference": worst}
+print('"train": ' + json.dumps(train) + "}")
 PY
+  python3 -m json.tool "$summary" > /dev/null || echo "gpu_check: $summary is not valid JSON"
   cat "$summary"
   # The benchmark gets what is left of the call's limit (at most 240 s): it rewrites its JSON
   # after every configuration, so running out of time only shortens the report.
@@ -107,10 +119,12 @@ PY
     return
   fi
   set +e
-  timeout -k 10 "$bench_limit" "$carry/bin/bench_gpu" "$OUT/bench_gpu.json" "$@" > "$OUT/bench_gpu.log" 2>&1
+  timeout -k 10 "$bench_limit" "$carry/bin/bench_gpu" "$OUT/bench_gpu.json" \
+    --time-limit-s $((bench_limit - 10)) "$@" > "$OUT/bench_gpu.log" 2>&1
   local code=$?
   set -e
-  echo "bench_gpu: exit $code (limit ${bench_limit} s; 124: timed out, the JSON holds what was measured)"
+  echo "bench_gpu: exit $code (limit ${bench_limit} s;" \
+    "124: timed out, the JSON holds what was measured)"
   if grep -q '^throughput:' "$OUT/bench_gpu.log"; then
     sed -n '/^throughput:/,$p' "$OUT/bench_gpu.log"
   else

@@ -19,7 +19,8 @@ std::vector<std::vector<LayerRange>> stage_layer_chunks(const ParallelConfig& co
   const int64_t chunks = config.pipeline * config.virtual_pipeline;
   const int64_t per_chunk = num_layers / chunks;
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    stages[static_cast<std::size_t>(chunk % config.pipeline)].push_back({chunk * per_chunk, per_chunk});
+    stages[static_cast<std::size_t>(chunk % config.pipeline)].push_back(
+        {chunk * per_chunk, per_chunk});
   }
   return stages;
 }

@@ -75,9 +75,11 @@ void gather_to_rank0(ProcessGroups& groups, const model::GptConfig& config,
         const model::NamedParam& whole = full->named[static_cast<size_t>(header.index)];
         runtime::Shape part_shape = whole.tensor.shape();
         // The sender's part: the whole tensor, or a 1/tp slice along its split dimension.
-        if (whole.shard_dim >= 0) part_shape[static_cast<size_t>(whole.shard_dim)] /= groups.config.tensor;
+        if (whole.shard_dim >= 0)
+          part_shape[static_cast<size_t>(whole.shard_dim)] /= groups.config.tensor;
         std::vector<float> part(static_cast<size_t>(runtime::shape_numel(part_shape)));
-        world.recv(part.data(), static_cast<int64_t>(part.size() * sizeof(float)), source, kDataTag);
+        world.recv(part.data(), static_cast<int64_t>(part.size() * sizeof(float)), source,
+                   kDataTag);
         place(whole, part.data(), part_shape, whole.shard_dim, header.shard_offset);
       }
     }

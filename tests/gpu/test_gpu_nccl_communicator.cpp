@@ -97,7 +97,8 @@ TEST_F(NcclCommunicatorTest, PointToPointNeedsARingNeighbour) {
     nccl.send_async(buffer.data(), 4, 0, 0);
     FAIL() << "a send to oneself was accepted";
   } catch (const std::logic_error& error) {
-    EXPECT_NE(std::string(error.what()).find("only ring neighbours"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("only ring neighbours"), std::string::npos)
+        << error.what();
   }
   EXPECT_THROW(nccl.recv(buffer.data(), 4, 0, 0), std::logic_error);
   EXPECT_EQ(nccl.payload_bytes(), 0);

@@ -29,7 +29,9 @@ Tensor tensor(const std::vector<float>& values) {
   return t;
 }
 
-std::vector<float> values(const Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); }
+std::vector<float> values(const Tensor& t) {
+  return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
 
 std::unique_ptr<parallel::ProcessGroups> world_as_tp() {
   parallel::ParallelConfig config;
@@ -65,7 +67,8 @@ TEST(Mappings, GatherFromSpConcatenatesShardsAndScattersGradients) {
   parallel::gather_from_sp_forward(*groups->tp, full_tensor, tensor(mine));
   full = values(full_tensor);
   for (int q = 0; q < n; ++q)
-    for (int64_t i = 0; i < shard; ++i) EXPECT_EQ(full[static_cast<size_t>(q * shard + i)], 100.0f * q + i);
+    for (int64_t i = 0; i < shard; ++i)
+      EXPECT_EQ(full[static_cast<size_t>(q * shard + i)], 100.0f * q + i);
   // backward: dshard = chunk r of the sum over ranks of dfull; dfull[j] = j + rank
   std::vector<float> dfull(full.size()), dshard(static_cast<size_t>(shard));
   for (size_t j = 0; j < dfull.size(); ++j) dfull[j] = static_cast<float>(j) + r;

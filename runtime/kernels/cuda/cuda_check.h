@@ -11,18 +11,23 @@
 #include "runtime/error.h"
 
 namespace runtime::cuda {
-inline bool cuda_ok(cudaError_t status) { return status == cudaSuccess; }
+inline bool cuda_ok(cudaError_t status) {
+  return status == cudaSuccess;
+}
 inline std::string cuda_error_string(cudaError_t status) {
   return std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
 }
-inline bool cublas_ok(cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; }
+inline bool cublas_ok(cublasStatus_t status) {
+  return status == CUBLAS_STATUS_SUCCESS;
+}
 inline std::string cublas_error_string(cublasStatus_t status) {
   return std::string(cublasGetStatusName(status)) + ": " + cublasGetStatusString(status);
 }
 }  // namespace runtime::cuda
 
-#define TRAINER_CUDA_CHECK(statement) \
-  TRAINER_LIBRARY_CHECK("CUDA", statement, ::runtime::cuda::cuda_ok, ::runtime::cuda::cuda_error_string)
-#define TRAINER_CUBLAS_CHECK(statement)                                        \
+#define TRAINER_CUDA_CHECK(statement)                                \
+  TRAINER_LIBRARY_CHECK("CUDA", statement, ::runtime::cuda::cuda_ok, \
+                        ::runtime::cuda::cuda_error_string)
+#define TRAINER_CUBLAS_CHECK(statement)                                  \
   TRAINER_LIBRARY_CHECK("cuBLAS", statement, ::runtime::cuda::cublas_ok, \
                         ::runtime::cuda::cublas_error_string)

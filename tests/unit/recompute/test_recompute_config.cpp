@@ -23,15 +23,23 @@ RecomputeConfig full(Method method, int64_t num_layers) {
   return c;
 }
 
-std::vector<std::vector<ChunkLayers>> one_stage(int64_t layers) { return {{{0, layers}}}; }
+std::vector<std::vector<ChunkLayers>> one_stage(int64_t layers) {
+  return {{{0, layers}}};
+}
 
 std::string modes(const RecomputePlan& plan) {
   std::string s;
   for (size_t i = 0; i < plan.layers.size(); ++i) {
     switch (plan.layers[i].mode) {
-      case RecomputeMode::none: s += "n"; break;
-      case RecomputeMode::selective: s += "s"; break;
-      case RecomputeMode::full: s += std::to_string(plan.group[i]); break;
+      case RecomputeMode::none:
+        s += "n";
+        break;
+      case RecomputeMode::selective:
+        s += "s";
+        break;
+      case RecomputeMode::full:
+        s += std::to_string(plan.group[i]);
+        break;
     }
   }
   return s;
@@ -63,7 +71,8 @@ TEST(RecomputeResolve, FullBlockRecomputesFirstLayersOfEachChunk) {
   // Two model chunks on one stage (interleaved pipeline): per chunk.
   EXPECT_EQ(modes(recompute::resolve_plan(full(Method::block, 1), 1, {{2, 2}, {6, 2}})), "0n1n");
   // Groups never cross a chunk boundary.
-  EXPECT_EQ(modes(recompute::resolve_plan(full(Method::uniform, 2), 0, {{0, 3}, {6, 3}})), "001223");
+  EXPECT_EQ(modes(recompute::resolve_plan(full(Method::uniform, 2), 0, {{0, 3}, {6, 3}})),
+            "001223");
 }
 
 TEST(RecomputeResolve, SelectiveDefaultsToCoreAttention) {
@@ -100,15 +109,17 @@ TEST(RecomputeValidate, RejectsMethodWithSelective) {
   RecomputeConfig c;
   c.preset.granularity = model::RecomputeMode::selective;
   c.preset.method = Method::uniform;
-  EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.method: not allowed with granularity selective"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(c, 4, one_stage(4)).find("recompute.method: not allowed with granularity selective"),
+      std::string::npos);
 }
 
 TEST(RecomputeValidate, RejectsNumLayersWithSelectiveAndNone) {
   RecomputeConfig c;
   c.preset.num_layers = 2;
-  EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.num_layers: not allowed with granularity none"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(c, 4, one_stage(4)).find("recompute.num_layers: not allowed with granularity none"),
+      std::string::npos);
   c.preset.granularity = model::RecomputeMode::selective;
   EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.num_layers"), std::string::npos);
 }
@@ -130,8 +141,9 @@ TEST(RecomputeValidate, RejectsNumLayersBeyondTheStage) {
 TEST(RecomputeValidate, RejectsModulesOutsideSelective) {
   RecomputeConfig c = full(Method::uniform, 1);
   c.preset.modules = model::SelectiveModules{.act = true};
-  EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.modules: not allowed with granularity full"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(c, 4, one_stage(4)).find("recompute.modules: not allowed with granularity full"),
+      std::string::npos);
   RecomputeConfig s;
   s.preset.granularity = model::RecomputeMode::selective;
   s.preset.modules = model::SelectiveModules{};
@@ -143,32 +155,40 @@ TEST(RecomputeValidate, RejectsBadLayerRanges) {
   RecomputeConfig c;
   c.layers.push_back({0, 3, {model::RecomputeMode::full, {}, {}, {}}});
   c.layers.push_back({20, 40, {model::RecomputeMode::none, {}, {}, {}}});
-  EXPECT_NE(error_of(c, 24, one_stage(24)).find("recompute.layers[1].range: last 40 >= num_layers 24"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(c, 24, one_stage(24)).find("recompute.layers[1].range: last 40 >= num_layers 24"),
+      std::string::npos);
   c.layers[1] = {3, 5, {model::RecomputeMode::none, {}, {}, {}}};
-  EXPECT_NE(error_of(c, 24, one_stage(24)).find("recompute.layers[1].range: [3, 5] overlaps recompute.layers[0].range [0, 3]"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(c, 24, one_stage(24))
+          .find("recompute.layers[1].range: [3, 5] overlaps recompute.layers[0].range [0, 3]"),
+      std::string::npos);
   c.layers[1] = {6, 5, {model::RecomputeMode::none, {}, {}, {}}};
-  EXPECT_NE(error_of(c, 24, one_stage(24)).find("recompute.layers[1].range: [6, 5]"), std::string::npos);
+  EXPECT_NE(error_of(c, 24, one_stage(24)).find("recompute.layers[1].range: [6, 5]"),
+            std::string::npos);
 }
 
 TEST(RecomputeValidate, RejectsMethodInLayerOverrideAndOversizedGroups) {
   RecomputeConfig c;
   c.layers.push_back({0, 1, {model::RecomputeMode::full, Method::uniform, {}, {}}});
-  EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.layers[0].method: not allowed in a layer override"),
+  EXPECT_NE(error_of(c, 4, one_stage(4))
+                .find("recompute.layers[0].method: not allowed in a layer override"),
             std::string::npos);
   c.layers[0] = {0, 1, {model::RecomputeMode::full, {}, 3, {}}};
-  EXPECT_NE(error_of(c, 4, one_stage(4)).find("recompute.layers[0].num_layers: 3 > 2 layers in the range"),
+  EXPECT_NE(error_of(c, 4, one_stage(4))
+                .find("recompute.layers[0].num_layers: 3 > 2 layers in the range"),
             std::string::npos);
 }
 
 TEST(RecomputeValidate, RejectsUnknownAndDuplicateStages) {
   RecomputeConfig c;
   c.stages.push_back({2, {model::RecomputeMode::none, {}, {}, {}}});
-  EXPECT_NE(error_of(c, 4, {{{0, 2}}, {{2, 2}}}).find("recompute.stages[0].stage: 2 is not a pipeline stage"),
+  EXPECT_NE(error_of(c, 4, {{{0, 2}}, {{2, 2}}})
+                .find("recompute.stages[0].stage: 2 is not a pipeline stage"),
             std::string::npos);
   c.stages = {StageOverride{1, {}}, StageOverride{1, {}}};
-  EXPECT_NE(error_of(c, 4, {{{0, 2}}, {{2, 2}}}).find("recompute.stages[1].stage: stage 1 has two overrides"),
+  EXPECT_NE(error_of(c, 4, {{{0, 2}}, {{2, 2}}})
+                .find("recompute.stages[1].stage: stage 1 has two overrides"),
             std::string::npos);
 }
 

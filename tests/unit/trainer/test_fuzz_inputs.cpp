@@ -22,10 +22,18 @@ std::string mutate(std::string text, std::mt19937& rng) {
   for (int e = 0; e < edits && !text.empty(); ++e) {
     const size_t at = rng() % text.size();
     switch (rng() % 4) {
-      case 0: text[at] = static_cast<char>(rng() % 256); break;
-      case 1: text.insert(at, 1, "{}[]:,-\n \"'0x9"[rng() % 14]); break;
-      case 2: text.erase(at, 1 + rng() % 8); break;
-      case 3: text.resize(at); break;
+      case 0:
+        text[at] = static_cast<char>(rng() % 256);
+        break;
+      case 1:
+        text.insert(at, 1, "{}[]:,-\n \"'0x9"[rng() % 14]);
+        break;
+      case 2:
+        text.erase(at, 1 + rng() % 8);
+        break;
+      case 3:
+        text.resize(at);
+        break;
     }
   }
   return text;
@@ -82,8 +90,8 @@ TEST(Fuzz, MutatedDatasetIndexes) {
 TEST(Fuzz, MutatedCheckpointManifests) {
   testing_support::TempDir dir;
   testing_support::write_corpus(dir / "data", {.num_tokens = 20'000});
-  testing_support::InProcessRun run(testing_support::small_config(
-      dir / "data", dir / "run", {"checkpoint.dir=" + dir / "ckpt"}));
+  testing_support::InProcessRun run(
+      testing_support::small_config(dir / "data", dir / "run", {"checkpoint.dir=" + dir / "ckpt"}));
   run.trainer->train_step();
   run.trainer->save_checkpoint();
   const std::string step_dir = dir / "ckpt/step_00000001";
@@ -107,7 +115,8 @@ TEST(Fuzz, UnwritableRunFolderIsAClearError) {
         testing_support::small_config(dir / "data", dir / "file/run", {}));
     FAIL() << "created a run folder under a file";
   } catch (const runtime::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("output.dir: cannot create"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("output.dir: cannot create"), std::string::npos)
+        << e.what();
   }
 }
 
