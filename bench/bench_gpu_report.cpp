@@ -87,6 +87,38 @@ std::string json_measurement(const Report& report, const Measurement& m,
   return j.str();
 }
 
+// The longest-sequence sweep: per preset, every attempt and the longest length that fit.
+std::string json_sequence_sweep(const Report& r) {
+  const Options& o = r.options;
+  std::vector<std::string> sweep;
+  for (size_t p = 0; p < r.sweep.size(); ++p) {
+    const std::optional<int64_t> longest = longest_fitting(r.sweep[p], r.budget_bytes());
+    std::vector<std::string> attempts;
+    for (const Measurement& m : r.sweep[p])
+      attempts.push_back(json_measurement(r, m, r.budget_bytes()));
+    sweep.push_back(
+        JsonObject()
+            .text("preset", presets()[p].name)
+            .text("attention_backend", presets()[p].attention_backend)
+            .raw("longest_fitting_seq_length", longest ? std::to_string(*longest) : "null")
+            .raw("attempts", json_array(attempts))
+            .str());
+  }
+  return JsonObject()
+      .number("budget_gib", o.budget_gib)
+      .integer("budget_bytes", r.budget_bytes())
+      .text("budget_rule",
+            "an attempt fits when every step ran and its peak_live_block_bytes (the allocator "
+            "blocks live at once, all categories) is within the budget; the CUDA context and "
+            "the cuBLASLt workspace, outside the allocator, are not counted")
+      .integer("micro_batch", 1)
+      .integer("global_batch", 1)
+      .integer("warmup_steps", o.sweep_warmup_steps)
+      .integer("timed_steps", o.sweep_timed_steps)
+      .raw("presets", json_array(sweep))
+      .str();
+}
+
 std::string json_report(const Report& r) {
   const Options& o = r.options;
   const BenchShape& s = r.shape;
@@ -128,34 +160,7 @@ std::string json_report(const Report& r) {
                                                               : "false")
                         .str());
   }
-  std::vector<std::string> sweep;
-  for (size_t p = 0; p < r.sweep.size(); ++p) {
-    const std::optional<int64_t> longest = longest_fitting(r.sweep[p], r.budget_bytes());
-    std::vector<std::string> attempts;
-    for (const Measurement& m : r.sweep[p])
-      attempts.push_back(json_measurement(r, m, r.budget_bytes()));
-    sweep.push_back(
-        JsonObject()
-            .text("preset", presets()[p].name)
-            .text("attention_backend", presets()[p].attention_backend)
-            .raw("longest_fitting_seq_length", longest ? std::to_string(*longest) : "null")
-            .raw("attempts", json_array(attempts))
-            .str());
-  }
-  const std::string sequence_sweep =
-      JsonObject()
-          .number("budget_gib", o.budget_gib)
-          .integer("budget_bytes", r.budget_bytes())
-          .text("budget_rule",
-                "an attempt fits when every step ran and its peak_live_block_bytes (the allocator "
-                "blocks live at once, all categories) is within the budget; the CUDA context and "
-                "the cuBLASLt workspace, outside the allocator, are not counted")
-          .integer("micro_batch", 1)
-          .integer("global_batch", 1)
-          .integer("warmup_steps", o.sweep_warmup_steps)
-          .integer("timed_steps", o.sweep_timed_steps)
-          .raw("presets", json_array(sweep))
-          .str();
+  const std::string sequence_sweep = json_sequence_sweep(r);
   std::vector<std::string> skipped;
   for (const std::string& what : r.skipped_for_time) skipped.push_back(trainer::json_quote(what));
   return JsonObject()
