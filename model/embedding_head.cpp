@@ -61,26 +61,23 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
                        const LayerContext& c, runtime::Allocator& allocator) {
   const int64_t T = d.seq, Ts = d.seq_shard(), B = d.micro_batch, C = d.hidden;
   const VocabShard vocab = vocab_shard(config, d);
-  if (d.sequence_parallel && d.tp_size > 1) {
-    Tensor words = workspace(allocator, {T, B, C}, d.activation_dtype);
-    ops::embedding_forward({.out = words,
-                            .tokens = tokens,
-                            .wte = p.wte,
-                            .rows = T * B,
-                            .channels = C,
-                            .vocab_start = vocab.start,
-                            .vocab_rows = vocab.rows});
+  // Under sequence parallelism the lookup covers the whole sequence, then each rank keeps its
+  // rows summed over the vocabulary shards; otherwise the sum lands in `out` itself.
+  const bool scatter = d.sequence_parallel && d.tp_size > 1;
+  Tensor words = scatter ? workspace(allocator, {T, B, C}, d.activation_dtype) : out;
+  ops::embedding_forward({.out = words,
+                          .tokens = tokens,
+                          .wte = p.wte,
+                          .rows = T * B,
+                          .channels = C,
+                          .vocab_start = vocab.start,
+                          .vocab_rows = vocab.rows});
+  if (scatter) {
     parallel::reduce_scatter_to_sp_forward(*d.tp, out, words);
-  } else {
-    ops::embedding_forward({.out = out,
-                            .tokens = tokens,
-                            .wte = p.wte,
-                            .rows = T * B,
-                            .channels = C,
-                            .vocab_start = vocab.start,
-                            .vocab_rows = vocab.rows});
-    if (d.tp_size > 1) parallel::reduce_from_tp_forward(*d.tp, out);
+  } else if (d.tp_size > 1) {
+    parallel::reduce_from_tp_forward(*d.tp, out);
   }
+  words = Tensor();
   ops::position_embedding_forward({.out = out,
                                    .wpe = p.wpe,
                                    .seq = Ts,
