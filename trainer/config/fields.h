@@ -97,7 +97,7 @@ FieldSpec<Owner> field(std::string key, Inner Owner::*outer, Value Inner::*membe
           }};
 }
 
-// ---- scalars (config_fields.cpp): integers reject fractions and overflow,
+// ---- scalars (fields.cpp): integers reject fractions and overflow,
 // booleans are true/false only, strings are written quoted ----
 void read_scalar(const YAML::Node& node, const std::string& path, int64_t& value);
 void read_scalar(const YAML::Node& node, const std::string& path, uint64_t& value);
@@ -277,7 +277,7 @@ struct EnumNames<parallel::CommBackend> {
        {"nccl", parallel::CommBackend::nccl}}};
 };
 
-// ---- entry points of the schema tables (config_schema.cpp) ----
+// ---- entry points of the schema tables (schema.cpp) ----
 // Reads a top-level map (or null: nothing) over `config`; unknown keys throw.
 void read_config(const YAML::Node& root, Config& config);
 void write_config(YAML::Emitter& out, const Config& config);
