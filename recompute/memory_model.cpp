@@ -12,8 +12,10 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
                                            const RecomputePlan& plan, int64_t in_flight,
                                            bool has_embedding, bool has_head) {
   const int64_t L = plan.num_layers();
-  const int64_t hidden_bytes =
-      dims.seq * dims.micro_batch * dims.hidden * runtime::dtype_size(dims.activation_dtype);
+  // A layer's input and a checkpoint group's input: the rank's rows (the sequence shard under
+  // sequence parallelism).
+  const int64_t hidden_bytes = dims.seq_shard() * dims.micro_batch * dims.hidden *
+                               runtime::dtype_size(dims.activation_dtype);
   const model::LayerRecompute keep_all{};
   const int64_t full_stash = model::stash_kept_bytes(model::layer_stash_spec(dims, keep_all));
 

@@ -29,6 +29,7 @@ constexpr std::string_view dtype_name(DType dtype) {
   return "?";
 }
 
-enum class DeviceKind : uint8_t { cpu, cuda };
+// meta: shapes and sizes only (runtime/meta_device.h), for predicting memory without running.
+enum class DeviceKind : uint8_t { cpu, cuda, meta };
 
 }  // namespace runtime

@@ -17,6 +17,7 @@
 #include "runtime/kernels/cpu/layernorm.h"
 #include "runtime/kernels/cpu/softmax.h"
 #include "runtime/kernels/cpu/vocab_parallel.h"
+#include "runtime/meta_device.h"
 
 namespace runtime::ops {
 namespace {
@@ -283,7 +284,12 @@ Backend make_host_backend() {
 const Backend& backend_for(const Tensor& on, const char* op, const char* field) {
   TRAINER_ASSERT(on.defined(), "ops::" << op << ": " << field
                                        << " is undefined (the operator runs on its device)");
-  return on.device() == DeviceKind::cpu ? host_backend() : device_backend(op);
+  switch (on.device()) {
+    case DeviceKind::cpu: return host_backend();
+    case DeviceKind::meta: return meta_backend();
+    case DeviceKind::cuda: break;
+  }
+  return device_backend(op);
 }
 
 }  // namespace
@@ -330,7 +336,7 @@ void upload(const Tensor& dst, const Tensor& host_src) {
   TRAINER_ASSERT(host_src.device() == DeviceKind::cpu && dst.nbytes() == host_src.nbytes(),
                  "ops::upload of " << host_src.nbytes() << " host bytes into " << dst.nbytes());
   if (dst.device() == DeviceKind::cpu) return copy(dst, host_src);
-  device_backend("upload").upload(dst, host_src);
+  backend_for(dst, "upload", "dst").upload(dst, host_src);
 }
 
 void download(const Tensor& host_dst, const Tensor& src) {
@@ -338,7 +344,7 @@ void download(const Tensor& host_dst, const Tensor& src) {
       host_dst.device() == DeviceKind::cpu && host_dst.nbytes() == src.nbytes(),
       "ops::download of " << src.nbytes() << " bytes into " << host_dst.nbytes() << " host bytes");
   if (src.device() == DeviceKind::cpu) return copy(host_dst, src);
-  device_backend("download").download(host_dst, src);
+  backend_for(src, "download", "src").download(host_dst, src);
 }
 
 void zero(const Tensor& t) {

@@ -1,0 +1,52 @@
+// ReplayCommunicator: every hook a no-op; sends complete at once.
+#include "parallel/core/replay_communicator.h"
+
+namespace parallel {
+namespace {
+
+class CompletedRequest final : public Request {
+ public:
+  void wait() override {}
+  bool done() override { return true; }
+};
+
+}  // namespace
+
+void ReplayCommunicator::do_all_reduce_sum_buffer(void*, int64_t, runtime::DType) {}
+void ReplayCommunicator::do_all_reduce_sum_f64_buffer(double*, int64_t) {}
+void ReplayCommunicator::do_all_reduce_max_buffer(float*, int64_t) {}
+void ReplayCommunicator::do_all_gather_buffer(void*, const void*, int64_t, runtime::DType) {}
+void ReplayCommunicator::do_reduce_scatter_buffer(void*, const void*, int64_t, runtime::DType) {}
+void ReplayCommunicator::do_broadcast(void*, int64_t, int) {}
+void ReplayCommunicator::do_barrier() {}
+std::unique_ptr<Request> ReplayCommunicator::do_send_async_buffer(const void*, int64_t, int,
+                                                                  int) {
+  return std::make_unique<CompletedRequest>();
+}
+void ReplayCommunicator::do_recv_buffer(void*, int64_t, int, int) {}
+std::unique_ptr<Request> ReplayCommunicator::do_send_async_tensor(const runtime::Tensor&, int,
+                                                                  int) {
+  return std::make_unique<CompletedRequest>();
+}
+
+ProcessGroups replay_groups(const ParallelConfig& config, int64_t world_rank) {
+  ProcessGroups g;
+  g.config = config;
+  g.world_rank = world_rank;
+  g.coordinates = rank_coordinates(world_rank, config);
+  const RankCoordinates& r = g.coordinates;
+  auto group = [](int64_t rank, int64_t size) {
+    return std::make_unique<ReplayCommunicator>(static_cast<int>(rank), static_cast<int>(size));
+  };
+  g.world = group(world_rank, config.world_size());
+  g.tp = group(r.tp, config.tensor);
+  g.dp = group(r.dp, config.data);
+  g.pp = group(r.pp, config.pipeline);
+  g.model_parallel = group(r.tp + config.tensor * r.pp, config.tensor * config.pipeline);
+  if (config.pipeline > 1 && (r.pp == 0 || r.pp == config.pipeline - 1)) {
+    g.embedding = group(r.pp == 0 ? 0 : 1, 2);
+  }
+  return g;
+}
+
+}  // namespace parallel

@@ -1,0 +1,99 @@
+// The replay of one training step of one rank on the meta device, in the order Trainer runs it:
+// the parameters, master weights, gradients and optimizer state it allocates once, then one
+// step's schedule, gradient reductions, clipping and update. The layout tests compare each
+// category with a real run, which keeps this replay and Trainer in step.
+#include "trainer/rank_memory.h"
+
+#include <memory>
+
+#include "parallel/core/replay_communicator.h"
+#include "parallel/pipeline/grad_sync.h"
+#include "recompute/executor.h"
+#include "runtime/meta_device.h"
+#include "trainer/optimizer.h"
+#include "trainer/stage_setup.h"
+
+namespace trainer {
+namespace {
+
+// The token and target tensors of a microbatch, as Trainer::make_microbatch allocates them (on
+// a device: one staging upload into workspace, then a copy per row).
+recompute::Microbatch replay_microbatch(const Config& config, runtime::Allocator& allocator,
+                                        const recompute::ChunkSpec& chunk) {
+  const int64_t T = config.model.seq_length, B = config.train.micro_batch_size;
+  recompute::Microbatch micro;
+  const int64_t rows = (chunk.embedding ? 1 : 0) + (chunk.head ? 1 : 0);
+  if (rows == 0) return micro;
+  auto ids = [&](const runtime::Shape& shape, runtime::MemoryCategory category) {
+    return runtime::Tensor::empty(allocator, shape, runtime::DType::i32, category);
+  };
+  runtime::Tensor moved;
+  if (config.train.device == Device::cuda)
+    moved = ids({rows, T, B}, runtime::MemoryCategory::workspace);
+  if (chunk.embedding) micro.tokens = ids({T, B}, runtime::MemoryCategory::activation);
+  if (chunk.head) micro.targets = ids({T, B}, runtime::MemoryCategory::activation);
+  return micro;
+}
+
+}  // namespace
+
+int64_t RankMemory::total() const {
+  int64_t bytes = device_overhead;
+  for (const int64_t p : peak) bytes += p;
+  return bytes;
+}
+
+RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
+  parallel::ProcessGroups groups = parallel::replay_groups(config.parallel, world_rank);
+  const StageSetup setup =
+      make_stage_setup(config, groups.coordinates.pp, groups.coordinates.tp, groups.tp.get());
+  runtime::MetaAllocator allocator;
+  const model::GptConfig& m = config.model;
+  const bool bf16 = uses_bf16(config.train);
+  const model::GptParams params =
+      model::GptParams::allocate(allocator, m, setup.shard, runtime::MemoryCategory::param,
+                                 bf16 ? runtime::DType::bf16 : runtime::DType::f32);
+  const model::GptParams master =
+      bf16 ? model::GptParams::allocate(allocator, m, setup.shard,
+                                        runtime::MemoryCategory::optimizer)
+           : params;
+  const model::GptParams grads =
+      model::GptParams::allocate(allocator, m, setup.shard, runtime::MemoryCategory::grad);
+  AdamW optimizer(master, allocator);
+  std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks;
+  for (const StageChunk& chunk : setup.chunks) {
+    chunks.push_back(std::make_unique<recompute::ChunkExecutor>(m, params, grads, chunk.plan,
+                                                                setup.dims, chunk.spec, allocator));
+  }
+
+  allocator.reset_peaks();
+  runtime::ops::zero(grads.flat);
+  parallel::PipelineStep step;
+  for (const auto& chunk : chunks) step.chunks.push_back(chunk.get());
+  step.pp = groups.pp.get();
+  step.num_microbatches = setup.num_microbatches;
+  step.microbatch = [&](int64_t, int64_t chunk) {
+    return replay_microbatch(config, allocator, chunks[static_cast<size_t>(chunk)]->chunk());
+  };
+  step.step = recompute::StepInfo{config.train.seed, 1};
+  parallel::run_schedule(setup.schedule, step);
+  parallel::reduce_gradients(groups, grads, config.parallel.sequence_parallel);
+  const double norm = parallel::global_grad_norm(groups, grads, setup.shard.embedding);
+  clip_gradients(grads, norm, config.optimizer.clip_grad);
+  optimizer.step(master, grads, config.optimizer, config.optimizer.lr, 1,
+                 bf16 ? &params : nullptr);
+
+  RankMemory memory;
+  const runtime::AllocatorStats stats = allocator.stats();
+  for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories)
+    memory.peak[static_cast<size_t>(c)] = stats[c].peak;
+  if (config.train.device == Device::cuda) {
+    const int64_t communicators = (config.parallel.tensor > 1) + (config.parallel.data > 1) +
+                                  (config.parallel.pipeline > 1) * 2;
+    memory.device_overhead =
+        kCudaContextBytes + kCublasWorkspaceBytes + communicators * kNcclBuffersBytes;
+  }
+  return memory;
+}
+
+}  // namespace trainer
