@@ -85,7 +85,7 @@ class ChunkExecutor {
     std::vector<model::LayerStash> layers;
     std::vector<Tensor> group_inputs;  // input of each checkpoint group, at its first layer
     model::HeadStash head;
-    model::LayerContext context;       // layer field set per layer
+    model::LayerContext context;  // layer field set per layer
   };
   Tensor hidden(runtime::MemoryCategory category) const;
   Tensor hidden(bool keep) const;

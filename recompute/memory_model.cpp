@@ -8,9 +8,8 @@
 namespace recompute {
 
 ActivationMemory predict_activation_memory(const model::GptConfig& config,
-                                           const model::LayerDims& dims,
-                                           const RecomputePlan& plan, int64_t in_flight,
-                                           bool has_embedding, bool has_head) {
+                                           const model::LayerDims& dims, const RecomputePlan& plan,
+                                           int64_t in_flight, bool has_embedding, bool has_head) {
   const int64_t L = plan.num_layers();
   // A layer's input and a checkpoint group's input: the rank's rows (the sequence shard under
   // sequence parallelism).
@@ -21,8 +20,8 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
 
   ActivationMemory m;
   m.embedding = has_embedding ? model::stash_kept_bytes(model::embedding_stash_spec(dims)) : 0;
-  m.head = has_head ? model::stash_kept_bytes(model::head_stash_spec(config, dims, /*keep=*/true))
-                    : 0;
+  m.head =
+      has_head ? model::stash_kept_bytes(model::head_stash_spec(config, dims, /*keep=*/true)) : 0;
   m.layers.resize(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i) {
     LayerMemory& layer = m.layers[static_cast<size_t>(i)];

@@ -15,9 +15,9 @@
 namespace recompute {
 
 struct LayerMemory {
-  int64_t kept = 0;         // bytes the layer keeps from forward to backward
-  int64_t checkpoint = 0;   // bytes of its group's input when it starts a full group
-  int64_t rebuilt = 0;      // bytes live only while its backward rebuilds (selective)
+  int64_t kept = 0;        // bytes the layer keeps from forward to backward
+  int64_t checkpoint = 0;  // bytes of its group's input when it starts a full group
+  int64_t rebuilt = 0;     // bytes live only while its backward rebuilds (selective)
 };
 
 struct ActivationMemory {
@@ -33,8 +33,8 @@ struct ActivationMemory {
 // pipeline; up to min(pipeline - stage, microbatches) on a 1F1B stage). The
 // embedding lives on the first pipeline stage, the head on the last.
 ActivationMemory predict_activation_memory(const model::GptConfig& config,
-                                           const model::LayerDims& dims,
-                                           const RecomputePlan& plan, int64_t in_flight = 1,
-                                           bool has_embedding = true, bool has_head = true);
+                                           const model::LayerDims& dims, const RecomputePlan& plan,
+                                           int64_t in_flight = 1, bool has_embedding = true,
+                                           bool has_head = true);
 
 }  // namespace recompute

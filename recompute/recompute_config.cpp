@@ -98,6 +98,13 @@ const char* granularity_name(RecomputeMode g) {
 void validate_recompute(const RecomputeConfig& c, int64_t num_layers,
                         const std::vector<std::vector<ChunkLayers>>& chunks) {
   const int64_t stages = static_cast<int64_t>(chunks.size());
+  if (c.automatic &&
+      (c.preset.granularity != RecomputeMode::none || c.preset.method || c.preset.num_layers ||
+       c.preset.modules || !c.layers.empty() || !c.stages.empty())) {
+    throw ConfigError("recompute.auto",
+                      "the planner chooses every layer: remove recompute.granularity, method, "
+                      "num_layers, modules, layers and stages, or set auto to false");
+  }
   validate_preset(c.preset, "recompute", true);
   std::vector<bool> stage_seen(static_cast<size_t>(stages), false);
   for (size_t i = 0; i < c.stages.size(); ++i) {

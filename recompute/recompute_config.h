@@ -10,6 +10,8 @@
 //           ranges of global layers; win over stages and the preset
 //   stages: [{stage, granularity, method, num_layers, modules}]  replace the
 //           preset on one pipeline stage
+//   auto: true       the planner chooses every layer's entry under train.memory_budget_gib
+//                    (trainer/auto_plan.h); nothing else of the section may be set
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,7 @@ struct RecomputeConfig {
   RecomputePreset preset;
   std::vector<LayerOverride> layers;
   std::vector<StageOverride> stages;
+  bool automatic = false;  // YAML `auto`
 };
 
 // The layers of one model chunk on one stage: global indices [first, first + count).

@@ -11,8 +11,8 @@ void* MetaAllocator::allocate(int64_t bytes, MemoryCategory category) {
   category_stat(category).add(bytes);
   stats_.reserved.add(bytes);
   void* address = reinterpret_cast<void*>(next_address_);
-  const uint64_t aligned = (static_cast<uint64_t>(bytes) + kAlignmentBytes - 1) /
-                           kAlignmentBytes * kAlignmentBytes;
+  const uint64_t aligned =
+      (static_cast<uint64_t>(bytes) + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
   next_address_ += aligned;
   return address;
 }

@@ -36,8 +36,12 @@ const char* kUsage =
     "        Train a GPT as the config says (launch with mpirun -np N). --resume continues\n"
     "        from the latest checkpoint under checkpoint.dir (or the given step directory).\n"
     "        SIGTERM/SIGINT: finish the step, write a checkpoint, exit 0; twice: exit now.\n"
-    "  plan --config FILE.yaml [--set a.b=value ...]\n"
-    "        Print the resolved recompute plan and predicted activation memory per stage.\n"
+    "  plan --config FILE.yaml [--set a.b=value ...] [--budget-gib X] [--emit-yaml]\n"
+    "       [--sweep KEY=v1,v2,... [--out PREFIX]]\n"
+    "        Print the recompute plan and the predicted memory of every rank, by category;\n"
+    "        needs no dataset and no device. --budget-gib plans the least recompute that\n"
+    "        fits; --emit-yaml prints the plan as a recompute: section; --sweep writes\n"
+    "        PREFIX.csv and PREFIX.json (default prefix plan_sweep).\n"
     "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
     "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
     "        Write a Megatron indexed dataset (.bin/.idx); see `trainer prepare-data --help`.\n"
@@ -209,10 +213,7 @@ int main(int argc, char** argv) {
   if (args[0] == "train") return run_train(argc, argv, rest);
   try {
     if (args[0] == "plan") {
-      const TrainArgs plan_args = parse_train_args(rest, "plan");
-      trainer::print_plan(trainer::load_config(plan_args.config_path, plan_args.overrides),
-                          plan_args.config_path, std::cout);
-      return 0;
+      return trainer::run_plan_command(rest, std::cout);
     }
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
     throw runtime::InputError("unknown command '" + args[0] + "'\n" + kUsage);

@@ -1,14 +1,20 @@
-// The plan table: per layer its entry, checkpoint group, kept and rebuilt bytes;
-// per stage the predicted activation peak and the recompute FLOPs per step.
+// The plan tables: per layer its entry, checkpoint group, kept and rebuilt bytes; per stage the
+// predicted activation peak and recompute FLOPs; per rank every memory category against the
+// budget. And the command's arguments: a budget plans automatically, --emit-yaml prints the
+// plan as a config section, --sweep varies a key (trainer/plan_sweep.h).
 #include "trainer/plan_command.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <ostream>
+#include <sstream>
 
 #include "model/flops.h"
 #include "recompute/memory_model.h"
+#include "runtime/error.h"
+#include "trainer/auto_plan.h"
 #include "trainer/metrics.h"
+#include "trainer/plan_sweep.h"
 #include "trainer/stage_setup.h"
 
 namespace trainer {
@@ -29,7 +35,6 @@ void print_stage(const Config& config, const StageSetup& setup, std::ostream& ou
   out << "  layer | entry                                   | group |"
          "         kept |      rebuilt\n";
   char line[256];
-  int64_t recompute_flops = 0;
   int64_t local = 0;
   for (const StageChunk& chunk : setup.chunks) {
     for (int64_t i = 0; i < chunk.layers.count; ++i, ++local) {
@@ -37,8 +42,6 @@ void print_stage(const Config& config, const StageSetup& setup, std::ostream& ou
       const recompute::LayerMemory& lm = memory.layers[li];
       const bool full = plan.is_full(local);
       const std::string group = full ? std::to_string(plan.group[li]) : "-";
-      recompute_flops += full ? setup.layer_flops.total()
-                              : model::selective_recompute_flops(dims, plan.layers[li]);
       const int64_t rebuilt =
           full ? model::stash_kept_bytes(model::layer_stash_spec(dims, {})) : lm.rebuilt;
       std::snprintf(line, sizeof line, "  %5lld | %-39s | %5s | %12s | %12s\n",
@@ -49,6 +52,7 @@ void print_stage(const Config& config, const StageSetup& setup, std::ostream& ou
     }
   }
   const int64_t model_flops = 3 * plan.num_layers() * setup.layer_flops.total();
+  const int64_t recompute_flops = setup.recompute_flops_per_step / setup.num_microbatches;
   std::snprintf(
       line, sizeof line,
       "  embedding %s, head %s; per microbatch: forward end %s, backward peak %s\n"
@@ -62,6 +66,89 @@ void print_stage(const Config& config, const StageSetup& setup, std::ostream& ou
           ? 100.0 * static_cast<double>(recompute_flops) / static_cast<double>(model_flops)
           : 0.0);
   out << line;
+}
+
+// Every memory category per rank of each stage, the total, and the budget when there is one.
+void print_rank_memory(const Config& config, std::ostream& out) {
+  const PlanSummary summary = summarize_plan(config);
+  out << "\nmemory per rank (peak of each category over a step; total = their sum"
+      << (config.train.device == Device::cuda ? " + CUDA context and library workspaces" : "")
+      << ")\n  stage |";
+  for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
+    char head[32];
+    std::snprintf(head, sizeof head, " %10s |", std::string(runtime::category_name(c)).c_str());
+    out << head;
+  }
+  out << "   overhead |      total\n";
+  char cell[64];
+  for (size_t stage = 0; stage < summary.stage_memory.size(); ++stage) {
+    const RankMemory& m = summary.stage_memory[stage];
+    std::snprintf(cell, sizeof cell, "  %5zu |", stage);
+    out << cell;
+    for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
+      std::snprintf(cell, sizeof cell, " %10s |", format_bytes(m[c]).c_str());
+      out << cell;
+    }
+    std::snprintf(cell, sizeof cell, " %10s | %10s\n", format_bytes(m.device_overhead).c_str(),
+                  format_bytes(m.total()).c_str());
+    out << cell;
+  }
+  const int64_t budget = budget_bytes(config.train.memory_budget_gib);
+  if (budget > 0) {
+    out << "  largest total " << format_bytes(summary.peak) << " against train.memory_budget_gib "
+        << config.train.memory_budget_gib << " (" << format_bytes(budget) << "): "
+        << (summary.peak <= budget
+                ? "fits"
+                : "DOES NOT FIT, " + format_bytes(summary.peak - budget) + " over")
+        << "\n";
+  }
+  char share[96];
+  std::snprintf(share, sizeof share, "  recompute: %.1f%% of the model FLOPs of a step\n",
+                100.0 * summary.recompute_share);
+  out << share;
+}
+
+struct PlanArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  double budget_gib = 0;  // > 0: plan automatically under it
+  bool emit_yaml = false;
+  std::string sweep;  // KEY=v1,v2,...
+  std::string out_prefix = "plan_sweep";
+};
+
+PlanArgs parse_plan_args(const std::vector<std::string>& args) {
+  PlanArgs parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw runtime::InputError("plan: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--config") {
+      parsed.config_path = value();
+    } else if (a == "--set") {
+      parsed.overrides.push_back(value());
+    } else if (a == "--budget-gib") {
+      const std::string& text = value();
+      char* end = nullptr;
+      parsed.budget_gib = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(parsed.budget_gib > 0)) {
+        throw runtime::InputError("plan: --budget-gib needs a number of GiB > 0, got '" + text +
+                                  "'");
+      }
+    } else if (a == "--emit-yaml") {
+      parsed.emit_yaml = true;
+    } else if (a == "--sweep") {
+      parsed.sweep = value();
+    } else if (a == "--out") {
+      parsed.out_prefix = value();
+    } else {
+      throw runtime::InputError("plan: unknown argument '" + a + "' (see trainer --help)");
+    }
+  }
+  if (parsed.config_path.empty()) throw runtime::InputError("plan: --config FILE is required");
+  return parsed;
 }
 
 }  // namespace
@@ -82,6 +169,48 @@ void print_plan(const Config& config, const std::string& source, std::ostream& o
                 static_cast<long long>(stages[0].num_microbatches));
   out << line;
   for (const StageSetup& setup : stages) print_stage(config, setup, out);
+  print_rank_memory(config, out);
+}
+
+int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
+  const PlanArgs parsed = parse_plan_args(args);
+  std::vector<std::string> overrides = parsed.overrides;
+  if (parsed.budget_gib > 0) {
+    overrides.push_back("train.memory_budget_gib=" + std::to_string(parsed.budget_gib));
+  }
+  if (!parsed.sweep.empty()) {
+    run_plan_sweep({.config_path = parsed.config_path,
+                    .overrides = overrides,
+                    .sweep = parsed.sweep,
+                    .out_prefix = parsed.out_prefix},
+                   out);
+    return 0;
+  }
+  Config config = load_config(parsed.config_path, overrides, ConfigUse::plan);
+  double search_seconds = -1;
+  if (parsed.budget_gib > 0 || config.recompute.automatic) {
+    const AutoPlan plan = plan_under_budget(config, budget_bytes(config.train.memory_budget_gib));
+    config.recompute = plan.recompute;
+    search_seconds = plan.search_seconds;
+  }
+  if (parsed.emit_yaml) {  // without the fields the plan leaves unset
+    std::istringstream yaml(recompute_yaml(config.recompute));
+    for (std::string line; std::getline(yaml, line);) {
+      const bool unset = line.ends_with(": ~") || line.ends_with("[]") ||
+                         line.ends_with("stages:") || line.ends_with("auto: false");
+      if (!unset) out << line << "\n";
+    }
+    return 0;
+  }
+  print_plan(config, parsed.config_path, out);
+  if (search_seconds >= 0) {
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "  planned automatically (least recompute under the budget) in %.3f s\n",
+                  search_seconds);
+    out << line;
+  }
+  return 0;
 }
 
 }  // namespace trainer

@@ -1,10 +1,12 @@
-// `trainer plan --config F.yaml [--set k=v ...]`: resolves the recompute config
-// into per-layer plans for every pipeline stage and prints them with the
-// memory model's predictions, without allocating a model or training.
+// `trainer plan`: resolves the recompute config (or plans one under a budget) into per-layer
+// plans for every pipeline stage and prints them with the memory model's predictions, per layer
+// and per memory category, without a dataset, a device or a launch. Sweeps vary one config key
+// and write the predictions as CSV and JSON (scripts/plot.py draws them).
 #pragma once
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "trainer/config/config.h"
 
@@ -12,5 +14,8 @@ namespace trainer {
 
 // Writes the plan tables of every pipeline stage to `out`.
 void print_plan(const Config& config, const std::string& source, std::ostream& out);
+
+// `trainer plan ARGS...` (after the word plan); returns the exit code.
+int run_plan_command(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace trainer

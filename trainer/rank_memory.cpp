@@ -80,8 +80,7 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   parallel::reduce_gradients(groups, grads, config.parallel.sequence_parallel);
   const double norm = parallel::global_grad_norm(groups, grads, setup.shard.embedding);
   clip_gradients(grads, norm, config.optimizer.clip_grad);
-  optimizer.step(master, grads, config.optimizer, config.optimizer.lr, 1,
-                 bf16 ? &params : nullptr);
+  optimizer.step(master, grads, config.optimizer, config.optimizer.lr, 1, bf16 ? &params : nullptr);
 
   RankMemory memory;
   const runtime::AllocatorStats stats = allocator.stats();

@@ -15,9 +15,9 @@ namespace trainer {
 
 // On a GPU the process also holds what no allocator counts: the CUDA context and the libraries'
 // workspaces. Stated, not measured (typical of CUDA 12/13 on Hopper).
-inline constexpr int64_t kCudaContextBytes = int64_t{600} << 20;          // context + kernels
-inline constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;       // cuBLASLt workspace
-inline constexpr int64_t kNcclBuffersBytes = int64_t{64} << 20;           // per communicator
+inline constexpr int64_t kCudaContextBytes = int64_t{600} << 20;     // context + kernels
+inline constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;  // cuBLASLt workspace
+inline constexpr int64_t kNcclBuffersBytes = int64_t{64} << 20;      // per communicator
 
 struct RankMemory {
   std::array<int64_t, runtime::kNumMemoryCategories> peak{};  // bytes, by category

@@ -58,6 +58,18 @@ int64_t count_model_flops(const Config& config, const StageSetup& setup) {
   return 3 * forward_flops * setup.num_microbatches;
 }
 
+// Matmul FLOPs the plan reruns in one step: a full layer reruns its whole forward, a selective
+// one the pieces its entry drops.
+int64_t count_recompute_flops(const StageSetup& setup) {
+  int64_t flops = 0;
+  for (int64_t i = 0; i < setup.plan.num_layers(); ++i) {
+    flops += setup.plan.is_full(i) ? setup.layer_flops.total()
+                                   : model::selective_recompute_flops(
+                                         setup.dims, setup.plan.layers[static_cast<size_t>(i)]);
+  }
+  return flops * setup.num_microbatches;
+}
+
 int64_t predict_peak(const Config& config, const StageSetup& setup) {
   std::vector<recompute::ActivationMemory> chunk_memory;
   for (const StageChunk& chunk : setup.chunks) chunk_memory.push_back(chunk.memory);
@@ -89,6 +101,7 @@ StageSetup make_stage_setup(const Config& config, int64_t stage, int64_t tp_rank
   setup.layer_flops = model::layer_forward_flops(setup.dims);
   setup.chunks = stage_chunks(config, setup, ranges);
   setup.model_flops_per_step = count_model_flops(config, setup);
+  setup.recompute_flops_per_step = count_recompute_flops(setup);
   setup.predicted_activation_peak = predict_peak(config, setup);
   return setup;
 }

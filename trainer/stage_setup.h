@@ -39,6 +39,7 @@ struct StageSetup {
   model::LayerDims dims;
   model::LayerFlops layer_flops;          // forward matmul FLOPs of one layer for one microbatch
   int64_t model_flops_per_step = 0;       // 3 x forward FLOPs over every microbatch: the MFU count
+  int64_t recompute_flops_per_step = 0;   // matmul FLOPs the plan reruns, over every microbatch
   int64_t predicted_activation_peak = 0;  // bytes of the activation category over the schedule
 };
 

@@ -17,6 +17,7 @@
 #include "parallel/pipeline/schedules.h"
 #include "runtime/kernels/cpu/gemm.h"
 #include "runtime/ops.h"
+#include "trainer/auto_plan.h"
 #include "trainer/comm_model.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/lr_schedule.h"
@@ -93,7 +94,7 @@ parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_s
 
 Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
                  runtime::Allocator& allocator, std::ostream& log)
-    : config_(config),
+    : config_(with_auto_plan(config)),
       groups_(groups),
       allocator_(allocator),
       log_(log),
@@ -111,7 +112,13 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   build_executors();
   predicted_comm_ = predict_step_comm_bytes(config_, setup_, params_);
   peak_gflops_ = mfu_peak_gflops();
-  if (groups_.is_logging_rank()) start_logging();
+  if (groups_.is_logging_rank()) {
+    if (config.recompute.automatic) {
+      log_ << "recompute.auto: planned under train.memory_budget_gib "
+           << config.train.memory_budget_gib << " (trainer plan prints the plan)\n";
+    }
+    start_logging();
+  }
 }
 
 void Trainer::create_output_dir() {

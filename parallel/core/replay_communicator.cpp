@@ -19,8 +19,7 @@ void ReplayCommunicator::do_all_gather_buffer(void*, const void*, int64_t, runti
 void ReplayCommunicator::do_reduce_scatter_buffer(void*, const void*, int64_t, runtime::DType) {}
 void ReplayCommunicator::do_broadcast(void*, int64_t, int) {}
 void ReplayCommunicator::do_barrier() {}
-std::unique_ptr<Request> ReplayCommunicator::do_send_async_buffer(const void*, int64_t, int,
-                                                                  int) {
+std::unique_ptr<Request> ReplayCommunicator::do_send_async_buffer(const void*, int64_t, int, int) {
   return std::make_unique<CompletedRequest>();
 }
 void ReplayCommunicator::do_recv_buffer(void*, int64_t, int, int) {}

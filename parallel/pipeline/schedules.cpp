@@ -7,6 +7,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <optional>
 
 namespace parallel {
 
@@ -61,14 +62,59 @@ int64_t predict_activation_peak(const std::vector<ScheduleOp>& ops,
 
 namespace {
 
+// The point-to-point messages of one op on `stage`, in the order the op makes them: the
+// receive first (at its start), the send last (at its end).
+struct Message {
+  bool send;
+  int peer;
+  int tag;
+};
+struct Messages {
+  int64_t stages, chunks;
+
+  int previous(int64_t stage) const { return static_cast<int>((stage + stages - 1) % stages); }
+  int next(int64_t stage) const { return static_cast<int>((stage + 1) % stages); }
+  int tag(int64_t mb, int64_t chunk, bool gradient) const {
+    return static_cast<int>(2 * (mb * chunks + chunk) + (gradient ? 1 : 0));
+  }
+  std::vector<Message> of(const ScheduleOp& op, int64_t stage) const {
+    const bool first = stage == 0 && op.chunk == 0;
+    const bool last = stage == stages - 1 && op.chunk == chunks - 1;
+    std::vector<Message> messages;
+    if (op.forward) {
+      if (!first) messages.push_back({false, previous(stage), tag(op.microbatch, op.chunk, false)});
+      const int64_t next_chunk = stage == stages - 1 ? op.chunk + 1 : op.chunk;
+      if (!last) messages.push_back({true, next(stage), tag(op.microbatch, next_chunk, false)});
+    } else {
+      if (!last) messages.push_back({false, next(stage), tag(op.microbatch, op.chunk, true)});
+      const int64_t previous_chunk = stage == 0 ? op.chunk - 1 : op.chunk;
+      if (!first)
+        messages.push_back({true, previous(stage), tag(op.microbatch, previous_chunk, true)});
+    }
+    return messages;
+  }
+};
+
+// Note [Sent buffers are released in order]
+// A sent tensor (comm or workspace memory) must live until its send completed. Releasing it when
+// the transfer happens to finish would make the memory a step uses depend on timing; instead a
+// send is waited for, and its buffer released, at the first message this rank receives from the
+// peer that the peer sent after receiving ours (the peer's op list says which): by then the send
+// has completed, so the wait costs nothing, and the release point is the same in every run (and
+// in the memory model's replay). Sends the peer answers no more in the step are released at its
+// end.
+
 // Runs ops, routing activations forward and gradients backward between stages.
 class OpRunner {
  public:
-  explicit OpRunner(const PipelineStep& step)
+  // `stage_ops`: every stage's op list (the peers' say when a send is answered).
+  OpRunner(const PipelineStep& step, const std::vector<std::vector<ScheduleOp>>& stage_ops)
       : step_(step),
         stages_(step.pp->size()),
         stage_(step.pp->rank()),
-        chunks_(static_cast<int64_t>(step.chunks.size())) {}
+        chunks_(static_cast<int64_t>(step.chunks.size())),
+        messages_{stages_, chunks_},
+        stage_ops_(stage_ops) {}
 
   // Unwinding from an error, pending sends are abandoned, not waited for: a peer may never
   // receive them, and the job is about to be aborted (main's catch).
@@ -88,34 +134,28 @@ class OpRunner {
 
   double run(const ScheduleOp& op, bool training) {
     recompute::ChunkExecutor& chunk = *step_.chunks[static_cast<size_t>(op.chunk)];
-    const bool first = stage_ == 0 && op.chunk == 0;
-    const bool last = stage_ == stages_ - 1 && op.chunk == chunks_ - 1;
+    std::optional<Message> incoming, outgoing;
+    for (const Message& m : messages_.of(op, stage_)) (m.send ? outgoing : incoming) = m;
     if (op.forward) {
       runtime::Tensor input;
-      if (!first) {
+      if (incoming) {
         input = chunk.input_buffer();
-        step_.pp->recv(input, previous_stage(), tag(op.microbatch, op.chunk, false));
+        receive(input, *incoming);
       }
       recompute::Microbatch batch = step_.microbatch(op.microbatch, op.chunk);
       const recompute::ForwardResult result =
           training ? chunk.forward_step(std::move(batch), input, step_.step)
                    : chunk.evaluate(batch, input);
-      if (!last) {
-        const int64_t next_chunk = stage_ == stages_ - 1 ? op.chunk + 1 : op.chunk;
-        send(result.output, next_stage(), tag(op.microbatch, next_chunk, false));
-      }
+      if (outgoing) send(result.output, *outgoing);
       return result.loss_sum;
     }
     runtime::Tensor doutput;
-    if (!last) {
+    if (incoming) {
       doutput = chunk.output_grad_buffer();
-      step_.pp->recv(doutput, next_stage(), tag(op.microbatch, op.chunk, true));
+      receive(doutput, *incoming);
     }
     const runtime::Tensor dinput = chunk.backward_step(step_.loss_scale, doutput);
-    if (!first) {
-      const int64_t previous_chunk = stage_ == 0 ? op.chunk - 1 : op.chunk;
-      send(dinput, previous_stage(), tag(op.microbatch, previous_chunk, true));
-    }
+    if (outgoing) send(dinput, *outgoing);
     return 0;
   }
 
@@ -123,45 +163,77 @@ class OpRunner {
   struct Pending {
     runtime::Tensor buffer;  // kept alive until the send completed
     std::unique_ptr<Request> request;
+    int64_t released_by;  // the received message (key) that releases it; -1: the step's end
   };
-  int previous_stage() const { return static_cast<int>((stage_ + stages_ - 1) % stages_); }
-  int next_stage() const { return static_cast<int>((stage_ + 1) % stages_); }
-  int tag(int64_t mb, int64_t chunk, bool gradient) const {
-    return static_cast<int>(2 * (mb * chunks_ + chunk) + (gradient ? 1 : 0));
+  static int64_t key(int peer, int message_tag) {
+    return (static_cast<int64_t>(peer) << 32) | static_cast<uint32_t>(message_tag);
   }
-  // Finished sends are dropped from the front (sends to one peer finish in order; one to the
-  // other neighbour may wait behind them a little longer): a sent tensor (comm memory) lives
-  // about as long as its transfer, not until the end of the step.
-  void send(const runtime::Tensor& tensor, int peer, int message_tag) {
-    while (!pending_.empty() && pending_.front().request->done()) pending_.pop_front();
-    pending_.push_back({tensor, step_.pp->send_async(tensor, peer, message_tag)});
+
+  // The message from `peer` that releases our send `message_tag` to it (Note [Sent buffers are
+  // released in order]), or -1.
+  int64_t release_key(int peer, int message_tag) const {
+    const std::vector<ScheduleOp>& ops = stage_ops_[static_cast<size_t>(peer)];
+    bool received = false;
+    for (const ScheduleOp& op : ops) {
+      for (const Message& m : messages_.of(op, peer)) {
+        if (!m.send && m.peer == stage_ && m.tag == message_tag) received = true;
+        if (received && m.send && m.peer == stage_) return key(peer, m.tag);
+      }
+    }
+    return -1;
+  }
+
+  void send(const runtime::Tensor& tensor, const Message& m) {
+    pending_.push_back(
+        {tensor, step_.pp->send_async(tensor, m.peer, m.tag), release_key(m.peer, m.tag)});
+  }
+
+  void receive(const runtime::Tensor& tensor, const Message& m) {
+    step_.pp->recv(tensor, m.peer, m.tag);
+    const int64_t received = key(m.peer, m.tag);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->released_by == received) {
+        it->request->wait();
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 
   const PipelineStep& step_;
   const int64_t stages_, stage_, chunks_;
+  const Messages messages_;
+  const std::vector<std::vector<ScheduleOp>>& stage_ops_;
   std::deque<Pending> pending_;
 };
 
 }  // namespace
 
 double run_schedule(ScheduleKind kind, const PipelineStep& step) {
-  const auto ops = schedule_ops(kind, step.pp->size(), step.pp->rank(),
-                                static_cast<int64_t>(step.chunks.size()), step.num_microbatches);
-  OpRunner runner(step);
+  std::vector<std::vector<ScheduleOp>> stage_ops;
+  for (int64_t stage = 0; stage < step.pp->size(); ++stage) {
+    stage_ops.push_back(schedule_ops(kind, step.pp->size(), stage,
+                                     static_cast<int64_t>(step.chunks.size()),
+                                     step.num_microbatches));
+  }
+  OpRunner runner(step, stage_ops);
   double loss_sum = 0;
-  for (const ScheduleOp& op : ops) loss_sum += runner.run(op, /*training=*/true);
+  for (const ScheduleOp& op : stage_ops[static_cast<size_t>(step.pp->rank())])
+    loss_sum += runner.run(op, /*training=*/true);
   runner.finish();
   return loss_sum;
 }
 
 double run_evaluation(const PipelineStep& step) {
-  OpRunner runner(step);
+  std::vector<ScheduleOp> ops;  // every stage: forward of each microbatch through each chunk
+  for (int64_t mb = 0; mb < step.num_microbatches; ++mb)
+    for (int64_t chunk = 0; chunk < static_cast<int64_t>(step.chunks.size()); ++chunk)
+      ops.push_back({true, mb, chunk});
+  const std::vector<std::vector<ScheduleOp>> stage_ops(static_cast<size_t>(step.pp->size()), ops);
+  OpRunner runner(step, stage_ops);
   double loss_sum = 0;
-  for (int64_t mb = 0; mb < step.num_microbatches; ++mb) {
-    for (int64_t chunk = 0; chunk < static_cast<int64_t>(step.chunks.size()); ++chunk) {
-      loss_sum += runner.run({true, mb, chunk}, /*training=*/false);
-    }
-  }
+  for (const ScheduleOp& op : ops) loss_sum += runner.run(op, /*training=*/false);
   runner.finish();
   return loss_sum;
 }

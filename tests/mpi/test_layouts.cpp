@@ -11,6 +11,8 @@
 #include <optional>
 
 #include "mpi_test_util.h"
+#include "trainer/auto_plan.h"
+#include "trainer/rank_memory.h"
 
 namespace {
 
@@ -134,6 +136,19 @@ TEST(Layouts, MatchOneProcessWithin1e5) {
   }
 }
 
+// Every memory category's measured peak on this rank against the whole-rank model's.
+void expect_every_category_predicted(const trainer::Config& config,
+                                     const trainer::StepMetrics& metrics, const std::string& what) {
+  const trainer::RankMemory predicted = trainer::predict_rank_memory(config, world_rank());
+  for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
+
+    EXPECT_TRUE(all_ranks(metrics.memory[c].peak == predicted[c]))
+        << what << ": rank " << world_rank() << " " << runtime::category_name(c) << " peak "
+        << metrics.memory[c].peak << ", predicted " << predicted[c];
+  }
+}
+
+// Every plan gives the same gradients, and every rank's every memory category is predicted.
 TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
   mpi_test::SharedData shared;
   const std::vector<std::vector<std::string>> plans = {
@@ -149,8 +164,10 @@ TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
     for (const auto& plan : plans) {
       std::vector<std::string> overrides = layout.overrides;
       overrides.insert(overrides.end(), plan.begin(), plan.end());
-      mpi_test::Run run(mpi_test::config_for(shared, overrides), true);
-      run.trainer->train_step();
+      const trainer::Config config = mpi_test::config_for(shared, overrides);
+      mpi_test::Run run(config, true);
+      const trainer::StepMetrics metrics = run.trainer->train_step();
+      expect_every_category_predicted(config, metrics, layout.name);
       const auto full = run.trainer->gather(run.trainer->grads());
       if (world_rank() != 0) continue;
       const std::vector<float> grads(full->flat.f32(), full->flat.f32() + full->flat.numel());
@@ -180,10 +197,12 @@ TEST(Layouts, Bf16OnTheEmulatedDeviceMatchesOneProcess) {
     if (layout.ranks != world_size()) continue;
     std::vector<std::string> overrides = layout.overrides;
     overrides.insert(overrides.end(), bf16.begin(), bf16.end());
-    mpi_test::Run run(mpi_test::config_for(shared, overrides), true, true);
+    const trainer::Config config = mpi_test::config_for(shared, overrides);
+    mpi_test::Run run(config, true, true);
     double worst = 0;
     for (int s = 0; s < 3; ++s) {
       const trainer::StepMetrics m = run.trainer->train_step();
+      expect_every_category_predicted(config, m, layout.name);
       EXPECT_TRUE(all_ranks(m.comm_bytes == m.predicted_comm_bytes))
           << layout.name << ": rank " << world_rank() << " " << m.comm_bytes << " vs "
           << m.predicted_comm_bytes;
@@ -372,6 +391,50 @@ TEST(Layouts, CheckpointResumesBitExactAndReshardsToOneProcess) {
     EXPECT_LT(std::abs(loss - continued) / continued, 1e-5) << loss << " vs " << continued;
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+
+namespace {
+
+// recompute.auto on a pipeline: under budgets spread from the full-recompute preset's peak to no
+// recompute's, every rank's measured total (its categories' peaks summed) stays within the
+// budget, every category is the predicted one, and the gradients equal those of no recompute.
+TEST(Layouts, AutoPlanFitsItsBudgetOnEveryRank) {
+  if (world_size() != 2 && world_size() != 4) GTEST_SKIP() << "pipelines of 2 and 4 stages";
+  mpi_test::SharedData shared;
+  const std::string pipeline = "parallel.pipeline=" + std::to_string(world_size());
+  const std::vector<std::string> layout = {pipeline, "model.num_layers=8"};
+  auto largest_total = [&](std::vector<std::string> plan) {
+    plan.insert(plan.end(), layout.begin(), layout.end());
+    return trainer::summarize_plan(mpi_test::config_for(shared, plan)).peak;
+  };
+  const int64_t none = largest_total({"recompute.granularity=none"});
+  const int64_t full = largest_total(
+      {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"});
+  ASSERT_LT(full, none);
+  std::vector<float> reference;
+  for (const int64_t budget : {full, (2 * full + none) / 3, (full + 2 * none) / 3, none}) {
+    std::vector<std::string> overrides = layout;
+    overrides.push_back("recompute.auto=true");
+    overrides.push_back("train.memory_budget_gib=" +
+                        std::to_string(static_cast<double>(budget) / (1 << 30)));
+    const trainer::Config config = mpi_test::config_for(shared, overrides);
+    mpi_test::Run run(config, true);
+    const trainer::StepMetrics metrics = run.trainer->train_step();
+    int64_t total = 0;
+    for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories)
+      total += metrics.memory[c].peak;
+    const int64_t budget_read = trainer::budget_bytes(config.train.memory_budget_gib);
+    EXPECT_TRUE(all_ranks(total <= budget_read))
+        << "rank " << world_rank() << " measured " << total << " > budget " << budget_read;
+    expect_every_category_predicted(trainer::with_auto_plan(config), metrics, "auto");
+    const auto grads = run.trainer->gather(run.trainer->grads());
+    if (world_rank() != 0) continue;
+    const std::vector<float> flat(grads->flat.f32(), grads->flat.f32() + grads->flat.numel());
+    if (reference.empty()) reference = flat;
+    EXPECT_TRUE(flat == reference) << "budget " << budget;
+  }
 }
 
 }  // namespace

@@ -19,21 +19,24 @@ enum class Precision { automatic, fp32, bf16 };  // automatic: bf16 on cuda, fp3
 enum class OnNonfinite { stop, skip_step };
 
 struct TrainConfig {
-  int64_t steps = 100;             // optimizer steps; 0 is valid (writes the initial model)
-  int64_t micro_batch_size = 8;    // samples per forward/backward
-  int64_t global_batch_size = 8;   // samples per optimizer step (all ranks, all microbatches)
-  uint64_t seed = 1234;            // init, dropout (Philox) and data shuffling
-  int64_t log_interval = 1;        // a stdout line every N steps (metrics.jsonl: every step)
-  int64_t eval_interval = 0;       // validation every N steps and at the end; 0: never
-  int64_t eval_iters = 4;          // validation global batches per evaluation
+  int64_t steps = 100;            // optimizer steps; 0 is valid (writes the initial model)
+  int64_t micro_batch_size = 8;   // samples per forward/backward
+  int64_t global_batch_size = 8;  // samples per optimizer step (all ranks, all microbatches)
+  uint64_t seed = 1234;           // init, dropout (Philox) and data shuffling
+  int64_t log_interval = 1;       // a stdout line every N steps (metrics.jsonl: every step)
+  int64_t eval_interval = 0;      // validation every N steps and at the end; 0: never
+  int64_t eval_iters = 4;         // validation global batches per evaluation
   Device device = Device::cpu;
   Precision precision = Precision::automatic;  // parse_config resolves auto; see uses_bf16
   // The MFU denominator on a GPU, TFLOP/s; 0: H100/H200 SXM's dense peak for the precision
   // (kBf16PeakTflops or kFp32PeakTflops). On cpu the measured sgemm rate is used instead.
   double peak_tflops = 0.0;
   OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
-  int64_t max_skipped_steps = 5;   // skip_step: this many skips in a row stop the run
-  std::string init_from;           // HF GPT-2 model.safetensors to start from (not on resume)
+  int64_t max_skipped_steps = 5;                 // skip_step: this many skips in a row stop the run
+  std::string init_from;  // HF GPT-2 model.safetensors to start from (not on resume)
+  // Device memory per rank, GiB (2^30 bytes), that recompute.auto plans under and `trainer plan`
+  // checks against; 0: none.
+  double memory_budget_gib = 0.0;
 };
 
 // Dense peaks of an H100/H200 SXM: bf16 tensor cores, and fp32 without TF32 (the fp32
@@ -48,16 +51,16 @@ inline bool uses_bf16(const TrainConfig& train) {
 }
 
 struct CheckpointConfig {
-  std::string dir;       // empty: no checkpoints
-  int64_t interval = 0;  // save every N steps (0: only at the end and on SIGTERM/SIGINT)
-  int64_t keep_last = 2; // step directories kept (<= 0: all)
-  bool async = false;    // write on a background thread from a snapshot; training goes on
+  std::string dir;        // empty: no checkpoints
+  int64_t interval = 0;   // save every N steps (0: only at the end and on SIGTERM/SIGINT)
+  int64_t keep_last = 2;  // step directories kept (<= 0: all)
+  bool async = false;     // write on a background thread from a snapshot; training goes on
 };
 
 struct OptimizerConfig {
-  float lr = 1e-3f;             // peak learning rate
-  float min_lr = 0.f;           // floor of the decay
-  float weight_decay = 0.01f;   // decoupled; only on tensors of rank >= 2
+  float lr = 1e-3f;            // peak learning rate
+  float min_lr = 0.f;          // floor of the decay
+  float weight_decay = 0.01f;  // decoupled; only on tensors of rank >= 2
   float adam_beta1 = 0.9f;
   float adam_beta2 = 0.999f;
   float adam_eps = 1e-8f;
@@ -68,9 +71,9 @@ struct OptimizerConfig {
 };
 
 struct DataConfig {
-  std::string path;                    // prefix of <path>.bin / <path>.idx (Megatron indexed)
+  std::string path;                     // prefix of <path>.bin / <path>.idx (Megatron indexed)
   std::vector<double> split = {98, 2};  // train / validation weights over the token stream
-  bool shuffle = false;                // false: samples in order; true: seeded permutation
+  bool shuffle = false;                 // false: samples in order; true: seeded permutation
 };
 
 struct OutputConfig {
@@ -95,19 +98,27 @@ inline int64_t num_microbatches(const Config& config) {
   return config.train.global_batch_size / (config.train.micro_batch_size * config.parallel.data);
 }
 
+// What a config is read for: a run needs its dataset; a plan (`trainer plan`) needs only shapes,
+// so it reads configs without data.path too.
+enum class ConfigUse { train, plan };
+
 // Parses YAML text; `source` names it in messages. Applies `overrides`
 // ("a.b=c", YAML-typed values) before validation. Throws runtime::ConfigError.
 Config parse_config(const std::string& yaml_text, const std::string& source,
-                    const std::vector<std::string>& overrides = {});
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+                    const std::vector<std::string>& overrides = {},
+                    ConfigUse use = ConfigUse::train);
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                   ConfigUse use = ConfigUse::train);
 
 // Cross-field rules that need no launch information (divisibility, ranges).
-void validate_config(const Config& config);
+void validate_config(const Config& config, ConfigUse use = ConfigUse::train);
 // Rules that need the launch: world size against tensor * pipeline * data.
 void validate_launch(const Config& config, int64_t world_size);
 
 // The effective configuration as YAML (every field, defaults resolved), such that
 // parse_config(to_yaml(c)) == c.
 std::string to_yaml(const Config& config);
+// The `recompute:` section alone, to paste into a config (`trainer plan --emit-yaml`).
+std::string recompute_yaml(const recompute::RecomputeConfig& recompute);
 
 }  // namespace trainer

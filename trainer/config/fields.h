@@ -281,5 +281,6 @@ struct EnumNames<parallel::CommBackend> {
 // Reads a top-level map (or null: nothing) over `config`; unknown keys throw.
 void read_config(const YAML::Node& root, Config& config);
 void write_config(YAML::Emitter& out, const Config& config);
+void write_recompute(YAML::Emitter& out, const recompute::RecomputeConfig& recompute);
 
 }  // namespace trainer::config_detail

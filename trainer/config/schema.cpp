@@ -111,6 +111,7 @@ struct ConfigSchema<recompute::RecomputeConfig> {
       std::vector<FieldSpec<RecomputeConfig>> t = preset_fields<RecomputeConfig>();
       t.push_back(field("layers", &RecomputeConfig::layers));
       t.push_back(field("stages", &RecomputeConfig::stages));
+      t.push_back(field("auto", &RecomputeConfig::automatic));
       return t;
     }();
     return table;
@@ -158,6 +159,7 @@ struct ConfigSchema<TrainConfig> {
         field("on_nonfinite", &TrainConfig::on_nonfinite),
         field("max_skipped_steps", &TrainConfig::max_skipped_steps),
         field("init_from", &TrainConfig::init_from),
+        field("memory_budget_gib", &TrainConfig::memory_budget_gib),
     };
     return table;
   }
@@ -254,6 +256,12 @@ void read_config(const YAML::Node& root, Config& config) {
 
 void write_config(YAML::Emitter& out, const Config& config) {
   write_value(out, config);
+}
+
+void write_recompute(YAML::Emitter& out, const recompute::RecomputeConfig& recompute) {
+  out << YAML::BeginMap << YAML::Key << "recompute" << YAML::Value;
+  write_value(out, recompute);
+  out << YAML::EndMap;
 }
 
 }  // namespace trainer::config_detail

@@ -139,6 +139,10 @@ void validate_train(const TrainConfig& train, const parallel::ParallelConfig& pa
     throw ConfigError("train.precision", "bf16 requires train.device cuda, got train.device " +
                                              std::string(config_detail::enum_name(train.device)));
   }
+  if (!(train.memory_budget_gib >= 0 && std::isfinite(train.memory_budget_gib))) {
+    throw ConfigError("train.memory_budget_gib",
+                      "must be >= 0 (0: no budget), got " + text_of(train.memory_budget_gib));
+  }
   if (!(train.peak_tflops >= 0 && std::isfinite(train.peak_tflops))) {
     throw ConfigError("train.peak_tflops",
                       "must be >= 0 (0: the device's peak for the "
@@ -267,12 +271,12 @@ void validate_parallel_layout(const parallel::ParallelConfig& parallel,
 
 }  // namespace
 
-void validate_config(const Config& config) {
+void validate_config(const Config& config, ConfigUse use) {
   validate_model(config.model);
   validate_parallel_sizes(config.parallel);
   validate_train(config.train, config.parallel);
   validate_optimizer(config.optimizer, config.train);
-  validate_data(config.data, config.train);
+  if (use == ConfigUse::train) validate_data(config.data, config.train);
   validate_parallel_layout(config.parallel, config.model);
   const parallel::ParallelConfig& pc = config.parallel;
   const int64_t microbatches = num_microbatches(config);
@@ -283,6 +287,12 @@ void validate_config(const Config& config) {
                           text_of(config.train.micro_batch_size) + " x parallel.data " +
                           text_of(pc.data) + ") = " + text_of(microbatches) +
                           ") to be divisible by parallel.pipeline " + text_of(pc.pipeline));
+  }
+  if (config.recompute.automatic && config.train.memory_budget_gib <= 0) {
+    throw ConfigError("recompute.auto",
+                      "needs train.memory_budget_gib, the memory the planner plans under "
+                      "(got " +
+                          text_of(config.train.memory_budget_gib) + ")");
   }
   recompute::validate_recompute(
       config.recompute, config.model.num_layers,

@@ -87,7 +87,7 @@ void apply_override(const std::string& text, Config& config) {
 }  // namespace
 
 Config parse_config(const std::string& yaml_text, const std::string& source,
-                    const std::vector<std::string>& overrides) {
+                    const std::vector<std::string>& overrides, ConfigUse use) {
   const YAML::Node root = load_document(yaml_text, source);
   if (!root.IsNull() && !root.IsMap()) {
     throw ConfigError(source, "the top level must be a map of sections (model, train, ...), got " +
@@ -99,11 +99,12 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
   if (config.train.precision == Precision::automatic) {  // written out (config.yaml) resolved
     config.train.precision = uses_bf16(config.train) ? Precision::bf16 : Precision::fp32;
   }
-  validate_config(config);
+  validate_config(config, use);
   return config;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   ConfigUse use) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
     throw ConfigError(path, "is a directory, not a config file");
@@ -113,7 +114,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     throw ConfigError(path, std::string("cannot open the config file: ") + std::strerror(errno));
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) throw ConfigError(path, "cannot read the config file");
-  return parse_config(text, path, overrides);
+  return parse_config(text, path, overrides, use);
+}
+
+std::string recompute_yaml(const recompute::RecomputeConfig& recompute) {
+  YAML::Emitter out;
+  config_detail::write_recompute(out, recompute);
+  TRAINER_ASSERT(out.good(), "YAML emitter failed: " << out.GetLastError());
+  return std::string(out.c_str()) + "\n";
 }
 
 std::string to_yaml(const Config& config) {

@@ -3,10 +3,10 @@
 // peak of every memory category over a training step equals the meta-device replay's.
 #include <gtest/gtest.h>
 
+#include "recompute/memory_model.h"
 #include "tests/support/emulated_device.h"
 #include "tests/unit/trainer/trainer_test_util.h"
 #include "trainer/rank_memory.h"
-#include "recompute/memory_model.h"
 #include "trainer/stage_setup.h"
 
 namespace trainer {
@@ -34,8 +34,7 @@ void expect_categories_equal(const Config& config, const std::string& what) {
   const StepMetrics m = run.trainer->train_step();
   const RankMemory predicted = predict_rank_memory(config, 0);
   for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
-    EXPECT_EQ(m.memory[c].peak, predicted[c])
-        << what << ": category " << runtime::category_name(c);
+    EXPECT_EQ(m.memory[c].peak, predicted[c]) << what << ": category " << runtime::category_name(c);
   }
   EXPECT_EQ(predicted[runtime::MemoryCategory::activation], m.predicted_activation_peak) << what;
 }
@@ -69,8 +68,8 @@ TEST(RankMemory, EveryCategoryEqualsTheReplayOnTheEmulatedDeviceInBf16) {
     for (const auto& preset : presets()) {
       std::vector<std::string> overrides = preset;
       overrides.push_back(std::string("model.attention_backend=") + attention);
-      overrides.insert(overrides.end(), {"train.device=cuda", "train.precision=bf16",
-                                         "model.hidden_dropout=0.1"});
+      overrides.insert(overrides.end(),
+                       {"train.device=cuda", "train.precision=bf16", "model.hidden_dropout=0.1"});
       expect_categories_equal<DeviceRun>(dir.config("run", overrides),
                                          std::string(attention) + ", " + preset.back());
     }
@@ -79,14 +78,13 @@ TEST(RankMemory, EveryCategoryEqualsTheReplayOnTheEmulatedDeviceInBf16) {
 
 // The replay needs no dataset, no device and no peers: a 175B-shaped rank of an 8x8x16 job.
 TEST(RankMemory, PlansAnyShapeWithoutDataOrDevice) {
-  Config config = parse_config("", "test",
-                               {"model.num_layers=96", "model.hidden_size=12288",
-                                "model.num_attention_heads=96", "model.seq_length=2048",
-                                "model.vocab_size=50257", "parallel.tensor=8",
-                                "parallel.pipeline=16", "parallel.data=8",
-                                "parallel.sequence_parallel=true", "train.device=cuda",
-                                "train.micro_batch_size=1", "train.global_batch_size=1024",
-                                "recompute.granularity=selective"});
+  Config config = parse_config(
+      "", "test",
+      {"model.num_layers=96", "model.hidden_size=12288", "model.num_attention_heads=96",
+       "model.seq_length=2048", "model.vocab_size=50257", "parallel.tensor=8",
+       "parallel.pipeline=16", "parallel.data=8", "parallel.sequence_parallel=true",
+       "train.device=cuda", "train.micro_batch_size=1", "train.global_batch_size=1024",
+       "recompute.granularity=selective"});
   const RankMemory memory = predict_rank_memory(config, 0);
   // bf16 weights of 6 layers (1/16 of 96) and the embedding, over 8 tensor-parallel ranks.
   const int64_t layer_params = 12 * int64_t{12288} * 12288 / 8;

@@ -1,0 +1,49 @@
+// recompute.auto: the plan with the least recompute cost (matmul FLOPs, then bytes rebuilt) whose
+// predicted memory fits train.memory_budget_gib on every rank. Per pipeline stage: the
+// non-activation categories come from meta replays (trainer/rank_memory.h), the activation
+// category from the exact chunk search (recompute/planner.h) combined over the stage's chunks
+// with the schedule's microbatches in flight; the chosen plan is checked by a replay of its own.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "recompute/recompute_config.h"
+#include "trainer/config/config.h"
+#include "trainer/rank_memory.h"
+
+namespace trainer {
+
+struct AutoPlan {
+  // The chosen plan as an ordinary section (per-layer overrides, auto off).
+  recompute::RecomputeConfig recompute;
+  std::vector<RankMemory> stage_memory;  // predicted, per pipeline stage
+  double search_seconds = 0;
+};
+
+inline int64_t budget_bytes(double gib) {
+  return static_cast<int64_t>(gib * static_cast<double>(int64_t{1} << 30));
+}
+
+// Plans `config` (whatever its recompute section says) under `budget` bytes per rank. Throws
+// runtime::ConfigError naming train.memory_budget_gib when no plan fits, with by how much and
+// the largest consumer.
+AutoPlan plan_under_budget(const Config& config, int64_t budget);
+
+// `config` with recompute.auto replaced by its plan (unchanged without auto).
+Config with_auto_plan(const Config& config);
+
+// A plan's predictions over the whole job: each stage's memory (every rank of a stage holds the
+// same), the largest total, and the recompute FLOPs as a share of the model FLOPs of a step.
+struct PlanSummary {
+  std::vector<RankMemory> stage_memory;
+  int64_t peak = 0;  // the largest RankMemory::total() of any rank
+  double recompute_share = 0;
+};
+PlanSummary summarize_plan(const Config& config);
+
+// The world rank that stands for pipeline stage `stage` (tensor and data rank 0): every rank of
+// a stage holds the same memory.
+int64_t stage_rank(const parallel::ParallelConfig& parallel, int64_t stage);
+
+}  // namespace trainer
