@@ -3,6 +3,7 @@
 #include "trainer/comm_model.h"
 
 #include "model/recompute_modules.h"
+#include "trainer/metrics.h"
 
 namespace trainer {
 namespace {
@@ -76,7 +77,7 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
   if (config.parallel.data > 1) bytes += params.flat.numel() * kFloat;
   bytes += kDouble;  // the gradient norm over tp x pp
   const int64_t world_size = config.parallel.world_size();
-  if (world_size > 1) bytes += 4 * world_size * kDouble;  // per-rank metrics to the logging rank
+  if (world_size > 1) bytes += kRankMetricColumns * world_size * kDouble;  // per-rank metrics
   return bytes;
 }
 

@@ -28,6 +28,10 @@ void MetricsWriter::write(const StepMetrics& m) {
   for (runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
     out_ << ", \"peak_" << runtime::category_name(c) << "_bytes\": " << m.memory[c].peak;
   }
+  for (runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
+    out_ << ", \"predicted_" << runtime::category_name(c)
+         << "_peak_bytes\": " << m.predicted_memory[static_cast<size_t>(c)];
+  }
   auto list = [&](const char* key, const std::vector<int64_t>& values) {
     if (values.size() < 2) return;
     out_ << ", \"" << key << "\": [";
@@ -38,6 +42,8 @@ void MetricsWriter::write(const StepMetrics& m) {
   list("rank_predicted_activation_peak_bytes", m.rank_predicted_peak);
   list("rank_comm_bytes", m.rank_comm_bytes);
   list("rank_predicted_comm_bytes", m.rank_predicted_comm_bytes);
+  list("rank_total_peak_bytes", m.rank_total_peak);
+  list("rank_predicted_total_peak_bytes", m.rank_predicted_total_peak);
   if (m.val_loss) {
     std::snprintf(buffer, sizeof buffer, ", \"val_loss\": %.9g", *m.val_loss);
     out_ << buffer;

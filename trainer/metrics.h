@@ -2,6 +2,7 @@
 // by the logging rank only, flushed every line so a killed run keeps its curve.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -25,10 +26,13 @@ struct StepMetrics {
   int64_t predicted_activation_peak = 0;
   int64_t comm_bytes = 0;  // payload this rank handed to its communicators during the step
   int64_t predicted_comm_bytes = 0;
-  // Per world rank (filled on the logging rank): activation peak, predicted peak, comm bytes.
+  // Per world rank (filled on the logging rank): activation peak, predicted peak, comm bytes,
+  // and every category's peaks summed, measured and predicted.
   std::vector<int64_t> rank_activation_peak, rank_predicted_peak, rank_comm_bytes,
-      rank_predicted_comm_bytes;
+      rank_predicted_comm_bytes, rank_total_peak, rank_predicted_total_peak;
   runtime::AllocatorStats memory;  // peaks of this step
+  // The whole-rank memory model's peak of each category (trainer/rank_memory.h).
+  std::array<int64_t, runtime::kNumMemoryCategories> predicted_memory{};
   std::optional<double> val_loss;
 };
 
@@ -43,5 +47,9 @@ class MetricsWriter {
 };
 
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"
+
+// Columns of per-rank numbers the logging rank gathers each step (one sum of 8-byte doubles,
+// which the communication model counts).
+inline constexpr int64_t kRankMetricColumns = 6;
 
 }  // namespace trainer

@@ -111,6 +111,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   optimizer_ = std::make_unique<AdamW>(master_, allocator_);
   build_executors();
   predicted_comm_ = predict_step_comm_bytes(config_, setup_, params_);
+  predicted_memory_ = predict_rank_memory(config_, groups_.world_rank);
   peak_gflops_ = mfu_peak_gflops();
   if (groups_.is_logging_rank()) {
     if (config.recompute.automatic) {
@@ -351,6 +352,7 @@ StepMetrics Trainer::train_step() {
   m.model_tflops = static_cast<double>(model_flops) / seconds / 1e12;
   m.hardware_tflops = static_cast<double>(model_flops + m.recompute_flops) / seconds / 1e12;
   m.predicted_activation_peak = setup_.predicted_activation_peak;
+  m.predicted_memory = predicted_memory_.peak;
   m.memory = allocator_.stats();
   m.predicted_comm_bytes = predicted_comm_;
   if (groups_.world_size() > 1) gather_rank_numbers(m, groups_.payload_bytes() - comm_before);
@@ -375,22 +377,32 @@ void Trainer::skip_or_stop_nonfinite(const StepMetrics& m) {
 }
 
 void Trainer::gather_rank_numbers(StepMetrics& m, int64_t comm_bytes) {
-  // Each rank fills its slots, one sum. (Counted in the step's comm bytes: the 4 x n doubles
-  // of this very sum.)
+  // Each rank fills its slots, one sum. (Counted in the step's comm bytes: the doubles of this
+  // very sum.)
   const int64_t n = groups_.world_size(), r = groups_.world_rank;
   auto slot = [n](int64_t column, int64_t rank) { return static_cast<size_t>(column * n + rank); };
-  std::vector<double> slots(static_cast<size_t>(4 * n), 0.0);
-  slots[slot(0, r)] = static_cast<double>(m.memory[runtime::MemoryCategory::activation].peak);
-  slots[slot(1, r)] = static_cast<double>(m.predicted_activation_peak);
-  slots[slot(2, r)] = static_cast<double>(comm_bytes + 4 * n * 8);
-  slots[slot(3, r)] = static_cast<double>(predicted_comm_);
-  groups_.world->all_reduce_sum(slots.data(), 4 * n);
-  for (int64_t i = 0; i < n; ++i) {
-    m.rank_activation_peak.push_back(static_cast<int64_t>(slots[slot(0, i)]));
-    m.rank_predicted_peak.push_back(static_cast<int64_t>(slots[slot(1, i)]));
-    m.rank_comm_bytes.push_back(static_cast<int64_t>(slots[slot(2, i)]));
-    m.rank_predicted_comm_bytes.push_back(static_cast<int64_t>(slots[slot(3, i)]));
+  std::vector<double> slots(static_cast<size_t>(kRankMetricColumns * n), 0.0);
+  int64_t total = 0, predicted_total = 0;
+  for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
+    total += m.memory[c].peak;
+    predicted_total += m.predicted_memory[static_cast<size_t>(c)];
   }
+  const std::array<int64_t, kRankMetricColumns> mine = {
+      m.memory[runtime::MemoryCategory::activation].peak,
+      m.predicted_activation_peak,
+      comm_bytes + kRankMetricColumns * n * 8,
+      predicted_comm_,
+      total,
+      predicted_total};
+  for (int64_t column = 0; column < kRankMetricColumns; ++column)
+    slots[slot(column, r)] = static_cast<double>(mine[static_cast<size_t>(column)]);
+  groups_.world->all_reduce_sum(slots.data(), kRankMetricColumns * n);
+  std::array<std::vector<int64_t>*, kRankMetricColumns> lists = {
+      &m.rank_activation_peak,      &m.rank_predicted_peak, &m.rank_comm_bytes,
+      &m.rank_predicted_comm_bytes, &m.rank_total_peak,     &m.rank_predicted_total_peak};
+  for (int64_t column = 0; column < kRankMetricColumns; ++column)
+    for (int64_t i = 0; i < n; ++i)
+      lists[static_cast<size_t>(column)]->push_back(static_cast<int64_t>(slots[slot(column, i)]));
 }
 
 double Trainer::evaluate() {

@@ -18,6 +18,7 @@
 #include "trainer/data/synthetic.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
+#include "trainer/rank_memory.h"
 #include "trainer/stage_setup.h"
 
 namespace trainer {
@@ -125,7 +126,8 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   StageSetup setup_;
   std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // one per setup_.chunks
-  int64_t predicted_comm_ = 0;  // payload bytes per step, this rank
+  int64_t predicted_comm_ = 0;   // payload bytes per step, this rank
+  RankMemory predicted_memory_;  // every category's peak over a step, this rank
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<runtime::CpuAllocator> gather_allocator_;
   std::unique_ptr<AsyncCheckpointSave> pending_save_;
