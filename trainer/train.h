@@ -1,6 +1,6 @@
 // The training loop: builds the model, data, optimizer and recompute plan from
 // a validated Config, then runs steps (schedule -> dp average -> clip -> AdamW),
-// periodic validation, metrics, and the final export.
+// periodic validation, metrics, the guard, targets and event ledger, and the final export.
 #pragma once
 
 #include <iosfwd>

@@ -72,10 +72,8 @@ inline Config non_default_config() {
   config.parallel.backend = parallel::CommBackend::nccl;
   config.output.dir = "runs/x #1";
   config.output.export_model = false;
-  config.train.guard = {.action = GuardAction::skip_step,
-                        .loss_spike_factor = 2.5,
-                        .window = 20,
-                        .max_rewinds = 1};
+  config.train.guard = {
+      .action = GuardAction::skip_step, .loss_spike_factor = 2.5, .window = 20, .max_rewinds = 1};
   config.train.inject = {.step = 9, .scale_loss = 1e3};
   config.data.skip_batches = {{.first = 3, .last = 4}, {.first = 10, .last = 10}};
   config.targets.min_tokens_per_s = 1500.5;
@@ -189,8 +187,7 @@ inline void expect_same_config(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.targets.max_loss.value, expected.targets.max_loss.value);
   EXPECT_EQ(actual.targets.window, expected.targets.window);
   EXPECT_EQ(actual.targets.action, expected.targets.action);
-  EXPECT_EQ(actual.targets.throughput_drift_fraction,
-            expected.targets.throughput_drift_fraction);
+  EXPECT_EQ(actual.targets.throughput_drift_fraction, expected.targets.throughput_drift_fraction);
 }
 
 }  // namespace trainer::config_test
