@@ -452,6 +452,18 @@ void Trainer::log_step(const StepMetrics& m, double seconds_per_step) {
 }
 
 TrainSummary Trainer::run() {
+  try {
+    return run_steps();
+  } catch (const std::exception& error) {
+    try {  // the ledger's last line names the error; the error itself goes on
+      record_event(Event("end", step_).with("reason", "error").with("message", error.what()));
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+}
+
+TrainSummary Trainer::run_steps() {
   const TrainConfig& t = config_.train;
   const auto start = Clock::now();
   const int64_t first_step = step_, first_run = steps_run_;

@@ -103,6 +103,8 @@ class Trainer {
   double mfu_peak_gflops() const;
   // config.yaml, and the run's description on the log.
   void start_logging();
+  // run() less its error handling (an error's end event in the ledger, then rethrown).
+  TrainSummary run_steps();
 
   // Microbatch `mb` of global batch `batch` for `chunk`: tokens where it has the
   // embedding, targets where it has the head.

@@ -233,6 +233,9 @@ TEST(Ledger, LinesOfEveryKindAProcessTriggers) {
   const auto failed = events_of(dir / "failing/events.jsonl", "checkpoint");
   ASSERT_EQ(failed.size(), 1u);
   EXPECT_TRUE(contains(failed[0], "\"status\": \"failed\"")) << failed[0];
+  const auto ends = events_of(dir / "failing/events.jsonl", "end");
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_TRUE(contains(ends[0], "\"reason\": \"error\", \"message\": \"")) << ends[0];
   // start: the config hash, version, revision, layout and plan; every line has the keys.
   const auto lines = read_lines(dir / "failing/events.jsonl");
   ASSERT_GE(lines.size(), 2u);
