@@ -509,9 +509,10 @@ TrainSummary Trainer::run_steps() {
   if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();
   finish_checkpoints();
   summary.seconds = seconds_since(start);
-  summary.tokens_per_s =
-      static_cast<double>((t.steps - first_step) * t.global_batch_size * config_.model.seq_length) /
-      std::max(summary.seconds, 1e-9);
+  // Every step run counts, those a rewind ran again included.
+  summary.tokens_per_s = static_cast<double>((steps_run_ - first_run) * t.global_batch_size *
+                                             config_.model.seq_length) /
+                         std::max(summary.seconds, 1e-9);
   if (config_.output.export_model) {
     if (groups_.world_size() == 1) {
       export_hf_gpt2(config_.output.dir, host_params(), config_.model);

@@ -154,9 +154,9 @@ class Trainer {
                                           double seconds_per_step);
   // Checkpoint (when checkpoint.dir is set), message, end event; the summary to return.
   TrainSummary stop_run(TrainSummary summary, StopReason reason, const std::string& message);
-  // Loads a checkpoint's state (weights, moments, step, skipped batches, guard window,
-  // rewinds) and returns its meta.
-  CheckpointMeta load_checkpoint_state(const std::string& step_dir);
+  // Loads the state of the checkpoint `reader` reads (from `step_dir`, named in messages):
+  // weights, moments, step, skipped batches, the guard's window, rewinds.
+  void load_checkpoint_state(const CheckpointReader& reader, const std::string& step_dir);
   // The end-of-checkpoint bookkeeping of a written save: log, event, last_checkpoint_step_.
   void checkpoint_written(int64_t step, bool async);
   // Every rank's activation peak and comm bytes, measured and predicted, into `metrics` on

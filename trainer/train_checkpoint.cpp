@@ -182,7 +182,7 @@ bool Trainer::resume(const std::string& which) {
                                                         << ", beyond train.steps "
                                                         << config_.train.steps));
   }
-  load_checkpoint_state(*step_dir);
+  load_checkpoint_state(reader, *step_dir);
   resumed_step_ = meta.step;
   resume_event_ = Event("resume", meta.step)
                       .with("checkpoint", *step_dir)
@@ -206,8 +206,7 @@ bool Trainer::resume(const std::string& which) {
   return true;
 }
 
-CheckpointMeta Trainer::load_checkpoint_state(const std::string& step_dir) {
-  const CheckpointReader reader(step_dir, ChecksumPolicy::verify_on_first_read);
+void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::string& step_dir) {
   const CheckpointMeta& meta = reader.meta();
   // Read into host memory (the state itself, or a staging copy for a device).
   const int64_t n = master_.flat.numel();
@@ -250,7 +249,6 @@ CheckpointMeta Trainer::load_checkpoint_state(const std::string& step_dir) {
           rewinds.data() + rewinds.size()) {
     throw runtime::InputError(source + ": malformed rewinds '" + rewinds + "'");
   }
-  return meta;
 }
 
 void Trainer::init_from(const std::string& path) {

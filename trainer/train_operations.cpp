@@ -161,7 +161,7 @@ bool Trainer::rewind(const StepMetrics& m) {
                           .last = skipped_.batch_of_step(m.step)};
   const int64_t rewinds = rewinds_ + 1;
   const std::string step_dir = config_.checkpoint.dir + "/" + checkpoint::step_dir_name(to);
-  load_checkpoint_state(step_dir);
+  load_checkpoint_state(CheckpointReader(step_dir, ChecksumPolicy::verify_on_first_read), step_dir);
   rewinds_ = rewinds;
   skipped_in_a_row_ = 0;
   skipped_.add(window);
