@@ -1,7 +1,10 @@
-// Target gates across ranks: a memory target that only some ranks miss stops every rank at
-// the same step (one agreed collective), with a checkpoint and one target_miss ledger line.
+// Operating a run across ranks: a memory target that only some ranks miss stops every rank at
+// the same step (one agreed collective), with a checkpoint and one target_miss ledger line; a
+// guard rewind under pipeline and data parallelism ends where one process that skipped the
+// same batches ends.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -69,6 +72,36 @@ TEST(Targets, RanksAgreeOnAMissOnlySomeRanksSee) {
     EXPECT_EQ(misses, 1);
   }
   EXPECT_TRUE(all_ranks(ledger_ok));
+}
+
+TEST(Guard, RewindAcrossRanksMatchesOneProcessThatSkipsTheWindow) {
+  mpi_test::SharedData shared;
+  const std::vector<std::string> common = {"train.steps=6", "output.dir=" + shared.out("rewound")};
+  std::vector<std::string> guarded = {"parallel.pipeline=2",
+                                      "parallel.data=" + std::to_string(world_size() / 2),
+                                      "checkpoint.dir=" + shared.out("ckpt"),
+                                      "checkpoint.interval=2",
+                                      "train.guard.action=rewind",
+                                      "train.guard.window=2",
+                                      "train.inject.step=5",
+                                      "train.inject.scale_loss=100"};
+  guarded.insert(guarded.end(), common.begin(), common.end());
+  mpi_test::Run rewound(mpi_test::config_for(shared, guarded), true);
+  const trainer::TrainSummary summary = rewound.trainer->run();
+  // Step 5 spiked, the last checkpoint was step 4: batch 4 is skipped.
+  EXPECT_TRUE(all_ranks(rewound.trainer->rewinds() == 1));
+  EXPECT_TRUE(all_ranks(rewound.trainer->skipped_batches().to_text() == "4-4"));
+  bool close = true;
+  if (world_rank() == 0) {
+    mpi_test::Run reference(
+        mpi_test::config_for(shared, {"train.steps=6", "output.dir=" + shared.out("reference"),
+                                      "data.skip_batches=[[4, 4]]"}),
+        false);
+    const double expected = reference.trainer->run().last_loss;
+    close = std::abs(summary.last_loss - expected) <= 1e-5 * std::abs(expected);
+    EXPECT_TRUE(close) << summary.last_loss << " vs one process " << expected;
+  }
+  EXPECT_TRUE(all_ranks(close));
 }
 
 }  // namespace
