@@ -23,10 +23,9 @@
 #include "trainer/data/prepare_data.h"
 #include "trainer/plan_command.h"
 #include "trainer/train.h"
+#include "trainer/version.h"
 
 namespace {
-
-constexpr const char* kVersion = "0.1.0";
 
 const char* kUsage =
     "usage: trainer <command> [options]\n"
@@ -36,6 +35,8 @@ const char* kUsage =
     "        Train a GPT as the config says (launch with mpirun -np N). --resume continues\n"
     "        from the latest checkpoint under checkpoint.dir (or the given step directory).\n"
     "        SIGTERM/SIGINT: finish the step, write a checkpoint, exit 0; twice: exit now.\n"
+    "        Exit 3: a target gate stopped the run (targets.action checkpoint_and_stop);\n"
+    "        exit 4: the divergence guard stopped it (train.guard.max_rewinds).\n"
     "  plan --config FILE.yaml [--set a.b=value ...] [--budget-gib X] [--emit-yaml]\n"
     "       [--sweep KEY=v1,v2,... [--out PREFIX]]\n"
     "        Print the recompute plan and the predicted memory of every rank, by category;\n"
@@ -155,6 +156,7 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
   if (launched_by_mpi()) mpi.emplace(&argc, &argv);
   const int world_rank = mpi ? mpi->world_rank() : 0, world_size = mpi ? mpi->world_size() : 1;
   runtime::set_error_rank(world_rank);
+  int exit_status = 0;
   try {
     const TrainArgs train_args = parse_train_args(args, "train");
     const trainer::Config config =
@@ -172,7 +174,7 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
       trainer::Trainer trainer(config, groups, allocator, log);
       const bool resumed = !train_args.resume.empty() && trainer.resume(train_args.resume);
       if (!resumed && !config.train.init_from.empty()) trainer.init_from(config.train.init_from);
-      trainer.run();
+      exit_status = trainer::exit_code(trainer.run().stop);
     } catch (const std::exception& e) {
       // Handled while the groups and the device are alive: with other ranks waiting on this
       // one, tearing down communicators or freeing device memory could block for ever.
@@ -183,7 +185,7 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
     report_and_abort(e, world_rank, world_size);
     return 1;
   }
-  return 0;
+  return exit_status;
 }
 
 // Note [OpenMP and OpenBLAS threads] (runtime/kernels/cpu/gemm.cpp): libgomp's
@@ -206,7 +208,7 @@ int main(int argc, char** argv) {
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--version") {
-    std::printf("trainer %s\n", kVersion);
+    std::printf("trainer %s (git %s)\n", trainer::version(), trainer::git_revision());
     return 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());

@@ -1,13 +1,17 @@
-// metrics.jsonl writer.
+// metrics.jsonl writer: one line per step, appended after a resume.
 #include "trainer/metrics.h"
 
 #include <cstdio>
 
 #include "runtime/error.h"
+#include "trainer/event_ledger.h"
 
 namespace trainer {
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+MetricsWriter::MetricsWriter(const std::string& path, std::optional<int64_t> keep_through_step)
+    : path_(path) {
+  if (keep_through_step) keep_jsonl_through_step(path, *keep_through_step);
+  out_.open(path, keep_through_step ? std::ios::app : std::ios::trunc);
   if (!out_) throw runtime::InputError("cannot write metrics file " + path);
 }
 
@@ -48,6 +52,7 @@ void MetricsWriter::write(const StepMetrics& m) {
     std::snprintf(buffer, sizeof buffer, ", \"val_loss\": %.9g", *m.val_loss);
     out_ << buffer;
   }
+  if (m.update_skipped) out_ << ", \"update_skipped\": true";
   out_ << "}\n";
   out_.flush();
   if (!out_) throw runtime::InputError("write failed on metrics file " + path_);

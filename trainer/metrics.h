@@ -34,11 +34,15 @@ struct StepMetrics {
   // The whole-rank memory model's peak of each category (trainer/rank_memory.h).
   std::array<int64_t, runtime::kNumMemoryCategories> predicted_memory{};
   std::optional<double> val_loss;
+  bool update_skipped = false;  // the update was dropped (non-finite, or a guard spike)
+  bool rewind = false;          // train.guard asks the loop to rewind (update_skipped too)
 };
 
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);  // truncates; InputError if unwritable
+  // Truncates `path` (a fresh run: nullopt), or keeps its lines through `keep_through_step`
+  // (a resume or a rewind; keep_jsonl_through_step) and appends. InputError if unwritable.
+  MetricsWriter(const std::string& path, std::optional<int64_t> keep_through_step);
   void write(const StepMetrics& metrics);
 
  private:

@@ -98,6 +98,10 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
       groups_(groups),
       allocator_(allocator),
       log_(log),
+      skipped_(config.data.skip_batches),
+      guard_(config.train.guard),
+      gate_(config.targets),
+      drift_(config.targets),
       on_device_(allocator.device() != runtime::DeviceKind::cpu) {
   validate_config(config_);
   validate_launch(config_, groups_.world_size());
@@ -194,7 +198,6 @@ void Trainer::start_logging() {
   const model::GptConfig& m = config_.model;
   const TrainConfig& t = config_.train;
   const parallel::ParallelConfig& pc = config_.parallel;
-  metrics_ = std::make_unique<MetricsWriter>(config_.output.dir + "/metrics.jsonl");
   std::ofstream(config_.output.dir + "/config.yaml") << to_yaml(config_);
   log_ << "model: " << m.num_layers << " layers, hidden " << m.hidden_size << ", heads "
        << m.num_attention_heads << ", seq " << m.seq_length << ", vocab " << m.vocab_size
@@ -313,32 +316,33 @@ StepMetrics Trainer::train_step() {
   const TrainConfig& t = config_.train;
   const int64_t G = t.global_batch_size, T = config_.model.seq_length;
   const int64_t step = step_ + 1;
+  ++steps_run_;
   allocator_.reset_peaks();
   const int64_t comm_before = groups_.payload_bytes();
   for (const auto& chunk : chunks_) chunk->reset_recompute_flops();
   runtime::ops::zero(grads_.flat);
 
+  const int64_t batch = skipped_.batch_of_step(step);
   double loss_sum =
-      parallel::run_schedule(setup_.schedule, pipeline_step(*train_sampler_, step_, step));
+      parallel::run_schedule(setup_.schedule, pipeline_step(*train_sampler_, batch, step));
   groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
   groups_.dp->all_reduce_sum(&loss_sum, 1);
   parallel::reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
+  inject_fault(batch, loss_sum);
 
   StepMetrics m;
   m.step = step;
   m.loss = loss_sum / static_cast<double>(G * T);
   m.grad_norm = parallel::global_grad_norm(groups_, grads_, setup_.shard.embedding);
-  if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm)) {
-    skip_or_stop_nonfinite(m);
+  m.lr = learning_rate(config_.optimizer, t.steps, step);
+  if (!guard_step(m)) {
+    m.update_skipped = true;
     step_ = step;  // the batch is consumed; the weights stay
-    m.lr = learning_rate(config_.optimizer, t.steps, step);
     m.step_ms = seconds_since(start) * 1e3;
     m.memory = allocator_.stats();
     return m;
   }
-  skipped_in_a_row_ = 0;
   clip_gradients(grads_, m.grad_norm, config_.optimizer.clip_grad);
-  m.lr = learning_rate(config_.optimizer, t.steps, step);
   optimizer_->step(master_, grads_, config_.optimizer, m.lr, step,
                    has_master_copy() ? &params_ : nullptr);
   step_ = step;
@@ -360,20 +364,13 @@ StepMetrics Trainer::train_step() {
   return m;
 }
 
-void Trainer::skip_or_stop_nonfinite(const StepMetrics& m) {
-  const TrainConfig& t = config_.train;
-  const std::string first = first_nonfinite_gradient();
-  const std::string where = first.empty() ? "no gradient of this rank" : "gradient of " + first;
-  const std::string message = TRAINER_STR(
-      "[rank " << groups_.world_rank << "] step " << m.step << ": non-finite loss " << m.loss
-               << " or gradient norm " << m.grad_norm << " (first: " << where << ")");
-  if (t.on_nonfinite == OnNonfinite::stop) throw runtime::Error(message);
-  if (++skipped_in_a_row_ > t.max_skipped_steps) {
-    throw runtime::Error(message + "; " + std::to_string(skipped_in_a_row_) +
-                         " steps skipped in a row > train.max_skipped_steps " +
-                         std::to_string(t.max_skipped_steps));
-  }
-  log_ << message << "; update skipped (train.on_nonfinite: skip_step)\n";
+void Trainer::inject_fault(int64_t batch, double& loss_sum) {
+  const InjectConfig& inject = config_.train.inject;
+  if (inject.step == 0 || batch != inject.step - 1) return;
+  loss_sum *= inject.scale_loss;
+  runtime::ops::scale_inplace({.x = grads_.flat,
+                               .count = grads_.flat.numel(),
+                               .scale = static_cast<float>(inject.scale_loss)});
 }
 
 void Trainer::gather_rank_numbers(StepMetrics& m, int64_t comm_bytes) {
@@ -474,32 +471,43 @@ void Trainer::log_step(const StepMetrics& m, double seconds_per_step) {
 }
 
 TrainSummary Trainer::run() {
+  try {
+    return run_steps();
+  } catch (const std::exception& error) {
+    try {  // the ledger's last line names the error; the error itself goes on
+      record_event(Event("end", step_).with("reason", "error").with("message", error.what()));
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+}
+
+TrainSummary Trainer::run_steps() {
   const TrainConfig& t = config_.train;
   const auto start = Clock::now();
-  const int64_t first_step = step_;
+  const int64_t first_step = step_, first_run = steps_run_;
   TrainSummary summary;
   summary.steps = t.steps;
   if (entropy_) summary.loss_floor = entropy_->loss_floor(config_.model.seq_length);
-  const bool logging = groups_.is_logging_rank();
+  open_run_files();
+  // A rewind needs a checkpoint written before the spike: the starting state's, at least.
+  if (t.guard.action == GuardAction::rewind && !last_checkpoint_step_) save_checkpoint();
   const StopSignals signals;
   while (step_ < t.steps) {
     StepMetrics m = train_step();
+    if (m.rewind && !rewind(m)) {
+      return stop_run(
+          summary, StopReason::diverged,
+          TRAINER_STR("stopped by train.guard: a spike at step "
+                      << m.step << " after " << rewinds_ << " rewinds (train.guard.max_rewinds "
+                      << t.guard.max_rewinds << ")"));
+    }
+    if (m.rewind) continue;
     const bool last = step_ == t.steps;
     if (pending_save_ && pending_save_->poll(*groups_.world)) finish_checkpoints();
     if (signals.stop_requested(*groups_.world)) {
-      if (!config_.checkpoint.dir.empty()) save_checkpoint();
-      finish_checkpoints();
-      if (logging) {
-        log_ << "stopped by a signal after step " << step_
-             << (config_.checkpoint.dir.empty()
-                     ? " (no checkpoint.dir: nothing saved)"
-                     : "; checkpoint written to " + config_.checkpoint.dir)
-             << "\n";
-        log_.flush();
-      }
-      summary.interrupted = true;
-      summary.steps = step_;
-      return summary;
+      record_event(Event("signal", step_));
+      return stop_run(summary, StopReason::signal, "stopped by a signal");
     }
     if (config_.checkpoint.interval > 0 && step_ % config_.checkpoint.interval == 0 && !last) {
       save_checkpoint();
@@ -508,21 +516,22 @@ TrainSummary Trainer::run() {
       m.val_loss = evaluate();
       summary.last_val_loss = m.val_loss;
     }
-    if (step_ == first_step + 1) summary.first_loss = m.loss;
+    const bool first_of_process = steps_run_ == first_run + 1;
+    if (first_of_process) summary.first_loss = m.loss;
     summary.last_loss = m.loss;
-    if (logging) {
-      metrics_->write(m);
-      if (step_ % t.log_interval == 0 || last || step_ == first_step + 1 || m.val_loss) {
-        log_step(m, seconds_since(start) / static_cast<double>(step_ - first_step));
-      }
+    const double seconds_per_step =
+        seconds_since(start) / static_cast<double>(steps_run_ - first_run);
+    if (const auto stop = observe_step(m, first_of_process, seconds_per_step)) {
+      return stop_run(summary, StopReason::target_missed, *stop);
     }
   }
   if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();
   finish_checkpoints();
   summary.seconds = seconds_since(start);
-  summary.tokens_per_s =
-      static_cast<double>((t.steps - first_step) * t.global_batch_size * config_.model.seq_length) /
-      std::max(summary.seconds, 1e-9);
+  // Every step run counts, those a rewind ran again included.
+  summary.tokens_per_s = static_cast<double>((steps_run_ - first_run) * t.global_batch_size *
+                                             config_.model.seq_length) /
+                         std::max(summary.seconds, 1e-9);
   if (config_.output.export_model) {
     if (groups_.world_size() == 1) {
       export_hf_gpt2(config_.output.dir, host_params(), config_.model);
@@ -530,7 +539,11 @@ TrainSummary Trainer::run() {
       export_hf_gpt2(config_.output.dir, *full, whole_model_config());
     }
   }
-  if (logging) log_summary(summary, first_step);
+  record_event(Event("end", step_)
+                   .with("reason", std::string(to_string(StopReason::completed)))
+                   .with("loss", summary.last_loss)
+                   .with("seconds", summary.seconds));
+  if (groups_.is_logging_rank()) log_summary(summary, first_step);
   return summary;
 }
 

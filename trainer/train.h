@@ -1,6 +1,6 @@
 // The training loop: builds the model, data, optimizer and recompute plan from
 // a validated Config, then runs steps (schedule -> dp average -> clip -> AdamW),
-// periodic validation, metrics, and the final export.
+// periodic validation, metrics, the guard, targets and event ledger, and the final export.
 #pragma once
 
 #include <iosfwd>
@@ -16,15 +16,30 @@
 #include "trainer/config/config.h"
 #include "trainer/data/gpt_sampler.h"
 #include "trainer/data/synthetic.h"
+#include "trainer/event_ledger.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_memory.h"
+#include "trainer/run_checks.h"
+#include "trainer/skipped_batches.h"
 #include "trainer/stage_setup.h"
 
 namespace trainer {
 
+// Why run() returned: train.steps done, or stopped early with a checkpoint written (when
+// checkpoint.dir is set) by SIGTERM/SIGINT, a target gate (targets.action
+// checkpoint_and_stop) or the divergence guard (a spike after train.guard.max_rewinds).
+enum class StopReason { completed, signal, target_missed, diverged };
+std::string_view to_string(StopReason reason);
+
+// Exit codes of `trainer train` (docs/operations.md, "Exit codes"): 0 for completed and
+// signal (a preempted job resumes), 1 an error, 2 usage, and these.
+inline constexpr int kExitTargetMissed = 3;
+inline constexpr int kExitDiverged = 4;
+int exit_code(StopReason reason);
+
 struct TrainSummary {
-  bool interrupted = false;  // stopped early by SIGTERM/SIGINT (checkpoint written)
+  StopReason stop = StopReason::completed;
   int64_t steps = 0;
   double first_loss = 0, last_loss = 0;
   std::optional<double> last_val_loss;
@@ -45,7 +60,8 @@ class Trainer {
   // Stops after the current step on SIGTERM/SIGINT, writing a checkpoint.
   TrainSummary run();
   // Resumes from a checkpoint: "auto" (the latest under checkpoint.dir, if any)
-  // or a step directory. Returns false when "auto" found none.
+  // or a step directory. Returns false when "auto" found none. metrics.jsonl and events.jsonl
+  // then keep their lines through the checkpoint's step and are appended to.
   bool resume(const std::string& which);
   // Writes a checkpoint of the current state (collective). With checkpoint.async
   // it returns after a snapshot; finish_checkpoints() waits for the writes
@@ -54,7 +70,8 @@ class Trainer {
   void finish_checkpoints();
   // Loads Hugging Face GPT-2 weights (train.init_from) into this rank's shard.
   void init_from(const std::string& path);
-  // One optimizer step (step number advances).
+  // One optimizer step (step number advances); the divergence guard may drop its update
+  // (metrics.update_skipped) and ask run() to rewind (metrics.rewind).
   StepMetrics train_step();
   // Mean token loss over eval_iters validation batches, read in order from the start.
   double evaluate();
@@ -72,6 +89,9 @@ class Trainer {
   // The whole model's parameters or gradients on world rank 0 (collective; null elsewhere).
   std::unique_ptr<model::GptParams> gather(const model::GptParams& local);
   int64_t step() const { return step_; }
+  // The batches this run skips (data.skip_batches, a checkpoint's, and its rewinds').
+  const SkippedBatches& skipped_batches() const { return skipped_; }
+  int64_t rewinds() const { return rewinds_; }
 
  private:
   // The constructor's steps, in order.
@@ -82,8 +102,10 @@ class Trainer {
   void build_executors();
   // The MFU denominator, GFLOP/s: the device's peak for the precision, or measured sgemm.
   double mfu_peak_gflops() const;
-  // metrics.jsonl, config.yaml, and the run's description on the log.
+  // config.yaml, and the run's description on the log.
   void start_logging();
+  // run() less its error handling (an error's end event in the ledger, then rethrown).
+  TrainSummary run_steps();
 
   // Microbatch `mb` of global batch `batch` for `chunk`: tokens where it has the
   // embedding, targets where it has the head.
@@ -105,9 +127,39 @@ class Trainer {
   void refresh_compute_weights();
   // The first parameter of this rank whose gradient holds a NaN or an infinity, or "".
   std::string first_nonfinite_gradient() const;
-  // A step whose loss or gradient norm is not finite: throws (train.on_nonfinite stop, or more
-  // than train.max_skipped_steps in a row), else logs that its update is skipped.
-  void skip_or_stop_nonfinite(const StepMetrics& metrics);
+  // train.inject (a test hook): scales the loss sum and the gradients of the injected batch.
+  void inject_fault(int64_t batch, double& loss_sum);
+
+  // ---- Operating the run (train_operations.cpp; docs/operations.md) ----
+  // Opens metrics.jsonl and events.jsonl once (kept through the resumed step, else
+  // truncated) and writes the start event (and the resume event).
+  void open_run_files();
+  // On the logging rank, a line of the ledger (opening the run files first).
+  void record_event(const Event& event);
+  Event start_event() const;
+  // train.guard and train.on_nonfinite on a step whose loss and gradient norm are known:
+  // whether its update applies. Logs and records non_finite, loss_spike and skip_step
+  // events; throws when the run must stop (on_nonfinite stop, max_skipped_steps).
+  bool guard_step(StepMetrics& metrics);
+  // Drops the step's update: throws after more than train.max_skipped_steps in a row.
+  void skip_update(const StepMetrics& metrics, const std::string& why, const char* setting);
+  // Rewinds to the last checkpoint, skipping the batches since (their window is recorded).
+  // False when train.guard.max_rewinds are used up.
+  bool rewind(const StepMetrics& metrics);
+  // The targets' misses at this step that were not missing before, agreed across ranks
+  // (collective when targets are set).
+  std::vector<TargetMiss> check_targets(const StepMetrics& metrics, bool first_of_process);
+  // After a step: metrics.jsonl, the stdout line, drift events, targets. Returns the reason
+  // to stop when a target gate says so.
+  std::optional<std::string> observe_step(const StepMetrics& metrics, bool first_of_process,
+                                          double seconds_per_step);
+  // Checkpoint (when checkpoint.dir is set), message, end event; the summary to return.
+  TrainSummary stop_run(TrainSummary summary, StopReason reason, const std::string& message);
+  // Loads the state of the checkpoint `reader` reads (from `step_dir`, named in messages):
+  // weights, moments, step, skipped batches, the guard's window, rewinds.
+  void load_checkpoint_state(const CheckpointReader& reader, const std::string& step_dir);
+  // The end-of-checkpoint bookkeeping of a written save: log, event, last_checkpoint_step_.
+  void checkpoint_written(int64_t step, bool async);
   // Every rank's activation peak and comm bytes, measured and predicted, into `metrics` on
   // every rank (collective). `comm_bytes`: this rank's payload of the step so far.
   void gather_rank_numbers(StepMetrics& metrics, int64_t comm_bytes);
@@ -126,9 +178,20 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   StageSetup setup_;
   std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // one per setup_.chunks
-  int64_t predicted_comm_ = 0;   // payload bytes per step, this rank
-  RankMemory predicted_memory_;  // every category's peak over a step, this rank
-  std::unique_ptr<MetricsWriter> metrics_;
+  int64_t predicted_comm_ = 0;              // payload bytes per step, this rank
+  RankMemory predicted_memory_;             // every category's peak over a step, this rank
+  std::unique_ptr<MetricsWriter> metrics_;  // logging rank, opened by open_run_files
+  std::unique_ptr<EventLedger> ledger_;     // logging rank, opened by open_run_files
+  bool run_files_open_ = false;
+  std::optional<int64_t> resumed_step_;          // the step resume() loaded, if any
+  std::optional<Event> resume_event_;            // written after the start event
+  std::optional<int64_t> last_checkpoint_step_;  // the last one this process wrote or read
+  SkippedBatches skipped_;
+  LossGuard guard_;
+  TargetGate gate_;
+  DriftMonitor drift_;
+  int64_t rewinds_ = 0;
+  int64_t steps_run_ = 0;  // train_step calls of this process
   std::unique_ptr<runtime::CpuAllocator> gather_allocator_;
   std::unique_ptr<AsyncCheckpointSave> pending_save_;
   bool on_device_ = false;                // the allocator is a device's: host data is uploaded

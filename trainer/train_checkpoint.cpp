@@ -3,8 +3,10 @@
 // both AdamW moments of every parameter under its global name, the word
 // embeddings without vocabulary padding (padding depends on the tp size), so
 // any layout resumes any other; dropout and data order are keyed by (seed,
-// step), so the step alone restores them.
+// step), so the step restores them, with the skipped batches (meta.extra) that map steps to
+// batches. The guard's loss window and rewind count travel in meta.extra too.
 #include <algorithm>
+#include <charconv>
 #include <ostream>
 
 #include "runtime/ops.h"
@@ -17,6 +19,16 @@ namespace trainer {
 namespace {
 
 const char* const kStateNames[] = {"param/", "exp_avg/", "exp_avg_sq/"};
+// meta.extra keys.
+const char* const kSkippedBatchesKey = "skipped_batches";
+const char* const kGuardLossesKey = "guard_losses";
+const char* const kRewindsKey = "rewinds";
+
+// meta.extra[key], or "" when the checkpoint predates it.
+std::string extra(const CheckpointMeta& meta, const char* key) {
+  const auto found = meta.extra.find(key);
+  return found == meta.extra.end() ? std::string() : found->second;
+}
 
 // The part of `p` a checkpoint stores: everything but padded vocabulary rows.
 struct StoredPart {
@@ -92,31 +104,60 @@ void Trainer::save_checkpoint() {
   meta.tensor = config_.parallel.tensor;
   meta.pipeline = config_.parallel.pipeline;
   meta.data = config_.parallel.data;
+  meta.extra[kSkippedBatchesKey] = skipped_.to_text();
+  meta.extra[kGuardLossesKey] = guard_.to_text();
+  meta.extra[kRewindsKey] = std::to_string(rewinds_);
   const bool writes = groups_.coordinates.dp == 0;  // dp replicas hold the same shards
   if (!writes) shards.clear();
   const int keep_last = static_cast<int>(config_.checkpoint.keep_last);
-  if (async) {
-    pending_save_ =
-        std::make_unique<AsyncCheckpointSave>(config_.checkpoint.dir, meta, std::move(snapshot),
-                                              std::move(shards), writes, keep_last, *groups_.world);
-    return;
+  try {
+    if (async) {
+      pending_save_ = std::make_unique<AsyncCheckpointSave>(config_.checkpoint.dir, meta,
+                                                            std::move(snapshot), std::move(shards),
+                                                            writes, keep_last, *groups_.world);
+      return;
+    }
+    trainer::save_checkpoint(config_.checkpoint.dir, meta, shards, writes, keep_last,
+                             *groups_.world);
+  } catch (const std::exception& error) {
+    record_event(Event("checkpoint", step_)
+                     .with("status", "failed")
+                     .with("dir", config_.checkpoint.dir)
+                     .with("error", error.what()));
+    throw;
   }
-  trainer::save_checkpoint(config_.checkpoint.dir, meta, shards, writes, keep_last, *groups_.world);
-  if (groups_.is_logging_rank()) {
-    log_ << "checkpoint: step " << step_ << " written to " << config_.checkpoint.dir << "\n";
-    log_.flush();
-  }
+  checkpoint_written(step_, false);
 }
 
 void Trainer::finish_checkpoints() {
   if (!pending_save_) return;
-  pending_save_->wait(*groups_.world);
-  if (groups_.is_logging_rank()) {
-    log_ << "checkpoint: step " << pending_save_->step() << " written to " << config_.checkpoint.dir
-         << " (async)\n";
-    log_.flush();
+  const int64_t step = pending_save_->step();
+  try {
+    pending_save_->wait(*groups_.world);
+  } catch (const std::exception& error) {
+    pending_save_.reset();
+    record_event(Event("checkpoint", step)
+                     .with("status", "failed")
+                     .with("dir", config_.checkpoint.dir)
+                     .with("error", error.what()));
+    throw;
   }
   pending_save_.reset();
+  checkpoint_written(step, true);
+}
+
+void Trainer::checkpoint_written(int64_t step, bool async) {
+  last_checkpoint_step_ = step;
+  record_event(Event("checkpoint", step)
+                   .with("status", "written")
+                   .with("dir", config_.checkpoint.dir)
+                   .with("async", async)
+                   .with("at_step", step_));
+  if (groups_.is_logging_rank()) {
+    log_ << "checkpoint: step " << step << " written to " << config_.checkpoint.dir
+         << (async ? " (async)\n" : "\n");
+    log_.flush();
+  }
 }
 
 bool Trainer::resume(const std::string& which) {
@@ -141,6 +182,32 @@ bool Trainer::resume(const std::string& which) {
                                                         << ", beyond train.steps "
                                                         << config_.train.steps));
   }
+  load_checkpoint_state(reader, *step_dir);
+  resumed_step_ = meta.step;
+  resume_event_ = Event("resume", meta.step)
+                      .with("checkpoint", *step_dir)
+                      .with("tensor", meta.tensor)
+                      .with("pipeline", meta.pipeline)
+                      .with("data", meta.data)
+                      .with("skipped_batches", skipped_.to_text())
+                      .with("rewinds", rewinds_);
+
+  if (groups_.is_logging_rank()) {
+    log_ << "resume: step " << meta.step << " from " << *step_dir << " (written by tensor "
+         << meta.tensor << " x pipeline " << meta.pipeline << " x data " << meta.data << ")";
+    if (saved.train.seed != config_.train.seed ||
+        saved.train.global_batch_size != config_.train.global_batch_size) {
+      log_ << "; note: train.seed or train.global_batch_size changed, so the data order and "
+              "dropout differ from an uninterrupted run";
+    }
+    log_ << "\n";
+    log_.flush();
+  }
+  return true;
+}
+
+void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::string& step_dir) {
+  const CheckpointMeta& meta = reader.meta();
   // Read into host memory (the state itself, or a staging copy for a device).
   const int64_t n = master_.flat.numel();
   const runtime::Tensor live[] = {master_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
@@ -168,18 +235,20 @@ bool Trainer::resume(const std::string& which) {
   }
   refresh_compute_weights();
   step_ = meta.step;
-  if (groups_.is_logging_rank()) {
-    log_ << "resume: step " << meta.step << " from " << *step_dir << " (written by tensor "
-         << meta.tensor << " x pipeline " << meta.pipeline << " x data " << meta.data << ")";
-    if (saved.train.seed != config_.train.seed ||
-        saved.train.global_batch_size != config_.train.global_batch_size) {
-      log_ << "; note: train.seed or train.global_batch_size changed, so the data order and "
-              "dropout differ from an uninterrupted run";
-    }
-    log_ << "\n";
-    log_.flush();
+  last_checkpoint_step_ = meta.step;
+  const std::string source = step_dir + "/manifest.json (extra)";
+  // This run's data.skip_batches and the checkpoint's (which holds its rewinds' windows).
+  const SkippedBatches stored = SkippedBatches::parse(extra(meta, kSkippedBatchesKey), source);
+  skipped_ = SkippedBatches(config_.data.skip_batches);
+  for (const BatchRange& range : stored.ranges()) skipped_.add(range);
+  guard_.assign_text(extra(meta, kGuardLossesKey), source);
+  const std::string rewinds = extra(meta, kRewindsKey);
+  rewinds_ = 0;
+  if (!rewinds.empty() &&
+      std::from_chars(rewinds.data(), rewinds.data() + rewinds.size(), rewinds_).ptr !=
+          rewinds.data() + rewinds.size()) {
+    throw runtime::InputError(source + ": malformed rewinds '" + rewinds + "'");
   }
-  return true;
 }
 
 void Trainer::init_from(const std::string& path) {

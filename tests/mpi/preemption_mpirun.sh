@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SIGTERM to mpirun (it forwards the signal to every rank): all ranks agree on
-# the step to stop after, write one checkpoint together, and say so.
+# the step to stop after, write one checkpoint together, and say so (log and ledger).
 set -u
 trainer=$1 mpirun=$2
 source "$(dirname "$0")/../script_test_util.sh"
@@ -23,6 +23,10 @@ wait_for "^step .*5/100000" "$dir/log" 1200 0.1 ||
 kill -TERM $job
 timeout 60 tail --pid=$job -f /dev/null || fail "the job did not end within 60 s of SIGTERM"
 check_stopped "$dir/log"
+grep -q "\"step\": $stopped, \"rank\": \"all\", \"event\": \"signal\"" "$dir/out/events.jsonl" ||
+  fail "no signal line at step $stopped in events.jsonl"
+grep -q "\"event\": \"end\", \"reason\": \"signal\"" "$dir/out/events.jsonl" ||
+  fail "no end line with reason signal in events.jsonl"
 "$trainer" train --config "$dir/run.yaml" --resume --set parallel.data=1 \
   --set train.steps=$((stopped + 1)) > "$dir/log2" 2>&1 ||
   { cat "$dir/log2"; fail "one process could not resume the dp2 checkpoint"; }

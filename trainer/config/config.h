@@ -17,6 +17,26 @@ enum class DecayStyle { constant, linear, cosine };
 enum class Device { cpu, cuda };
 enum class Precision { automatic, fp32, bf16 };  // automatic: bf16 on cuda, fp32 on cpu
 enum class OnNonfinite { stop, skip_step };
+enum class GuardAction { off, warn, skip_step, rewind };
+enum class TargetAction { warn, checkpoint_and_stop };
+
+// The divergence guard (docs/operations.md, "Divergence guard"): a step whose loss exceeds
+// loss_spike_factor x the median loss of the last `window` applied steps is a spike, and so is
+// a non-finite loss or gradient norm (at any time; a ratio needs a full window).
+struct GuardConfig {
+  GuardAction action = GuardAction::off;
+  double loss_spike_factor = 3.0;
+  int64_t window = 100;     // applied steps in the running median
+  int64_t max_rewinds = 3;  // rewind: the spike after this many rewinds stops the run
+};
+
+// Test hook (fault injection): the global batch that step `step` trains on in a run without
+// skipped batches (batch step - 1) gets its loss and gradients scaled by scale_loss.
+// step 0: off. Tied to the batch, so a rewind that skips it never meets it again.
+struct InjectConfig {
+  int64_t step = 0;
+  double scale_loss = 1.0;
+};
 
 struct TrainConfig {
   int64_t steps = 100;            // optimizer steps; 0 is valid (writes the initial model)
@@ -32,8 +52,10 @@ struct TrainConfig {
   // (kBf16PeakTflops or kFp32PeakTflops). On cpu the measured sgemm rate is used instead.
   double peak_tflops = 0.0;
   OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
-  int64_t max_skipped_steps = 5;                 // skip_step: this many skips in a row stop the run
-  std::string init_from;  // HF GPT-2 model.safetensors to start from (not on resume)
+  int64_t max_skipped_steps = 5;   // skip_step: this many skips in a row stop the run
+  std::string init_from;           // HF GPT-2 model.safetensors to start from (not on resume)
+  GuardConfig guard;
+  InjectConfig inject;             // a test hook; see InjectConfig
   // Device memory per rank, GiB (2^30 bytes), that recompute.auto plans under and `trainer plan`
   // checks against; 0: none.
   double memory_budget_gib = 0.0;
@@ -70,15 +92,43 @@ struct OptimizerConfig {
   DecayStyle lr_decay_style = DecayStyle::cosine;
 };
 
+// Global batches [first, last] (0-based, in the order of a run without skips) that training
+// never reads; YAML `[first, last]`.
+struct BatchRange {
+  int64_t first = 0;
+  int64_t last = 0;
+  bool operator==(const BatchRange&) const = default;
+};
+
 struct DataConfig {
   std::string path;                     // prefix of <path>.bin / <path>.idx (Megatron indexed)
   std::vector<double> split = {98, 2};  // train / validation weights over the token stream
-  bool shuffle = false;                 // false: samples in order; true: seeded permutation
+  bool shuffle = false;                // false: samples in order; true: seeded permutation
+  // Batches to skip, e.g. [[400, 599]]; a guard rewind adds its window in the checkpoint.
+  std::vector<BatchRange> skip_batches;
 };
 
 struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl, config.yaml, model.safetensors
   bool export_model = true;          // YAML key `export`: write model.safetensors + config.json
+};
+
+// Targets as gates (docs/operations.md, "Targets"), checked every step and agreed across
+// ranks. 0 turns a target off.
+struct LossTarget {
+  int64_t at_step = 0;  // the median loss of the window ending at this step; 0: off
+  double value = 0;     // must not exceed
+};
+
+struct TargetsConfig {
+  double min_tokens_per_s = 0;  // the median of the last `window` steps (the first one excluded)
+  double max_memory_gib = 0;    // per rank: the sum of the category peaks of a step
+  LossTarget max_loss;
+  int64_t window = 50;  // steps in the medians
+  TargetAction action = TargetAction::warn;
+  // A throughput_drift event when tokens/s falls below this fraction of its running median
+  // over `window` steps; 0: off.
+  double throughput_drift_fraction = 0.5;
 };
 
 struct Config {
@@ -90,6 +140,7 @@ struct Config {
   recompute::RecomputeConfig recompute;
   CheckpointConfig checkpoint;
   OutputConfig output;
+  TargetsConfig targets;
 };
 
 // Microbatches each data-parallel rank runs per optimizer step: train.global_batch_size /

@@ -263,6 +263,19 @@ struct EnumNames<OnNonfinite> {
       {{"stop", OnNonfinite::stop}, {"skip_step", OnNonfinite::skip_step}}};
 };
 template <>
+struct EnumNames<GuardAction> {
+  static constexpr std::array<std::pair<std::string_view, GuardAction>, 4> entries{
+      {{"off", GuardAction::off},
+       {"warn", GuardAction::warn},
+       {"skip_step", GuardAction::skip_step},
+       {"rewind", GuardAction::rewind}}};
+};
+template <>
+struct EnumNames<TargetAction> {
+  static constexpr std::array<std::pair<std::string_view, TargetAction>, 2> entries{
+      {{"warn", TargetAction::warn}, {"checkpoint_and_stop", TargetAction::checkpoint_and_stop}}};
+};
+template <>
 struct EnumNames<DecayStyle> {
   static constexpr std::array<std::pair<std::string_view, DecayStyle>, 3> entries{
       {{"constant", DecayStyle::constant},

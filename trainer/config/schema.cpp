@@ -55,6 +55,21 @@ struct ValueCodec<model::SelectiveModules> {
   }
 };
 
+// `[first, last]`: a range of global batches (data.skip_batches).
+template <>
+struct ValueCodec<BatchRange> {
+  static void read(const YAML::Node& node, const std::string& path, BatchRange& value) {
+    std::vector<int64_t> range;
+    read_value(node, path, range);
+    if (range.size() != 2)
+      throw runtime::ConfigError(path, "expected [first, last], got " + describe(node));
+    value = {.first = range[0], .last = range[1]};
+  }
+  static void write(YAML::Emitter& out, const BatchRange& value) {
+    write_value(out, std::vector<int64_t>{value.first, value.last});
+  }
+};
+
 template <class Owner>
 std::vector<FieldSpec<Owner>> preset_fields() {
   using recompute::RecomputePreset;
@@ -143,6 +158,30 @@ struct ConfigSchema<model::GptConfig> {
 };
 
 template <>
+struct ConfigSchema<GuardConfig> {
+  static const std::vector<FieldSpec<GuardConfig>>& fields() {
+    static const std::vector<FieldSpec<GuardConfig>> table = {
+        field("action", &GuardConfig::action),
+        field("loss_spike_factor", &GuardConfig::loss_spike_factor),
+        field("window", &GuardConfig::window),
+        field("max_rewinds", &GuardConfig::max_rewinds),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<InjectConfig> {
+  static const std::vector<FieldSpec<InjectConfig>>& fields() {
+    static const std::vector<FieldSpec<InjectConfig>> table = {
+        field("step", &InjectConfig::step),
+        field("scale_loss", &InjectConfig::scale_loss),
+    };
+    return table;
+  }
+};
+
+template <>
 struct ConfigSchema<TrainConfig> {
   static const std::vector<FieldSpec<TrainConfig>>& fields() {
     static const std::vector<FieldSpec<TrainConfig>> table = {
@@ -159,6 +198,8 @@ struct ConfigSchema<TrainConfig> {
         field("on_nonfinite", &TrainConfig::on_nonfinite),
         field("max_skipped_steps", &TrainConfig::max_skipped_steps),
         field("init_from", &TrainConfig::init_from),
+        field("guard", &TrainConfig::guard),
+        field("inject", &TrainConfig::inject),
         field("memory_budget_gib", &TrainConfig::memory_budget_gib),
     };
     return table;
@@ -191,6 +232,7 @@ struct ConfigSchema<DataConfig> {
         field("path", &DataConfig::path),
         field("split", &DataConfig::split),
         field("shuffle", &DataConfig::shuffle),
+        field("skip_batches", &DataConfig::skip_batches),
     };
     return table;
   }
@@ -238,6 +280,32 @@ struct ConfigSchema<OutputConfig> {
 };
 
 template <>
+struct ConfigSchema<LossTarget> {
+  static const std::vector<FieldSpec<LossTarget>>& fields() {
+    static const std::vector<FieldSpec<LossTarget>> table = {
+        field("at_step", &LossTarget::at_step),
+        field("value", &LossTarget::value),
+    };
+    return table;
+  }
+};
+
+template <>
+struct ConfigSchema<TargetsConfig> {
+  static const std::vector<FieldSpec<TargetsConfig>>& fields() {
+    static const std::vector<FieldSpec<TargetsConfig>> table = {
+        field("min_tokens_per_s", &TargetsConfig::min_tokens_per_s),
+        field("max_memory_gib", &TargetsConfig::max_memory_gib),
+        field("max_loss", &TargetsConfig::max_loss),
+        field("window", &TargetsConfig::window),
+        field("action", &TargetsConfig::action),
+        field("throughput_drift_fraction", &TargetsConfig::throughput_drift_fraction),
+    };
+    return table;
+  }
+};
+
+template <>
 struct ConfigSchema<Config> {
   static const std::vector<FieldSpec<Config>>& fields() {
     static const std::vector<FieldSpec<Config>> table = {
@@ -245,6 +313,7 @@ struct ConfigSchema<Config> {
         field("optimizer", &Config::optimizer),   field("data", &Config::data),
         field("parallel", &Config::parallel),     field("recompute", &Config::recompute),
         field("checkpoint", &Config::checkpoint), field("output", &Config::output),
+        field("targets", &Config::targets),
     };
     return table;
   }

@@ -269,6 +269,64 @@ void validate_parallel_layout(const parallel::ParallelConfig& parallel,
   }
 }
 
+void check_finite_at_least(const std::string& path, double value, double minimum) {
+  if (!(value >= minimum && std::isfinite(value))) {
+    throw ConfigError(path,
+                      "must be finite and >= " + text_of(minimum) + ", got " + text_of(value));
+  }
+}
+
+// train.guard, train.inject and data.skip_batches.
+void validate_guard(const Config& config) {
+  const GuardConfig& guard = config.train.guard;
+  if (!(guard.loss_spike_factor > 1 && std::isfinite(guard.loss_spike_factor))) {
+    throw ConfigError("train.guard.loss_spike_factor",
+                      "must be finite and > 1, got " + text_of(guard.loss_spike_factor));
+  }
+  check_at_least<int64_t>("train.guard.window", guard.window, 1);
+  check_at_least<int64_t>("train.guard.max_rewinds", guard.max_rewinds, 0);
+  if (guard.action == GuardAction::rewind && config.checkpoint.dir.empty()) {
+    throw ConfigError("train.guard.action",
+                      "rewind reloads the last checkpoint, so checkpoint.dir must be set");
+  }
+  check_at_least<int64_t>("train.inject.step", config.train.inject.step, 0);
+  if (std::isnan(config.train.inject.scale_loss)) {
+    throw ConfigError("train.inject.scale_loss", "must be a number, got .nan");
+  }
+  const std::vector<BatchRange>& skips = config.data.skip_batches;
+  for (size_t i = 0; i < skips.size(); ++i) {
+    const std::string path = "data.skip_batches[" + std::to_string(i) + "]";
+    if (skips[i].first < 0 || skips[i].last < skips[i].first) {
+      throw ConfigError(path, "must be [first, last] with 0 <= first <= last, got [" +
+                                  text_of(skips[i].first) + ", " + text_of(skips[i].last) + "]");
+    }
+  }
+}
+
+void validate_targets(const Config& config) {
+  const TargetsConfig& targets = config.targets;
+  check_finite_at_least("targets.min_tokens_per_s", targets.min_tokens_per_s, 0);
+  check_finite_at_least("targets.max_memory_gib", targets.max_memory_gib, 0);
+  check_at_least<int64_t>("targets.max_loss.at_step", targets.max_loss.at_step, 0);
+  if (targets.max_loss.at_step > config.train.steps) {
+    throw ConfigError("targets.max_loss.at_step",
+                      text_of(targets.max_loss.at_step) + " is beyond train.steps " +
+                          text_of(config.train.steps) + ", so it would never be checked");
+  }
+  if (targets.max_loss.at_step > 0) {
+    check_finite_at_least("targets.max_loss.value", targets.max_loss.value, 0);
+  }
+  check_at_least<int64_t>("targets.window", targets.window, 1);
+  if (!(targets.throughput_drift_fraction >= 0 && targets.throughput_drift_fraction < 1)) {
+    throw ConfigError("targets.throughput_drift_fraction",
+                      "must be in [0, 1), got " + text_of(targets.throughput_drift_fraction));
+  }
+  if (targets.action == TargetAction::checkpoint_and_stop && config.checkpoint.dir.empty()) {
+    throw ConfigError("targets.action",
+                      "checkpoint_and_stop writes a checkpoint, so checkpoint.dir must be set");
+  }
+}
+
 }  // namespace
 
 void validate_config(const Config& config, ConfigUse use) {
@@ -304,6 +362,8 @@ void validate_config(const Config& config, ConfigUse use) {
     throw ConfigError("checkpoint.dir", "must be set when checkpoint.interval is " +
                                             text_of(config.checkpoint.interval));
   }
+  validate_guard(config);
+  validate_targets(config);
 }
 
 void validate_launch(const Config& config, int64_t world_size) {

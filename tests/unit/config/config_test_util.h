@@ -72,6 +72,15 @@ inline Config non_default_config() {
   config.parallel.backend = parallel::CommBackend::nccl;
   config.output.dir = "runs/x #1";
   config.output.export_model = false;
+  config.train.guard = {
+      .action = GuardAction::skip_step, .loss_spike_factor = 2.5, .window = 20, .max_rewinds = 1};
+  config.train.inject = {.step = 9, .scale_loss = 1e3};
+  config.data.skip_batches = {{.first = 3, .last = 4}, {.first = 10, .last = 10}};
+  config.targets.min_tokens_per_s = 1500.5;
+  config.targets.max_memory_gib = 0.75;
+  config.targets.max_loss = {.at_step = 40, .value = 2.25};
+  config.targets.window = 7;
+  config.targets.throughput_drift_fraction = 0.3;
   return config;
 }
 
@@ -165,6 +174,20 @@ inline void expect_same_config(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.parallel.backend, expected.parallel.backend);
   EXPECT_EQ(actual.output.dir, expected.output.dir);
   EXPECT_EQ(actual.output.export_model, expected.output.export_model);
+  EXPECT_EQ(actual.train.guard.action, expected.train.guard.action);
+  EXPECT_EQ(actual.train.guard.loss_spike_factor, expected.train.guard.loss_spike_factor);
+  EXPECT_EQ(actual.train.guard.window, expected.train.guard.window);
+  EXPECT_EQ(actual.train.guard.max_rewinds, expected.train.guard.max_rewinds);
+  EXPECT_EQ(actual.train.inject.step, expected.train.inject.step);
+  EXPECT_EQ(actual.train.inject.scale_loss, expected.train.inject.scale_loss);
+  EXPECT_EQ(actual.data.skip_batches, expected.data.skip_batches);
+  EXPECT_EQ(actual.targets.min_tokens_per_s, expected.targets.min_tokens_per_s);
+  EXPECT_EQ(actual.targets.max_memory_gib, expected.targets.max_memory_gib);
+  EXPECT_EQ(actual.targets.max_loss.at_step, expected.targets.max_loss.at_step);
+  EXPECT_EQ(actual.targets.max_loss.value, expected.targets.max_loss.value);
+  EXPECT_EQ(actual.targets.window, expected.targets.window);
+  EXPECT_EQ(actual.targets.action, expected.targets.action);
+  EXPECT_EQ(actual.targets.throughput_drift_fraction, expected.targets.throughput_drift_fraction);
 }
 
 }  // namespace trainer::config_test

@@ -38,6 +38,8 @@ train:
   eval_iters: 3
   device: cuda
   precision: bf16
+  guard: {action: skip_step, loss_spike_factor: 2.5, window: 20, max_rewinds: 1}
+  inject: {step: 9, scale_loss: 1000}
 optimizer:
   lr: 3e-4
   min_lr: 3.0e-5
@@ -53,6 +55,7 @@ data:
   path: "data/my corpus: v2"
   split: [0.1, 0.25, 7]
   shuffle: true
+  skip_batches: [[3, 4], [10, 10]]
 parallel:
   tensor: 2
   pipeline: 3
@@ -64,6 +67,13 @@ parallel:
 output:
   dir: "runs/x #1"
   export: false
+targets:
+  min_tokens_per_s: 1500.5
+  max_memory_gib: 0.75
+  max_loss: {at_step: 40, value: 2.25}
+  window: 7
+  action: warn
+  throughput_drift_fraction: 0.3
 )";
 
 const std::vector<std::string> kWithData = {"data.path=data/corpus"};

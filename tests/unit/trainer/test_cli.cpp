@@ -89,4 +89,17 @@ TEST(Cli, PlanPrintsEveryLayerAndThePrediction) {
   EXPECT_NE(r.output.find("predicted activation peak"), std::string::npos);
 }
 
+TEST(Cli, ATargetGateStopExitsWithItsCode) {
+  trainer::testing_support::CorpusDir dir;
+  const trainer::Config config =
+      dir.config("run", {"targets.max_loss.at_step=1", "targets.max_loss.value=0.1",
+                         "targets.window=1", "targets.action=checkpoint_and_stop",
+                         "checkpoint.dir=" + dir / "ckpt", "output.export=false"});
+  std::ofstream(dir / "run.yaml") << trainer::to_yaml(config);
+  const Result result = run("train --config " + dir / "run.yaml");
+  EXPECT_EQ(result.exit_code, trainer::kExitTargetMissed) << result.output;
+  EXPECT_NE(result.output.find("stopped by targets.max_loss 0.1"), std::string::npos)
+      << result.output;
+}
+
 }  // namespace
