@@ -337,6 +337,9 @@ def main():
             plot_sweep(args.sweep_json, args.out)
     except (InputError, OSError) as error:
         sys.exit(f"plot.py: error: {error}")
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        source = args.run_dir if args.command == "run" else args.sweep_json
+        sys.exit(f"plot.py: error: {source}: unexpected content ({type(error).__name__}: {error})")
 
 
 if __name__ == "__main__":

@@ -79,7 +79,8 @@ job=$!  # env execs bash: the batch shell itself
 wait_for started "$dir/mpirun2" 100 0.05 || fail "fake mpirun did not start"
 kill -TERM $job
 wait $job || fail "batch script exit $? after SIGTERM"
-[ "$(grep -c '^TERM$' "$dir/mpirun2")" = 1 ] || fail "SIGTERM not forwarded once: $(cat "$dir/mpirun2")"
+[ "$(grep -c '^TERM$' "$dir/mpirun2")" = 1 ] ||
+  fail "SIGTERM not forwarded once: $(cat "$dir/mpirun2")"
 [ "$(tail -1 "$dir/mpirun2")" = "scontrol requeue 4242" ] || fail "no requeue after SIGTERM"
 echo "SIGTERM to the batch shell: forwarded to mpirun once, exit 0, requeued"
 
