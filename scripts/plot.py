@@ -26,17 +26,17 @@ except ImportError:
 
 CATEGORIES = ["param", "grad", "optimizer", "activation", "workspace", "comm"]
 CATEGORY_COLORS = dict(zip(CATEGORIES, plt.get_cmap("tab10").colors))
-# Events drawn on the curves, with their colours; start and end only bound the run.
-EVENT_COLORS = {
-    "resume": "tab:blue",
-    "checkpoint": "tab:gray",
-    "signal": "tab:purple",
-    "rewind": "tab:red",
-    "skip_step": "tab:orange",
-    "target_miss": "crimson",
-    "throughput_drift": "tab:olive",
-    "memory_drift": "tab:brown",
-    "non_finite": "black",
+# Events drawn on the curves: colour and line style; start and end only bound the run.
+EVENT_STYLES = {
+    "resume": ("tab:blue", "--"),
+    "checkpoint": ("tab:gray", ":"),
+    "signal": ("tab:purple", "-."),
+    "rewind": ("tab:red", "-"),
+    "skip_step": ("tab:orange", "--"),
+    "target_miss": ("magenta", "-."),
+    "throughput_drift": ("tab:olive", ":"),
+    "memory_drift": ("tab:brown", ":"),
+    "non_finite": ("black", "-"),
 }
 PLAN_STYLES = {  # sweep plans: colour, marker
     "none": ("tab:red", "o"),
@@ -99,22 +99,23 @@ def byte_unit(largest):
     return "B", 1
 
 
-def mark_events(ax, events):
-    """A vertical line per (kind, step), one legend entry per kind."""
+def mark_events(ax, events, labelled=True):
+    """A vertical line per (kind, step); with `labelled`, one legend entry per kind."""
     seen = set()
     for event in events:
         kind, step = event["event"], event["step"]
-        if kind not in EVENT_COLORS or (kind, step) in seen:
+        if kind not in EVENT_STYLES or (kind, step) in seen:
             continue
-        label = kind if kind not in {k for k, _ in seen} else None
+        label = kind if labelled and kind not in {k for k, _ in seen} else None
         seen.add((kind, step))
-        ax.axvline(step, color=EVENT_COLORS[kind], linestyle=":", linewidth=1.2, label=label)
+        color, style = EVENT_STYLES[kind]
+        ax.axvline(step, color=color, linestyle=style, linewidth=1.1, label=label)
 
 
 def finish(fig, ax_list, out_dir, name):
     for ax in ax_list:
         ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
+        if ax.get_legend() is None and ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     path = os.path.join(out_dir, name)
@@ -136,30 +137,43 @@ def plot_loss(metrics, events, out_dir):
     finish(fig, [ax], out_dir, "loss.png")
 
 
+def running_median(values, window):
+    """The median of the last `window` values at each point (fewer at the start)."""
+    medians = []
+    for i in range(len(values)):
+        recent = sorted(values[max(0, i - window + 1): i + 1])
+        middle = len(recent) // 2
+        medians.append(recent[middle] if len(recent) % 2 else
+                       (recent[middle - 1] + recent[middle]) / 2)
+    return medians
+
+
 def plot_throughput(metrics, events, out_dir):
+    """Each step thin and pale, a running median over ~1/30 of the run on top (a shared
+    machine's timings are noisy)."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
+    window = max(3, len(metrics) // 30)
     steps, tokens = series(metrics, "tokens_per_s")
-    top.plot(steps, tokens, color="tab:green", linewidth=1, label="tokens/s")
+    top.plot(steps, tokens, color="tab:green", linewidth=0.8, alpha=0.35, label="each step")
+    top.plot(steps, running_median(tokens, window), color="tab:green", linewidth=1.8,
+             label=f"median of {window} steps")
     top.set(title="Throughput", ylabel="tokens/s")
     top.set_ylim(bottom=0)
     if any("mfu" in row for row in metrics):
-        for key, color, width, alpha in (("hfu", "tab:red", 4, 0.4), ("mfu", "tab:blue", 1, 1)):
-            s, v = series(metrics, key)
-            bottom.plot(s, [100 * x for x in v], color=color, linewidth=width, alpha=alpha,
-                        label=key.upper())
-        bottom.set(ylabel="% of peak")
+        rates = (("hfu", "HFU", "tab:red", 100), ("mfu", "MFU", "tab:blue", 100))
+        bottom.set(ylabel=f"% of peak (median of {window} steps)")
     else:
-        # The hardware rate is drawn wide and pale: without recompute both lines coincide.
-        for key, label, color, width, alpha in (
-                ("hardware_tflops", "hardware (HFU numerator)", "tab:red", 4, 0.4),
-                ("model_tflops", "model (MFU numerator)", "tab:blue", 1, 1)):
-            s, v = series(metrics, key)
-            bottom.plot(s, v, color=color, linewidth=width, alpha=alpha, label=label)
-        bottom.set(ylabel="TFLOP/s per rank")
+        rates = (("hardware_tflops", "hardware (HFU numerator)", "tab:red", 1),
+                 ("model_tflops", "model (MFU numerator)", "tab:blue", 1))
+        bottom.set(ylabel=f"TFLOP/s per rank\n(median of {window} steps)")
+    for key, label, color, scale in rates:
+        s, v = series(metrics, key)
+        bottom.plot(s, [scale * x for x in running_median(v, window)], color=color,
+                    linewidth=1.8, label=label)
     bottom.set_ylim(bottom=0)
     bottom.set(xlabel="step")
-    for ax in (top, bottom):
-        mark_events(ax, events)
+    mark_events(top, events)
+    mark_events(bottom, events, labelled=False)
     finish(fig, [top, bottom], out_dir, "throughput.png")
 
 
@@ -176,7 +190,7 @@ def plot_memory(metrics, events, out_dir):
     predicted = {c: run_peak(metrics, f"predicted_{c}_peak_bytes") for c in CATEGORIES}
     drawn = [c for c in CATEGORIES if measured[c] > 0 or predicted[c]]
     unit, size = byte_unit(max([measured[c] for c in drawn] + [1]))
-    fig, (bars, lines) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=[1, 1.4])
+    fig, (bars, lines) = plt.subplots(1, 2, figsize=(12, 4.5), width_ratios=[1, 1.4])
     x = range(len(drawn))
     bars.bar([i - 0.2 for i in x], [measured[c] / size for c in drawn], width=0.4,
              color=[CATEGORY_COLORS[c] for c in drawn])
@@ -199,6 +213,7 @@ def plot_memory(metrics, events, out_dir):
             lines.plot(steps, [b / size for b in peak], color=CATEGORY_COLORS[c], linewidth=1,
                        linestyle="--", label=f"{c} predicted")
     mark_events(lines, events)
+    lines.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     lines.set(title="Peak of each step", xlabel="step", ylabel=unit)
     lines.set_ylim(bottom=0)
     finish(fig, [bars, lines], out_dir, "memory.png")
@@ -213,7 +228,7 @@ def recompute_share(row):
 
 
 def plot_recompute(metrics, events, out_dir):
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = plt.subplots(figsize=(7, 3))
     pairs = [(row["step"], recompute_share(row)) for row in metrics]
     pairs = [(s, 100 * v) for s, v in pairs if v is not None and math.isfinite(v)]
     ax.plot([p[0] for p in pairs], [p[1] for p in pairs], color="tab:purple", linewidth=1.5,

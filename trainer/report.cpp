@@ -467,7 +467,8 @@ std::string report_markdown(const RunRecord& run, const ReportPlots& plots) {
   md << "# Run report: " << fs::path(run.dir).filename().string() << "\n\n"
      << "Steps " << fixed(metrics.front().at("step"), 0) << "–"
      << fixed(metrics.back().at("step"), 0) << " (" << metrics.size() << " lines of metrics.jsonl, "
-     << run.events.size() << " events), from `" << run.dir << "`. Written by `trainer report`.\n\n";
+     << (run.has_events_file ? std::to_string(run.events.size()) + " events" : "no events.jsonl")
+     << "), from `" << run.dir << "`. Written by `trainer report`.\n\n";
   write_summary(run, md);
   write_memory(run, md);
   write_targets(run, md);
