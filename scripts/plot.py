@@ -272,9 +272,16 @@ def plot_sweep_memory(sweep, out_dir):
         # The planner's line is wide and pale: where it equals a preset, both stay visible.
         planned = plan == "planned"
         ax.plot([p[0] for p in points], [p[1] / size for p in points], color=color,
-                marker=marker, label=plan, linewidth=5 if planned else 1.5,
+                marker=marker, label="planned (its recompute share)" if planned else plan,
+                linewidth=5 if planned else 1.5,
                 alpha=0.45 if planned else 1, zorder=1 if planned else 2)
         misses += [p for p in points if not p[2]]
+    for i, row in zip(x, rows):  # the planner's recompute share next to its point
+        share = (row.get("recompute_share") or {}).get("planned")
+        if share is not None and row["peak_bytes"].get("planned") is not None:
+            ax.annotate(f"{100 * share:.0f}%", (i, row["peak_bytes"]["planned"] / size),
+                        textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8,
+                        color="darkgreen")
     ax.scatter([p[0] for p in misses], [p[1] / size for p in misses], s=110,
                facecolors="none", edgecolors="black", zorder=3, label="does not fit")
     if sweep.get("budget_bytes"):
