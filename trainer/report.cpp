@@ -66,6 +66,15 @@ std::vector<std::pair<int, YAML::Node>> read_json_lines(const std::string& path)
   return objects;
 }
 
+// The MetricsLine key of a list element: key[index].
+std::string element_key(const std::string& key, size_t index) {
+  std::string element = key;
+  element += '[';
+  element += std::to_string(index);
+  element += ']';
+  return element;
+}
+
 // A key a line must hold, as a number.
 double required_number(const YAML::Node& object, const std::string& key, const std::string& where) {
   const std::optional<double> value = object[key] ? number_of(object[key]) : std::nullopt;
@@ -82,8 +91,13 @@ std::vector<MetricsLine> read_metrics(const std::string& path) {
     MetricsLine line;
     for (const char* key : {"step", "loss"}) line[key] = required_number(object, key, where);
     for (const auto& entry : object) {
-      if (const std::optional<double> value = number_of(entry.second))
-        line[entry.first.Scalar()] = *value;
+      const std::string key = entry.first.Scalar();
+      if (const std::optional<double> value = number_of(entry.second)) line[key] = *value;
+      if (!entry.second.IsSequence()) continue;
+      for (size_t i = 0; i < entry.second.size(); ++i) {
+        if (const std::optional<double> value = number_of(entry.second[i]))
+          line[element_key(key, i)] = *value;
+      }
     }
     lines.push_back(std::move(line));
   }
@@ -274,6 +288,16 @@ std::optional<double> predicted_peak(const std::vector<MetricsLine>& metrics,
   return run_max(metrics, "predicted_" + category + "_peak_bytes");
 }
 
+std::string bytes_text(std::optional<double> bytes) {
+  return bytes ? format_bytes(static_cast<int64_t>(*bytes)) : std::string("-");
+}
+
+std::string difference_text(std::optional<double> measured, std::optional<double> predicted) {
+  if (!measured || !predicted) return "-";
+  const double delta = *measured - *predicted;
+  return delta == 0 ? "0" : (delta < 0 ? "−" : "+") + bytes_text(std::fabs(delta));
+}
+
 void write_memory(const RunRecord& run, std::ostream& md) {
   md << "## Memory (logging rank, peak over the run)\n\n"
      << "| category | measured | predicted | measured − predicted |\n|---|---:|---:|---:|\n";
@@ -282,16 +306,25 @@ void write_memory(const RunRecord& run, std::ostream& md) {
     const std::optional<double> measured = run_max(run.metrics, "peak_" + name + "_bytes");
     const std::optional<double> predicted = predicted_peak(run.metrics, name);
     if (!predicted && (!measured || *measured == 0)) continue;
-    auto bytes = [](std::optional<double> b) {
-      return b ? format_bytes(static_cast<int64_t>(*b)) : std::string("-");
-    };
-    std::string difference = "-";
-    if (measured && predicted) {
-      const double delta = *measured - *predicted;
-      difference = delta == 0 ? "0" : (delta < 0 ? "−" : "+") + bytes(std::fabs(delta));
-    }
-    md << "| " << name << " | " << bytes(measured) << " | " << bytes(predicted) << " | "
-       << difference << " |\n";
+    md << "| " << name << " | " << bytes_text(measured) << " | " << bytes_text(predicted) << " | "
+       << difference_text(measured, predicted) << " |\n";
+  }
+  md << "\n";
+}
+
+// Per world rank, when the run had several: the activation peak against its prediction.
+void write_rank_activations(const RunRecord& run, std::ostream& md) {
+  const std::string measured_key = "rank_peak_activation_bytes";
+  const std::string predicted_key = "rank_predicted_activation_peak_bytes";
+  if (!run_max(run.metrics, element_key(measured_key, 1))) return;
+  md << "Activation peak per rank (pipeline stages differ):\n\n"
+     << "| rank | measured | predicted | measured − predicted |\n|---:|---:|---:|---:|\n";
+  for (size_t rank = 0;; ++rank) {
+    const std::optional<double> measured = run_max(run.metrics, element_key(measured_key, rank));
+    if (!measured) break;
+    const std::optional<double> predicted = run_max(run.metrics, element_key(predicted_key, rank));
+    md << "| " << rank << " | " << bytes_text(measured) << " | " << bytes_text(predicted) << " | "
+       << difference_text(measured, predicted) << " |\n";
   }
   md << "\n";
 }
@@ -475,6 +508,7 @@ std::string report_markdown(const RunRecord& run, const ReportPlots& plots) {
      << "), from `" << run.dir << "`. Written by `trainer report`.\n\n";
   write_summary(run, md);
   write_memory(run, md);
+  write_rank_activations(run, md);
   write_targets(run, md);
   write_events(run, md);
   write_plots(run, plots, md);

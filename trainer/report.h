@@ -19,7 +19,8 @@ struct ReportArgs {
                             // imports matplotlib
 };
 
-// One metrics.jsonl line: its numeric fields by key ("step" and "loss" always; lists skipped).
+// One metrics.jsonl line: its numeric fields by key ("step" and "loss" always), the
+// elements of a list of numbers as key[0], key[1], ...
 using MetricsLine = std::map<std::string, double>;
 
 // One events.jsonl line.

@@ -146,7 +146,8 @@ TEST_F(ReportOfRun, FailingPlotScriptIsAnError) {
   EXPECT_TRUE(contains(read_file(run_dir() + "/report.md"), "No plots: plot.py failed"));
 }
 
-// A run folder written by hand: metrics lines with known medians, targets and events.
+// A run folder written by hand: metrics lines with known medians and per-rank peaks, targets
+// and events.
 TEST(Report, TargetsEventsAndMedians) {
   TempDir dir;
   std::ofstream metrics(dir / "metrics.jsonl");
@@ -155,7 +156,9 @@ TEST(Report, TargetsEventsAndMedians) {
     metrics << "{\"step\": " << step << ", \"loss\": " << 5 - step
             << ", \"tokens_per_s\": " << tokens[step - 1]
             << ", \"model_tflops\": 2, \"hardware_tflops\": 2.5"
-            << (step == 2 ? ", \"val_loss\": 2.5" : "") << "}\n";
+            << (step == 2 ? ", \"val_loss\": 2.5" : "")
+            << ", \"rank_peak_activation_bytes\": [2048, " << 1000 + step
+            << "], \"rank_predicted_activation_peak_bytes\": [2048, 1536]}\n";
   }
   metrics << "{\"step\": 5, \"loss\": nan, \"tokens_per_s\": 1500}\n";
   metrics.close();
@@ -179,7 +182,8 @@ TEST(Report, TargetsEventsAndMedians) {
         "| min_tokens_per_s | 5000 | missed at step 3 (target=min_tokens_per_s, measured=2000, "
         "limit=5000, action=warn) |",
         "| max_memory_gib | 20 | met |", "- window: 2", "- target_miss events: 1",
-        "| 4 | 2026-01-01T00:00:12Z | 1 | checkpoint |  |", "- start: 1"}) {
+        "| 4 | 2026-01-01T00:00:12Z | 1 | checkpoint |  |", "- start: 1",
+        "| 0 | 2.0 KiB | 2.0 KiB | 0 |", "| 1 | 1004 B | 1.5 KiB | −532 B |"}) {
     EXPECT_TRUE(contains(md, piece)) << "'" << piece << "' not in:\n" << md;
   }
 }
