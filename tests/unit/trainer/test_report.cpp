@@ -214,4 +214,23 @@ TEST(Report, MissingOrCorruptInputNamesTheFileAndLine) {
   EXPECT_EQ(run_command(std::string(TRAINER_BINARY) + " report").exit_code, 1);
 }
 
+TEST(Report, HelpAndArguments) {
+  const Command help = run_command(std::string(TRAINER_BINARY) + " --help");
+  EXPECT_TRUE(contains(help.output, "report RUN_DIR [--plot-script")) << help.output;
+  expect_error<runtime::InputError>(
+      [] {
+        trainer::parse_report_args({"a", "b"});
+      },
+      {"report: unknown argument 'b'"}, "two run folders");
+  expect_error<runtime::InputError>(
+      [] {
+        trainer::parse_report_args({"a", "--python"});
+      },
+      {"report: --python needs a value"}, "flag without value");
+  const trainer::ReportArgs args = trainer::parse_report_args({"--python", "py", "run"});
+  EXPECT_EQ(args.run_dir, "run");
+  EXPECT_EQ(args.python, "py");
+  EXPECT_EQ(args.plot_script, "");
+}
+
 }  // namespace
