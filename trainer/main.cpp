@@ -1,4 +1,4 @@
-// The `trainer` command: train, prepare-data, --help, --version. Errors are
+// The `trainer` command: train, plan, prepare-data, report, --help, --version. Errors are
 // printed with a rank prefix and end the whole job, so no rank hangs.
 #include <unistd.h>
 
@@ -22,6 +22,7 @@
 #include "trainer/config/config.h"
 #include "trainer/data/prepare_data.h"
 #include "trainer/plan_command.h"
+#include "trainer/report.h"
 #include "trainer/train.h"
 #include "trainer/version.h"
 
@@ -46,6 +47,9 @@ const char* kUsage =
     "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
     "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
     "        Write a Megatron indexed dataset (.bin/.idx); see `trainer prepare-data --help`.\n"
+    "  report RUN_DIR [--plot-script scripts/plot.py] [--python PYTHON]\n"
+    "        Write RUN_DIR/report.md from its metrics.jsonl and events.jsonl, with PNG plots in\n"
+    "        RUN_DIR/plots when a python3 with matplotlib is there.\n"
     "  --help, --version\n";
 
 struct TrainArgs {
@@ -218,6 +222,8 @@ int main(int argc, char** argv) {
       return trainer::run_plan_command(rest, std::cout);
     }
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
+    if (args[0] == "report")
+      return trainer::run_report(trainer::parse_report_args(rest), std::cout);
     throw runtime::InputError("unknown command '" + args[0] + "'\n" + kUsage);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# scripts/plot.py on its own: `sweep` on a hand-written planner sweep (tests/system/data) and
+# `run` on a metrics.jsonl with a non-finite loss write whole PNG files; corrupt input exits 1
+# naming the file and line. Exits 77 (skipped) when no python3 here imports matplotlib.
+set -u
+plot=$1
+source "$(dirname "$0")/../script_test_util.sh"
+python=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c "import matplotlib" 2>/dev/null; then python=$candidate; break; fi
+done
+[ -n "$python" ] || { echo "SKIP: no python3 with matplotlib"; exit 77; }
+
+# check_png FILE: a PNG signature, IHDR first and IEND last.
+check_png() {
+  [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$1: not a PNG"
+  [ "$(head -c 16 "$1" | tail -c 4)" = IHDR ] || fail "$1: no IHDR first"
+  [ "$(tail -c 8 "$1" | head -c 4)" = IEND ] || fail "$1: no IEND last"
+}
+
+"$python" "$plot" sweep "$(dirname "$0")/data/sweep_fixture.json" --out "$dir/sweep" \
+  > "$dir/sweep.out" 2>&1 || { cat "$dir/sweep.out"; fail "plot.py sweep failed"; }
+[ "$(cat "$dir/sweep.out")" = "$dir/sweep/sweep_memory.png
+$dir/sweep/sweep_frontier.png" ] || fail "plot.py sweep printed: $(cat "$dir/sweep.out")"
+for png in sweep_memory sweep_frontier; do check_png "$dir/sweep/$png.png"; done
+echo "sweep: sweep_memory.png and sweep_frontier.png"
+
+mkdir -p "$dir/run"
+for step in 1 2 3; do
+  loss=$([ $step = 2 ] && echo nan || echo 3.$step)
+  echo "{\"step\": $step, \"loss\": $loss, \"tokens_per_s\": 1000, \"model_tflops\": 1," \
+       "\"hardware_tflops\": 1.2, \"peak_activation_bytes\": 2048," \
+       "\"predicted_activation_peak_bytes\": 2048}" >> "$dir/run/metrics.jsonl"
+done
+echo '{"time": "2026-01-01T00:00:00Z", "step": 2, "rank": "all", "event": "non_finite"}' \
+  > "$dir/run/events.jsonl"
+"$python" "$plot" run "$dir/run" --out "$dir/run/plots" > "$dir/run.out" 2>&1 ||
+  { cat "$dir/run.out"; fail "plot.py run failed on a nan loss"; }
+[ "$(wc -l < "$dir/run.out")" = 4 ] || fail "plot.py run printed: $(cat "$dir/run.out")"
+while read -r png; do check_png "$png"; done < "$dir/run.out"
+echo "run: 4 plots with a nan loss and an event"
+
+# Corrupt input: exit 1, the file and line named.
+echo '{"step": 4, "loss":' >> "$dir/run/metrics.jsonl"
+"$python" "$plot" run "$dir/run" --out "$dir/run/plots" > "$dir/bad.out" 2>&1 &&
+  fail "plot.py run accepted a truncated line"
+grep -q "plot.py: error: $dir/run/metrics.jsonl:4: not JSON" "$dir/bad.out" ||
+  fail "truncated line: $(cat "$dir/bad.out")"
+echo '{"config": "x.yaml", "key": "model.seq_length", "rows": [{"value": "1"}]}' > "$dir/bad.json"
+"$python" "$plot" sweep "$dir/bad.json" --out "$dir/bad" > "$dir/bad.out" 2>&1 &&
+  fail "plot.py sweep accepted a row without peak_bytes"
+grep -q "plot.py: error: $dir/bad.json: rows\[0\]: no 'peak_bytes'" "$dir/bad.out" ||
+  fail "row without peak_bytes: $(cat "$dir/bad.out")"
+echo "corrupt input: file and line named, exit 1"
+echo "PASS"
