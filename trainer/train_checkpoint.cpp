@@ -6,6 +6,7 @@
 // step), so the step alone restores them.
 #include <algorithm>
 #include <ostream>
+#include <utility>
 
 #include "runtime/ops.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -62,8 +63,9 @@ void Trainer::save_checkpoint() {
   // Async saves write from a snapshot (workspace memory) so training can go on;
   // device state is always written from a host snapshot.
   const bool snapshotted = async || on_device_;
-  const int64_t n = master_.flat.numel();
-  const runtime::Tensor live[] = {master_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
+  const int64_t n = params_.flat.numel();
+  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  const runtime::Tensor live[] = {full.master, full.exp_avg, full.exp_avg_sq};
   runtime::Tensor snapshot;
   if (snapshotted) {
     snapshot = runtime::Tensor::empty(on_device_ ? host_allocator_ : allocator_, {3 * n},
@@ -75,13 +77,14 @@ void Trainer::save_checkpoint() {
     state[i] = snapshotted ? snapshot.f32() + i * n : live[i].f32();
   }
   std::vector<TensorShard> shards;
-  for (const model::NamedParam& p : master_.named) {
+  int64_t offset = 0;  // named tensors tile the flat buffer in order
+  for (const model::NamedParam& p : params_.named) {
     const StoredPart part = stored_part(p, config_.model);
+    const int64_t begin = std::exchange(offset, offset + p.tensor.numel());
     if (part.elements == 0) continue;
-    const int64_t offset = p.tensor.f32() - master_.flat.f32();
     for (int i = 0; i < 3; ++i) {
       shards.push_back({kStateNames[i] + p.name, part.global_shape, part.slice, runtime::DType::f32,
-                        state[i] + offset});
+                        state[i] + begin});
     }
   }
   CheckpointMeta meta;
@@ -142,8 +145,9 @@ bool Trainer::resume(const std::string& which) {
                                                         << config_.train.steps));
   }
   // Read into host memory (the state itself, or a staging copy for a device).
-  const int64_t n = master_.flat.numel();
-  const runtime::Tensor live[] = {master_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
+  const int64_t n = params_.flat.numel();
+  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  const runtime::Tensor live[] = {full.master, full.exp_avg, full.exp_avg_sq};
   runtime::Tensor staging;
   if (on_device_) {
     staging = runtime::Tensor::empty(host_allocator_, {3 * n}, runtime::DType::f32,
@@ -151,9 +155,9 @@ bool Trainer::resume(const std::string& which) {
   }
   float* state[3];
   for (int i = 0; i < 3; ++i) state[i] = on_device_ ? staging.f32() + i * n : live[i].f32();
-  for (const model::NamedParam& p : master_.named) {
+  int64_t offset = 0;  // named tensors tile the flat buffer in order
+  for (const model::NamedParam& p : params_.named) {
     const StoredPart part = stored_part(p, config_.model);
-    const int64_t offset = p.tensor.f32() - master_.flat.f32();
     for (int i = 0; i < 3; ++i) {
       std::fill(state[i] + offset, state[i] + offset + p.tensor.numel(), 0.f);  // padding rows
       if (part.elements > 0) {
@@ -161,12 +165,13 @@ bool Trainer::resume(const std::string& which) {
                     state[i] + offset);
       }
     }
+    offset += p.tensor.numel();
   }
   if (on_device_) {
     for (int i = 0; i < 3; ++i)
       runtime::ops::upload(live[i].reshape({n}), staging.view(i * n, {n}));
   }
-  refresh_compute_weights();
+  optimizer_->load_full_state(full);  // and the compute weights from the master weights
   step_ = meta.step;
   if (groups_.is_logging_rank()) {
     log_ << "resume: step " << meta.step << " from " << *step_dir << " (written by tensor "
@@ -210,8 +215,9 @@ void Trainer::init_from(const std::string& path) {
                   out + r * cols);
     }
   }
-  if (on_device_) runtime::ops::upload(master_.flat, host_params_.flat);
-  refresh_compute_weights();
+  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  if (on_device_) runtime::ops::upload(full.master, host_params_.flat);
+  optimizer_->load_full_state(full);  // and the compute weights from the master weights
   if (groups_.is_logging_rank()) log_ << "init_from: weights of " << path << "\n";
 }
 
