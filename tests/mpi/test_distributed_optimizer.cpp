@@ -25,10 +25,17 @@ struct Layout {
   std::vector<std::string> overrides;
 };
 
+// Hidden size 27 makes the parameter count odd (40257), so the gradient buffer ends in a
+// staged tail bucket (Note [Gradient buckets]); the test model's other sizes divide by 8.
+constexpr const char* kOddHidden = "model.hidden_size=27";
+constexpr const char* kOddHeads = "model.num_attention_heads=3";
+
 const std::vector<Layout>& layouts() {
   static const std::vector<Layout> all = {
       {2, "dp2", {"parallel.data=2"}},
+      {2, "dp2 staged tail", {"parallel.data=2", kOddHidden, kOddHeads}},
       {4, "dp4", {"parallel.data=4"}},
+      {4, "dp4 staged tail", {"parallel.data=4", kOddHidden, kOddHeads}},
       {4,
        "tp2 dp2 sp",
        {"parallel.tensor=2", "parallel.data=2", "parallel.sequence_parallel=true"}},
@@ -150,32 +157,36 @@ TEST(DistributedOptimizer, EqualsReplicatedBf16OnTheEmulatedDevice) {
 }
 
 // Optimizer state per rank: the shard of every bucket, the same size on every dp rank, 1/dp of
-// the whole within one element of padding per bucket.
+// the whole within the tail bucket's padding (under one element per rank).
 TEST(DistributedOptimizer, StateIsOneDpthPerRank) {
   if (world_size() != 4) GTEST_SKIP() << "dp 4";
   mpi_test::SharedData shared;
-  mpi_test::Run run(mpi_test::config_for(shared, {"parallel.data=4", "optimizer.distributed=true",
-                                                  "optimizer.bucket_mb=0.008"}),
-                    true);
+  mpi_test::Run run(
+      mpi_test::config_for(shared, {"parallel.data=4", "optimizer.distributed=true",
+                                    "optimizer.bucket_mb=0.008", kOddHidden, kOddHeads}),
+      true);
   run.trainer->train_step();
   const int64_t numel = run.trainer->params().flat.numel();
   const int64_t state = run.allocator->stats()[runtime::MemoryCategory::optimizer].current;
   const auto layout = parallel::plan_grad_buckets(
       {.numel = numel, .bucket_numel = parallel::bucket_numel_of_mb(0.008), .dp_size = 4});
   EXPECT_EQ(state, 2 * layout.shard_numel * 4);
-  EXPECT_LE(layout.shard_numel * 4 - numel, static_cast<int64_t>(4 * layout.buckets.size()));
+  EXPECT_TRUE(layout.has_staged_bucket());
+  EXPECT_GT(layout.shard_numel * 4, numel);
+  EXPECT_LT(layout.shard_numel * 4 - numel, 4) << "padding: under one element per rank";
 }
 
-// Resume across dp sizes and optimizers: dp4 distributed -> (tp2 x) dp2 distributed and one
-// process replicated, and back; the next step's loss equals the uninterrupted run's within 1e-6.
+// Resume across dp sizes and optimizers: dp4 distributed -> pp2 x dp2 distributed (bucketed)
+// and one process replicated, and back; the next step's loss equals the uninterrupted run's
+// within 1e-6. The odd parameter count puts a staged tail bucket in every distributed layout.
 TEST(DistributedOptimizer, CheckpointsResumeAcrossDpSizes) {
-  if (world_size() != 4) GTEST_SKIP() << "dp 4 and tp2 x dp2";
+  if (world_size() != 4) GTEST_SKIP() << "dp 4 and pp2 x dp2";
   mpi_test::SharedData shared;
   const std::vector<std::string> dp4 = {"parallel.data=4", "optimizer.distributed=true"};
-  const std::vector<std::string> dp2 = {"parallel.tensor=2", "parallel.data=2",
+  const std::vector<std::string> dp2 = {"parallel.pipeline=2", "parallel.data=2",
                                         "optimizer.distributed=true", "optimizer.bucket_mb=0.008"};
   auto with_dir = [&](std::vector<std::string> layout, const std::string& dir) {
-    layout.push_back("checkpoint.dir=" + shared.out(dir));
+    layout.insert(layout.end(), {kOddHidden, kOddHeads, "checkpoint.dir=" + shared.out(dir)});
     return mpi_test::config_for(shared, layout);
   };
   // Writers: dp4 distributed, and one replicated process; each continues one step.
@@ -201,16 +212,16 @@ TEST(DistributedOptimizer, CheckpointsResumeAcrossDpSizes) {
     return run.trainer->train_step().loss;
   };
   auto relative = [](double a, double b) { return std::abs(a - b) / b; };
-  // dp4 distributed -> tp2 x dp2 distributed (bucketed) and -> one process replicated.
+  // dp4 distributed -> pp2 x dp2 distributed (bucketed) and -> one process replicated.
   EXPECT_LT(relative(resumed_loss(with_dir(dp2, "from_dp4"), true), continued_dp4), 1e-6);
   if (world_rank() == 0) {
     EXPECT_LT(relative(resumed_loss(with_dir({}, "from_dp4"), false), continued_dp4), 1e-6);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  // one process replicated -> dp4 and tp2 x dp2 distributed.
+  // one process replicated -> dp4 and pp2 x dp2 distributed.
   EXPECT_LT(relative(resumed_loss(with_dir(dp4, "from_single"), true), continued_single), 1e-6);
   EXPECT_LT(relative(resumed_loss(with_dir(dp2, "from_single"), true), continued_single), 1e-6);
-  // tp2 x dp2 distributed -> dp4 distributed.
+  // pp2 x dp2 distributed -> dp4 distributed.
   double continued_dp2 = 0;
   {
     mpi_test::Run run(with_dir(dp2, "from_dp2"), true);
