@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Parallel layouts on one machine: tokens/s, and per rank the activation peak
 # (measured and predicted) and the bytes handed to communicators per step, for
-# a model sized for 2 cores. Ranks are oversubscribed: a correctness-scale run,
-# not a speed claim. Writes bench/parallel.json (one object per layout).
-# Usage: scripts/bench_parallel.sh [STEPS]
+# a model sized for 2 cores; then the optimizer and gradient memory per rank at
+# dp 1, 2, 4, 8 with and without optimizer.distributed. Ranks are
+# oversubscribed: a correctness-scale run, not a speed claim. Writes
+# bench/parallel.json (one object per layout) and bench/parallel_optimizer.json.
+# Usage: scripts/bench_parallel.sh [STEPS] [SECTIONS: layouts,optimizer]
+# (BUILD_DIR overrides the Release build folder.)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
 "$root/scripts/setup.sh" >/dev/null
-configure_and_build "$root/build/release" trainer >/dev/null
-trainer="$root/build/release/trainer/trainer"
+build_dir=${BUILD_DIR:-$root/build/release}
+configure_and_build "$build_dir" trainer >/dev/null
+trainer="$build_dir/trainer/trainer"
 steps=${1:-4}
+sections=${2:-layouts,optimizer}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$trainer" prepare-data --synthetic --num-tokens 200000 --output-prefix "$work/data" >/dev/null
@@ -29,6 +34,7 @@ layouts=(
   "8|tp2 pp2 dp2|--set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=2"
 )
 echo "machine: $(nproc) cores; model 4 layers, hidden 128, seq 128, global batch 16 x 128 tokens"
+if [[ ,$sections, == *,layouts,* ]]; then
 printf '| %-16s | %5s | %9s | %-40s | %-40s |\n' layout ranks tokens/s \
   "activation peak per rank (MiB)" "comm MiB per step per rank"
 echo "[" > "$root/bench/parallel.json"
@@ -60,3 +66,42 @@ PY
 done
 echo "]" >> "$root/bench/parallel.json"
 echo "('!' marks a rank whose measured value differs from the prediction)"
+fi
+
+# Optimizer state per rank: rank 0's peaks of the step (every dp rank holds the same sizes).
+if [[ ,$sections, == *,optimizer,* ]]; then
+echo
+printf '| %4s | %-11s | %14s | %9s | %9s | %12s | %9s |\n' dp optimizer "optimizer MiB" \
+  "x of dp1" "grad MiB" "comm MiB/step" tokens/s
+echo "[" > "$root/bench/parallel_optimizer.json"
+first=1
+for dp in 1 2 4 8; do
+  for distributed in false true; do
+    out="$work/optimizer-dp$dp-$distributed"
+    # shellcheck disable=SC2086
+    mpirun $(mpirun_flags) -np "$dp" "$trainer" train --config "$root/configs/tiny.yaml" \
+      $model --set train.micro_batch_size=2 --set parallel.data="$dp" \
+      --set optimizer.distributed="$distributed" --set output.dir="$out" >/dev/null
+    last=$(tail -n 1 "$out/metrics.jsonl")
+    python3 - "$dp" "$distributed" "$last" "$work/optimizer-dp1" <<'PY'
+import json, sys, os
+dp, distributed, m = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+base_file = sys.argv[4]
+if dp == 1 and distributed == "false":
+    open(base_file, "w").write(str(m["peak_optimizer_bytes"]))
+base = int(open(base_file).read())
+mib = lambda b: b / 2**20
+print("| %4d | %-11s | %14.3f | %9.3f | %9.3f | %12.3f | %9.0f |"
+      % (dp, "distributed" if distributed == "true" else "replicated",
+         mib(m["peak_optimizer_bytes"]), m["peak_optimizer_bytes"] / base,
+         mib(m["peak_grad_bytes"]), mib(m["comm_bytes"]), m["tokens_per_s"]))
+PY
+    [ $first -eq 1 ] || echo "," >> "$root/bench/parallel_optimizer.json"
+    first=0
+    printf '{"dp": %s, "distributed": %s, "last_step": %s}' "$dp" "$distributed" "$last" \
+      >> "$root/bench/parallel_optimizer.json"
+  done
+done
+echo "]" >> "$root/bench/parallel_optimizer.json"
+echo "(rank 0's step peaks; every dp rank holds the same sizes)"
+fi

@@ -4,6 +4,7 @@
 
 #include "model/recompute_modules.h"
 #include "trainer/metrics.h"
+#include "trainer/optimizer_memory.h"
 
 namespace trainer {
 namespace {
@@ -28,6 +29,22 @@ int64_t layer_backward(const model::LayerDims& d, const Sizes& s) {
   if (!d.sequence_parallel) return 2 * s.full;  // copy_to_tp backward (x2)
   // output-grad gathers (x2), input re-gathers (x2), input-grad reduce-scatters (x2)
   return 4 * s.shard + 2 * s.full;
+}
+
+// The gradient reduction over dp, bucket by bucket: a reduce-scatter of the f32 gradients
+// (padded), then an all-gather of this rank's part: of the averaged gradients (replicated
+// optimizer, dp > 1 only), or of the updated weights in the compute dtype (distributed, over
+// a group of one too).
+int64_t data_parallel_bytes(const Config& config, const model::GptParams& params) {
+  const bool distributed = config.optimizer.distributed;
+  if (!distributed && config.parallel.data == 1) return 0;
+  const parallel::GradBucketLayout layout =
+      grad_bucket_layout(config, params.flat.numel(), config.parallel.data, 0);
+  const int64_t weight = distributed ? runtime::dtype_size(params.flat.dtype()) : kFloat;
+  int64_t bytes = 0;
+  for (const parallel::GradBucket& bucket : layout.buckets)
+    bytes += bucket.padded_length * kFloat + layout.part_length(bucket) * weight;
+  return bytes;
 }
 
 }  // namespace
@@ -74,8 +91,8 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
       if (p.sequence_parallel_partial) bytes += p.tensor.numel() * kFloat;
   }
   if (config.parallel.pipeline > 1 && params.wte.defined()) bytes += params.wte.numel() * kFloat;
-  if (config.parallel.data > 1) bytes += params.flat.numel() * kFloat;
-  bytes += kDouble;  // the gradient norm over tp x pp
+  bytes += data_parallel_bytes(config, params);
+  bytes += kDouble;  // the gradient norm over tp x pp (the world when distributed)
   const int64_t world_size = config.parallel.world_size();
   if (world_size > 1) bytes += kRankMetricColumns * world_size * kDouble;  // per-rank metrics
   return bytes;

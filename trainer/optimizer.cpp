@@ -1,7 +1,10 @@
 // AdamW and gradient clipping over named views of the flat buffers.
 #include "trainer/optimizer.h"
 
+#include "parallel/pipeline/grad_sync.h"
 #include "runtime/ops.h"
+#include "trainer/distributed_optimizer.h"
+#include "trainer/optimizer_memory.h"
 
 namespace trainer {
 
@@ -14,39 +17,86 @@ double clip_gradients(const model::GptParams& grads, double norm, double max_nor
   return coeff;
 }
 
-AdamW::AdamW(const model::GptParams& params, runtime::Allocator& allocator)
-    : exp_avg_(runtime::Tensor::empty(allocator, params.flat.shape(), runtime::DType::f32,
-                                      runtime::MemoryCategory::optimizer)),
-      exp_avg_sq_(runtime::Tensor::empty(allocator, params.flat.shape(), runtime::DType::f32,
-                                         runtime::MemoryCategory::optimizer)) {
-  runtime::ops::zero(exp_avg_);
-  runtime::ops::zero(exp_avg_sq_);
-}
-
-void AdamW::step(const model::GptParams& params, const model::GptParams& grads,
-                 const OptimizerConfig& config, double lr, int64_t step,
-                 const model::GptParams* compute_copy) {
+runtime::cpu::AdamWParams adamw_hyper(const OptimizerConfig& config, double lr, int64_t step,
+                                      bool weight_decay) {
   runtime::cpu::AdamWParams hyper;
   hyper.lr = static_cast<float>(lr);
   hyper.beta1 = config.adam_beta1;
   hyper.beta2 = config.adam_beta2;
   hyper.eps = config.adam_eps;
   hyper.step = step;
+  hyper.weight_decay = weight_decay ? config.weight_decay : 0.f;
+  return hyper;
+}
+
+AdamW::AdamW(const model::GptParams& params, const model::GptParams& master,
+             const parallel::GradBucketLayout& layout, runtime::Allocator& allocator)
+    : params_(params),
+      master_(master),
+      layout_(layout),
+      exp_avg_(runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
+                                      runtime::MemoryCategory::optimizer)),
+      exp_avg_sq_(runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
+                                         runtime::MemoryCategory::optimizer)) {
+  runtime::ops::zero(exp_avg_);
+  runtime::ops::zero(exp_avg_sq_);
+  if (layout_.dp_size > 1 && layout_.has_staged_bucket()) {
+    staging_ = runtime::Tensor::empty(allocator, {layout_.dp_size}, runtime::DType::f32,
+                                      runtime::MemoryCategory::comm);
+  }
+}
+
+void AdamW::reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                             bool sequence_parallel) {
+  parallel::reduce_model_parallel_gradients(groups, grads, sequence_parallel);
+  if (layout_.dp_size == 1) return;
+  for (const parallel::GradBucket& bucket : layout_.buckets)
+    parallel::all_reduce_bucket(*groups.dp, layout_, bucket, grads.flat, staging_);
+}
+
+double AdamW::grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                        bool has_embedding_stage) {
+  return parallel::global_grad_norm(groups, grads, has_embedding_stage);
+}
+
+void AdamW::step(parallel::ProcessGroups&, const model::GptParams& grads,
+                 const OptimizerConfig& config, double lr, int64_t step) {
+  const bool copy = params_.flat.raw() != master_.flat.raw();
   int64_t offset = 0;  // named tensors tile the flat buffer in order
-  for (size_t i = 0; i < params.named.size(); ++i) {
-    const model::NamedParam& p = params.named[i];
+  for (size_t i = 0; i < master_.named.size(); ++i) {
+    const model::NamedParam& p = master_.named[i];
     const int64_t n = p.tensor.numel();
-    hyper.weight_decay = p.weight_decay ? config.weight_decay : 0.f;
-    runtime::ops::adamw_step(
-        {.param = p.tensor,
-         .exp_avg = exp_avg_.view(offset, {n}),
-         .exp_avg_sq = exp_avg_sq_.view(offset, {n}),
-         .param_copy = compute_copy ? compute_copy->named[i].tensor : runtime::Tensor(),
-         .grad = grads.named[i].tensor,
-         .count = n,
-         .hyper = hyper});
+    runtime::ops::adamw_step({.param = p.tensor,
+                              .exp_avg = exp_avg_.view(offset, {n}),
+                              .exp_avg_sq = exp_avg_sq_.view(offset, {n}),
+                              .param_copy = copy ? params_.named[i].tensor : runtime::Tensor(),
+                              .grad = grads.named[i].tensor,
+                              .count = n,
+                              .hyper = adamw_hyper(config, lr, step, p.weight_decay)});
     offset += n;
   }
+}
+
+OptimizerState AdamW::full_state(parallel::Communicator&, runtime::Allocator&) {
+  return {master_.flat, exp_avg_, exp_avg_sq_};
+}
+
+void AdamW::load_full_state(const OptimizerState& state) {
+  TRAINER_ASSERT(state.master.raw() == master_.flat.raw() && state.exp_avg.raw() == exp_avg_.raw(),
+                 "AdamW::load_full_state takes the tensors of its own full_state");
+  if (params_.flat.raw() != master_.flat.raw()) runtime::ops::convert(params_.flat, master_.flat);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const Config& config, parallel::ProcessGroups& groups,
+                                          const model::GptParams& params,
+                                          const model::GptParams& master,
+                                          runtime::Allocator& allocator) {
+  const parallel::GradBucketLayout layout =
+      grad_bucket_layout(config, params.flat.numel(), groups.dp->size(), groups.dp->rank());
+  if (!config.optimizer.distributed)
+    return std::make_unique<AdamW>(params, master, layout, allocator);
+  return std::make_unique<DistributedAdamW>(
+      DistributedAdamW::Args{.params = params, .master = master, .layout = layout}, allocator);
 }
 
 }  // namespace trainer

@@ -1,9 +1,14 @@
 // AdamW over the flat parameter buffer with PyTorch semantics, weight decay only
 // on tensors of rank >= 2, and clip_grad_norm_-style global-norm clipping.
-// fp32 moments live in the `optimizer` memory category.
+// fp32 moments (and bf16 runs' fp32 master weights) live in the `optimizer` memory category.
 #pragma once
 
+#include <memory>
+
 #include "model/gpt_params.h"
+#include "parallel/core/process_groups.h"
+#include "parallel/pipeline/grad_buckets.h"
+#include "runtime/kernels/cpu/adamw.h"
 #include "trainer/config/config.h"
 
 namespace trainer {
@@ -12,22 +17,71 @@ namespace trainer {
 // Returns the factor applied (1 when none).
 double clip_gradients(const model::GptParams& grads, double norm, double max_norm);
 
-class AdamW {
- public:
-  AdamW(const model::GptParams& params, runtime::Allocator& allocator);
-  // One update with learning rate `lr`; `step` counts updates from 1. With `compute_copy`
-  // (the bf16 weights of a bf16 run; `params` are then the fp32 master weights) the copy is
-  // rewritten from the updated params in the same pass.
-  void step(const model::GptParams& params, const model::GptParams& grads,
-            const OptimizerConfig& config, double lr, int64_t step,
-            const model::GptParams* compute_copy = nullptr);
+// The fp32 state of this rank's model shard in full: master weights and both moments, each
+// laid out like the flat parameter buffer.
+struct OptimizerState {
+  runtime::Tensor master, exp_avg, exp_avg_sq;
+};
 
-  const runtime::Tensor& exp_avg() const { return exp_avg_; }
-  const runtime::Tensor& exp_avg_sq() const { return exp_avg_sq_; }
+// What a training step asks of the optimizer after backward, for a replicated (AdamW) or a
+// data-parallel-sharded (DistributedAdamW) state. `params`, given at construction, are the
+// weights the model computes with; `master` the fp32 weights the update starts from (params
+// itself in an fp32 run).
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Every gradient reduction after backward: inside the model replica, then over dp.
+  virtual void reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                                bool sequence_parallel) = 0;
+  // The global gradient norm, on every rank (collective).
+  virtual double grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                           bool has_embedding_stage) = 0;
+  // One update with learning rate `lr`; `step` counts updates from 1. Leaves the compute
+  // weights updated on every rank.
+  virtual void step(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                    const OptimizerConfig& config, double lr, int64_t step) = 0;
+  // The full state for checkpoints: the live tensors, or copies gathered into `scratch`
+  // (collective over dp). The master weights are current after a step.
+  virtual OptimizerState full_state(parallel::Communicator& dp, runtime::Allocator& scratch) = 0;
+  // Takes `state` (from full_state, since overwritten) as the state, and sets the compute
+  // weights from its master weights.
+  virtual void load_full_state(const OptimizerState& state) = 0;
+};
+
+// The replicated optimizer: every dp rank holds and updates the whole shard's state; the
+// gradients are averaged over dp bucket by bucket in `layout`'s order (parallel::
+// all_reduce_bucket).
+class AdamW final : public Optimizer {
+ public:
+  AdamW(const model::GptParams& params, const model::GptParams& master,
+        const parallel::GradBucketLayout& layout, runtime::Allocator& allocator);
+
+  void reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                        bool sequence_parallel) override;
+  double grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                   bool has_embedding_stage) override;
+  // With a separate master (bf16), the compute copy is rewritten in the same pass.
+  void step(parallel::ProcessGroups& groups, const model::GptParams& grads,
+            const OptimizerConfig& config, double lr, int64_t step) override;
+  OptimizerState full_state(parallel::Communicator& dp, runtime::Allocator& scratch) override;
+  void load_full_state(const OptimizerState& state) override;
 
  private:
+  model::GptParams params_, master_;
+  parallel::GradBucketLayout layout_;
   runtime::Tensor exp_avg_;     // flat, like the parameters
   runtime::Tensor exp_avg_sq_;  // flat, like the parameters
+  runtime::Tensor staging_;     // dp f32 elements (comm) when dp > 1 and a bucket is staged
 };
+
+// optimizer.distributed: DistributedAdamW (trainer/distributed_optimizer.h), else AdamW.
+std::unique_ptr<Optimizer> make_optimizer(const Config& config, parallel::ProcessGroups& groups,
+                                          const model::GptParams& params,
+                                          const model::GptParams& master,
+                                          runtime::Allocator& allocator);
+
+// Hyperparameters of one update of tensors with(out) weight decay.
+runtime::cpu::AdamWParams adamw_hyper(const OptimizerConfig& config, double lr, int64_t step,
+                                      bool weight_decay);
 
 }  // namespace trainer

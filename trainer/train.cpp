@@ -112,7 +112,8 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   setup_ =
       make_stage_setup(config_, groups_.coordinates.pp, groups_.coordinates.tp, groups_.tp.get());
   allocate_parameters();
-  optimizer_ = std::make_unique<AdamW>(master_, allocator_);
+  optimizer_ = make_optimizer(config_, groups_, params_, master_, allocator_);
+  if (config_.optimizer.distributed && has_master_copy()) master_ = {};  // it took its parts
   build_executors();
   predicted_comm_ = predict_step_comm_bytes(config_, setup_, params_);
   predicted_memory_ = predict_rank_memory(config_, groups_.world_rank);
@@ -162,9 +163,11 @@ void Trainer::allocate_parameters() {
   const runtime::DType compute_dtype = bf16 ? runtime::DType::bf16 : runtime::DType::f32;
   params_ = model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::param,
                                        compute_dtype);
-  master_ =
-      bf16 ? model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::optimizer)
-           : params_;
+  // Under optimizer.distributed the whole master is transient: the optimizer keeps its parts.
+  const runtime::MemoryCategory master_category = config_.optimizer.distributed
+                                                      ? runtime::MemoryCategory::workspace
+                                                      : runtime::MemoryCategory::optimizer;
+  master_ = bf16 ? model::GptParams::allocate(allocator_, m, shard, master_category) : params_;
   if (on_device_) {
     host_params_ =
         model::GptParams::allocate(host_allocator_, m, shard, runtime::MemoryCategory::comm);
@@ -327,13 +330,13 @@ StepMetrics Trainer::train_step() {
       parallel::run_schedule(setup_.schedule, pipeline_step(*train_sampler_, batch, step));
   groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
   groups_.dp->all_reduce_sum(&loss_sum, 1);
-  parallel::reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
+  optimizer_->reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
   inject_fault(batch, loss_sum);
 
   StepMetrics m;
   m.step = step;
   m.loss = loss_sum / static_cast<double>(G * T);
-  m.grad_norm = parallel::global_grad_norm(groups_, grads_, setup_.shard.embedding);
+  m.grad_norm = optimizer_->grad_norm(groups_, grads_, setup_.shard.embedding);
   m.lr = learning_rate(config_.optimizer, t.steps, step);
   if (!guard_step(m)) {
     m.update_skipped = true;
@@ -343,8 +346,7 @@ StepMetrics Trainer::train_step() {
     return m;
   }
   clip_gradients(grads_, m.grad_norm, config_.optimizer.clip_grad);
-  optimizer_->step(master_, grads_, config_.optimizer, m.lr, step,
-                   has_master_copy() ? &params_ : nullptr);
+  optimizer_->step(groups_, grads_, config_.optimizer, m.lr, step);
   step_ = step;
   runtime::ops::synchronize(params_.flat);  // device ops are asynchronous: time finished work
 
@@ -423,7 +425,10 @@ model::GptConfig Trainer::whole_model_config() const {
 
 const model::GptParams& Trainer::host_params() {
   if (!on_device_) return master_;
-  runtime::ops::download(host_params_.flat, master_.flat);
+  const runtime::Tensor master = master_.flat.defined()
+                                     ? master_.flat
+                                     : optimizer_->full_state(*groups_.dp, allocator_).master;
+  runtime::ops::download(host_params_.flat, master);
   return host_params_;
 }
 
@@ -535,7 +540,7 @@ TrainSummary Trainer::run_steps() {
   if (config_.output.export_model) {
     if (groups_.world_size() == 1) {
       export_hf_gpt2(config_.output.dir, host_params(), config_.model);
-    } else if (const auto full = gather(master_)) {
+    } else if (const auto full = gather(host_params())) {
       export_hf_gpt2(config_.output.dir, *full, whole_model_config());
     }
   }

@@ -78,7 +78,8 @@ class Trainer {
 
   // The weights the model computes with (host or device; bf16 in a bf16 run), the fp32
   // master weights the optimizer updates (the same tensors in an fp32 run), and a host copy
-  // of the master weights, refreshed on each call (collective-free).
+  // of the master weights, refreshed on each call (collective-free, but over dp when a
+  // distributed optimizer holds a bf16 run's master weights).
   const model::GptParams& params() const { return params_; }
   const model::GptParams& master_params() const { return master_; }
   const model::GptParams& host_params();
@@ -120,8 +121,11 @@ class Trainer {
   void log_step(const StepMetrics& metrics, double seconds_per_step);
   // The "done:" line (steps, time, losses, the data's loss floor) and what was exported.
   void log_summary(const TrainSummary& summary, int64_t first_step);
-  // Whether master_ is a buffer of its own (bf16 runs) rather than params_ itself.
-  bool has_master_copy() const { return params_.flat.raw() != master_.flat.raw(); }
+  // Whether master_ is a buffer of its own (bf16 runs) rather than params_ itself (or none: a
+  // distributed optimizer holds the master weights of a bf16 run in parts).
+  bool has_master_copy() const {
+    return master_.flat.defined() && params_.flat.raw() != master_.flat.raw();
+  }
   // params_ = master_ rounded to the compute dtype, after the master weights were written
   // (init, resume, init_from); nothing in an fp32 run, where they are the same tensors.
   void refresh_compute_weights();
@@ -173,9 +177,9 @@ class Trainer {
   std::unique_ptr<GptSampler> valid_sampler_;
   std::optional<SyntheticEntropy> entropy_;
   model::GptParams params_;  // what forward/backward read: bf16 or f32
-  model::GptParams master_;  // f32; params_ itself in an fp32 run
+  model::GptParams master_;  // f32; params_ itself in an fp32 run; none: see has_master_copy
   model::GptParams grads_;   // f32
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
   StageSetup setup_;
   std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // one per setup_.chunks
   int64_t predicted_comm_ = 0;              // payload bytes per step, this rank

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <ostream>
+#include <utility>
 
 #include "runtime/ops.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -74,8 +75,9 @@ void Trainer::save_checkpoint() {
   // Async saves write from a snapshot (workspace memory) so training can go on;
   // device state is always written from a host snapshot.
   const bool snapshotted = async || on_device_;
-  const int64_t n = master_.flat.numel();
-  const runtime::Tensor live[] = {master_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
+  const int64_t n = params_.flat.numel();
+  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  const runtime::Tensor live[] = {full.master, full.exp_avg, full.exp_avg_sq};
   runtime::Tensor snapshot;
   if (snapshotted) {
     snapshot = runtime::Tensor::empty(on_device_ ? host_allocator_ : allocator_, {3 * n},
@@ -87,13 +89,14 @@ void Trainer::save_checkpoint() {
     state[i] = snapshotted ? snapshot.f32() + i * n : live[i].f32();
   }
   std::vector<TensorShard> shards;
-  for (const model::NamedParam& p : master_.named) {
+  int64_t offset = 0;  // named tensors tile the flat buffer in order
+  for (const model::NamedParam& p : params_.named) {
     const StoredPart part = stored_part(p, config_.model);
+    const int64_t begin = std::exchange(offset, offset + p.tensor.numel());
     if (part.elements == 0) continue;
-    const int64_t offset = p.tensor.f32() - master_.flat.f32();
     for (int i = 0; i < 3; ++i) {
       shards.push_back({kStateNames[i] + p.name, part.global_shape, part.slice, runtime::DType::f32,
-                        state[i] + offset});
+                        state[i] + begin});
     }
   }
   CheckpointMeta meta;
@@ -209,8 +212,9 @@ bool Trainer::resume(const std::string& which) {
 void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::string& step_dir) {
   const CheckpointMeta& meta = reader.meta();
   // Read into host memory (the state itself, or a staging copy for a device).
-  const int64_t n = master_.flat.numel();
-  const runtime::Tensor live[] = {master_.flat, optimizer_->exp_avg(), optimizer_->exp_avg_sq()};
+  const int64_t n = params_.flat.numel();
+  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  const runtime::Tensor live[] = {full.master, full.exp_avg, full.exp_avg_sq};
   runtime::Tensor staging;
   if (on_device_) {
     staging = runtime::Tensor::empty(host_allocator_, {3 * n}, runtime::DType::f32,
@@ -218,9 +222,9 @@ void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::s
   }
   float* state[3];
   for (int i = 0; i < 3; ++i) state[i] = on_device_ ? staging.f32() + i * n : live[i].f32();
-  for (const model::NamedParam& p : master_.named) {
+  int64_t offset = 0;  // named tensors tile the flat buffer in order
+  for (const model::NamedParam& p : params_.named) {
     const StoredPart part = stored_part(p, config_.model);
-    const int64_t offset = p.tensor.f32() - master_.flat.f32();
     for (int i = 0; i < 3; ++i) {
       std::fill(state[i] + offset, state[i] + offset + p.tensor.numel(), 0.f);  // padding rows
       if (part.elements > 0) {
@@ -228,12 +232,13 @@ void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::s
                     state[i] + offset);
       }
     }
+    offset += p.tensor.numel();
   }
   if (on_device_) {
     for (int i = 0; i < 3; ++i)
       runtime::ops::upload(live[i].reshape({n}), staging.view(i * n, {n}));
   }
-  refresh_compute_weights();
+  optimizer_->load_full_state(full);  // and the compute weights from the master weights
   step_ = meta.step;
   last_checkpoint_step_ = meta.step;
   const std::string source = step_dir + "/manifest.json (extra)";
@@ -279,8 +284,9 @@ void Trainer::init_from(const std::string& path) {
                   out + r * cols);
     }
   }
-  if (on_device_) runtime::ops::upload(master_.flat, host_params_.flat);
-  refresh_compute_weights();
+  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  if (on_device_) runtime::ops::upload(full.master, host_params_.flat);
+  optimizer_->load_full_state(full);  // and the compute weights from the master weights
   if (groups_.is_logging_rank()) log_ << "init_from: weights of " << path << "\n";
 }
 

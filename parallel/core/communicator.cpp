@@ -33,7 +33,8 @@ template <class Call>
 void Communicator::staged(const Tensor& out, const Tensor& in, Call&& call) {
   if (direct(in)) return call(out, in);
   const Tensor host_in = staging(in);
-  const Tensor host_out = out.raw() == in.raw() ? host_in : staging(out);
+  const bool same = out.raw() == in.raw() && out.numel() == in.numel();  // an in-place call
+  const Tensor host_out = same ? host_in : staging(out);
   runtime::ops::download(host_in, in);
   call(host_out, host_in);
   runtime::ops::upload(out, host_out);
@@ -132,12 +133,12 @@ void SelfCommunicator::do_all_reduce_max_tensor(const Tensor& data) {
 
 void SelfCommunicator::do_all_gather_tensor(const Tensor& out, const Tensor& in) {
   add_payload(in.nbytes());
-  runtime::ops::copy(out, in);
+  if (out.raw() != in.raw()) runtime::ops::copy(out, in);
 }
 
 void SelfCommunicator::do_reduce_scatter_tensor(const Tensor& out, const Tensor& in) {
   add_payload(in.nbytes());
-  runtime::ops::copy(out, in);
+  if (out.raw() != in.raw()) runtime::ops::copy(out, in);
 }
 
 // ---- SplitCommunicator ----

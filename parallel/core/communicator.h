@@ -46,11 +46,14 @@ class Communicator {
   }
   void all_reduce_sum(double* data, int64_t count) { do_all_reduce_sum_f64_buffer(data, count); }
   void all_reduce_max(float* data, int64_t count) { do_all_reduce_max_buffer(data, count); }
-  // out (size() * count) = concatenation of every rank's in (count); any dtype.
+  // out (size() * count) = concatenation of every rank's in (count); any dtype. In place when
+  // `in` is this rank's chunk of `out` (in == out + rank() * count).
   void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
     do_all_gather_buffer(out, in, count, dtype);
   }
-  // out (count) = sum over ranks of chunk rank() of in (size() * count); f32 or bf16.
+  // out (count) = sum over ranks of chunk rank() of in (size() * count); f32 or bf16. In place
+  // when `out` is this rank's chunk of `in` (out == in + rank() * count; the other chunks of
+  // `in` are then left undefined).
   void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) {
     do_reduce_scatter_buffer(out, in, count, dtype);
   }

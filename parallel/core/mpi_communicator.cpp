@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
@@ -14,7 +15,9 @@
 
 namespace parallel {
 namespace {
-MPI_Comm as_comm(void* comm) { return reinterpret_cast<MPI_Comm>(comm); }
+MPI_Comm as_comm(void* comm) {
+  return reinterpret_cast<MPI_Comm>(comm);
+}
 constexpr int64_t kMaxChunk = INT_MAX / 8;
 
 template <typename T>
@@ -111,7 +114,9 @@ void MpiCommunicator::do_all_gather_buffer(void* out, const void* in, int64_t co
   const int64_t bytes = count * runtime::dtype_size(dtype);
   add_payload(bytes);
   const int n = checked_int(bytes, "all_gather");
-  TRAINER_MPI_CHECK(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, as_comm(comm_)));
+  const bool in_place = in == static_cast<const char*>(out) + rank_ * bytes;
+  TRAINER_MPI_CHECK(
+      MPI_Allgather(in_place ? MPI_IN_PLACE : in, n, MPI_BYTE, out, n, MPI_BYTE, as_comm(comm_)));
 }
 
 void MpiCommunicator::do_reduce_scatter_buffer(void* out, const void* in, int64_t count,
@@ -119,21 +124,29 @@ void MpiCommunicator::do_reduce_scatter_buffer(void* out, const void* in, int64_
   add_payload(count * size_ * runtime::dtype_size(dtype));
   const int n = checked_int(count, "reduce_scatter");
   const auto [type, op] = sum_of(dtype);
-  TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, type, op, as_comm(comm_)));
+  const int64_t chunk_bytes = count * runtime::dtype_size(dtype);
+  if (out != static_cast<const char*>(in) + rank_ * chunk_bytes) {
+    TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(in, out, n, type, op, as_comm(comm_)));
+    return;
+  }
+  // In place: MPI leaves the result at the start of the buffer; it moves to this rank's chunk.
+  void* buffer = const_cast<void*>(in);
+  TRAINER_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffer, n, type, op, as_comm(comm_)));
+  if (rank_ > 0) std::memmove(out, buffer, static_cast<size_t>(chunk_bytes));
 }
 
 std::unique_ptr<Request> MpiCommunicator::do_send_async_buffer(const void* data, int64_t bytes,
                                                                int peer, int tag) {
   add_payload(bytes);
   MPI_Request request = MPI_REQUEST_NULL;
-  TRAINER_MPI_CHECK(MPI_Isend(data, checked_int(bytes, "send"), MPI_BYTE, peer, tag,
-                              as_comm(comm_), &request));
+  TRAINER_MPI_CHECK(
+      MPI_Isend(data, checked_int(bytes, "send"), MPI_BYTE, peer, tag, as_comm(comm_), &request));
   return std::make_unique<MpiRequest>(request);
 }
 
 void MpiCommunicator::do_recv_buffer(void* data, int64_t bytes, int peer, int tag) {
-  TRAINER_MPI_CHECK(MPI_Recv(data, checked_int(bytes, "recv"), MPI_BYTE, peer, tag,
-                             as_comm(comm_), MPI_STATUS_IGNORE));
+  TRAINER_MPI_CHECK(MPI_Recv(data, checked_int(bytes, "recv"), MPI_BYTE, peer, tag, as_comm(comm_),
+                             MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::do_broadcast(void* data, int64_t bytes, int root) {
@@ -144,6 +157,8 @@ void MpiCommunicator::do_broadcast(void* data, int64_t bytes, int root) {
   }
 }
 
-void MpiCommunicator::do_barrier() { TRAINER_MPI_CHECK(MPI_Barrier(as_comm(comm_))); }
+void MpiCommunicator::do_barrier() {
+  TRAINER_MPI_CHECK(MPI_Barrier(as_comm(comm_)));
+}
 
 }  // namespace parallel

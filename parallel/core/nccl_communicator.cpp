@@ -269,6 +269,8 @@ void NcclCommunicator::do_all_reduce_max_buffer(float* data, int64_t count) {
   });
 }
 
+// NCCL runs all-gathers and reduce-scatters in place when the caller's buffers are laid out
+// so (Communicator's in-place convention is NCCL's).
 void NcclCommunicator::do_all_gather_buffer(void* out, const void* in, int64_t count,
                                             runtime::DType dtype) {
   const int64_t bytes = count * runtime::dtype_size(dtype);

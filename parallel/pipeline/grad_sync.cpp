@@ -1,14 +1,15 @@
 // Gradient reductions and the deduplicated global norm.
 #include "parallel/pipeline/grad_sync.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/ops.h"
 
 namespace parallel {
 
-void reduce_gradients(ProcessGroups& groups, const model::GptParams& grads,
-                      bool sequence_parallel) {
+void reduce_model_parallel_gradients(ProcessGroups& groups, const model::GptParams& grads,
+                                     bool sequence_parallel) {
   if (sequence_parallel && groups.tp->size() > 1) {
     for (const model::NamedParam& p : grads.named) {
       if (p.sequence_parallel_partial) groups.tp->all_reduce_sum(p.tensor);
@@ -17,25 +18,67 @@ void reduce_gradients(ProcessGroups& groups, const model::GptParams& grads,
   if (groups.embedding != nullptr && grads.wte.defined()) {
     groups.embedding->all_reduce_sum(grads.wte);
   }
-  const int dp = groups.dp->size();
-  if (dp > 1) {
-    groups.dp->all_reduce_sum(grads.flat);
-    runtime::ops::scale_inplace({.x = grads.flat,
-                                 .count = grads.flat.numel(),
-                                 .scale = 1.0f / static_cast<float>(dp)});
+}
+
+void reduce_scatter_bucket(Communicator& dp, const GradBucketLayout& layout,
+                           const GradBucket& bucket, const runtime::Tensor& grads,
+                           const runtime::Tensor& staging) {
+  const int64_t part = layout.part_length(bucket), rank = layout.dp_rank;
+  const runtime::Tensor covered = grads.view(bucket.begin, {bucket.length});
+  if (!bucket.staged()) {
+    dp.reduce_scatter(covered.view(rank * part, {part}), covered);
+  } else {
+    runtime::ops::zero(staging);
+    runtime::ops::copy(staging.view(0, {bucket.length}), covered);
+    dp.reduce_scatter(staging.view(rank * part, {part}), staging);
   }
+  const FlatRange own = layout.owned(bucket);
+  const int64_t n = own.end - own.begin;
+  if (n == 0) return;
+  if (bucket.staged()) runtime::ops::copy(grads.view(own.begin, {n}), staging.view(rank, {n}));
+  runtime::ops::scale_inplace({.x = grads.view(own.begin, {n}),
+                               .count = n,
+                               .scale = 1.0f / static_cast<float>(layout.dp_size)});
+}
+
+void all_gather_bucket(Communicator& dp, const GradBucketLayout& layout, const GradBucket& bucket,
+                       const runtime::Tensor& flat, const runtime::Tensor& staging) {
+  const int64_t part = layout.part_length(bucket), rank = layout.dp_rank;
+  const runtime::Tensor covered = flat.view(bucket.begin, {bucket.length});
+  if (!bucket.staged()) {
+    dp.all_gather(covered, covered.view(rank * part, {part}));
+    return;
+  }
+  const FlatRange own = layout.owned(bucket);
+  if (own.end > own.begin) {
+    runtime::ops::copy(staging.view(rank, {own.end - own.begin}),
+                       flat.view(own.begin, {own.end - own.begin}));
+  }
+  dp.all_gather(staging, staging.view(rank * part, {part}));
+  runtime::ops::copy(covered, staging.view(0, {bucket.length}));
+}
+
+void all_reduce_bucket(Communicator& dp, const GradBucketLayout& layout, const GradBucket& bucket,
+                       const runtime::Tensor& grads, const runtime::Tensor& staging) {
+  reduce_scatter_bucket(dp, layout, bucket, grads, staging);
+  all_gather_bucket(dp, layout, bucket, grads, staging);
 }
 
 double global_grad_norm(ProcessGroups& groups, const model::GptParams& grads,
-                        bool has_embedding_stage) {
+                        bool has_embedding_stage, const std::vector<FlatRange>* owned) {
   // The counted tensors form runs of the flat buffer (usually one): one reduction per run,
   // as a device reduction synchronizes with the host.
   double sum = 0;
   const bool tp_leader = groups.tp->rank() == 0;
   int64_t offset = 0, run_begin = 0;
+  auto add_squares = [&](int64_t begin, int64_t end) {
+    const int64_t n = end - begin;
+    if (n > 0) sum += runtime::ops::sum_squares({.x = grads.flat.view(begin, {n}), .count = n});
+  };
   auto finish_run = [&] {
-    const int64_t n = offset - run_begin;
-    if (n > 0) sum += runtime::ops::sum_squares({.x = grads.flat.view(run_begin, {n}), .count = n});
+    if (owned == nullptr) return add_squares(run_begin, offset);
+    for (const FlatRange& range : *owned)
+      add_squares(std::max(run_begin, range.begin), std::min(offset, range.end));
   };
   for (const model::NamedParam& p : grads.named) {
     const bool counted = (p.shard_dim >= 0 || tp_leader) &&  // tp replicas: one copy counts
@@ -47,7 +90,7 @@ double global_grad_norm(ProcessGroups& groups, const model::GptParams& grads,
     offset += p.tensor.numel();
   }
   finish_run();
-  groups.model_parallel->all_reduce_sum(&sum, 1);
+  (owned != nullptr ? *groups.world : *groups.model_parallel).all_reduce_sum(&sum, 1);
   return std::sqrt(sum);
 }
 

@@ -1,6 +1,7 @@
 // Every parallel layout against one process: losses of 3 steps and all the
 // (gathered) gradients match within 1e-5 relative in fp32 with dropout on, and
-// every rank's communication payload and activation peak per step equal the models';
+// every rank's communication payload and activation peak per step equal the models' (with the
+// distributed optimizer too);
 // inside one layout every recompute plan gives bit-identical gradients; and a
 // 4-stage 1F1B pipeline's measured activation peaks equal the memory model's. The flash
 // layouts run flash attention against the one-process unfused run.
@@ -333,6 +334,25 @@ TEST(Layouts, EmulatedDeviceMatchesTheHostRunBitForBit) {
     if (world_rank() == 0) {
       EXPECT_TRUE(grads[staged] == grads[host]) << layout.name;
       EXPECT_TRUE(grads[device_communicators] == grads[host]) << layout.name;
+    }
+  }
+}
+
+// The distributed optimizer in every layout, in ~8 KiB buckets (several, and a staged tail where
+// the buffer does not divide by dp): every rank's payload, reduce-scatters and all-gathers
+// included, equals the model's.
+TEST(Layouts, DistributedOptimizerPayloadEqualsTheModel) {
+  mpi_test::SharedData shared;
+  for (const Layout& layout : layouts()) {
+    if (layout.ranks != world_size()) continue;
+    std::vector<std::string> overrides = layout.overrides;
+    overrides.insert(overrides.end(), {"optimizer.distributed=true", "optimizer.bucket_mb=0.008"});
+    mpi_test::Run run(mpi_test::config_for(shared, overrides), true);
+    for (int s = 0; s < 2; ++s) {
+      const trainer::StepMetrics m = run.trainer->train_step();
+      EXPECT_TRUE(all_ranks(m.comm_bytes == m.predicted_comm_bytes))
+          << layout.name << ": rank " << world_rank() << " " << m.comm_bytes << " vs "
+          << m.predicted_comm_bytes;
     }
   }
 }

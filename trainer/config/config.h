@@ -90,6 +90,11 @@ struct OptimizerConfig {
   int64_t lr_warmup_steps = 0;  // linear from 0
   int64_t lr_decay_steps = 0;   // 0: train.steps (decay ends there, then min_lr)
   DecayStyle lr_decay_style = DecayStyle::cosine;
+  // ZeRO-1: fp32 master weights and moments sharded over the dp ranks, gradients
+  // reduce-scattered to their owners, updated weights all-gathered (docs/memory.md).
+  bool distributed = false;
+  // Gradient reduction buckets, MiB of fp32 gradients each (0: the whole buffer in one).
+  double bucket_mb = 0;
 };
 
 // Global batches [first, last] (0-based, in the order of a run without skips) that training

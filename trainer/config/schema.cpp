@@ -220,6 +220,8 @@ struct ConfigSchema<OptimizerConfig> {
         field("lr_warmup_steps", &OptimizerConfig::lr_warmup_steps),
         field("lr_decay_steps", &OptimizerConfig::lr_decay_steps),
         field("lr_decay_style", &OptimizerConfig::lr_decay_style),
+        field("distributed", &OptimizerConfig::distributed),
+        field("bucket_mb", &OptimizerConfig::bucket_mb),
     };
     return table;
   }

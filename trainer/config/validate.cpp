@@ -168,6 +168,14 @@ void validate_optimizer(const OptimizerConfig& optimizer, const TrainConfig& tra
   check_non_negative("optimizer.clip_grad", optimizer.clip_grad);
   check_at_least<int64_t>("optimizer.lr_warmup_steps", optimizer.lr_warmup_steps, 0);
   check_at_least<int64_t>("optimizer.lr_decay_steps", optimizer.lr_decay_steps, 0);
+  // Buckets from 1 KiB (256 fp32 gradients) to 64 GiB; 0 is one bucket.
+  constexpr double kMinBucketMb = 1.0 / 1024, kMaxBucketMb = 65536;
+  const double bucket_mb = optimizer.bucket_mb;
+  if (!(bucket_mb == 0 || (bucket_mb >= kMinBucketMb && bucket_mb <= kMaxBucketMb))) {
+    throw ConfigError("optimizer.bucket_mb",
+                      "must be 0 (one bucket) or in [" + text_of(kMinBucketMb) + ", " +
+                          text_of(kMaxBucketMb) + "] MiB, got " + text_of(bucket_mb));
+  }
   if (train.steps > 0) {
     const bool from_steps = optimizer.lr_decay_steps == 0;
     const int64_t decay_steps = from_steps ? train.steps : optimizer.lr_decay_steps;

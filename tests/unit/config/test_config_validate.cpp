@@ -280,6 +280,21 @@ TEST(ValidateOptimizer, ClipGradNonNegative) {
   EXPECT_TRUE(accepted(config));
 }
 
+TEST(ValidateOptimizer, BucketMbZeroOrInRange) {
+  Config config = valid_config();
+  config.optimizer.bucket_mb = -1;
+  EXPECT_TRUE(rejected(config, "optimizer.bucket_mb", {"0 (one bucket)", "got -1"}));
+  config.optimizer.bucket_mb = 1e-6;  // under one KiB
+  EXPECT_TRUE(rejected(config, "optimizer.bucket_mb", {"got 1e-06"}));
+  config.optimizer.bucket_mb = 1e6;
+  EXPECT_TRUE(rejected(config, "optimizer.bucket_mb", {"65536", "got 1e+06"}));
+  config.optimizer.bucket_mb = 25;
+  config.optimizer.distributed = true;
+  EXPECT_TRUE(accepted(config));
+  config.optimizer.bucket_mb = 0;
+  EXPECT_TRUE(accepted(config));
+}
+
 TEST(ValidateOptimizer, WarmupAndDecayStepsNonNegative) {
   Config config = valid_config();
   config.optimizer.lr_warmup_steps = -3;

@@ -23,9 +23,9 @@ OptimizerConfig schedule(DecayStyle style, int64_t warmup, int64_t decay) {
 
 TEST(LrSchedule, LinearWarmupFromZeroThenCosineToMin) {
   const OptimizerConfig o = schedule(DecayStyle::cosine, 10, 110);
-  EXPECT_DOUBLE_EQ(learning_rate(o, 200, 1), 0.0);   // Megatron: step 1 uses 0 completed steps
+  EXPECT_DOUBLE_EQ(learning_rate(o, 200, 1), 0.0);  // Megatron: step 1 uses 0 completed steps
   EXPECT_DOUBLE_EQ(learning_rate(o, 200, 6), 0.5);
-  EXPECT_DOUBLE_EQ(learning_rate(o, 200, 11), 1.0);  // end of warmup: peak
+  EXPECT_DOUBLE_EQ(learning_rate(o, 200, 11), 1.0);               // end of warmup: peak
   EXPECT_NEAR(learning_rate(o, 200, 61), 0.1 + 0.9 * 0.5, 1e-6);  // half way: cos(pi/2)
   EXPECT_NEAR(learning_rate(o, 200, 111), 0.1, 1e-6);
   EXPECT_DOUBLE_EQ(learning_rate(o, 200, 150), o.min_lr);  // past decay: min_lr
@@ -63,10 +63,13 @@ class OptimizerTest : public ::testing::Test {
 };
 
 TEST_F(OptimizerTest, WeightDecayOnlyOnMatricesAndEmbeddings) {
-  AdamW adamw(params_, allocator_);
+  parallel::ProcessGroups groups = parallel::ProcessGroups::single();
+  const parallel::GradBucketLayout layout =
+      parallel::plan_grad_buckets({.numel = params_.flat.numel()});
+  AdamW adamw(params_, params_, layout, allocator_);
   OptimizerConfig o;
   o.weight_decay = 0.5f;
-  adamw.step(params_, grads_, o, /*lr=*/0.1, 1);  // zero gradients: only decay moves weights
+  adamw.step(groups, grads_, o, /*lr=*/0.1, 1);  // zero gradients: only decay moves weights
   for (const model::NamedParam& p : params_.named) {
     const float expected = p.tensor.dim(0) > 0 && p.weight_decay ? 1.0f - 0.1f * 0.5f : 1.0f;
     EXPECT_FLOAT_EQ(p.tensor.f32()[0], expected) << p.name;
