@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "parallel/core/replay_communicator.h"
-#include "parallel/pipeline/grad_sync.h"
 #include "recompute/executor.h"
 #include "runtime/meta_device.h"
 #include "trainer/optimizer.h"
@@ -53,13 +52,18 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   const model::GptParams params =
       model::GptParams::allocate(allocator, m, setup.shard, runtime::MemoryCategory::param,
                                  bf16 ? runtime::DType::bf16 : runtime::DType::f32);
-  const model::GptParams master =
+  // Under optimizer.distributed the whole master is transient: the optimizer keeps its parts.
+  const bool distributed = config.optimizer.distributed;
+  model::GptParams master =
       bf16 ? model::GptParams::allocate(allocator, m, setup.shard,
-                                        runtime::MemoryCategory::optimizer)
+                                        distributed ? runtime::MemoryCategory::workspace
+                                                    : runtime::MemoryCategory::optimizer)
            : params;
   const model::GptParams grads =
       model::GptParams::allocate(allocator, m, setup.shard, runtime::MemoryCategory::grad);
-  AdamW optimizer(master, allocator);
+  const std::unique_ptr<Optimizer> optimizer =
+      make_optimizer(config, groups, params, master, allocator);
+  if (distributed && bf16) master = {};
   std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks;
   for (const StageChunk& chunk : setup.chunks) {
     chunks.push_back(std::make_unique<recompute::ChunkExecutor>(m, params, grads, chunk.plan,
@@ -77,10 +81,10 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   };
   step.step = recompute::StepInfo{config.train.seed, 1};
   parallel::run_schedule(setup.schedule, step);
-  parallel::reduce_gradients(groups, grads, config.parallel.sequence_parallel);
-  const double norm = parallel::global_grad_norm(groups, grads, setup.shard.embedding);
+  optimizer->reduce_gradients(groups, grads, config.parallel.sequence_parallel);
+  const double norm = optimizer->grad_norm(groups, grads, setup.shard.embedding);
   clip_gradients(grads, norm, config.optimizer.clip_grad);
-  optimizer.step(master, grads, config.optimizer, config.optimizer.lr, 1, bf16 ? &params : nullptr);
+  optimizer->step(groups, grads, config.optimizer, config.optimizer.lr, 1);
 
   RankMemory memory;
   const runtime::AllocatorStats stats = allocator.stats();
