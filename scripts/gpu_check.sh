@@ -28,9 +28,10 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry=${GPU_CHECK_CARRY:-$root/.gpu}
 carry_limit_mib=60
-# Libraries found on a GPU machine, never carried: glibc's, the C++ runtime, CUDA's, NCCL.
+# Libraries found on a GPU machine, never carried: glibc's, the C++ runtime, the CUDA toolkit's
+# (anything under /usr/local/cuda*), NCCL.
 system_libs='/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so'
-cuda_libs='/lib(cuda|cudart|cublas|cublasLt|nccl)\.so'
+cuda_libs='^/usr/local/cuda|/lib(cuda|cudart|cublas|cublasLt|nccl)\.so'
 
 # --- prepare (here) ---------------------------------------------------------------------------
 
@@ -52,8 +53,11 @@ prepare_build() {
 prepare_stage() {
   local build=$1 stage=$2 b lib
   mkdir -p "$stage/bin" "$stage/lib"
-  for b in "$build"/tests/gpu/test_gpu_* "$build/trainer/trainer" "$build/bench/bench_gpu"; do
+  for b in "$build/trainer/trainer" "$build/bench/bench_gpu"; do
     [ -x "$b" ] || { echo "gpu_check: $b was not built"; return 1; }
+  done
+  for b in "$build"/tests/gpu/test_gpu_* "$build/trainer/trainer" "$build/bench/bench_gpu"; do
+    [ -f "$b" ] && [ -x "$b" ] || continue  # not gtest's generated .cmake files
     cp "$b" "$stage/bin/" && strip --strip-unneeded "$stage/bin/$(basename "$b")" || return
     ldd "$b" | awk '/=> \// {print $3}' | grep -vE "$system_libs|$cuda_libs" >> "$stage/libs"
   done

@@ -171,7 +171,11 @@ def run_mode(torch, args, shape, mode, device):
         torch.cuda.reset_peak_memory_stats(device)
     setup_start = time.perf_counter()
     try:
-        model = build_model(torch, shape, mode).to(device)
+        if hasattr(torch.device, "__enter__"):  # torch >= 2.0: parameters made on the device
+            with device:
+                model = build_model(torch, shape, mode)
+        else:
+            model = build_model(torch, shape, mode).to(device)
         optimizer, result["optimizer"] = adamw(torch, model, device)
         result["parameters"] = sum(p.numel() for p in model.parameters())
         micro, seq = shape["micro_batch"], shape["seq"]
