@@ -69,9 +69,9 @@ prepare_stage() {
 }
 
 prepare() {
-  local build="$root/build/gpu" stage size
+  local build="$root/build/gpu" size
   prepare_build "$build" || { echo "gpu_check: the CUDA build failed"; exit 1; }
-  stage=$(mktemp -d) && trap 'rm -rf "$stage"' EXIT
+  stage=$(mktemp -d) && trap 'rm -rf "$stage"' EXIT  # global: the trap runs after prepare
   prepare_stage "$build" "$stage" || exit 1
   rm -rf "$carry" && mkdir -p "$carry" || exit 1
   tar -C "$stage" -cf - bin lib | xz -T2 -6 > "$carry/bundle.tar.xz" || exit 1
