@@ -21,7 +21,7 @@
 #       bench_gpu.json, bench_gpu.log, bench_peers.json, bench_peers.log.
 # A device call then is:
 #   run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
-# Knobs for a dry run (tests/system/test_gpu_check_dry_run.sh): GPU_CHECK_CARRY (the carried
+# Knobs for a dry run (tests/system/gpu_check_dry_run.sh): GPU_CHECK_CARRY (the carried
 # folder), GPU_CHECK_LIB_DIRS (more library folders, ':'-separated), GPU_CHECK_TEST_LIMIT_S,
 # GPU_CHECK_PEER (the peer's command) and GPU_CHECK_NO_DEVICE=1 (skip nvidia-smi).
 set -uo pipefail
