@@ -1,135 +1,278 @@
 #!/usr/bin/env bash
-# The GPU check, in two halves so no device minute is spent building:
-#   scripts/gpu_check.sh prepare   (here, no GPU needed) builds the CUDA backend, its
-#                                  gpu-labelled test binaries, the trainer and bench_gpu, and copies
-#                                  them (stripped) with the non-CUDA shared libraries they load into
-#                                  .gpu/ (git-ignored), checking the size against the device tool's
-#                                  64 MiB carry limit (60 MiB here, for headroom).
+# The GPU check, in two halves so no device minute is spent building (docs/gpu.md):
+#   scripts/gpu_check.sh prepare   (here, no GPU needed) builds the CUDA backend for sm_90 as
+#       shared libraries (the CUDA code once, in libruntime_cuda.so), the gpu-labelled test
+#       binaries, the trainer and bench_gpu, and packs them, stripped, with the shared libraries
+#       they load that a GPU machine may lack (not glibc, libstdc++, CUDA or NCCL) into
+#       .gpu/bundle.tar.xz (git-ignored), failing when .gpu reaches 60 MiB (the device tool
+#       carries 64 MiB, the working tree included).
 #   scripts/gpu_check.sh run [BENCH_OPTION...]
-#                                  (on the GPU machine, from the repo root, with .gpu carried)
-#                                  runs every GPU test binary, each under a time limit, then trains
-#                                  the tiny model 20 steps on the CPU and on the GPU (fp32) and
-#                                  compares the losses, then runs bench_gpu (the 1.3B model under
-#                                  three recompute presets and the longest sequence per preset in
-#                                  80 GiB; options such as --quick are passed on) in the time left
-#                                  of GPU_CHECK_LIMIT_S (default 460 s), at most 240 s. Writes under
-#                                  $OUT: device.txt, gpu_tests.log, train_cpu.log, train_gpu.log,
-#                                  gpu_check.json (tests passed / failed / skipped per binary, both
-#                                  loss curves, the largest relative loss difference),
-#                                  bench_gpu.json (see bench/bench_gpu.cpp; rewritten after every
-#                                  configuration, "complete": false when time ran out) and
-#                                  bench_gpu.log (progress with timestamps, then the summary).
+#       (on the GPU machine, from the repo root, with .gpu carried) unpacks the bundle, finds the
+#       CUDA runtime, cuBLAS(Lt) and NCCL (CUDA folders, then Python's nvidia/*/lib wheels) and
+#       writes `ldd` of every binary before running any, stopping when a library is missing; then
+#       runs every GPU test binary, trains the tiny model 20 steps in fp32 on the CPU and on the
+#       GPU, runs bench_gpu (options such as --quick are passed on) and the PyTorch peer
+#       (bench/peers/gpt_torch.py) on the same model. Each step gets at most its own limit and
+#       never more than is left of GPU_CHECK_LIMIT_S (default 460 s); a failing or cut step is
+#       recorded and the next one runs. Files under $OUT (8 at most come back):
+#       gpu_check.json (the summary: device, libraries, every step's status, tests per binary,
+#       both loss curves, bench_gpu beside PyTorch with our/PyTorch ratios; rewritten after every
+#       step), gpu_check.log, ldd.txt, tests.log (test binaries and both training runs),
+#       bench_gpu.json, bench_gpu.log, bench_peers.json, bench_peers.log.
 # A device call then is:
 #   run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
-set -euo pipefail
+# Knobs for a dry run (tests/system/gpu_check_dry_run.sh): GPU_CHECK_CARRY (the carried
+# folder), GPU_CHECK_LIB_DIRS (more library folders, ':'-separated), GPU_CHECK_TEST_LIMIT_S,
+# GPU_CHECK_PEER (the peer's command) and GPU_CHECK_NO_DEVICE=1 (skip nvidia-smi).
+set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-carry="$root/.gpu"
+carry=${GPU_CHECK_CARRY:-$root/.gpu}
+carry_limit_mib=60
+# Libraries found on a GPU machine, never carried: glibc's, the C++ runtime, the CUDA toolkit's
+# (anything under /usr/local/cuda*), NCCL.
+system_libs='/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so'
+cuda_libs='^/usr/local/cuda|/lib(cuda|cudart|cublas|cublasLt|nccl)\.so'
 
-prepare() {
-  source "$root/scripts/common.sh"
-  "$root/scripts/setup.sh" >/dev/null
-  local build="$root/build/gpu"
+# --- prepare (here) ---------------------------------------------------------------------------
+
+prepare_build() {
+  local build=$1
+  "$root/scripts/setup.sh" >/dev/null || return
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=ON \
-    -DTRAINER_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-  cmake --build "$build" --parallel "$(nproc)"
-  rm -rf "$carry" && mkdir -p "$carry/bin" "$carry/lib"
-  local binaries
-  binaries=$(find "$build/tests/gpu" -maxdepth 1 -type f -name 'test_gpu_*' -perm -u+x)
-  [ -n "$binaries" ] || { echo "gpu_check: no GPU test binaries were built"; exit 1; }
-  [ -x "$build/bench/bench_gpu" ] || { echo "gpu_check: bench_gpu was not built"; exit 1; }
-  for b in $binaries "$build/trainer/trainer" "$build/bench/bench_gpu"; do
-    cp "$b" "$carry/bin/"
-    strip --strip-unneeded "$carry/bin/$(basename "$b")"
-    # Shared libraries outside the CUDA toolkit (the GPU machine has CUDA, cuBLASLt, NCCL).
-    ldd "$b" | awk '/=> \// {print $3}' \
-      | grep -vE 'libcuda|libcudart|libcublas|libnccl|/libc\.so|/libm\.so|ld-linux' \
-      | grep -vE 'libpthread|libdl|librt' \
-      | while read -r lib; do cp -L "$lib" "$carry/lib/" 2>/dev/null || true; done
-  done
-  local size
-  size=$(du -sm "$carry" | cut -f1)
-  echo "gpu_check: $(ls "$carry/bin" | wc -l) binaries and $(ls "$carry/lib" | wc -l)" \
-    "libraries in .gpu (${size} MiB)"
-  [ "$size" -lt 60 ] ||
-    { echo "gpu_check: .gpu is ${size} MiB, over the device tool's carry limit"; exit 1; }
-  grep -qx '/.gpu/' "$root/.git/info/exclude" 2>/dev/null || true
+    -DTRAINER_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES=90-real -DBUILD_SHARED_LIBS=ON \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null ||
+    return
+  local targets
+  targets=$(ninja -C "$build" -t targets all | sed -n 's/^\(test_gpu_[a-z_]*\): phony$/\1/p')
+  [ -n "$targets" ] || { echo "gpu_check: the build defines no GPU test binaries"; return 1; }
+  # shellcheck disable=SC2086 # one target per word
+  nice -n 10 ninja -C "$build" -j "$(nproc)" trainer bench_gpu $targets
 }
 
-run_on_device() {
-  : "${OUT:?run on the device machine, where OUT is set}"
-  export LD_LIBRARY_PATH="$carry/lib:${LD_LIBRARY_PATH:-}" OMP_WAIT_POLICY=passive
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
-    > "$OUT/device.txt" 2>&1 || true
-  local summary="$OUT/gpu_check.json" first=1 log="$OUT/gpu_tests.log"
-  : > "$log"
-  echo "{\"device\": \"$(head -1 "$OUT/device.txt" | tr -d '"')\", \"binaries\": [" > "$summary"
-  for b in "$carry"/bin/test_gpu_*; do
-    local name code part
-    name=$(basename "$b")
-    part=$(mktemp)
-    set +e
-    timeout 120 "$b" > "$part" 2>&1
-    code=$?
-    set -e
-    { echo "=== $name (exit $code)"; cat "$part"; } >> "$log"
-    [ $first -eq 1 ] || echo "," >> "$summary"
-    first=0
-    printf '{"binary": "%s", "exit_code": %d, "passed": %d, "failed": %d, "skipped": %d}' \
-      "$name" "$code" "$(grep -c '^\[       OK \].* ms)$' "$part")" \
-      "$(grep -c '^\[  FAILED  \].* ms)$' "$part")" \
-      "$(grep -c '^\[  SKIPPED \].* ms)$' "$part")" >> "$summary"
-    echo "$name: exit $code"
+# prepare_stage BUILD STAGE: the binaries into STAGE/bin, the libraries they load into STAGE/lib.
+prepare_stage() {
+  local build=$1 stage=$2 b lib
+  mkdir -p "$stage/bin" "$stage/lib"
+  for b in "$build/trainer/trainer" "$build/bench/bench_gpu"; do
+    [ -x "$b" ] || { echo "gpu_check: $b was not built"; return 1; }
   done
-  echo "]," >> "$summary"
-  # The tiny model, 20 steps, on the CPU and on the GPU (fp32, dropout on).
-  local trainer="$carry/bin/trainer" work
-  work=$(mktemp -d)
-  "$trainer" prepare-data --synthetic --num-tokens 200000 --output-prefix "$work/data" > /dev/null
+  for b in "$build"/tests/gpu/test_gpu_* "$build/trainer/trainer" "$build/bench/bench_gpu"; do
+    [ -f "$b" ] && [ -x "$b" ] || continue  # not gtest's generated .cmake files
+    cp "$b" "$stage/bin/" && strip --strip-unneeded "$stage/bin/$(basename "$b")" || return
+    ldd "$b" | awk '/=> \// {print $3}' | grep -vE "$system_libs|$cuda_libs" >> "$stage/libs"
+  done
+  for lib in $(sort -u "$stage/libs"); do
+    cp -L "$lib" "$stage/lib/" && strip --strip-unneeded "$stage/lib/$(basename "$lib")" ||
+      return
+  done
+  rm "$stage/libs"
+}
+
+prepare() {
+  local build="$root/build/gpu" size
+  prepare_build "$build" || { echo "gpu_check: the CUDA build failed"; exit 1; }
+  stage=$(mktemp -d) && trap 'rm -rf "$stage"' EXIT  # global: the trap runs after prepare
+  prepare_stage "$build" "$stage" || exit 1
+  rm -rf "$carry" && mkdir -p "$carry" || exit 1
+  tar -C "$stage" -cf - bin lib | xz -T2 -6 > "$carry/bundle.tar.xz" || exit 1
+  (cd "$stage" && du -b bin/* lib/* | sort -k2) > "$carry/contents.txt"
+  size=$(du -sm "$carry" | cut -f1)
+  echo "gpu_check: $(ls "$stage/bin" | wc -l) binaries and $(ls "$stage/lib" | wc -l)" \
+    "libraries ($(du -sh "$stage" | cut -f1) unpacked) in $carry: $(du -sh "$carry" | cut -f1)"
+  [ "$size" -lt "$carry_limit_mib" ] ||
+    { echo "gpu_check: $carry is ${size} MiB, over ${carry_limit_mib} MiB"; exit 1; }
+}
+
+# --- run (on the GPU machine) -----------------------------------------------------------------
+
+# say MESSAGE...: on stdout and in gpu_check.log.
+say() { echo "$*" | tee -a "$OUT/gpu_check.log"; }
+
+# step_limit MAX_S RESERVE_S: the seconds a step may take: at most MAX_S, leaving RESERVE_S of
+# GPU_CHECK_LIMIT_S to the steps after it.
+step_limit() {
+  local limit=$((deadline - SECONDS - $2))
+  echo $((limit < $1 ? limit : $1))
+}
+
+# run_step NAME MAX_S RESERVE_S LOG COMMAND...: COMMAND under `step_limit MAX_S RESERVE_S` (its
+# stdout and stderr appended to LOG after a "=== NAME" line); records NAME's status (ok, failed,
+# timed_out, or skipped when it would get under 5 s and under MAX_S) in $work/steps.tsv and
+# rewrites the summary. Returns COMMAND's exit status (124 when skipped or cut).
+run_step() {
+  local name=$1 max_s=$2 limit start code status
+  limit=$(step_limit "$2" "$3")
+  local log=$4
+  shift 4
+  echo "=== $name" >> "$log"
+  if [ "$limit" -lt 5 ] && [ "$limit" -lt "$max_s" ]; then
+    printf '%s\tskipped\t\t0\t%s\n' "$name" "$limit" >> "$work/steps.tsv"
+    say "$name: skipped, $((deadline - SECONDS)) s left of GPU_CHECK_LIMIT_S"
+    summarize
+    return 124
+  fi
+  start=$SECONDS
+  timeout -k 5 "$limit" "$@" >> "$log" 2>&1
+  code=$?
+  case $code in
+    0) status=ok ;;
+    124 | 137) status=timed_out ;;
+    *) status=failed ;;
+  esac
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$status" "$code" $((SECONDS - start)) "$limit" \
+    >> "$work/steps.tsv"
+  say "$name: $status (exit $code, $((SECONDS - start)) s of ${limit} s)"
+  summarize
+  return "$code"
+}
+
+# The summary from what the steps left (scripts/gpu_check_summary.py writes it whole, then
+# renames it, so gpu_check.json is always the last complete one).
+summarize() {
+  python3 "$root/scripts/gpu_check_summary.py" "$work" "$OUT" "$limit_s" "$SECONDS" ||
+    say "gpu_check: the summary could not be written"
+}
+
+# Folders that may hold the CUDA runtime, cuBLAS(Lt) and NCCL: GPU_CHECK_LIB_DIRS, the CUDA
+# toolkit's, then the nvidia-* wheels' (nvidia/cu13/lib, nvidia/nccl/lib, ...) of every Python
+# path python3 knows and of the usual Python prefixes. Existing ones, once each, in that order.
+library_dirs() {
+  {
+    tr ':' '\n' <<< "${GPU_CHECK_LIB_DIRS:-}"
+    [ -z "${CUDA_HOME:-}" ] || printf '%s\n' "$CUDA_HOME/lib64" "$CUDA_HOME/lib"
+    printf '%s\n' /usr/local/cuda/lib64 /usr/local/cuda/lib \
+      /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 /usr/local/cuda-*/lib \
+      /usr/local/cuda-*/targets/x86_64-linux/lib
+    python3 -c '
+import glob, os, site, sys
+roots = sys.path + site.getsitepackages() + [site.getusersitepackages()]
+for root in roots:
+    for pattern in ("nvidia/*/lib", "nvidia/*/*/lib"):
+        print("\n".join(sorted(glob.glob(os.path.join(root, pattern)))))' 2>/dev/null
+    printf '%s\n' /usr/lib/python3*/*-packages/nvidia/*/lib \
+      /usr/local/lib/python3*/*-packages/nvidia/*/lib \
+      /opt/*/.venv/lib/python3*/*-packages/nvidia/*/lib
+  } | awk 'NF && !seen[$0]++' | while read -r d; do [ -d "$d" ] && echo "$d"; done
+}
+
+# missing_libraries: "LIBRARY BINARY" for every library a binary needs that the loader does not
+# find with LD_LIBRARY_PATH=$lib_path.
+missing_libraries() {
+  local b
+  for b in "$bin"/*; do
+    LD_LIBRARY_PATH=$lib_path ldd "$b" 2>&1 |
+      awk -v b="$(basename "$b")" '/=> not found/ {print $1, b}'
+  done | sort -u
+}
+
+# find_libraries: sets lib_path (the LD_LIBRARY_PATH our binaries run with) to the carried
+# libraries and each folder of library_dirs that holds a library the loader lacks, until none is
+# missing; writes `ldd` of every binary to $OUT/ldd.txt. Fails, naming what is missing.
+find_libraries() {
+  local dirs lib d added=1 missing
+  mapfile -t dirs < <(library_dirs)
+  lib_path=$libdir
+  while [ $added -eq 1 ]; do  # a library found can need another (cuBLAS needs cuBLASLt)
+    added=0
+    for lib in $(missing_libraries | cut -d' ' -f1 | sort -u); do
+      for d in "${dirs[@]}"; do
+        [ -e "$d/$lib" ] && [[ ":$lib_path:" != *":$d:"* ]] || continue
+        lib_path+=":$d" && added=1 && break
+      done
+    done
+  done
+  for b in "$bin"/*; do
+    echo "=== $(basename "$b") (LD_LIBRARY_PATH=$lib_path)"
+    LD_LIBRARY_PATH=$lib_path ldd "$b" 2>&1
+  done > "$OUT/ldd.txt"
+  printf '%s\n' "${dirs[@]}" > "$work/library_dirs.txt"
+  tr ':' '\n' <<< "$lib_path" > "$work/library_path.txt"
+  missing_libraries > "$work/missing.txt"
+  [ -s "$work/missing.txt" ] || return 0
+  say "gpu_check: stopped before running anything: these libraries were found nowhere"
+  awk '{need[$1] = need[$1] (need[$1] ? ", " : "") $2}
+       END {for (l in need) print "  " l " (needed by " need[l] ")"}' "$work/missing.txt" |
+    sort | tee -a "$OUT/gpu_check.log"
+  say "searched: the loader's default folders, ${dirs[*]:-no other folder}" \
+    "(add folders with GPU_CHECK_LIB_DIRS=dir1:dir2; ldd.txt has the details)"
+  return 1
+}
+
+# unpack: the carried binaries and libraries into $work (bin, libdir). A carried folder with bin/
+# and lib/ instead of the bundle is used as it is.
+unpack() {
+  if [ -f "$carry/bundle.tar.xz" ]; then
+    mkdir -p "$work/carry" && xz -dc "$carry/bundle.tar.xz" | tar -C "$work/carry" -xf - ||
+      { say "gpu_check: could not unpack $carry/bundle.tar.xz"; return 1; }
+    bin=$work/carry/bin libdir=$work/carry/lib
+  elif [ -d "$carry/bin" ]; then
+    bin=$carry/bin libdir=$carry/lib
+  else
+    say "gpu_check: no $carry/bundle.tar.xz: run scripts/gpu_check.sh prepare and carry .gpu"
+    return 1
+  fi
+}
+
+run_tests() {
+  local b
+  for b in "$bin"/test_gpu_*; do
+    run_step "test $(basename "$b")" "${GPU_CHECK_TEST_LIMIT_S:-120}" 200 "$OUT/tests.log" \
+      env LD_LIBRARY_PATH="$lib_path" "$b"
+  done
+}
+
+# The tiny model, 20 steps, on the CPU and on the GPU, both fp32 with dropout on.
+run_training() {
+  local run=(env LD_LIBRARY_PATH="$lib_path" "$bin/trainer")
+  run_step "train data" 60 150 "$OUT/tests.log" "${run[@]}" prepare-data --synthetic \
+    --num-tokens 200000 --output-prefix "$work/data" || return
   local flags=(--config "$root/configs/tiny.yaml" --set data.path="$work/data"
                --set train.steps=20 --set optimizer.lr_warmup_steps=5 --set train.eval_interval=0
                --set output.export=false --set model.hidden_dropout=0.1
                --set model.attention_dropout=0.1 --set train.log_interval=1
                --set train.precision=fp32)
-  set +e
-  timeout 120 "$trainer" train "${flags[@]}" --set output.dir="$work/cpu" \
-    > "$OUT/train_cpu.log" 2>&1
-  timeout 120 "$trainer" train "${flags[@]}" --set output.dir="$work/gpu" --set train.device=cuda \
-    > "$OUT/train_gpu.log" 2>&1
-  set -e
-  python3 - "$work/cpu/metrics.jsonl" "$work/gpu/metrics.jsonl" >> "$summary" <<'PY'
-import json, sys
-def losses(path):
-    try:
-        return [json.loads(line)["loss"] for line in open(path)]
-    except OSError:
-        return []
-cpu, gpu = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max((abs(a - b) / abs(a) for a, b in zip(cpu, gpu)), default=None)
-train = {"cpu_losses": cpu, "gpu_losses": gpu, "max_relative_loss_difference": worst}
-print('"train": ' + json.dumps(train) + "}")
-PY
-  python3 -m json.tool "$summary" > /dev/null || echo "gpu_check: $summary is not valid JSON"
-  cat "$summary"
-  # The benchmark gets what is left of the call's limit (at most 240 s): it rewrites its JSON
-  # after every configuration, so running out of time only shortens the report.
-  local bench_limit=$(( ${GPU_CHECK_LIMIT_S:-460} - SECONDS ))
-  [ "$bench_limit" -le 240 ] || bench_limit=240
-  if [ "$bench_limit" -lt 30 ]; then
-    echo "bench_gpu: skipped, ${bench_limit} s left of GPU_CHECK_LIMIT_S" | tee "$OUT/bench_gpu.log"
-    return
-  fi
-  set +e
-  timeout -k 10 "$bench_limit" "$carry/bin/bench_gpu" "$OUT/bench_gpu.json" \
-    --time-limit-s $((bench_limit - 10)) "$@" > "$OUT/bench_gpu.log" 2>&1
-  local code=$?
-  set -e
-  echo "bench_gpu: exit $code (limit ${bench_limit} s;" \
-    "124: timed out, the JSON holds what was measured)"
-  if grep -q '^throughput:' "$OUT/bench_gpu.log"; then
-    sed -n '/^throughput:/,$p' "$OUT/bench_gpu.log"
+  run_step "train cpu" 120 150 "$OUT/tests.log" "${run[@]}" train "${flags[@]}" \
+    --set output.dir="$work/cpu"
+  run_step "train gpu" 120 150 "$OUT/tests.log" "${run[@]}" train "${flags[@]}" \
+    --set output.dir="$work/gpu" --set train.device=cuda
+}
+
+# bench_gpu (at most 240 s, leaving 90 s), then the PyTorch peer on the same model in what is
+# left (at most 150 s). Both rewrite their JSON as they go, so a cut only shortens them.
+run_benchmarks() {
+  local limit preset=1.3b peer
+  limit=$(step_limit 240 90)
+  run_step bench_gpu 240 90 "$OUT/bench_gpu.log" env LD_LIBRARY_PATH="$lib_path" \
+    "$bin/bench_gpu" "$OUT/bench_gpu.json" --time-limit-s $((limit > 25 ? limit - 15 : 10)) "$@"
+  [[ " $* " != *" --quick "* ]] || preset=quick
+  read -ra peer <<< "${GPU_CHECK_PEER:-python3 $root/bench/peers/gpt_torch.py}"
+  limit=$(step_limit 150 0)
+  run_step "bench pytorch" 150 0 "$OUT/bench_peers.log" "${peer[@]}" "$OUT/bench_peers.json" \
+    --preset "$preset" --time-limit-s $((limit > 25 ? limit - 15 : 10))
+}
+
+run_on_device() {
+  : "${OUT:?run on the device machine, where OUT is set}"
+  limit_s=${GPU_CHECK_LIMIT_S:-460} deadline=$((SECONDS + ${GPU_CHECK_LIMIT_S:-460}))
+  work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
+  : > "$OUT/gpu_check.log" && : > "$work/steps.tsv"
+  if [ "${GPU_CHECK_NO_DEVICE:-0}" = 1 ]; then
+    echo "none (GPU_CHECK_NO_DEVICE=1)" > "$work/device.txt"
   else
-    tail -n 5 "$OUT/bench_gpu.log"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
+      > "$work/device.txt" 2>&1
   fi
+  say "device: $(head -1 "$work/device.txt")"
+  unpack && find_libraries || { summarize; return 3; }
+  say "libraries: LD_LIBRARY_PATH=$lib_path (ldd.txt)"
+  run_tests
+  run_training
+  run_benchmarks "$@"
+  summarize
+  python3 -m json.tool "$OUT/gpu_check.json" > /dev/null ||
+    say "gpu_check: $OUT/gpu_check.json is not valid JSON"
+  python3 "$root/scripts/gpu_check_summary.py" --brief "$OUT/gpu_check.json"
+  awk -F"\t" '$2 != "ok" {bad = 1} END {exit bad}' "$work/steps.tsv"
 }
 
 case "${1:-}" in
