@@ -173,7 +173,8 @@ struct AttentionContextForward {
   int64_t head_dim;
 };
 
-// dprobs = dctx_heads v^T on and below the diagonal, exactly 0 above it; dv = probs^T
+// dprobs = dctx_heads v^T on and below the diagonal; entries above it are unspecified (the
+// causal softmax backward reads only j <= i; the host writes 0 there); dv = probs^T
 // dctx_heads. probs causal, as above.
 struct AttentionContextBackward {
   Tensor dprobs;      // (batch_heads, seq, seq) =

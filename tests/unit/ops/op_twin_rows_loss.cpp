@@ -259,17 +259,20 @@ Row attention_context_forward_row() {
 }
 
 Row attention_context_backward_row() {
-  return TWIN_ROW(attention_context_backward, kReordered, [](Case& c) {
-    const Products p = random_products(c);
-    return ops::AttentionContextBackward{.dprobs = c.act(p.scores()),
-                                         .dv = c.act(p.per_head()),
-                                         .dctx_heads = c.act(p.per_head()),
-                                         .probs = c.causal(c.act(p.scores(), 0.f, 1.f), p.seq),
-                                         .v = c.act(p.per_head()),
-                                         .batch_heads = p.batch_heads,
-                                         .seq = p.seq,
-                                         .head_dim = p.head_dim};
-  });
+  return TWIN_ROW(
+      attention_context_backward, kReordered,
+      [](Case& c) {
+        const Products p = random_products(c);
+        return ops::AttentionContextBackward{.dprobs = c.act(p.scores()),
+                                             .dv = c.act(p.per_head()),
+                                             .dctx_heads = c.act(p.per_head()),
+                                             .probs = c.causal(c.act(p.scores(), 0.f, 1.f), p.seq),
+                                             .v = c.act(p.per_head()),
+                                             .batch_heads = p.batch_heads,
+                                             .seq = p.seq,
+                                             .head_dim = p.head_dim};
+      },
+      &ops::AttentionContextBackward::dprobs);
 }
 
 // One random flash-attention case: the fused (seq, micro_batch, heads*3*head_dim) input of
