@@ -14,8 +14,8 @@
 
 namespace runtime::cuda::device {
 
-constexpr int kThreads = 256;                      // threads per block of 1-D kernels
-constexpr int64_t kMaxBlocks = int64_t{1} << 30;   // grid-stride loops cover the rest
+constexpr int kThreads = 256;                     // threads per block of 1-D kernels
+constexpr int64_t kMaxBlocks = int64_t{1} << 30;  // grid-stride loops cover the rest
 constexpr int kWarpThreads = 32;
 
 // Blocks of kThreads for n elements (grid-stride loops handle more than kMaxBlocks).
@@ -24,8 +24,41 @@ inline unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+// Note [Index width]
+// A 64-bit division or modulo costs tens of instructions; a 32-bit one a few. Kernels that
+// derive coordinates from a flat index take the index type as a template parameter, and the
+// host picks it with with_index_type: uint32_t when every flat index the kernel forms (below
+// `bound`) and every grid-stride step past it fit 32 bits, else int64_t. A grid of grid_for(n)
+// blocks steps by at most n + kThreads - 1, so i + step stays below 2^32 for n up to
+// kMax32BitIndex.
+constexpr int64_t kMax32BitIndex = (int64_t{1} << 31) - kThreads;
+
+template <class F>
+void with_index_type(int64_t bound, F&& launch) {
+  if (bound <= kMax32BitIndex) {
+    launch(uint32_t{});
+  } else {
+    launch(int64_t{});
+  }
+}
+
+// First index and step of a grid-stride loop in the kernel's index type.
+template <class Index>
+__device__ __forceinline__ Index grid_start() {
+  return static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) +
+         static_cast<Index>(threadIdx.x);
+}
+template <class Index>
+__device__ __forceinline__ Index grid_step() {
+  return static_cast<Index>(gridDim.x) * static_cast<Index>(blockDim.x);
+}
+
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 template <class T>
 __device__ __forceinline__ T from_float(float x) {
   if constexpr (std::is_same_v<T, float>) {
@@ -34,9 +67,15 @@ __device__ __forceinline__ T from_float(float x) {
     return __float2bfloat16(x);
   }
 }
-__device__ __forceinline__ float load_float(const float* p) { return *p; }
-__device__ __forceinline__ float load_float(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store_float(float* p, float value) { *p = value; }
+__device__ __forceinline__ float load_float(const float* p) {
+  return *p;
+}
+__device__ __forceinline__ float load_float(const __nv_bfloat16* p) {
+  return __bfloat162float(*p);
+}
+__device__ __forceinline__ void store_float(float* p, float value) {
+  *p = value;
+}
 __device__ __forceinline__ void store_float(__nv_bfloat16* p, float value) {
   *p = __float2bfloat16(value);
 }

@@ -14,7 +14,6 @@ namespace {
 
 using namespace ::runtime::cuda::device;  // device_common.cuh
 
-
 struct DropoutRule {
   DropoutKey key;
   uint32_t threshold;  // keep iff bits >= threshold
@@ -40,33 +39,39 @@ struct RowLayout {
   int64_t sample_offset;
 };
 
-__device__ __forceinline__ void row_origin(const RowLayout& layout, int64_t row,
+// Index: Note [Index width]; local indices (row, k, element in the tensor) take it, the global
+// element indices of the Philox counters stay 64-bit.
+template <class Index>
+__device__ __forceinline__ void row_origin(const RowLayout& layout, Index row,
                                            uint64_t* first_element, uint64_t* sample) {
   if (layout.attention) {
-    const int64_t T = layout.row_len;
-    const int64_t i = row % T, h = (row / T) % layout.heads, b = row / (T * layout.heads);
-    *first_element = static_cast<uint64_t>(((layout.offset + h) * T + i) * T);
+    const auto T = static_cast<Index>(layout.row_len), heads = static_cast<Index>(layout.heads);
+    const Index i = row % T, head_row = row / T, h = head_row % heads, b = head_row / heads;
+    *first_element = (static_cast<uint64_t>(layout.offset + h) * static_cast<uint64_t>(T) + i) *
+                     static_cast<uint64_t>(T);
     *sample = static_cast<uint64_t>(layout.sample_offset + b);
   } else {
-    const int64_t t = row / layout.batch, b = row % layout.batch;
-    *first_element = static_cast<uint64_t>((layout.offset + t) * layout.row_len);
+    const auto batch = static_cast<Index>(layout.batch);
+    const Index t = row / batch, b = row % batch;
+    *first_element =
+        static_cast<uint64_t>(layout.offset + t) * static_cast<uint64_t>(layout.row_len);
     *sample = static_cast<uint64_t>(layout.sample_offset + b);
   }
 }
 
 // Work item = (row, k): Philox block (first_element >> 2) + k of that row; a row of length
 // L spans at most (L + 3) / 4 + 1 blocks.
-template <class T>
+template <class T, class Index>
 __global__ void dropout_forward_kernel(T* out, uint8_t* mask, const T* inp, RowLayout layout,
-                                       int64_t blocks_per_row, DropoutRule rule) {
-  const int64_t items = layout.rows * blocks_per_row;
-  for (int64_t item = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; item < items;
-       item += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = item / blocks_per_row, k = item % blocks_per_row;
+                                       Index blocks_per_row, DropoutRule rule) {
+  const Index items = static_cast<Index>(layout.rows) * blocks_per_row;
+  const auto row_len = static_cast<Index>(layout.row_len);
+  for (Index item = grid_start<Index>(); item < items; item += grid_step<Index>()) {
+    const Index row = item / blocks_per_row, k = item % blocks_per_row;
     uint64_t first_element = 0, sample = 0;
     row_origin(layout, row, &first_element, &sample);
-    const uint64_t end_element = first_element + static_cast<uint64_t>(layout.row_len);
-    const uint64_t block = (first_element >> 2) + static_cast<uint64_t>(k);
+    const uint64_t end_element = first_element + row_len;
+    const uint64_t block = (first_element >> 2) + k;
     if (block * 4 >= end_element) continue;  // past the row's last block
     const Philox4x32 counter{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                               static_cast<uint32_t>(sample), static_cast<uint32_t>(sample >> 32)}};
@@ -75,7 +80,7 @@ __global__ void dropout_forward_kernel(T* out, uint8_t* mask, const T* inp, RowL
     for (int lane = 0; lane < 4; ++lane) {
       const uint64_t element = block * 4 + lane;
       if (element < first_element || element >= end_element) continue;
-      const int64_t i = row * layout.row_len + static_cast<int64_t>(element - first_element);
+      const Index i = row * row_len + static_cast<Index>(element - first_element);
       const bool keep = bits.v[lane] >= rule.threshold;
       mask[i] = keep ? 1 : 0;
       out[i] = keep ? from_float<T>(to_float(inp[i]) * rule.scale) : from_float<T>(0.f);
@@ -84,11 +89,10 @@ __global__ void dropout_forward_kernel(T* out, uint8_t* mask, const T* inp, RowL
 }
 
 // out = mask ? inp * scale : 0 (apply and backward alike).
-template <class T>
-__global__ void dropout_mask_kernel(T* out, const T* inp, const uint8_t* mask, int64_t n,
+template <class T, class Index>
+__global__ void dropout_mask_kernel(T* out, const T* inp, const uint8_t* mask, Index n,
                                     float scale) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>())
     out[i] = mask[i] ? from_float<T>(to_float(inp[i]) * scale) : from_float<T>(0.f);
 }
 
@@ -108,8 +112,12 @@ void launch_forward(T* out, uint8_t* mask, const T* inp, const RowLayout& layout
     return;
   }
   const int64_t blocks_per_row = (layout.row_len + 3) / 4 + 1;
-  dropout_forward_kernel<T><<<grid_for(layout.rows * blocks_per_row), kThreads, 0, stream>>>(
-      out, mask, inp, layout, blocks_per_row, rule);
+  const int64_t items = layout.rows * blocks_per_row;
+  with_index_type(std::max(items, n), [&](auto index) {
+    using Index = decltype(index);
+    dropout_forward_kernel<T, Index><<<grid_for(items), kThreads, 0, stream>>>(
+        out, mask, inp, layout, static_cast<Index>(blocks_per_row), rule);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -118,7 +126,11 @@ void launch_mask(T* out, const T* inp, const uint8_t* mask, int64_t n, float p,
                  cudaStream_t stream) {
   const float scale = make_rule(p, DropoutKey{}).scale;
   if (n <= 0) return;
-  dropout_mask_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(out, inp, mask, n, scale);
+  with_index_type(n, [&](auto index) {
+    using Index = decltype(index);
+    dropout_mask_kernel<T, Index>
+        <<<grid_for(n), kThreads, 0, stream>>>(out, inp, mask, static_cast<Index>(n), scale);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -30,11 +30,11 @@ __global__ void scale_kernel(T* x, float s, int64_t n) {
     x[i] = from_float<T>(to_float(x[i]) * s);
 }
 
-template <class T>
-__global__ void add_bias_kernel(T* out, const T* bias, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
+// Index: Note [Index width].
+template <class T, class Index>
+__global__ void add_bias_kernel(T* out, const T* bias, Index rows, Index cols) {
+  const Index n = rows * cols;
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>())
     out[i] = from_float<T>(to_float(out[i]) + to_float(bias[i % cols]));
 }
 
@@ -104,7 +104,11 @@ void launch_scale(T* x, float s, int64_t n, cudaStream_t stream) {
 template <class T>
 void launch_add_bias(T* out, const T* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  add_bias_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(out, bias, rows, cols);
+  with_index_type(rows * cols, [&](auto index) {
+    using Index = decltype(index);
+    add_bias_kernel<T, Index><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        out, bias, static_cast<Index>(rows), static_cast<Index>(cols));
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
