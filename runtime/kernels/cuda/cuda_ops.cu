@@ -218,9 +218,13 @@ void linear_backward(const ops::LinearBackward& args) {
                                      arg("input", args.input, kAct, rows * in_features),
                                      arg("weight", args.weight, kAct, out_features * in_features)});
   CudaContext& c = context();
+  float* dbias_scratch =
+      args.dbias.defined()
+          ? static_cast<float*>(c.scratch(static_cast<size_t>(out_features) * sizeof(float)))
+          : nullptr;
   c.gemm().linear_backward(ptr<void>(args.dinput), ptr<float>(args.dweight), ptr<float>(args.dbias),
                            args.dout.raw(), args.input.raw(), args.weight.raw(), rows, in_features,
-                           out_features, act, c.stream());
+                           out_features, act, c.stream(), dbias_scratch);
 }
 
 void layernorm_forward(const ops::LayernormForward& args) {
