@@ -243,6 +243,24 @@ struct DropoutHiddenForward {
   DropoutKey key;
 };
 
+// The residual add after a hidden dropout, fused: out = residual + dropout(input) with the mask
+// dropout_hidden_forward draws for the same arguments; on the host exactly that op into out
+// followed by add (out may alias input, not residual). drop_probability > 0 (a plain add
+// otherwise).
+struct DropoutAddHiddenForward {
+  Tensor out;       // (seq, micro_batch, channels) =
+  Tensor mask;      // (seq, micro_batch, channels) =, u8, 1 = kept
+  Tensor residual;  // (seq, micro_batch, channels)
+  Tensor input;     // (seq, micro_batch, channels)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t channels;
+  int64_t seq_offset;
+  int64_t sample_offset;
+  float drop_probability;
+  DropoutKey key;
+};
+
 // Attention-probability dropout, possibly on a head shard: local head h is global head
 // head_offset + h (Note [Dropout RNG]).
 struct DropoutAttentionForward {

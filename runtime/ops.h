@@ -31,6 +31,7 @@ namespace runtime::ops {
   OP(void, dropout_hidden_forward, DropoutHiddenForward, out)                           \
   OP(void, dropout_attention_forward, DropoutAttentionForward, out)                     \
   OP(void, dropout_backward, DropoutBackward, dinput)                                   \
+  OP(void, dropout_add_hidden_forward, DropoutAddHiddenForward, out)                    \
   OP(void, embedding_forward, EmbeddingForward, out)                                    \
   OP(void, embedding_backward, EmbeddingBackward, dwte)                                 \
   OP(void, position_embedding_forward, PositionEmbeddingForward, out)                   \

@@ -313,6 +313,20 @@ void dropout_hidden_forward(const ops::DropoutHiddenForward& args) {
   });
 }
 
+void dropout_add_hidden_forward(const ops::DropoutAddHiddenForward& args) {
+  const int64_t n = args.seq * args.micro_batch * args.channels;
+  const DType act =
+      check_args("dropout_add_hidden_forward",
+                 {arg("out", args.out, kAct, n), arg("mask", args.mask, kU8, n),
+                  arg("residual", args.residual, kAct, n), arg("input", args.input, kAct, n)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::dropout_add_hidden_forward(act_ptr(args.out), ptr<uint8_t>(args.mask),
+                                     act_ptr(args.residual), act_ptr(args.input), args.seq,
+                                     args.micro_batch, args.channels, args.seq_offset,
+                                     args.sample_offset, args.drop_probability, args.key, stream);
+  });
+}
+
 void dropout_attention_forward(const ops::DropoutAttentionForward& args) {
   const int64_t n = args.micro_batch * args.heads * args.seq * args.seq;
   const DType act = check_args("dropout_attention_forward",

@@ -80,6 +80,49 @@ __device__ __forceinline__ void store_float(__nv_bfloat16* p, float value) {
   *p = __float2bfloat16(value);
 }
 
+// Note [Vector access]
+// Kernels over contiguous elements take kWidth elements per access: kPack<T> (16 bytes: 4 f32
+// or 8 bf16) when every pointer they index is 16-byte aligned and each row (or the whole
+// range) is a multiple of the pack, else 1 (the element-wise loop). Each element is computed
+// alone in either case, so the results do not depend on the width; reductions change their
+// order only, which stays fixed for a shape.
+template <class T>
+constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+
+template <class T, int kWidth>
+struct alignas(sizeof(T) * kWidth) Pack {
+  T v[kWidth];
+};
+
+inline bool aligned_16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// Runs launch(std::integral_constant<int, width>) with the pack of T when `vectorizable`, else 1.
+template <class T, class F>
+void with_pack_width(bool vectorizable, F&& launch) {
+  if (vectorizable) {
+    launch(std::integral_constant<int, kPack<T>>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
+  }
+}
+
+// kWidth consecutive elements at p (aligned to the pack) as floats, and back.
+template <int kWidth, class T>
+__device__ __forceinline__ void load_pack(const T* p, float* values) {
+  const Pack<T, kWidth> pack = *reinterpret_cast<const Pack<T, kWidth>*>(p);
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) values[k] = to_float(pack.v[k]);
+}
+template <int kWidth, class T>
+__device__ __forceinline__ void store_pack(T* p, const float* values) {
+  Pack<T, kWidth> pack;
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) pack.v[k] = from_float<T>(values[k]);
+  *reinterpret_cast<Pack<T, kWidth>*>(p) = pack;
+}
+
 struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };

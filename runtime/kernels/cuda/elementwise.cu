@@ -16,11 +16,17 @@ using namespace ::runtime::cuda::device;  // device_common.cuh
 
 constexpr int64_t kSumChunk = int64_t{1} << 16;  // elements per partial sum of sum_squares
 
-template <class T>
-__global__ void add_kernel(T* out, const T* a, const T* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
+// kWidth: Note [Vector access]; `packs` accesses of kWidth elements.
+template <class T, int kWidth>
+__global__ void add_kernel(T* out, const T* a, const T* b, int64_t packs) {
+  float x[kWidth], y[kWidth];
+  for (int64_t p = grid_start<int64_t>(); p < packs; p += grid_step<int64_t>()) {
+    load_pack<kWidth>(a + p * kWidth, x);
+    load_pack<kWidth>(b + p * kWidth, y);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) x[k] += y[k];
+    store_pack<kWidth>(out + p * kWidth, x);
+  }
 }
 
 template <class T>
@@ -90,7 +96,11 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 void launch_add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  add_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n);
+  const bool packed = n % kPack<T> == 0 && aligned_16(out) && aligned_16(a) && aligned_16(b);
+  with_pack_width<T>(packed, [&](auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    add_kernel<T, kWidth><<<grid_for(n / kWidth), kThreads, 0, stream>>>(out, a, b, n / kWidth);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
