@@ -444,6 +444,12 @@ struct SumSquares {
   int64_t count;
 };
 
+// A parameter shard's initial values (Note [Parameter init RNG] in runtime/philox.h).
+struct InitParam {
+  Tensor out;  // (init.rows, init.cols) =, f32
+  ParamInit init;
+};
+
 // One AdamW update with PyTorch semantics on fp32 master weights and moments. param_copy, when
 // given (f32 or bf16), is set to the updated param in its own dtype in the same pass (the
 // weights the model computes with).

@@ -230,6 +230,13 @@ void scale_inplace(const ScaleInplace& args) {
   cpu::scale_inplace(args.x.f32(), args.scale, args.count);
 }
 
+void init_param(const InitParam& args) {
+  TRAINER_ASSERT(args.out.numel() == args.init.rows * args.init.cols,
+                 "init_param: " << args.out.numel() << " elements for " << args.init.rows << " x "
+                                << args.init.cols);
+  cpu::init_param(args.out.f32(), args.init);
+}
+
 double sum_squares(const SumSquares& args) {
   return cpu::sum_squares(args.x.f32(), args.count);
 }

@@ -58,6 +58,7 @@ namespace runtime::ops {
   OP(void, scale_inplace, ScaleInplace, x)                                              \
   OP(double, sum_squares, SumSquares, x)                                                \
   OP(void, adamw_step, AdamwStep, param)                                                \
+  OP(void, init_param, InitParam, out)                                                  \
   MEMORY_OP(void, convert, (const Tensor& dst, const Tensor& src))                      \
   MEMORY_OP(void, synchronize, ())                                                      \
   MEMORY_OP(void, copy, (const Tensor& dst, const Tensor& src))                         \

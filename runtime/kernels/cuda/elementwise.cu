@@ -44,6 +44,15 @@ __global__ void add_bias_kernel(T* out, const T* bias, Index rows, Index cols) {
     out[i] = from_float<T>(to_float(out[i]) + to_float(bias[i % cols]));
 }
 
+// Index: Note [Index width].
+template <class Index>
+__global__ void init_param_kernel(float* out, ParamInit init) {
+  const auto cols = static_cast<Index>(init.cols);
+  const Index n = static_cast<Index>(init.rows) * cols;
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>())
+    out[i] = param_init_value(init, static_cast<int64_t>(i / cols), static_cast<int64_t>(i % cols));
+}
+
 template <class Out, class In>
 __global__ void convert_kernel(Out* out, const In* inp, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -154,36 +163,56 @@ void add_bias(__nv_bfloat16* out, const __nv_bfloat16* bias, int64_t rows, int64
   launch_add_bias(out, bias, rows, cols, stream);
 }
 
+int64_t sum_partial_count(int64_t n) {
+  return n > 0 ? (n + kSumChunk - 1) / kSumChunk : 0;
+}
+
 // The fixed-partition reduction behind sum and sum_squares.
 template <bool kSquare, class T>
-void launch_sum(double* result_device, const T* x, int64_t n, cudaStream_t stream) {
+void launch_sum(double* result_device, const T* x, int64_t n, cudaStream_t stream,
+                double* partials) {
   TRAINER_ASSERT(n >= 0, "sum of " << n << " elements");
   if (n == 0) {
     TRAINER_CUDA_CHECK(cudaMemsetAsync(result_device, 0, sizeof(double), stream));
     return;
   }
-  const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  const int64_t chunks = sum_partial_count(n);
   TRAINER_ASSERT(chunks <= kMaxBlocks, "sum of " << n << " elements: too many chunks");
-  const StreamScratch partial(static_cast<size_t>(chunks) * sizeof(double), stream);
-  sum_partial_kernel<T, kSquare><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
-      static_cast<double*>(partial.get()), x, n);
+  const StreamScratch owned(partials == nullptr ? static_cast<size_t>(chunks) * sizeof(double) : 0,
+                            stream);
+  double* partial = partials != nullptr ? partials : static_cast<double*>(owned.get());
+  sum_partial_kernel<T, kSquare>
+      <<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(partial, x, n);
   TRAINER_CUDA_CHECK(cudaGetLastError());
-  sum_partials_kernel<<<1, kThreads, 0, stream>>>(result_device,
-                                                  static_cast<double*>(partial.get()), chunks);
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(result_device, partial, chunks);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
-void sum(double* result_device, const float* x, int64_t n, cudaStream_t stream) {
-  launch_sum<false>(result_device, x, n, stream);
+void sum(double* result_device, const float* x, int64_t n, cudaStream_t stream, double* partials) {
+  launch_sum<false>(result_device, x, n, stream, partials);
 }
-void sum(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
-  launch_sum<false>(result_device, x, n, stream);
+void sum(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream,
+         double* partials) {
+  launch_sum<false>(result_device, x, n, stream, partials);
 }
-void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream) {
-  launch_sum<true>(result_device, x, n, stream);
+void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream,
+                 double* partials) {
+  launch_sum<true>(result_device, x, n, stream, partials);
 }
-void sum_squares(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
-  launch_sum<true>(result_device, x, n, stream);
+void sum_squares(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream,
+                 double* partials) {
+  launch_sum<true>(result_device, x, n, stream, partials);
+}
+
+void init_param(float* out, const ParamInit& init, cudaStream_t stream) {
+  TRAINER_ASSERT(init.rows >= 0 && init.cols >= 0,
+                 "init_param of " << init.rows << " x " << init.cols);
+  const int64_t n = init.rows * init.cols;
+  if (n == 0) return;
+  with_index_type(n, [&](auto index) {
+    init_param_kernel<decltype(index)><<<grid_for(n), kThreads, 0, stream>>>(out, init);
+  });
+  TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
 double sum_squares(const float* x, int64_t n, cudaStream_t stream) {
