@@ -383,10 +383,16 @@ bool LtGemm::matmul(const Problem& p, cudaStream_t stream) {
   if (!find_algorithm(p, operation.get(), layout_first.get(), layout_second.get(), layout_c.get(),
                       &algorithm))
     return false;
-  TRAINER_CUBLAS_CHECK(cublasLtMatmul(handle_, operation.get(), &p.alpha, p.B, layout_first.get(),
-                                      p.A, layout_second.get(), &p.beta, p.C, layout_c.get(), p.C,
-                                      layout_c.get(), &algorithm, workspace_,
-                                      static_cast<size_t>(kWorkspaceBytes), stream));
+  const cublasStatus_t cublas_lt_matmul =
+      cublasLtMatmul(handle_, operation.get(), &p.alpha, p.B, layout_first.get(), p.A,
+                     layout_second.get(), &p.beta, p.C, layout_c.get(), p.C, layout_c.get(),
+                     &algorithm, workspace_, static_cast<size_t>(kWorkspaceBytes), stream);
+  if (cublas_lt_matmul != CUBLAS_STATUS_SUCCESS && p.epilogue == Epilogue::bias_gradient) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bias_gradient_rejected_ = true;  // refused at launch, nothing ran: the fallback from now on
+    return false;
+  }
+  TRAINER_CUBLAS_CHECK(cublas_lt_matmul);
   return true;
 }
 
@@ -422,6 +428,7 @@ bool LtGemm::find_algorithm(const Problem& p, cublasLtMatmulDesc_t operation,
                             alignment_bytes(p.bias, 0),
                             alignment_bytes(p.aux, 0)};
   std::lock_guard<std::mutex> lock(mutex_);
+  if (p.epilogue == Epilogue::bias_gradient && bias_gradient_rejected_) return false;
   auto found = algorithms_.find(key);
   if (found != algorithms_.end()) {
     *algorithm = found->second;

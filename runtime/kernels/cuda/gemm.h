@@ -97,7 +97,8 @@ class LtGemm {
   void* workspace_ = nullptr;  // kWorkspaceBytes of device memory
   mutable std::mutex mutex_;
   std::map<AlgorithmKey, cublasLtMatmulAlgo_t> algorithms_;
-  std::set<AlgorithmKey> unsupported_;  // problems the heuristic had no algorithm for
+  std::set<AlgorithmKey> unsupported_;   // problems the heuristic had no algorithm for
+  bool bias_gradient_rejected_ = false;  // a bias_gradient launch failed: never try it again
 };
 
 }  // namespace runtime::cuda
