@@ -20,6 +20,9 @@
 //   --time-limit-s: configurations predicted to end later than S seconds after the start are
 //     skipped and listed (a sweep attempt is predicted from its preset's previous one, the
 //     steps scaled by the square of the length ratio); a preset's sweep ends at its first skip.
+//   roofline (first, on stdout): the copy bandwidth and bf16 GEMM rate measured, then per op of
+//     a layer at the table's shape its bytes, FLOPs, the time they take at those rates and the
+//     measured time (bench_gpu_roofline.h).
 //   --quick: a 2-layer model and short sequences, to check the flow on a device in seconds.
 // OUT_JSON is rewritten after every configuration, so a run cut short keeps what it measured;
 // a configuration that fails (out of memory included) is recorded with its error, never fatal.
@@ -40,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_gpu_roofline.h"
 #include "model/gpt_params.h"
 #include "parallel/core/process_groups.h"
 #include "runtime/allocator.h"
@@ -403,6 +407,19 @@ class Session {
   const Progress& progress_;
 };
 
+// The roofline lines (bench_gpu_roofline.h) on stdout, before the table; a failure is reported,
+// never fatal.
+void run_roofline(const BenchShape& shape, Device& device, const Progress& progress) {
+  try {
+    roofline::Tensors tensors(device.allocator);
+    const roofline::Machine machine = roofline::measure_machine(device.context, tensors);
+    roofline::print(machine, roofline::measure_lines(shape, machine, device.context, tensors));
+  } catch (const std::exception& e) {
+    progress.line(std::string("roofline skipped: ") + e.what());
+  }
+  device.allocator.release_cache();
+}
+
 int run(const Options& options) {
   Report report;
   report.options = options;
@@ -413,6 +430,7 @@ int run(const Options& options) {
   runtime::cuda::select_device_for_local_rank(0);
   Device device;
   runtime::cuda::register_cuda_backend(device.context);
+  run_roofline(report.shape, device, progress);
   const bench::WorkDir work("bench-gpu");
   bench::write_dataset(work / "data", 2 * plan.tokens_needed());  // every planned step, twice
   progress.line("dataset written; " + std::to_string(plan.table.size()) + " table runs" +

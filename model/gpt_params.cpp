@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "runtime/ops.h"
 #include "runtime/philox.h"
 
 namespace model {
@@ -67,20 +68,6 @@ uint64_t name_hash(const std::string& name) {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Standard normal for element `index` of tensor `tensor_id` (Box-Muller on Philox bits).
-float philox_normal(uint64_t seed, uint64_t tensor_id, uint64_t index) {
-  const uint64_t key = runtime::splitmix64(seed ^ runtime::splitmix64(tensor_id + 0x5eed));
-  runtime::Philox4x32 counter{
-      {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0x1417u, 0}};
-  const runtime::Philox4x32 r =
-      runtime::philox4x32_10(counter, static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
-  const uint64_t a = (static_cast<uint64_t>(r.v[0]) << 32 | r.v[1]) >> 11;
-  const uint64_t b = (static_cast<uint64_t>(r.v[2]) << 32 | r.v[3]) >> 11;
-  const double u1 = (static_cast<double>(a) + 0.5) * 0x1.0p-53;
-  const double u2 = static_cast<double>(b) * 0x1.0p-53;
-  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
 }
 
 }  // namespace
@@ -149,44 +136,43 @@ const NamedParam* GptParams::find(const std::string& name) const {
   return nullptr;
 }
 
-void init_params(const GptParams& params, const GptConfig& config, uint64_t seed) {
+namespace {
+
+// The init of one parameter: layernorm weights 1, biases 0, weights normal (Note [Parameter
+// init RNG]) with the scaled std of the output projections, padded vocabulary rows 0.
+runtime::ParamInit param_init(const NamedParam& p, const GptConfig& config, uint64_t seed) {
+  runtime::ParamInit init;
+  init.rows = p.tensor.numel();
+  init.cols = 1;
+  if (ends_with(p.name, "layernorm.weight")) {
+    init.fill = 1.f;
+    return init;
+  }
+  if (!p.weight_decay) return init;  // biases: 0
   const float std_dev = config.init_method_std;
   const float output_std = std_dev / std::sqrt(2.0f * static_cast<float>(config.num_layers));
-  for (const NamedParam& p : params.named) {
-    TRAINER_ASSERT(p.tensor.device() == runtime::DeviceKind::cpu,
-                   "init_params fills host tensors; upload them to a device");
-    float* data = p.tensor.f32();
-    const int64_t n = p.tensor.numel();
-    if (ends_with(p.name, "layernorm.weight")) {
-      for (int64_t i = 0; i < n; ++i) data[i] = 1.f;
-      continue;
-    }
-    if (!p.weight_decay) {  // biases
-      for (int64_t i = 0; i < n; ++i) data[i] = 0.f;
-      continue;
-    }
-    const bool output =
-        ends_with(p.name, "linear_proj.weight") || ends_with(p.name, "linear_fc2.weight");
-    const float s = output ? output_std : std_dev;
-    const uint64_t tensor_id = name_hash(p.name);
-    // Local (row, col) -> index in the unsharded (rows, global_cols) tensor.
-    const int64_t cols = p.tensor.dim(1), global_cols = p.global_shape[1];
-    const int64_t row_offset = p.shard_dim == 0 ? p.shard_offset : 0;
-    const int64_t col_offset = p.shard_dim == 1 ? p.shard_offset : 0;
-    const bool word_embeddings = p.name == kWordEmbeddingsName;
-    // Each element depends on its index alone, so rows fill in parallel (a 1.3B model: seconds).
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < p.tensor.dim(0); ++r) {
-      const int64_t global_row = r + row_offset;
-      for (int64_t c = 0; c < cols; ++c) {
-        const uint64_t index = static_cast<uint64_t>(global_row * global_cols + c + col_offset);
-        // Padded vocabulary rows never see a token or a gradient; keep them zero.
-        data[r * cols + c] = (word_embeddings && global_row >= config.vocab_size)
-                                 ? 0.f
-                                 : s * philox_normal(seed, tensor_id, index);
-      }
-    }
-  }
+  const bool output =
+      ends_with(p.name, "linear_proj.weight") || ends_with(p.name, "linear_fc2.weight");
+  init.normal = true;
+  init.std_dev = output ? output_std : std_dev;
+  init.seed = seed;
+  init.tensor_id = name_hash(p.name);
+  // Local (row, col) -> index in the unsharded (rows, global_cols) tensor.
+  init.rows = p.tensor.dim(0);
+  init.cols = p.tensor.dim(1);
+  init.global_cols = p.global_shape[1];
+  init.row_offset = p.shard_dim == 0 ? p.shard_offset : 0;
+  init.col_offset = p.shard_dim == 1 ? p.shard_offset : 0;
+  // Padded vocabulary rows never see a token or a gradient; keep them zero.
+  if (p.name == kWordEmbeddingsName) init.zero_rows_from = config.vocab_size;
+  return init;
+}
+
+}  // namespace
+
+void init_params(const GptParams& params, const GptConfig& config, uint64_t seed) {
+  for (const NamedParam& p : params.named)
+    runtime::ops::init_param({.out = p.tensor, .init = param_init(p, config, seed)});
 }
 
 }  // namespace model

@@ -85,7 +85,8 @@ std::vector<std::string> whole_model_param_names(const GptConfig& config);
 // Megatron GPT init: normal(0, std) for weights, std / sqrt(2 L) for the output
 // projections (proj, fc2), zero biases, layernorm weight 1 / bias 0, padded
 // vocabulary rows 0. Each element is drawn from Philox at its (tensor name,
-// index in the unsharded tensor), so every layout holds the same values.
+// index in the unsharded tensor), so every layout holds the same values. Runs where the
+// tensors are (ops::init_param): on a device, no host copy is made.
 void init_params(const GptParams& params, const GptConfig& config, uint64_t seed);
 
 }  // namespace model

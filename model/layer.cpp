@@ -247,22 +247,24 @@ void act_forward(LayerStash& s, const LayerDims& d) {
       {.out = s.gelu_out, .input = s.fc1_out, .count = s.fc1_out.numel(), .kind = d.gelu});
 }
 
-// out = x + dropout(y) on hidden states (y is overwritten by its dropped version).
+// out = x + dropout(y) on hidden states, one fused op when there is dropout (y is left as is).
 void dropout_add(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& mask,
                  const LayerDims& d, const LayerContext& c, DropoutOp op) {
-  if (d.hidden_dropout > 0.f) {
-    ops::dropout_hidden_forward({.out = y,
-                                 .mask = mask,
-                                 .input = y,
-                                 .seq = d.seq_shard(),
-                                 .micro_batch = d.micro_batch,
-                                 .channels = d.hidden,
-                                 .seq_offset = d.seq_offset(),
-                                 .sample_offset = c.sample_offset,
-                                 .drop_probability = d.hidden_dropout,
-                                 .key = key(c, op)});
+  if (d.hidden_dropout == 0.f) {
+    ops::add({.out = out, .a = x, .b = y, .count = out.numel()});
+    return;
   }
-  ops::add({.out = out, .a = x, .b = y, .count = out.numel()});
+  ops::dropout_add_hidden_forward({.out = out,
+                                   .mask = mask,
+                                   .residual = x,
+                                   .input = y,
+                                   .seq = d.seq_shard(),
+                                   .micro_batch = d.micro_batch,
+                                   .channels = d.hidden,
+                                   .seq_offset = d.seq_offset(),
+                                   .sample_offset = c.sample_offset,
+                                   .drop_probability = d.hidden_dropout,
+                                   .key = key(c, op)});
 }
 
 // Runs a forward piece again, writing the stash tensors it rebuilds.

@@ -173,7 +173,8 @@ struct AttentionContextForward {
   int64_t head_dim;
 };
 
-// dprobs = dctx_heads v^T on and below the diagonal, exactly 0 above it; dv = probs^T
+// dprobs = dctx_heads v^T on and below the diagonal; entries above it are unspecified (the
+// causal softmax backward reads only j <= i; the host writes 0 there); dv = probs^T
 // dctx_heads. probs causal, as above.
 struct AttentionContextBackward {
   Tensor dprobs;      // (batch_heads, seq, seq) =
@@ -233,6 +234,24 @@ struct DropoutHiddenForward {
   Tensor out;    // (seq, micro_batch, channels) =
   Tensor mask;   // (seq, micro_batch, channels) =, u8, 1 = kept
   Tensor input;  // (seq, micro_batch, channels)
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t channels;
+  int64_t seq_offset;
+  int64_t sample_offset;
+  float drop_probability;
+  DropoutKey key;
+};
+
+// The residual add after a hidden dropout, fused: out = residual + dropout(input) with the mask
+// dropout_hidden_forward draws for the same arguments; on the host exactly that op into out
+// followed by add (out may alias input, not residual). drop_probability > 0 (a plain add
+// otherwise).
+struct DropoutAddHiddenForward {
+  Tensor out;       // (seq, micro_batch, channels) =
+  Tensor mask;      // (seq, micro_batch, channels) =, u8, 1 = kept
+  Tensor residual;  // (seq, micro_batch, channels)
+  Tensor input;     // (seq, micro_batch, channels)
   int64_t seq;
   int64_t micro_batch;
   int64_t channels;
@@ -423,6 +442,12 @@ struct ScaleInplace {
 struct SumSquares {
   Tensor x;  // (count), f32 (the device also takes bf16)
   int64_t count;
+};
+
+// A parameter shard's initial values (Note [Parameter init RNG] in runtime/philox.h).
+struct InitParam {
+  Tensor out;  // (init.rows, init.cols) =, f32
+  ParamInit init;
 };
 
 // One AdamW update with PyTorch semantics on fp32 master weights and moments. param_copy, when

@@ -101,6 +101,17 @@ void dropout_backward(const DropoutBackward& args) {
                         args.drop_probability);
 }
 
+void dropout_add_hidden_forward(const DropoutAddHiddenForward& args) {
+  TRAINER_ASSERT(args.out.raw() != args.residual.raw(),
+                 "dropout_add_hidden_forward: out must not alias residual");
+  const int64_t count = args.seq * args.micro_batch * args.channels;
+  // Exactly dropout_hidden_forward then add: residual + dropped in float, one rounding each.
+  cpu::dropout_hidden_forward(args.out.f32(), args.mask.u8(), args.input.f32(), args.seq,
+                              args.micro_batch, args.channels, args.seq_offset, args.sample_offset,
+                              args.drop_probability, args.key);
+  cpu::add(args.out.f32(), args.residual.f32(), args.out.f32(), count);
+}
+
 void embedding_forward(const EmbeddingForward& args) {
   cpu::embedding_forward(args.out.f32(), args.tokens.i32(), args.wte.f32(), args.rows,
                          args.channels, args.vocab_start, args.vocab_rows);
@@ -218,6 +229,13 @@ void add_bias(const AddBias& args) {
 
 void scale_inplace(const ScaleInplace& args) {
   cpu::scale_inplace(args.x.f32(), args.scale, args.count);
+}
+
+void init_param(const InitParam& args) {
+  TRAINER_ASSERT(args.out.numel() == args.init.rows * args.init.cols,
+                 "init_param: " << args.out.numel() << " elements for " << args.init.rows << " x "
+                                << args.init.cols);
+  cpu::init_param(args.out.f32(), args.init);
 }
 
 double sum_squares(const SumSquares& args) {

@@ -31,6 +31,7 @@ namespace runtime::ops {
   OP(void, dropout_hidden_forward, DropoutHiddenForward, out)                           \
   OP(void, dropout_attention_forward, DropoutAttentionForward, out)                     \
   OP(void, dropout_backward, DropoutBackward, dinput)                                   \
+  OP(void, dropout_add_hidden_forward, DropoutAddHiddenForward, out)                    \
   OP(void, embedding_forward, EmbeddingForward, out)                                    \
   OP(void, embedding_backward, EmbeddingBackward, dwte)                                 \
   OP(void, position_embedding_forward, PositionEmbeddingForward, out)                   \
@@ -57,6 +58,7 @@ namespace runtime::ops {
   OP(void, scale_inplace, ScaleInplace, x)                                              \
   OP(double, sum_squares, SumSquares, x)                                                \
   OP(void, adamw_step, AdamwStep, param)                                                \
+  OP(void, init_param, InitParam, out)                                                  \
   MEMORY_OP(void, convert, (const Tensor& dst, const Tensor& src))                      \
   MEMORY_OP(void, synchronize, ())                                                      \
   MEMORY_OP(void, copy, (const Tensor& dst, const Tensor& src))                         \

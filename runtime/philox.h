@@ -1,7 +1,9 @@
-// Philox4x32-10 counter-based RNG (Salmon et al. 2011) and the dropout key scheme.
-// Header-only and host/device-callable so the CPU and CUDA dropout kernels draw
+// Philox4x32-10 counter-based RNG (Salmon et al. 2011), the dropout key scheme and the
+// parameter init draws. Header-only and host/device-callable so the CPU and CUDA kernels draw
 // the very same bits.
 #pragma once
+
+#include <math.h>
 
 #include <cstdint>
 
@@ -84,6 +86,51 @@ inline DropoutKey make_dropout_key(uint64_t seed, uint64_t step, uint32_t layer,
 inline uint32_t dropout_threshold(float p) {
   const double t = static_cast<double>(p) * 4294967296.0;
   return t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t);
+}
+
+// Note [Parameter init RNG]
+// Element `index` of the parameter tensor with id `tensor_id`, under `seed`: a standard normal
+// by Box-Muller on the four words of one Philox block (counter (index, 0x1417, 0), key from
+// splitmix64 of the seed and the id), in double, rounded to float. The host and the device call
+// the same code; the device's double log and cos may differ from the host's in the last bit of
+// the double, which the rounding to float almost always absorbs (the twin tolerance covers the
+// rest).
+TRAINER_HOST_DEVICE inline float philox_normal(uint64_t seed, uint64_t tensor_id, uint64_t index) {
+  const uint64_t key = splitmix64(seed ^ splitmix64(tensor_id + 0x5eed));
+  Philox4x32 counter{
+      {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0x1417u, 0}};
+  const Philox4x32 r =
+      philox4x32_10(counter, static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
+  const uint64_t a = (static_cast<uint64_t>(r.v[0]) << 32 | r.v[1]) >> 11;
+  const uint64_t b = (static_cast<uint64_t>(r.v[2]) << 32 | r.v[3]) >> 11;
+  const double u1 = (static_cast<double>(a) + 0.5) * 0x1.0p-53;
+  const double u2 = static_cast<double>(b) * 0x1.0p-53;
+  return static_cast<float>(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+// One parameter tensor's shard (rows, cols) of an unsharded (.., global_cols) tensor whose
+// element (row_offset + r, col_offset + c) it holds at (r, c).
+struct ParamInit {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t global_cols = 0;
+  int64_t row_offset = 0;
+  int64_t col_offset = 0;
+  int64_t zero_rows_from = INT64_MAX;  // global rows from here on are 0 (padded vocabulary)
+  bool normal = false;                 // false: every element is `fill`
+  float fill = 0.f;
+  float std_dev = 0.f;
+  uint64_t seed = 0;
+  uint64_t tensor_id = 0;
+};
+
+// The initial value of element (r, c) of the shard.
+TRAINER_HOST_DEVICE inline float param_init_value(const ParamInit& p, int64_t r, int64_t c) {
+  if (!p.normal) return p.fill;
+  const int64_t global_row = p.row_offset + r;
+  if (global_row >= p.zero_rows_from) return 0.f;
+  const auto index = static_cast<uint64_t>(global_row * p.global_cols + c + p.col_offset);
+  return p.std_dev * philox_normal(p.seed, p.tensor_id, index);
 }
 
 // The 32 random bits of one element (see Note [Dropout RNG]).

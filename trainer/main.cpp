@@ -133,6 +133,7 @@ void set_up_cuda(const trainer::Config& config, parallel::ProcessGroups& groups,
   device.cuda = std::make_unique<runtime::cuda::CudaContext>();
   runtime::cuda::register_cuda_backend(*device.cuda);
   device.allocator = std::make_unique<runtime::cuda::CudaAllocator>();
+  device.cuda->use_allocator(device.allocator.get());  // declared first: outlives the context
   const int64_t world_size = groups.world_size();
   if (trainer::resolve_comm_backend(config, world_size, count_distinct_gpus(groups)) ==
       parallel::CommBackend::nccl) {

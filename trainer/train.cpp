@@ -168,14 +168,11 @@ void Trainer::allocate_parameters() {
                                                       ? runtime::MemoryCategory::workspace
                                                       : runtime::MemoryCategory::optimizer;
   master_ = bf16 ? model::GptParams::allocate(allocator_, m, shard, master_category) : params_;
-  if (on_device_) {
+  if (on_device_) {  // the host copy serves checkpoints and exports; init runs on the device
     host_params_ =
         model::GptParams::allocate(host_allocator_, m, shard, runtime::MemoryCategory::comm);
-    model::init_params(host_params_, m, config_.train.seed);
-    runtime::ops::upload(master_.flat, host_params_.flat);
-  } else {
-    model::init_params(master_, m, config_.train.seed);
   }
+  model::init_params(master_, m, config_.train.seed);
   refresh_compute_weights();
   grads_ = model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::grad);
   runtime::ops::zero(grads_.flat);

@@ -1,7 +1,6 @@
-// NCCL collectives over device buffers on the communicator's own stream, each followed by a
-// stream synchronize, and point to point over per-direction channels. TRAINER_NCCL_CHECK is
-// the NCCL member of the library check-macro family. The only parallel_core source that sees
-// CUDA headers.
+// NCCL collectives on the communicator's own stream, ordered by events between compute-stream
+// work, and point to point over per-direction channels; TRAINER_NCCL_CHECK. The only
+// parallel_core source that sees CUDA headers.
 #include "parallel/core/nccl_communicator.h"
 
 #include <cuda_runtime.h>
@@ -55,6 +54,16 @@ namespace parallel {
 // event, without blocking the host). It must not wait for the whole device: a send in flight
 // on a channel stream waits for its peer's receive, and a rank that waited for it before
 // posting its own receive could wait forever (two stages sending to each other).
+//
+// Note [NCCL collectives are stream-ordered]
+// With a compute stream, a collective neither waits on the host for its inputs nor for its
+// own completion: stream_ waits for the compute stream (an event), the collective is queued,
+// and the compute stream waits for stream_ (another event). Everything that reads a
+// collective's result (kernels, downloads, the allocator's next user of a freed buffer) runs
+// on the compute stream and so after it; and since each collective's stream waits for the
+// compute stream, which waited for the previous collective, the collectives of all
+// communicators still run one at a time in host order, as when the host waited for each.
+// A barrier still waits on the host. Without a compute stream the host waits on both sides.
 //
 // Note [NCCL point to point]
 // An NCCL send blocks its stream until the peer posts the matching receive, and operations
@@ -214,18 +223,27 @@ void NcclCommunicator::release() noexcept {
   stream_ = nullptr;
 }
 
+namespace {
+
+// Makes `waiter` wait for the work queued on `producer` so far (an event, no host block).
+void stream_wait(CUstream_st* waiter, CUstream_st* producer) {
+  cudaEvent_t produced = nullptr;
+  TRAINER_CUDA_CHECK(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(produced, producer);
+  const cudaError_t waited =
+      recorded == cudaSuccess ? cudaStreamWaitEvent(waiter, produced, 0) : recorded;
+  cudaEventDestroy(produced);  // released once the wait is done
+  TRAINER_CUDA_CHECK(waited);
+}
+
+}  // namespace
+
 void NcclCommunicator::order_after_inputs(CUstream_st* stream) {
   if (compute_stream_ == nullptr) {
     TRAINER_CUDA_CHECK(cudaDeviceSynchronize());
     return;
   }
-  cudaEvent_t produced = nullptr;
-  TRAINER_CUDA_CHECK(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming));
-  const cudaError_t recorded = cudaEventRecord(produced, compute_stream_);
-  const cudaError_t waited =
-      recorded == cudaSuccess ? cudaStreamWaitEvent(stream, produced, 0) : recorded;
-  cudaEventDestroy(produced);  // released once the wait is done
-  TRAINER_CUDA_CHECK(waited);
+  stream_wait(stream, compute_stream_);
 }
 
 void NcclCommunicator::wait_for_inputs() {
@@ -243,9 +261,17 @@ void NcclCommunicator::synchronize() {
 void NcclCommunicator::run_collective(int64_t payload_bytes, bool empty,
                                       const std::function<int()>& launch) {
   add_payload(payload_bytes);
-  wait_for_inputs();
-  if (!empty) TRAINER_NCCL_CHECK(static_cast<ncclResult_t>(launch()));
-  synchronize();
+  if (compute_stream_ == nullptr) {  // no stream to order by: the host waits on both sides
+    wait_for_inputs();
+    if (!empty) TRAINER_NCCL_CHECK(static_cast<ncclResult_t>(launch()));
+    synchronize();
+    return;
+  }
+  if (empty) return;
+  // Note [NCCL collectives are stream-ordered]: compute -> stream_ -> compute, by events.
+  stream_wait(stream_, compute_stream_);
+  TRAINER_NCCL_CHECK(static_cast<ncclResult_t>(launch()));
+  stream_wait(compute_stream_, stream_);
 }
 
 void NcclCommunicator::do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) {
@@ -297,6 +323,7 @@ void NcclCommunicator::do_barrier() {
   run_collective(0, false, [&] {
     return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_);
   });
+  synchronize();  // a barrier is a host rendezvous
 }
 
 std::unique_ptr<Request> NcclCommunicator::do_send_async_buffer(

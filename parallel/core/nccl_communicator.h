@@ -1,7 +1,8 @@
 // Communicator over NCCL for DEVICE buffers. Owns its ncclComm_t and stream, and for the
 // pipeline group one two-rank communicator and stream per direction to each ring neighbour
-// (Note [NCCL point to point]). Collectives return once complete (the MPI one's semantics);
-// sends return at once and complete on their own stream. No CUDA headers here.
+// (Note [NCCL point to point]). Collectives are queued in the compute stream's order and return
+// at once (Note [NCCL collectives are stream-ordered]; without a compute stream, once
+// complete); sends return at once and complete on their own stream. No CUDA headers here.
 #pragma once
 
 #include <functional>
@@ -51,8 +52,9 @@ class NcclCommunicator final : public Communicator {
   std::vector<Channel*> channels_in_pair_order();
   // Makes `stream` wait for the work queued so far where the buffers are produced.
   void order_after_inputs(CUstream_st* stream);
-  // One collective on stream_: payload counted, inputs waited for, `launch` (an NCCL call
-  // returning its ncclResult_t) unless the call is empty, then the host waits for it.
+  // One collective on stream_: payload counted, then `launch` (an NCCL call returning its
+  // ncclResult_t) unless the call is empty, ordered between the compute stream's work before
+  // and after it (Note [NCCL collectives are stream-ordered]).
   void run_collective(int64_t payload_bytes, bool empty, const std::function<int()>& launch);
   // Waits for the inputs on the host (collectives run on stream_ right after).
   void wait_for_inputs();

@@ -1,6 +1,6 @@
-// GPU infrastructure tests: the caching allocator's statistics (exact, per category),
-// caching, peaks and cache release; the copy helpers; streams and events.
-// Every test skips on a machine without a CUDA device.
+// GPU infrastructure tests (skipped without a device): the caching allocator's exact statistics,
+// caching, peaks, cache release and the context's scratch in it; copy helpers, the context's
+// pinned transfers; streams and events.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -9,6 +9,7 @@
 
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_allocator.h"
+#include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/kernels/cuda/stream.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -58,6 +59,37 @@ TEST_F(CudaAllocatorTest, StatsCountRequestedBytesPerCategoryExactly) {
   EXPECT_EQ(stats.reserved.current, 1024 + 4 * kMiB);  // cached, still held
   allocator.deallocate(activation, 3 * kMiB, MemoryCategory::activation);
   EXPECT_EQ(allocator.stats()[MemoryCategory::activation].freed, 3 * kMiB);
+}
+
+TEST_F(CudaAllocatorTest, ContextScratchComesFromTheGivenAllocator) {
+  CudaAllocator allocator;
+  {
+    runtime::cuda::CudaContext context;
+    context.use_allocator(&allocator);
+    void* first = context.scratch(1000);
+    EXPECT_EQ(allocator.stats()[MemoryCategory::workspace].current, 1000);
+    EXPECT_EQ(context.scratch(800), first);  // large enough: kept
+    context.scratch(3000);                   // grows to max(3000, 2 * 1000)
+    EXPECT_EQ(allocator.stats()[MemoryCategory::workspace].current, 3000);
+    EXPECT_EQ(allocator.stats()[MemoryCategory::workspace].freed, 1000);
+  }
+  EXPECT_EQ(allocator.stats()[MemoryCategory::workspace].current, 0);  // returned by the context
+}
+
+// 2.5 chunks of the pinned staging (Note [Pinned transfers]) plus an odd tail, and one small
+// copy, each way: the bytes come back as they went.
+TEST_F(CudaAllocatorTest, ContextTransfersThroughPinnedChunksRoundTrip) {
+  runtime::cuda::CudaContext context;
+  for (const size_t bytes : {size_t{40} * kMiB + 3, size_t{1000}}) {
+    std::vector<unsigned char> sent(bytes), received(bytes, 0);
+    for (size_t i = 0; i < bytes; ++i) sent[i] = static_cast<unsigned char>(i * 131 + i / 4099);
+    void* device = nullptr;
+    ASSERT_EQ(cudaMalloc(&device, bytes), cudaSuccess);
+    context.upload(device, sent.data(), bytes);
+    context.download(received.data(), device, bytes);
+    cudaFree(device);
+    EXPECT_TRUE(sent == received) << bytes << " bytes";
+  }
 }
 
 TEST_F(CudaAllocatorTest, FreedBlockIsReusedWithoutCudaMalloc) {

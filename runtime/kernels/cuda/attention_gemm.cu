@@ -1,7 +1,6 @@
 // Attention products as cublasGemmStridedBatchedEx calls (one GEMM per head, batched), fp32
 // compute (CUBLAS_COMPUTE_32F: no TF32 for f32 operands). Row-major products are issued to
 // column-major cuBLAS by swapping the operands (Note [Row-major GEMM]).
-#include <algorithm>
 #include <climits>
 
 #include "runtime/error.h"
@@ -62,23 +61,6 @@ void batched_gemm(Element* c, int64_t ldc, int64_t stride_c, RowMajor a, RowMajo
       checked_int(batch, "batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-constexpr int kZeroThreads = 256;
-constexpr int64_t kMaxZeroBlocks = int64_t{1} << 16;
-
-// Writes exact zeros above the diagonal of each (T, T) matrix of `matrices` (a grid-stride
-// loop over all BH * T * T entries; those on or below the diagonal are left alone).
-template <typename Element>
-__global__ void zero_above_diagonal_kernel(Element* matrices, int64_t BH, int64_t T) {
-  const int64_t n = BH * T * T;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < n;
-       index += step) {
-    const int64_t j = index % T;
-    const int64_t i = (index / T) % T;
-    if (j > i) matrices[index] = Element(0.f);
-  }
-}
-
 void check_dims(int64_t BH, int64_t T, int64_t D) {
   TRAINER_ASSERT(BH >= 0 && T >= 0 && D >= 0,
                  "attention GEMM BH=" << BH << " T=" << T << " D=" << D);
@@ -120,16 +102,10 @@ void context_backward(Element* dprobs, Element* dv, const Element* dctx_heads, c
                       const Element* v, int64_t BH, int64_t T, int64_t D, CublasHandle& cublas,
                       cudaStream_t stream) {
   check_dims(BH, T, D);
-  // dprobs(T, T) = dctx(T, D) v(T, D)^T, then exact zeros above the diagonal
+  // dprobs(T, T) = dctx(T, D) v(T, D)^T, every entry: those above the diagonal are left as the
+  // product gives them (the causal softmax backward reads only j <= i and writes 0 above it).
   batched_gemm(dprobs, T, T * T, RowMajor{dctx_heads, D, T * D, false}, RowMajor{v, D, T * D, true},
                T, T, D, 1.f, BH, cublas, stream);
-  const int64_t entries = BH * T * T;
-  if (entries > 0) {
-    const auto blocks = static_cast<unsigned>(
-        std::min((entries + kZeroThreads - 1) / kZeroThreads, kMaxZeroBlocks));
-    zero_above_diagonal_kernel<<<blocks, kZeroThreads, 0, stream>>>(dprobs, BH, T);
-    TRAINER_CUDA_CHECK(cudaGetLastError());
-  }
   // dv(T, D) = probs(T, T)^T dctx(T, D)
   batched_gemm(dv, D, T * D, RowMajor{probs, T, T * T, true}, RowMajor{dctx_heads, D, T * D, false},
                T, D, T, 1.f, BH, cublas, stream);

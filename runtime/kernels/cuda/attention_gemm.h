@@ -54,8 +54,9 @@ void attention_context_forward(__nv_bfloat16* ctx_heads, const __nv_bfloat16* pr
                                const __nv_bfloat16* v, int64_t BH, int64_t T, int64_t D,
                                CublasHandle& cublas, cudaStream_t stream);
 
-// dprobs = dctx v^T on and below the diagonal, exactly 0 above it; dv = probs^T dctx (=).
-// probs must be exactly 0 above the diagonal.
+// dprobs = dctx v^T on and below the diagonal, entries above it unspecified (the causal
+// softmax backward never reads them); dv = probs^T dctx (=). probs must be exactly 0 above
+// the diagonal.
 void attention_context_backward(float* dprobs, float* dv, const float* dctx_heads,
                                 const float* probs, const float* v, int64_t BH, int64_t T,
                                 int64_t D, CublasHandle& cublas, cudaStream_t stream);

@@ -6,44 +6,45 @@
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/attention_layout.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device_common.cuh"
 
 namespace runtime::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+using ::runtime::cuda::device::grid_start;
+using ::runtime::cuda::device::grid_step;
+using ::runtime::cuda::device::kThreads;
+using ::runtime::cuda::device::with_index_type;
+
 constexpr int64_t kMaxBlocks = int64_t{1} << 16;  // the grid-stride loop covers the rest
 
 // Coordinates of element `index` of a (B, H, T, D) tensor, and the offset of the same
 // (t, b, h) head slot in a (T, B, H, width) tensor whose head slots hold `width` values.
+// Index: Note [Index width]; the (T, B, H, width) offsets stay below 3 * n.
+template <class Index>
 struct HeadIndex {
-  int64_t d;
-  int64_t token_slot;  // offset of head slot (t, b, h) in the (T, B, H, width) tensor
+  Index d;
+  Index token_slot;  // offset of head slot (t, b, h) in the (T, B, H, width) tensor
 };
 
-__device__ inline HeadIndex head_index(int64_t index, int64_t T, int64_t B, int64_t H, int64_t D,
-                                       int64_t width) {
-  const int64_t d = index % D;
-  int64_t rest = index / D;
-  const int64_t t = rest % T;
+template <class Index>
+__device__ inline HeadIndex<Index> head_index(Index index, Index T, Index B, Index H, Index D,
+                                              Index width) {
+  const Index d = index % D;
+  Index rest = index / D;
+  const Index t = rest % T;
   rest /= T;
-  const int64_t h = rest % H;
-  const int64_t b = rest / H;
+  const Index h = rest % H;
+  const Index b = rest / H;
   return {d, ((t * B + b) * H + h) * width};
 }
 
-__device__ inline int64_t grid_start() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline int64_t grid_step() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
-template <typename Element>
+template <typename Element, class Index>
 __global__ void split_qkv_heads_kernel(Element* q, Element* k, Element* v, const Element* qkv,
-                                       int64_t T, int64_t B, int64_t H, int64_t D) {
-  const int64_t n = B * H * T * D;
-  for (int64_t index = grid_start(); index < n; index += grid_step()) {
-    const HeadIndex at = head_index(index, T, B, H, D, 3 * D);
+                                       Index T, Index B, Index H, Index D) {
+  const Index n = B * H * T * D;
+  for (Index index = grid_start<Index>(); index < n; index += grid_step<Index>()) {
+    const HeadIndex<Index> at = head_index(index, T, B, H, D, 3 * D);
     const Element* src = qkv + at.token_slot + at.d;
     q[index] = src[0];
     k[index] = src[D];
@@ -51,13 +52,12 @@ __global__ void split_qkv_heads_kernel(Element* q, Element* k, Element* v, const
   }
 }
 
-template <typename Element>
+template <typename Element, class Index>
 __global__ void merge_qkv_heads_kernel(Element* dqkv, const Element* dq, const Element* dk,
-                                       const Element* dv, int64_t T, int64_t B, int64_t H,
-                                       int64_t D) {
-  const int64_t n = B * H * T * D;
-  for (int64_t index = grid_start(); index < n; index += grid_step()) {
-    const HeadIndex at = head_index(index, T, B, H, D, 3 * D);
+                                       const Element* dv, Index T, Index B, Index H, Index D) {
+  const Index n = B * H * T * D;
+  for (Index index = grid_start<Index>(); index < n; index += grid_step<Index>()) {
+    const HeadIndex<Index> at = head_index(index, T, B, H, D, 3 * D);
     Element* dst = dqkv + at.token_slot + at.d;
     dst[0] = dq[index];
     dst[D] = dk[index];
@@ -65,22 +65,22 @@ __global__ void merge_qkv_heads_kernel(Element* dqkv, const Element* dq, const E
   }
 }
 
-template <typename Element>
-__global__ void merge_heads_kernel(Element* ctx, const Element* ctx_heads, int64_t T, int64_t B,
-                                   int64_t H, int64_t D) {
-  const int64_t n = B * H * T * D;
-  for (int64_t index = grid_start(); index < n; index += grid_step()) {
-    const HeadIndex at = head_index(index, T, B, H, D, D);
+template <typename Element, class Index>
+__global__ void merge_heads_kernel(Element* ctx, const Element* ctx_heads, Index T, Index B,
+                                   Index H, Index D) {
+  const Index n = B * H * T * D;
+  for (Index index = grid_start<Index>(); index < n; index += grid_step<Index>()) {
+    const HeadIndex<Index> at = head_index(index, T, B, H, D, D);
     ctx[at.token_slot + at.d] = ctx_heads[index];
   }
 }
 
-template <typename Element>
-__global__ void split_heads_kernel(Element* ctx_heads, const Element* ctx, int64_t T, int64_t B,
-                                   int64_t H, int64_t D) {
-  const int64_t n = B * H * T * D;
-  for (int64_t index = grid_start(); index < n; index += grid_step()) {
-    const HeadIndex at = head_index(index, T, B, H, D, D);
+template <typename Element, class Index>
+__global__ void split_heads_kernel(Element* ctx_heads, const Element* ctx, Index T, Index B,
+                                   Index H, Index D) {
+  const Index n = B * H * T * D;
+  for (Index index = grid_start<Index>(); index < n; index += grid_step<Index>()) {
+    const HeadIndex<Index> at = head_index(index, T, B, H, D, D);
     ctx_heads[index] = ctx[at.token_slot + at.d];
   }
 }
@@ -98,7 +98,12 @@ void launch_split_qkv(Element* q, Element* k, Element* v, const Element* qkv, in
                       int64_t H, int64_t D, cudaStream_t stream) {
   const unsigned blocks = layout_blocks(T, B, H, D);
   if (blocks == 0) return;
-  split_qkv_heads_kernel<<<blocks, kThreads, 0, stream>>>(q, k, v, qkv, T, B, H, D);
+  with_index_type(3 * T * B * H * D, [&](auto index) {
+    using Index = decltype(index);
+    split_qkv_heads_kernel<Element, Index><<<blocks, kThreads, 0, stream>>>(
+        q, k, v, qkv, static_cast<Index>(T), static_cast<Index>(B), static_cast<Index>(H),
+        static_cast<Index>(D));
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -107,7 +112,12 @@ void launch_merge_qkv(Element* dqkv, const Element* dq, const Element* dk, const
                       int64_t T, int64_t B, int64_t H, int64_t D, cudaStream_t stream) {
   const unsigned blocks = layout_blocks(T, B, H, D);
   if (blocks == 0) return;
-  merge_qkv_heads_kernel<<<blocks, kThreads, 0, stream>>>(dqkv, dq, dk, dv, T, B, H, D);
+  with_index_type(3 * T * B * H * D, [&](auto index) {
+    using Index = decltype(index);
+    merge_qkv_heads_kernel<Element, Index><<<blocks, kThreads, 0, stream>>>(
+        dqkv, dq, dk, dv, static_cast<Index>(T), static_cast<Index>(B), static_cast<Index>(H),
+        static_cast<Index>(D));
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -116,7 +126,12 @@ void launch_merge_heads(Element* ctx, const Element* ctx_heads, int64_t T, int64
                         int64_t D, cudaStream_t stream) {
   const unsigned blocks = layout_blocks(T, B, H, D);
   if (blocks == 0) return;
-  merge_heads_kernel<<<blocks, kThreads, 0, stream>>>(ctx, ctx_heads, T, B, H, D);
+  with_index_type(3 * T * B * H * D, [&](auto index) {
+    using Index = decltype(index);
+    merge_heads_kernel<Element, Index><<<blocks, kThreads, 0, stream>>>(
+        ctx, ctx_heads, static_cast<Index>(T), static_cast<Index>(B), static_cast<Index>(H),
+        static_cast<Index>(D));
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -125,7 +140,12 @@ void launch_split_heads(Element* ctx_heads, const Element* ctx, int64_t T, int64
                         int64_t D, cudaStream_t stream) {
   const unsigned blocks = layout_blocks(T, B, H, D);
   if (blocks == 0) return;
-  split_heads_kernel<<<blocks, kThreads, 0, stream>>>(ctx_heads, ctx, T, B, H, D);
+  with_index_type(3 * T * B * H * D, [&](auto index) {
+    using Index = decltype(index);
+    split_heads_kernel<Element, Index><<<blocks, kThreads, 0, stream>>>(
+        ctx_heads, ctx, static_cast<Index>(T), static_cast<Index>(B), static_cast<Index>(H),
+        static_cast<Index>(D));
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 

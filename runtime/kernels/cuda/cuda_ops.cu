@@ -3,8 +3,10 @@
 // lacked (vocab_shard_finish) are here.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -156,14 +158,15 @@ __global__ void vocab_shard_finish_kernel(float* losses, float* lse, const float
 }
 
 // The deterministic sum (or sum of squares) of cuda::sum, returned to the host: waits for
-// the stream.
+// the stream. Scratch: the result, then the partial sums.
 template <bool kSquare, class T>
 double reduce_to_host(const T* x, int64_t n, CudaContext& c) {
-  double* result_device = static_cast<double*>(c.scratch(sizeof(double)));
+  const auto doubles = static_cast<size_t>(1 + sum_partial_count(n));
+  double* result_device = static_cast<double*>(c.scratch(doubles * sizeof(double)));
   if (kSquare) {
-    cuda::sum_squares(result_device, x, n, c.stream());
+    cuda::sum_squares(result_device, x, n, c.stream(), result_device + 1);
   } else {
-    cuda::sum(result_device, x, n, c.stream());
+    cuda::sum(result_device, x, n, c.stream(), result_device + 1);
   }
   double result = 0.0;
   TRAINER_CUDA_CHECK(
@@ -218,9 +221,13 @@ void linear_backward(const ops::LinearBackward& args) {
                                      arg("input", args.input, kAct, rows * in_features),
                                      arg("weight", args.weight, kAct, out_features * in_features)});
   CudaContext& c = context();
+  float* dbias_scratch =
+      args.dbias.defined()
+          ? static_cast<float*>(c.scratch(static_cast<size_t>(out_features) * sizeof(float)))
+          : nullptr;
   c.gemm().linear_backward(ptr<void>(args.dinput), ptr<float>(args.dweight), ptr<float>(args.dbias),
                            args.dout.raw(), args.input.raw(), args.weight.raw(), rows, in_features,
-                           out_features, act, c.stream());
+                           out_features, act, c.stream(), dbias_scratch);
 }
 
 void layernorm_forward(const ops::LayernormForward& args) {
@@ -306,6 +313,20 @@ void dropout_hidden_forward(const ops::DropoutHiddenForward& args) {
     cuda::dropout_hidden_forward(act_ptr(args.out), ptr<uint8_t>(args.mask), act_ptr(args.input),
                                  args.seq, args.micro_batch, args.channels, args.seq_offset,
                                  args.sample_offset, args.drop_probability, args.key, stream);
+  });
+}
+
+void dropout_add_hidden_forward(const ops::DropoutAddHiddenForward& args) {
+  const int64_t n = args.seq * args.micro_batch * args.channels;
+  const DType act =
+      check_args("dropout_add_hidden_forward",
+                 {arg("out", args.out, kAct, n), arg("mask", args.mask, kU8, n),
+                  arg("residual", args.residual, kAct, n), arg("input", args.input, kAct, n)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::dropout_add_hidden_forward(act_ptr(args.out), ptr<uint8_t>(args.mask),
+                                     act_ptr(args.residual), act_ptr(args.input), args.seq,
+                                     args.micro_batch, args.channels, args.seq_offset,
+                                     args.sample_offset, args.drop_probability, args.key, stream);
   });
 }
 
@@ -644,6 +665,12 @@ double sum_squares(const ops::SumSquares& args) {
   return reduce_to_host<true>(ptr<__nv_bfloat16>(args.x), args.count, context());
 }
 
+// f32, as on the CPU (master weights; the compute copy is converted from them).
+void init_param(const ops::InitParam& args) {
+  check_args("init_param", {arg("out", args.out, kF32, args.init.rows * args.init.cols)});
+  cuda::init_param(ptr<float>(args.out), args.init, context().stream());
+}
+
 // fp32 master params, moments and grads, as on the CPU; param_copy (optional) f32 or bf16.
 void adamw_step(const ops::AdamwStep& args) {
   const int64_t n = args.count;
@@ -709,22 +736,14 @@ void check_transfer(const char* op, const Tensor& dst, DeviceKind dst_device, co
 void upload(const Tensor& device_dst, const Tensor& host_src) {
   check_transfer("upload", device_dst, DeviceKind::cuda, host_src, DeviceKind::cpu);
   if (device_dst.nbytes() == 0) return;
-  CudaContext& c = context();
-  TRAINER_CUDA_CHECK(cudaMemcpyAsync(device_dst.raw(), host_src.raw(),
-                                     static_cast<size_t>(device_dst.nbytes()),
-                                     cudaMemcpyHostToDevice, c.stream()));
-  c.synchronize();
+  context().upload(device_dst.raw(), host_src.raw(), static_cast<size_t>(device_dst.nbytes()));
 }
 
 // Device to host after the ops queued before it; returns when host_dst holds the data.
 void download(const Tensor& host_dst, const Tensor& device_src) {
   check_transfer("download", host_dst, DeviceKind::cpu, device_src, DeviceKind::cuda);
   if (host_dst.nbytes() == 0) return;
-  CudaContext& c = context();
-  TRAINER_CUDA_CHECK(cudaMemcpyAsync(host_dst.raw(), device_src.raw(),
-                                     static_cast<size_t>(host_dst.nbytes()), cudaMemcpyDeviceToHost,
-                                     c.stream()));
-  c.synchronize();
+  context().download(host_dst.raw(), device_src.raw(), static_cast<size_t>(host_dst.nbytes()));
 }
 
 // Any dtype; dst and src the same dtype and size (ops::copy checked size and device).
@@ -776,18 +795,103 @@ CudaContext::~CudaContext() {
   }
   // Stream-ordered, after every op queued on the stream; errors are ignored (a destructor
   // must not throw, and at process exit the driver may already be gone).
-  if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_.get());
+  if (scratch_ != nullptr && allocator_ == nullptr) cudaFreeAsync(scratch_, stream_.get());
+  if (scratch_ != nullptr && allocator_ != nullptr)
+    allocator_->deallocate(scratch_, static_cast<int64_t>(scratch_bytes_),
+                           MemoryCategory::workspace);
+  for (void* chunk : pinned_)  // transfers return only once their copies are done
+    if (chunk != nullptr) cudaFreeHost(chunk);
+}
+
+// The caching allocator's free block is reused by the next op on stream() only, after the work
+// queued before (Note [Caching allocator and streams]): freeing it at once is stream-ordered.
+void CudaContext::release_scratch() {
+  if (scratch_ == nullptr) return;
+  if (allocator_ != nullptr) {
+    allocator_->deallocate(scratch_, static_cast<int64_t>(scratch_bytes_),
+                           MemoryCategory::workspace);
+  } else {
+    TRAINER_CUDA_CHECK(cudaFreeAsync(scratch_, stream_.get()));
+  }
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
 }
 
 void* CudaContext::scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
   const size_t grown = bytes > 2 * scratch_bytes_ ? bytes : 2 * scratch_bytes_;
-  if (scratch_ != nullptr) TRAINER_CUDA_CHECK(cudaFreeAsync(scratch_, stream_.get()));
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  scratch_ = malloc_async_retrying(grown, stream_.get());
+  release_scratch();
+  scratch_ = allocator_ != nullptr
+                 ? allocator_->allocate(static_cast<int64_t>(grown), MemoryCategory::workspace)
+                 : malloc_async_retrying(grown, stream_.get());
   scratch_bytes_ = grown;
   return scratch_;
+}
+
+// Note [Pinned transfers]
+// A copy from pageable host memory is staged by the driver through a small pinned buffer of
+// its own, chunk after chunk. Transfers of more than one chunk go through the context's two
+// pinned chunks instead, pipelined: the host copies one chunk while the copy engine moves the
+// other (each chunk's event says when its last copy is done). Smaller ones copy directly.
+constexpr size_t kPinnedChunkBytes = size_t{16} << 20;
+
+void CudaContext::allocate_pinned() {
+  for (void*& chunk : pinned_)
+    if (chunk == nullptr) TRAINER_CUDA_CHECK(cudaHostAlloc(&chunk, kPinnedChunkBytes, 0));
+}
+
+void CudaContext::upload(void* device_dst, const void* host_src, size_t bytes) {
+  if (bytes <= kPinnedChunkBytes) {
+    TRAINER_CUDA_CHECK(
+        cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream()));
+    synchronize();
+    return;
+  }
+  allocate_pinned();
+  for (size_t offset = 0, chunk = 0; offset < bytes; offset += kPinnedChunkBytes, ++chunk) {
+    const size_t slot = chunk % 2, n = std::min(kPinnedChunkBytes, bytes - offset);
+    staged_[slot].synchronize();  // its previous chunk has reached the device
+    std::memcpy(pinned_[slot], static_cast<const char*>(host_src) + offset, n);
+    TRAINER_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(device_dst) + offset, pinned_[slot], n,
+                                       cudaMemcpyHostToDevice, stream()));
+    staged_[slot].record(stream());
+  }
+  synchronize();
+}
+
+void CudaContext::download(void* host_dst, const void* device_src, size_t bytes) {
+  if (bytes <= kPinnedChunkBytes) {
+    TRAINER_CUDA_CHECK(
+        cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream()));
+    synchronize();
+    return;
+  }
+  allocate_pinned();
+  const size_t chunks = (bytes + kPinnedChunkBytes - 1) / kPinnedChunkBytes;
+  auto chunk_bytes = [&](size_t chunk) {
+    return std::min(kPinnedChunkBytes, bytes - chunk * kPinnedChunkBytes);
+  };
+  auto queue = [&](size_t chunk) {
+    TRAINER_CUDA_CHECK(cudaMemcpyAsync(
+        pinned_[chunk % 2], static_cast<const char*>(device_src) + chunk * kPinnedChunkBytes,
+        chunk_bytes(chunk), cudaMemcpyDeviceToHost, stream()));
+    staged_[chunk % 2].record(stream());
+  };
+  queue(0);
+  if (chunks > 1) queue(1);
+  for (size_t chunk = 0; chunk < chunks; ++chunk) {
+    staged_[chunk % 2].synchronize();
+    std::memcpy(static_cast<char*>(host_dst) + chunk * kPinnedChunkBytes, pinned_[chunk % 2],
+                chunk_bytes(chunk));
+    if (chunk + 2 < chunks) queue(chunk + 2);
+  }
+}
+
+void CudaContext::use_allocator(Allocator* allocator) {
+  TRAINER_ASSERT(allocator == nullptr || allocator->device() == DeviceKind::cuda,
+                 "CudaContext scratch from an allocator of host memory");
+  release_scratch();
+  allocator_ = allocator;
 }
 
 void register_cuda_backend(CudaContext& context) {

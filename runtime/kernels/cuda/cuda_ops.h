@@ -5,8 +5,10 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 
+#include "runtime/allocator.h"
 #include "runtime/kernels/cuda/attention_gemm.h"
 #include "runtime/kernels/cuda/gemm.h"
 #include "runtime/kernels/cuda/stream.h"
@@ -35,14 +37,30 @@ class CudaContext {
 
   // Device memory of at least `bytes` (256-byte aligned) for work queued on stream() until the
   // next call: growing frees the old buffer stream-ordered, after the work queued before it.
+  // From the caching allocator given to use_allocator (category workspace: counted, and
+  // released by its out-of-memory retry), else from cudaMallocAsync's pool.
   void* scratch(size_t bytes);
+  // Takes scratch from `allocator` (a CudaAllocator, which must outlive this context) from now
+  // on; the buffer held so far goes back where it came from.
+  void use_allocator(Allocator* allocator);
+
+  // Synchronous copies between pageable host memory and the device, after the work queued on
+  // stream() (Note [Pinned transfers]).
+  void upload(void* device_dst, const void* host_src, size_t bytes);
+  void download(void* host_dst, const void* device_src, size_t bytes);
 
  private:
+  void release_scratch();
+  void allocate_pinned();
+
   CudaStream stream_;
   LtGemm gemm_;
   CublasHandle cublas_;
+  Allocator* allocator_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  std::array<void*, 2> pinned_{};    // the staging chunks, allocated on first use
+  std::array<CudaEvent, 2> staged_;  // the last copy in or out of each chunk
 };
 
 // Makes ops:: on CUDA tensors run on `context` (process-wide, replacing any earlier

@@ -22,6 +22,17 @@ void dropout_hidden_forward(__nv_bfloat16* out, uint8_t* mask, const __nv_bfloat
                             int64_t B, int64_t C, int64_t t_offset, int64_t sample_offset, float p,
                             DropoutKey key, cudaStream_t stream);
 
+// The same mask as dropout_hidden_forward; out = residual + inp * mask / (1 - p), summed in
+// float and rounded once; p > 0; out may alias inp or residual.
+void dropout_add_hidden_forward(float* out, uint8_t* mask, const float* residual, const float* inp,
+                                int64_t T, int64_t B, int64_t C, int64_t t_offset,
+                                int64_t sample_offset, float p, DropoutKey key,
+                                cudaStream_t stream);
+void dropout_add_hidden_forward(__nv_bfloat16* out, uint8_t* mask, const __nv_bfloat16* residual,
+                                const __nv_bfloat16* inp, int64_t T, int64_t B, int64_t C,
+                                int64_t t_offset, int64_t sample_offset, float p, DropoutKey key,
+                                cudaStream_t stream);
+
 // Attention probabilities (B, H, T, T), possibly a head shard: local head h is global head
 // head_offset + h; element index = ((head_offset + h) * T + i) * T + j.
 void dropout_attention_forward(float* out, uint8_t* mask, const float* inp, int64_t B, int64_t H,

@@ -16,11 +16,17 @@ using namespace ::runtime::cuda::device;  // device_common.cuh
 
 constexpr int64_t kSumChunk = int64_t{1} << 16;  // elements per partial sum of sum_squares
 
-template <class T>
-__global__ void add_kernel(T* out, const T* a, const T* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
+// kWidth: Note [Vector access]; `packs` accesses of kWidth elements.
+template <class T, int kWidth>
+__global__ void add_kernel(T* out, const T* a, const T* b, int64_t packs) {
+  float x[kWidth], y[kWidth];
+  for (int64_t p = grid_start<int64_t>(); p < packs; p += grid_step<int64_t>()) {
+    load_pack<kWidth>(a + p * kWidth, x);
+    load_pack<kWidth>(b + p * kWidth, y);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) x[k] += y[k];
+    store_pack<kWidth>(out + p * kWidth, x);
+  }
 }
 
 template <class T>
@@ -30,12 +36,21 @@ __global__ void scale_kernel(T* x, float s, int64_t n) {
     x[i] = from_float<T>(to_float(x[i]) * s);
 }
 
-template <class T>
-__global__ void add_bias_kernel(T* out, const T* bias, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
+// Index: Note [Index width].
+template <class T, class Index>
+__global__ void add_bias_kernel(T* out, const T* bias, Index rows, Index cols) {
+  const Index n = rows * cols;
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>())
     out[i] = from_float<T>(to_float(out[i]) + to_float(bias[i % cols]));
+}
+
+// Index: Note [Index width].
+template <class Index>
+__global__ void init_param_kernel(float* out, ParamInit init) {
+  const auto cols = static_cast<Index>(init.cols);
+  const Index n = static_cast<Index>(init.rows) * cols;
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>())
+    out[i] = param_init_value(init, static_cast<int64_t>(i / cols), static_cast<int64_t>(i % cols));
 }
 
 template <class Out, class In>
@@ -90,7 +105,11 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 void launch_add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  add_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n);
+  const bool packed = n % kPack<T> == 0 && aligned_16(out) && aligned_16(a) && aligned_16(b);
+  with_pack_width<T>(packed, [&](auto width) {
+    constexpr int kWidth = decltype(width)::value;
+    add_kernel<T, kWidth><<<grid_for(n / kWidth), kThreads, 0, stream>>>(out, a, b, n / kWidth);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -104,7 +123,11 @@ void launch_scale(T* x, float s, int64_t n, cudaStream_t stream) {
 template <class T>
 void launch_add_bias(T* out, const T* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  add_bias_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(out, bias, rows, cols);
+  with_index_type(rows * cols, [&](auto index) {
+    using Index = decltype(index);
+    add_bias_kernel<T, Index><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        out, bias, static_cast<Index>(rows), static_cast<Index>(cols));
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -140,36 +163,56 @@ void add_bias(__nv_bfloat16* out, const __nv_bfloat16* bias, int64_t rows, int64
   launch_add_bias(out, bias, rows, cols, stream);
 }
 
+int64_t sum_partial_count(int64_t n) {
+  return n > 0 ? (n + kSumChunk - 1) / kSumChunk : 0;
+}
+
 // The fixed-partition reduction behind sum and sum_squares.
 template <bool kSquare, class T>
-void launch_sum(double* result_device, const T* x, int64_t n, cudaStream_t stream) {
+void launch_sum(double* result_device, const T* x, int64_t n, cudaStream_t stream,
+                double* partials) {
   TRAINER_ASSERT(n >= 0, "sum of " << n << " elements");
   if (n == 0) {
     TRAINER_CUDA_CHECK(cudaMemsetAsync(result_device, 0, sizeof(double), stream));
     return;
   }
-  const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  const int64_t chunks = sum_partial_count(n);
   TRAINER_ASSERT(chunks <= kMaxBlocks, "sum of " << n << " elements: too many chunks");
-  const StreamScratch partial(static_cast<size_t>(chunks) * sizeof(double), stream);
-  sum_partial_kernel<T, kSquare><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
-      static_cast<double*>(partial.get()), x, n);
+  const StreamScratch owned(partials == nullptr ? static_cast<size_t>(chunks) * sizeof(double) : 0,
+                            stream);
+  double* partial = partials != nullptr ? partials : static_cast<double*>(owned.get());
+  sum_partial_kernel<T, kSquare>
+      <<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(partial, x, n);
   TRAINER_CUDA_CHECK(cudaGetLastError());
-  sum_partials_kernel<<<1, kThreads, 0, stream>>>(result_device,
-                                                  static_cast<double*>(partial.get()), chunks);
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(result_device, partial, chunks);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
-void sum(double* result_device, const float* x, int64_t n, cudaStream_t stream) {
-  launch_sum<false>(result_device, x, n, stream);
+void sum(double* result_device, const float* x, int64_t n, cudaStream_t stream, double* partials) {
+  launch_sum<false>(result_device, x, n, stream, partials);
 }
-void sum(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
-  launch_sum<false>(result_device, x, n, stream);
+void sum(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream,
+         double* partials) {
+  launch_sum<false>(result_device, x, n, stream, partials);
 }
-void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream) {
-  launch_sum<true>(result_device, x, n, stream);
+void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream,
+                 double* partials) {
+  launch_sum<true>(result_device, x, n, stream, partials);
 }
-void sum_squares(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream) {
-  launch_sum<true>(result_device, x, n, stream);
+void sum_squares(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream,
+                 double* partials) {
+  launch_sum<true>(result_device, x, n, stream, partials);
+}
+
+void init_param(float* out, const ParamInit& init, cudaStream_t stream) {
+  TRAINER_ASSERT(init.rows >= 0 && init.cols >= 0,
+                 "init_param of " << init.rows << " x " << init.cols);
+  const int64_t n = init.rows * init.cols;
+  if (n == 0) return;
+  with_index_type(n, [&](auto index) {
+    init_param_kernel<decltype(index)><<<grid_for(n), kThreads, 0, stream>>>(out, init);
+  });
+  TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
 double sum_squares(const float* x, int64_t n, cudaStream_t stream) {

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "runtime/philox.h"
+
 namespace runtime::cuda {
 
 // out = a + b (=); out may alias a or b.
@@ -27,10 +29,19 @@ void add_bias(__nv_bfloat16* out, const __nv_bfloat16* bias, int64_t rows, int64
 // Sum (or sum of squares) in double with a fixed partition of x (independent of the device),
 // each part summed in a fixed tree order and the parts combined in a fixed order:
 // deterministic. *result_device = sum (=); result_device is one double in device memory.
-void sum(double* result_device, const float* x, int64_t n, cudaStream_t stream);
-void sum(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream);
-void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream);
-void sum_squares(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream);
+// partials: sum_partial_count(n) doubles of device scratch, or null (cudaMallocAsync).
+int64_t sum_partial_count(int64_t n);
+void sum(double* result_device, const float* x, int64_t n, cudaStream_t stream,
+         double* partials = nullptr);
+void sum(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream,
+         double* partials = nullptr);
+void sum_squares(double* result_device, const float* x, int64_t n, cudaStream_t stream,
+                 double* partials = nullptr);
+void sum_squares(double* result_device, const __nv_bfloat16* x, int64_t n, cudaStream_t stream,
+                 double* partials = nullptr);
+// out(init.rows, init.cols) = the shard's initial values (Note [Parameter init RNG]).
+void init_param(float* out, const ParamInit& init, cudaStream_t stream);
+
 // The same, returned to the host: synchronizes `stream`.
 double sum_squares(const float* x, int64_t n, cudaStream_t stream);
 

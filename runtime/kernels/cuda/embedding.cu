@@ -29,13 +29,13 @@ int sort_end_bit(int64_t vocab_rows) {
   return bits;
 }
 
-template <class T>
-__global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, int64_t rows,
-                                         int64_t C, int64_t vocab_start, int64_t vocab_rows) {
-  const int64_t n = rows * C;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / C, c = i % C;
+// Index: Note [Index width] (the table rows are addressed in 64 bits: vocab_rows * C may not fit).
+template <class T, class Index>
+__global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, Index rows,
+                                         Index C, int64_t vocab_start, int64_t vocab_rows) {
+  const Index n = rows * C;
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>()) {
+    const Index r = i / C, c = i % C;
     const int64_t local = static_cast<int64_t>(tokens[r]) - vocab_start;
     out[i] = local >= 0 && local < vocab_rows ? wte[local * C + c] : from_float<T>(0.f);
   }
@@ -71,28 +71,28 @@ __global__ void __launch_bounds__(kThreads)
   *dst = acc;
 }
 
-template <class T>
-__global__ void position_forward_kernel(T* out, const T* wpe, int64_t T_len, int64_t B, int64_t C,
+// Index: Note [Index width] over the (T_len, B, C) output; the table row in 64 bits.
+template <class T, class Index>
+__global__ void position_forward_kernel(T* out, const T* wpe, Index T_len, Index B, Index C,
                                         int64_t t_offset) {
-  const int64_t n = T_len * B * C;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = i / (B * C), c = i % C;
+  const Index n = T_len * B * C, row = B * C;
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>()) {
+    const Index t = i / row, c = i % C;
     out[i] = from_float<T>(to_float(out[i]) + to_float(wpe[(t_offset + t) * C + c]));
   }
 }
 
 // One thread per (t, c): dwpe[t_offset + t][c] += dout(t, 0, c) + ... in order b = 0..B-1.
-template <class T>
-__global__ void position_backward_kernel(float* dwpe, const T* dout, int64_t T_len, int64_t B,
-                                         int64_t C, int64_t t_offset) {
-  const int64_t n = T_len * C;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = i / C, c = i % C;
+// Index: Note [Index width] over dout's T_len * B * C elements.
+template <class T, class Index>
+__global__ void position_backward_kernel(float* dwpe, const T* dout, Index T_len, Index B, Index C,
+                                         int64_t t_offset) {
+  const Index n = T_len * C;
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>()) {
+    const Index t = i / C, c = i % C;
     float* dst = dwpe + (t_offset + t) * C + c;
     float acc = *dst;
-    for (int64_t b = 0; b < B; ++b) acc += to_float(dout[(t * B + b) * C + c]);
+    for (Index b = 0; b < B; ++b) acc += to_float(dout[(t * B + b) * C + c]);
     *dst = acc;
   }
 }
@@ -146,8 +146,11 @@ void launch_forward(T* out, const int32_t* tokens, const T* wte, int64_t rows, i
                     int64_t vocab_start, int64_t vocab_rows, cudaStream_t stream) {
   check_shape(rows, C, vocab_rows);
   if (rows * C == 0) return;
-  embedding_forward_kernel<T><<<grid_for(rows * C), kThreads, 0, stream>>>(
-      out, tokens, wte, rows, C, vocab_start, vocab_rows);
+  with_index_type(rows * C, [&](auto index) {
+    using Index = decltype(index);
+    embedding_forward_kernel<T, Index><<<grid_for(rows * C), kThreads, 0, stream>>>(
+        out, tokens, wte, static_cast<Index>(rows), static_cast<Index>(C), vocab_start, vocab_rows);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -183,8 +186,12 @@ void launch_position_forward(T* out, const T* wpe, int64_t T_len, int64_t B, int
                              int64_t t_offset, cudaStream_t stream) {
   check_position_shape(T_len, B, C, t_offset);
   if (T_len * B * C == 0) return;
-  position_forward_kernel<T>
-      <<<grid_for(T_len * B * C), kThreads, 0, stream>>>(out, wpe, T_len, B, C, t_offset);
+  with_index_type(T_len * B * C, [&](auto index) {
+    using Index = decltype(index);
+    position_forward_kernel<T, Index><<<grid_for(T_len * B * C), kThreads, 0, stream>>>(
+        out, wpe, static_cast<Index>(T_len), static_cast<Index>(B), static_cast<Index>(C),
+        t_offset);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -193,8 +200,12 @@ void launch_position_backward(float* dwpe, const T* dout, int64_t T_len, int64_t
                               int64_t t_offset, cudaStream_t stream) {
   check_position_shape(T_len, B, C, t_offset);
   if (T_len * C == 0) return;
-  position_backward_kernel<T>
-      <<<grid_for(T_len * C), kThreads, 0, stream>>>(dwpe, dout, T_len, B, C, t_offset);
+  with_index_type(T_len * B * C, [&](auto index) {
+    using Index = decltype(index);
+    position_backward_kernel<T, Index><<<grid_for(T_len * C), kThreads, 0, stream>>>(
+        dwpe, dout, static_cast<Index>(T_len), static_cast<Index>(B), static_cast<Index>(C),
+        t_offset);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 

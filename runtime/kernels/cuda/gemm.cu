@@ -1,6 +1,7 @@
 // LtGemm: row-major GEMMs on cuBLASLt (column-major) by the operand swap
 // (Note [Row-major through cuBLASLt]), a per-problem cache of the heuristic's choice,
-// and the deterministic column-sum kernel of the bias gradient.
+// and the bias gradient: the BGRADB epilogue of the weight-gradient product, or a
+// deterministic column-sum kernel where cuBLASLt has no algorithm for that epilogue.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device_common.cuh"
+#include "runtime/kernels/cuda/elementwise.h"
 #include "runtime/kernels/cuda/gemm.h"
 
 namespace runtime::cuda {
@@ -17,7 +20,10 @@ namespace runtime::cuda {
 // a (C, R) matrix with the same ld. So row-major C = op(A) op(B) is column-major
 // C^T = op(B)^T op(A)^T: cuBLASLt's first operand is our B, its second our A, keeping
 // each transpose flag, and its m, n are our N, M. cuBLASLt's bias is indexed by the
-// rows of its D, i.e. by our columns (out_features), as a linear layer wants.
+// rows of its D, i.e. by our columns (out_features), as a linear layer wants. Its BGRADB
+// epilogue sums its B (our A) over k into a vector of its D's columns (our rows): for the
+// weight gradient dweight(out, in) = dout^T(out, rows) inp(rows, in), A = dout transposed
+// and k = rows, so that vector is dout's column sums, the bias gradient.
 struct LtGemm::Problem {
   bool trans_a = false;
   bool trans_b = false;
@@ -34,7 +40,7 @@ struct LtGemm::Problem {
   DType ab_type = DType::f32;
   DType c_type = DType::f32;
   Epilogue epilogue = Epilogue::none;
-  const void* bias = nullptr;  // N elements of c_type
+  const void* bias = nullptr;  // N elements of c_type (bias_gradient: M elements, f32)
   void* aux = nullptr;         // (M, N) row-major with leading dim ldc, c_type
 };
 
@@ -61,6 +67,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue epilogue) {
       return CUBLASLT_EPILOGUE_BIAS;
     case Epilogue::bias_gelu_aux:
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::bias_gradient:
+      return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -73,6 +81,8 @@ const char* epilogue_name(Epilogue epilogue) {
       return "bias";
     case Epilogue::bias_gelu_aux:
       return "bias_gelu_aux";
+    case Epilogue::bias_gradient:
+      return "bias_gradient";
   }
   return "?";
 }
@@ -150,12 +160,7 @@ class PreferenceDesc {
   cublasLtMatmulPreference_t preference_ = nullptr;
 };
 
-__device__ inline float to_float(float value) {
-  return value;
-}
-__device__ inline float to_float(__nv_bfloat16 value) {
-  return __bfloat162float(value);
-}
+using device::to_float;
 
 constexpr int kColumnSumColumns = 32;     // columns per block (threadIdx.x)
 constexpr int kColumnSumRowThreads = 16;  // row strides per block (threadIdx.y)
@@ -257,6 +262,8 @@ void LtGemm::linear_forward(void* out, const void* inp, const void* weight, cons
                             int64_t rows, int64_t in_features, int64_t out_features,
                             DType act_dtype, Epilogue epilogue, void* gelu_aux,
                             cudaStream_t stream) {
+  TRAINER_ASSERT(epilogue != Epilogue::bias_gradient,
+                 "linear_forward: the bias_gradient epilogue is linear_backward's");
   TRAINER_ASSERT((bias == nullptr) == (epilogue == Epilogue::none),
                  "linear_forward: bias must be given exactly when the epilogue adds it (epilogue "
                      << epilogue_name(epilogue) << ")");
@@ -288,24 +295,59 @@ void LtGemm::linear_forward(void* out, const void* inp, const void* weight, cons
 
 void LtGemm::linear_backward(void* dinp, float* dweight, float* dbias, const void* dout,
                              const void* inp, const void* weight, int64_t rows, int64_t in_features,
-                             int64_t out_features, DType act_dtype, cudaStream_t stream) {
+                             int64_t out_features, DType act_dtype, cudaStream_t stream,
+                             float* dbias_scratch) {
   TRAINER_ASSERT(dweight != nullptr, "linear_backward: dweight is required");
   if (dinp != nullptr) {
     // dinp(rows, in) = dout(rows, out) W(out, in)
     gemm(false, false, rows, in_features, out_features, 1.0f, dout, out_features, weight,
          in_features, 0.0f, dinp, in_features, act_dtype, act_dtype, stream);
   }
+  if (dbias != nullptr && weight_and_bias_gradient(dweight, dbias, dout, inp, rows, in_features,
+                                                   out_features, act_dtype, stream, dbias_scratch))
+    return;
   // dweight(out, in) += dout^T(out, rows) inp(rows, in)
   gemm(true, false, out_features, in_features, rows, 1.0f, dout, out_features, inp, in_features,
        1.0f, dweight, in_features, act_dtype, DType::f32, stream);
   if (dbias != nullptr) column_sums_accumulate(dbias, dout, rows, out_features, act_dtype, stream);
 }
 
-void LtGemm::matmul(const Problem& p, cudaStream_t stream) {
+bool LtGemm::weight_and_bias_gradient(float* dweight, float* dbias, const void* dout,
+                                      const void* inp, int64_t rows, int64_t in_features,
+                                      int64_t out_features, DType act_dtype, cudaStream_t stream,
+                                      float* dbias_scratch) {
+  if (rows == 0 || out_features == 0 || in_features == 0) return false;
+  // BGRADB writes (=) the sums; dbias accumulates, so they land in scratch first.
+  const device::StreamScratch owned(
+      dbias_scratch == nullptr ? static_cast<size_t>(out_features) * sizeof(float) : 0, stream);
+  float* sums = dbias_scratch != nullptr ? dbias_scratch : static_cast<float*>(owned.get());
+  Problem problem;
+  problem.trans_a = true;  // dweight(out, in) += dout^T(out, rows) inp(rows, in)
+  problem.trans_b = false;
+  problem.M = out_features;
+  problem.N = in_features;
+  problem.K = rows;
+  problem.A = dout;
+  problem.lda = out_features;
+  problem.B = inp;
+  problem.ldb = in_features;
+  problem.beta = 1.0f;
+  problem.C = dweight;
+  problem.ldc = in_features;
+  problem.ab_type = act_dtype;
+  problem.c_type = DType::f32;
+  problem.epilogue = Epilogue::bias_gradient;
+  problem.bias = sums;
+  if (!matmul(problem, stream)) return false;
+  add(dbias, dbias, sums, out_features, stream);
+  return true;
+}
+
+bool LtGemm::matmul(const Problem& p, cudaStream_t stream) {
   TRAINER_ASSERT(
       p.M >= 0 && p.N >= 0 && p.K > 0 && p.batch_count >= 0,
       "GEMM shape M=" << p.M << " N=" << p.N << " K=" << p.K << " batch=" << p.batch_count);
-  if (p.M == 0 || p.N == 0 || p.batch_count == 0) return;
+  if (p.M == 0 || p.N == 0 || p.batch_count == 0) return true;
   TRAINER_ASSERT(p.ab_type == DType::bf16 || (p.ab_type == DType::f32 && p.c_type == DType::f32),
                  "GEMM dtypes A/B " << dtype_name(p.ab_type) << ", C " << dtype_name(p.c_type)
                                     << " (Note [GEMM precision])");
@@ -334,19 +376,30 @@ void LtGemm::matmul(const Problem& p, cudaStream_t stream) {
     operation.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
     operation.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.ldc);
   }
+  if (p.epilogue == Epilogue::bias_gradient)
+    operation.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(CUDA_R_32F));
 
-  const cublasLtMatmulAlgo_t algorithm =
-      find_algorithm(p, operation.get(), layout_first.get(), layout_second.get(), layout_c.get());
-  TRAINER_CUBLAS_CHECK(cublasLtMatmul(handle_, operation.get(), &p.alpha, p.B, layout_first.get(),
-                                      p.A, layout_second.get(), &p.beta, p.C, layout_c.get(), p.C,
-                                      layout_c.get(), &algorithm, workspace_,
-                                      static_cast<size_t>(kWorkspaceBytes), stream));
+  cublasLtMatmulAlgo_t algorithm = {};
+  if (!find_algorithm(p, operation.get(), layout_first.get(), layout_second.get(), layout_c.get(),
+                      &algorithm))
+    return false;
+  const cublasStatus_t cublas_lt_matmul =
+      cublasLtMatmul(handle_, operation.get(), &p.alpha, p.B, layout_first.get(), p.A,
+                     layout_second.get(), &p.beta, p.C, layout_c.get(), p.C, layout_c.get(),
+                     &algorithm, workspace_, static_cast<size_t>(kWorkspaceBytes), stream);
+  if (cublas_lt_matmul != CUBLAS_STATUS_SUCCESS && p.epilogue == Epilogue::bias_gradient) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bias_gradient_rejected_ = true;  // refused at launch, nothing ran: the fallback from now on
+    return false;
+  }
+  TRAINER_CUBLAS_CHECK(cublas_lt_matmul);
+  return true;
 }
 
-cublasLtMatmulAlgo_t LtGemm::find_algorithm(const Problem& p, cublasLtMatmulDesc_t operation,
-                                            cublasLtMatrixLayout_t layout_first,
-                                            cublasLtMatrixLayout_t layout_second,
-                                            cublasLtMatrixLayout_t layout_c) {
+bool LtGemm::find_algorithm(const Problem& p, cublasLtMatmulDesc_t operation,
+                            cublasLtMatrixLayout_t layout_first,
+                            cublasLtMatrixLayout_t layout_second, cublasLtMatrixLayout_t layout_c,
+                            cublasLtMatmulAlgo_t* algorithm) {
   const int64_t ab_size = dtype_size(p.ab_type);
   const int64_t c_size = dtype_size(p.c_type);
   const int64_t batched = p.batch_count > 1 ? 1 : 0;
@@ -375,8 +428,13 @@ cublasLtMatmulAlgo_t LtGemm::find_algorithm(const Problem& p, cublasLtMatmulDesc
                             alignment_bytes(p.bias, 0),
                             alignment_bytes(p.aux, 0)};
   std::lock_guard<std::mutex> lock(mutex_);
+  if (p.epilogue == Epilogue::bias_gradient && bias_gradient_rejected_) return false;
   auto found = algorithms_.find(key);
-  if (found != algorithms_.end()) return found->second;
+  if (found != algorithms_.end()) {
+    *algorithm = found->second;
+    return true;
+  }
+  if (unsupported_.count(key) != 0) return false;
 
   PreferenceDesc preference;
   preference.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
@@ -391,6 +449,11 @@ cublasLtMatmulAlgo_t LtGemm::find_algorithm(const Problem& p, cublasLtMatmulDesc
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(handle_, operation, layout_first, layout_second, layout_c,
                                      layout_c, preference.get(), 1, &result, &result_count);
+  if ((status != CUBLAS_STATUS_SUCCESS || result_count == 0) &&
+      p.epilogue == Epilogue::bias_gradient) {
+    unsupported_.insert(key);  // linear_backward sums the columns itself
+    return false;
+  }
   if (status != CUBLAS_STATUS_SUCCESS || result_count == 0) {
     throw LibraryError(TRAINER_STR(
         "[rank " << error_rank() << "] cuBLASLt has no algorithm for row-major GEMM trans_a="
@@ -402,7 +465,8 @@ cublasLtMatmulAlgo_t LtGemm::find_algorithm(const Problem& p, cublasLtMatmulDesc
                  << cublas_error_string(status) << ")"));
   }
   algorithms_.emplace(key, result.algo);
-  return result.algo;
+  *algorithm = result.algo;
+  return true;
 }
 
 }  // namespace runtime::cuda

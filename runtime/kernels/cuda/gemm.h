@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "runtime/dtype.h"
 
@@ -17,8 +18,9 @@ namespace runtime::cuda {
 
 // What linear_forward applies after the product. bias_gelu_aux: out = gelu(x W^T + b)
 // with GELU in its tanh form (cuBLASLt's), and gelu_aux = x W^T + b (the GELU input,
-// kept for the backward pass).
-enum class Epilogue { none, bias, bias_gelu_aux };
+// kept for the backward pass). bias_gradient (linear_backward's own, not linear_forward's):
+// the weight-gradient product also writes the column sums of dout (cuBLASLt's BGRADB).
+enum class Epilogue { none, bias, bias_gelu_aux, bias_gradient };
 
 // Note [GEMM precision]
 // Supported: A, B f32 with C f32, computed with CUBLAS_COMPUTE_32F (TF32 off, so
@@ -62,10 +64,13 @@ class LtGemm {
                       Epilogue epilogue, void* gelu_aux, cudaStream_t stream);
 
   // dinp = dout W (=, act_dtype, skipped when null); dweight += dout^T inp (fp32);
-  // dbias += column sums of dout (fp32, skipped when null; deterministic).
+  // dbias += column sums of dout (fp32, skipped when null; deterministic): from the
+  // weight-gradient product's bias_gradient epilogue into scratch (dbias_scratch: out_features
+  // floats on device; null: cudaMallocAsync), then added, or by a column-sum kernel where
+  // cuBLASLt has no algorithm for that epilogue.
   void linear_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                        const void* weight, int64_t rows, int64_t in_features, int64_t out_features,
-                       DType act_dtype, cudaStream_t stream);
+                       DType act_dtype, cudaStream_t stream, float* dbias_scratch = nullptr);
 
   // Number of distinct problems whose algorithm has been chosen and cached.
   int64_t cached_algorithm_count() const;
@@ -75,16 +80,25 @@ class LtGemm {
   static constexpr int kKeyFields = 20;
   using AlgorithmKey = std::array<int64_t, kKeyFields>;
 
-  void matmul(const Problem& problem, cudaStream_t stream);
-  cublasLtMatmulAlgo_t find_algorithm(const Problem& problem, cublasLtMatmulDesc_t operation,
-                                      cublasLtMatrixLayout_t layout_a,
-                                      cublasLtMatrixLayout_t layout_b,
-                                      cublasLtMatrixLayout_t layout_c);
+  // Runs the problem. When cuBLASLt has no algorithm for it: false (nothing run) for the
+  // bias_gradient epilogue, which has a fallback; LibraryError for any other.
+  bool matmul(const Problem& problem, cudaStream_t stream);
+  // The cached or heuristic algorithm; false only as matmul says.
+  bool find_algorithm(const Problem& problem, cublasLtMatmulDesc_t operation,
+                      cublasLtMatrixLayout_t layout_a, cublasLtMatrixLayout_t layout_b,
+                      cublasLtMatrixLayout_t layout_c, cublasLtMatmulAlgo_t* algorithm);
+  // dweight += dout^T inp with the bias_gradient epilogue, dbias += its column sums; false
+  // (nothing run) when cuBLASLt has no algorithm for it.
+  bool weight_and_bias_gradient(float* dweight, float* dbias, const void* dout, const void* inp,
+                                int64_t rows, int64_t in_features, int64_t out_features,
+                                DType act_dtype, cudaStream_t stream, float* dbias_scratch);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;  // kWorkspaceBytes of device memory
   mutable std::mutex mutex_;
   std::map<AlgorithmKey, cublasLtMatmulAlgo_t> algorithms_;
+  std::set<AlgorithmKey> unsupported_;   // problems the heuristic had no algorithm for
+  bool bias_gradient_rejected_ = false;  // a bias_gradient launch failed: never try it again
 };
 
 }  // namespace runtime::cuda

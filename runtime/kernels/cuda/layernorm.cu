@@ -1,7 +1,8 @@
-// Layer normalization: one block per row, row statistics reduced in double in a fixed tree.
+// Layer normalization: one block per row, row statistics in fp32 reduced in a fixed tree.
 // Backward: dinp by rows as in forward; dweight/dbias as per-(row chunk, channel) partial sums
 // in double in scratch, then summed over chunks in order: deterministic, no atomics.
 #include <algorithm>
+#include <initializer_list>
 #include <type_traits>
 
 #include "runtime/error.h"
@@ -17,39 +18,54 @@ using namespace ::runtime::cuda::device;  // device_common.cuh
 constexpr int64_t kMaxRowChunks = 256;  // row chunks of the dweight/dbias partial sums
 
 // Sum of `value` over the block's kThreads threads in a fixed tree; every thread gets it.
-__device__ double block_sum(double value, double* shared) {
+__device__ float block_sum(float value, float* shared) {
   shared[threadIdx.x] = value;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
     if (static_cast<int>(threadIdx.x) < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
     __syncthreads();
   }
-  const double total = shared[0];
+  const float total = shared[0];
   __syncthreads();  // shared is reused by the next call
   return total;
 }
 
-template <class T>
+// Row statistics in fp32 (two passes: mean, then the mean square deviation). kWidth: Note
+// [Vector access]; C is a multiple of it.
+template <class T, int kWidth>
 __global__ void __launch_bounds__(kThreads)
     layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
                              const T* bias, int64_t rows, int64_t C, float eps) {
-  __shared__ double shared[kThreads];
+  __shared__ float shared[kThreads];
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
+  constexpr int64_t kStep = int64_t{kThreads} * kWidth;
+  float x[kWidth], w[kWidth], b[kWidth];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* x = inp + r * C;
-    double sum = 0.0;
-    for (int64_t c = threadIdx.x; c < C; c += kThreads) sum += to_float(x[c]);
-    const double row_mean = block_sum(sum, shared) / static_cast<double>(C);
-    double square_sum = 0.0;
-    for (int64_t c = threadIdx.x; c < C; c += kThreads) {
-      const double d = to_float(x[c]) - row_mean;
-      square_sum += d * d;
+    const T* in = inp + r * C;
+    float sum = 0.f;
+    for (int64_t c = first; c < C; c += kStep) {
+      load_pack<kWidth>(in + c, x);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) sum += x[k];
     }
-    const double variance = block_sum(square_sum, shared) / static_cast<double>(C);
-    const float m = static_cast<float>(row_mean);
-    const float s = static_cast<float>(1.0 / sqrt(variance + static_cast<double>(eps)));
+    const float m = block_sum(sum, shared) / static_cast<float>(C);
+    float square_sum = 0.f;
+    for (int64_t c = first; c < C; c += kStep) {
+      load_pack<kWidth>(in + c, x);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) square_sum += (x[k] - m) * (x[k] - m);
+    }
+    const float variance = block_sum(square_sum, shared) / static_cast<float>(C);
+    const float s = 1.f / sqrtf(variance + eps);
     T* y = out + r * C;
-    for (int64_t c = threadIdx.x; c < C; c += kThreads)
-      y[c] = from_float<T>((to_float(x[c]) - m) * s * to_float(weight[c]) + to_float(bias[c]));
+    for (int64_t c = first; c < C; c += kStep) {
+      load_pack<kWidth>(in + c, x);
+      load_pack<kWidth>(weight + c, w);
+      load_pack<kWidth>(bias + c, b);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) x[k] = (x[k] - m) * s * w[k] + b[k];
+      store_pack<kWidth>(y + c, x);
+    }
     if (threadIdx.x == 0) {
       mean[r] = m;
       rstd[r] = s;
@@ -58,29 +74,44 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // dinp += rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dout * weight.
-template <class T>
+template <class T, int kWidth>
 __global__ void __launch_bounds__(kThreads)
     layernorm_dinp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* mean,
                           const float* rstd, int64_t rows, int64_t C) {
-  __shared__ double shared[kThreads];
+  __shared__ float shared[kThreads];
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
+  constexpr int64_t kStep = int64_t{kThreads} * kWidth;
+  float x[kWidth], dy[kWidth], w[kWidth], dx[kWidth];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* x = inp + r * C;
-    const T* dy = dout + r * C;
+    const T* in = inp + r * C;
+    const T* d_out = dout + r * C;
     const float m = mean[r], s = rstd[r];
-    double dnorm_sum = 0.0, dnorm_xhat_sum = 0.0;
-    for (int64_t c = threadIdx.x; c < C; c += kThreads) {
-      const double dnorm = to_float(dy[c]) * to_float(weight[c]);
-      dnorm_sum += dnorm;
-      dnorm_xhat_sum += dnorm * static_cast<double>((to_float(x[c]) - m) * s);
+    float dnorm_sum = 0.f, dnorm_xhat_sum = 0.f;
+    for (int64_t c = first; c < C; c += kStep) {
+      load_pack<kWidth>(in + c, x);
+      load_pack<kWidth>(d_out + c, dy);
+      load_pack<kWidth>(weight + c, w);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) {
+        const float dnorm = dy[k] * w[k];
+        dnorm_sum += dnorm;
+        dnorm_xhat_sum += dnorm * ((x[k] - m) * s);
+      }
     }
-    const double dnorm_mean = block_sum(dnorm_sum, shared) / static_cast<double>(C);
-    const double dnorm_xhat_mean = block_sum(dnorm_xhat_sum, shared) / static_cast<double>(C);
-    const float a = static_cast<float>(dnorm_mean), b = static_cast<float>(dnorm_xhat_mean);
-    T* dx = dinp + r * C;
-    for (int64_t c = threadIdx.x; c < C; c += kThreads) {
-      const float xhat = (to_float(x[c]) - m) * s;
-      const float grad = (to_float(dy[c]) * to_float(weight[c]) - a - xhat * b) * s;
-      dx[c] = from_float<T>(to_float(dx[c]) + grad);
+    const float a = block_sum(dnorm_sum, shared) / static_cast<float>(C);
+    const float b = block_sum(dnorm_xhat_sum, shared) / static_cast<float>(C);
+    T* d_in = dinp + r * C;
+    for (int64_t c = first; c < C; c += kStep) {
+      load_pack<kWidth>(in + c, x);
+      load_pack<kWidth>(d_out + c, dy);
+      load_pack<kWidth>(weight + c, w);
+      load_pack<kWidth>(d_in + c, dx);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) {
+        const float xhat = (x[k] - m) * s;
+        dx[k] += (dy[k] * w[k] - a - xhat * b) * s;
+      }
+      store_pack<kWidth>(d_in + c, dx);
     }
   }
 }
@@ -123,6 +154,15 @@ __global__ void __launch_bounds__(kThreads)
   dbias[c] += static_cast<float>(db);
 }
 
+// Whether rows of C channels take packed accesses (Note [Vector access]).
+template <class T>
+bool packed_rows(int64_t C, std::initializer_list<const T*> tensors) {
+  if (C % kPack<T> != 0) return false;
+  for (const T* t : tensors)
+    if (!aligned_16(t)) return false;
+  return true;
+}
+
 unsigned row_grid(int64_t rows) {
   return static_cast<unsigned>(std::min(rows, kMaxBlocks));
 }
@@ -141,8 +181,10 @@ void launch_forward(T* out, float* mean, float* rstd, const T* inp, const T* wei
                     int64_t rows, int64_t C, float eps, cudaStream_t stream) {
   TRAINER_ASSERT(rows >= 0 && C > 0, "layernorm of " << rows << " rows of " << C << " channels");
   if (rows == 0) return;
-  layernorm_forward_kernel<T>
-      <<<row_grid(rows), kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, rows, C, eps);
+  with_pack_width<T>(packed_rows<T>(C, {out, inp, weight, bias}), [&](auto width) {
+    layernorm_forward_kernel<T, decltype(width)::value>
+        <<<row_grid(rows), kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, rows, C, eps);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -152,8 +194,10 @@ void launch_backward(T* dinp, float* dweight, float* dbias, const T* dout, const
                      void* scratch, cudaStream_t stream) {
   TRAINER_ASSERT(rows >= 0 && C > 0, "layernorm of " << rows << " rows of " << C << " channels");
   if (rows == 0) return;
-  layernorm_dinp_kernel<T>
-      <<<row_grid(rows), kThreads, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, rows, C);
+  with_pack_width<T>(packed_rows<T>(C, {dinp, dout, inp, weight}), [&](auto width) {
+    layernorm_dinp_kernel<T, decltype(width)::value>
+        <<<row_grid(rows), kThreads, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, rows, C);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 
   const int64_t chunk_rows = chunk_rows_for(rows), chunks = chunks_for(rows);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <initializer_list>
+#include <type_traits>
 
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
@@ -17,30 +19,46 @@ using namespace ::runtime::cuda::device;  // device_common.cuh
 
 constexpr int kMaxRowThreads = 256;  // threads of the block that handles one row
 
-// One block per row of the (batch_heads * T) rows; row % T is the query position i.
-template <typename Element>
+// One block per row of the (batch_heads * T) rows; row % T is the query position i. Each
+// thread takes kWidth consecutive entries per access (Note [Vector access]).
+template <typename Element, int kWidth>
 __global__ void causal_softmax_forward_kernel(Element* probs, const Element* scores, int64_t T) {
   __shared__ float partials[kMaxRowThreads / kWarpThreads];
   const int64_t row = blockIdx.x;
   const int64_t i = row % T;
   const Element* x = scores + row * T;
   Element* p = probs + row * T;  // may be x itself
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * kWidth;
+  float v[kWidth] = {};
 
   float local_max = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
-    local_max = fmaxf(local_max, load_float(x + j));
+  for (int64_t j = first; j <= i; j += step) {
+    load_pack<kWidth>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k)
+      if (j + k <= i) local_max = fmaxf(local_max, v[k]);
+  }
   const float row_max = block_reduce(local_max, partials, MaxOp{});
 
   float local_sum = 0.f;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
-    local_sum += expf(load_float(x + j) - row_max);
+  for (int64_t j = first; j <= i; j += step) {
+    load_pack<kWidth>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k)
+      if (j + k <= i) local_sum += expf(v[k] - row_max);
+  }
   const float inv_sum = 1.f / block_reduce(local_sum, partials, SumOp{});
 
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x)
-    store_float(p + j, j <= i ? expf(load_float(x + j) - row_max) * inv_sum : 0.f);
+  for (int64_t j = first; j < T; j += step) {
+    if (j <= i) load_pack<kWidth>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) v[k] = j + k <= i ? expf(v[k] - row_max) * inv_sum : 0.f;
+    store_pack<kWidth>(p + j, v);
+  }
 }
 
-template <typename Element>
+template <typename Element, int kWidth>
 __global__ void causal_softmax_backward_kernel(Element* dscores, const Element* dprobs,
                                                const Element* probs, int64_t T) {
   __shared__ float partials[kMaxRowThreads / kWarpThreads];
@@ -49,20 +67,48 @@ __global__ void causal_softmax_backward_kernel(Element* dscores, const Element* 
   const Element* dp = dprobs + row * T;
   const Element* p = probs + row * T;
   Element* ds = dscores + row * T;  // may be dp itself
+  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * kWidth;
+  float dv[kWidth] = {}, pv[kWidth] = {};
 
   float local_dot = 0.f;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
-    local_dot += load_float(dp + j) * load_float(p + j);
+  for (int64_t j = first; j <= i; j += step) {
+    load_pack<kWidth>(dp + j, dv);
+    load_pack<kWidth>(p + j, pv);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k)
+      if (j + k <= i) local_dot += dv[k] * pv[k];
+  }
   const float row_dot = block_reduce(local_dot, partials, SumOp{});
 
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x)
-    store_float(ds + j, j <= i ? load_float(p + j) * (load_float(dp + j) - row_dot) : 0.f);
+  for (int64_t j = first; j < T; j += step) {
+    if (j <= i) {
+      load_pack<kWidth>(dp + j, dv);
+      load_pack<kWidth>(p + j, pv);
+    }
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) dv[k] = j + k <= i ? pv[k] * (dv[k] - row_dot) : 0.f;
+    store_pack<kWidth>(ds + j, dv);
+  }
 }
 
-// Threads per row block: the row length rounded up to whole warps, at most kMaxRowThreads.
-int row_threads(int64_t T) {
-  const int64_t warps = (T + kWarpThreads - 1) / kWarpThreads;
+// Threads per row block: the row's accesses of `width` entries rounded up to whole warps, at
+// most kMaxRowThreads.
+template <int kWidth>
+int row_threads(int64_t T, std::integral_constant<int, kWidth>) {
+  const int64_t accesses = (T + kWidth - 1) / kWidth;
+  const int64_t warps = (accesses + kWarpThreads - 1) / kWarpThreads;
   return static_cast<int>(std::min<int64_t>(warps * kWarpThreads, kMaxRowThreads));
+}
+
+// Whether rows of T entries take packed accesses (Note [Vector access]): T a multiple of the
+// pack, so every row starts aligned when the tensors do.
+template <typename Element>
+bool packed_rows(int64_t T, std::initializer_list<const Element*> tensors) {
+  if (T % kPack<Element> != 0) return false;
+  for (const Element* t : tensors)
+    if (!aligned_16(t)) return false;
+  return true;
 }
 
 // Grid of one block per row; false when there is nothing to do.
@@ -79,7 +125,10 @@ void launch_forward(Element* probs, const Element* scores, int64_t batch_heads, 
                     cudaStream_t stream) {
   unsigned blocks = 0;
   if (!row_grid(batch_heads, T, &blocks)) return;
-  causal_softmax_forward_kernel<<<blocks, row_threads(T), 0, stream>>>(probs, scores, T);
+  with_pack_width<Element>(packed_rows<Element>(T, {probs, scores}), [&](auto width) {
+    causal_softmax_forward_kernel<Element, decltype(width)::value>
+        <<<blocks, row_threads(T, width), 0, stream>>>(probs, scores, T);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -88,7 +137,10 @@ void launch_backward(Element* dscores, const Element* dprobs, const Element* pro
                      int64_t batch_heads, int64_t T, cudaStream_t stream) {
   unsigned blocks = 0;
   if (!row_grid(batch_heads, T, &blocks)) return;
-  causal_softmax_backward_kernel<<<blocks, row_threads(T), 0, stream>>>(dscores, dprobs, probs, T);
+  with_pack_width<Element>(packed_rows<Element>(T, {dscores, dprobs, probs}), [&](auto width) {
+    causal_softmax_backward_kernel<Element, decltype(width)::value>
+        <<<blocks, row_threads(T, width), 0, stream>>>(dscores, dprobs, probs, T);
+  });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 

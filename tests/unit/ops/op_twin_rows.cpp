@@ -198,6 +198,27 @@ Row dropout_hidden_forward_row() {
   });
 }
 
+// out = residual + dropout(input): one rounding of the float sum on the device, the host's sum
+// rounded alike, so exact; p > 0 (the layer adds without the op when there is no dropout).
+Row dropout_add_hidden_forward_row() {
+  return TWIN_ROW(dropout_add_hidden_forward, kExact, [](Case& c) {
+    const int64_t seq = c.size(), micro_batch = c.small_size(), channels = c.long_size();
+    const Tensor input = c.act({seq, micro_batch, channels});
+    return ops::DropoutAddHiddenForward{
+        .out = c.coin() ? input : c.act({seq, micro_batch, channels}),
+        .mask = c.mask({seq, micro_batch, channels}),
+        .residual = c.act({seq, micro_batch, channels}),
+        .input = input,
+        .seq = seq,
+        .micro_batch = micro_batch,
+        .channels = channels,
+        .seq_offset = c.pick({0, 1, 5, 64}),
+        .sample_offset = c.pick({0, 3, 11}),
+        .drop_probability = static_cast<float>(c.pick({1, 5, 9})) / 10.f,
+        .key = random_key(c)};
+  });
+}
+
 Row dropout_attention_forward_row() {
   return TWIN_ROW(dropout_attention_forward, kExact, [](Case& c) {
     const int64_t micro_batch = c.small_size(), heads = c.small_size(), seq = c.pick({1, 3, 7, 33});
@@ -229,9 +250,13 @@ Row dropout_backward_row() {
 }
 
 std::vector<Row> softmax_gelu_dropout_rows() {
-  return {causal_softmax_forward_row(), causal_softmax_backward_row(),
-          gelu_forward_row(),           gelu_backward_row(),
-          dropout_hidden_forward_row(), dropout_attention_forward_row(),
+  return {causal_softmax_forward_row(),
+          causal_softmax_backward_row(),
+          gelu_forward_row(),
+          gelu_backward_row(),
+          dropout_hidden_forward_row(),
+          dropout_add_hidden_forward_row(),
+          dropout_attention_forward_row(),
           dropout_backward_row()};
 }
 

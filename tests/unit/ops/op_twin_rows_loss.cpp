@@ -259,17 +259,20 @@ Row attention_context_forward_row() {
 }
 
 Row attention_context_backward_row() {
-  return TWIN_ROW(attention_context_backward, kReordered, [](Case& c) {
-    const Products p = random_products(c);
-    return ops::AttentionContextBackward{.dprobs = c.act(p.scores()),
-                                         .dv = c.act(p.per_head()),
-                                         .dctx_heads = c.act(p.per_head()),
-                                         .probs = c.causal(c.act(p.scores(), 0.f, 1.f), p.seq),
-                                         .v = c.act(p.per_head()),
-                                         .batch_heads = p.batch_heads,
-                                         .seq = p.seq,
-                                         .head_dim = p.head_dim};
-  });
+  return TWIN_ROW(
+      attention_context_backward, kReordered,
+      [](Case& c) {
+        const Products p = random_products(c);
+        return ops::AttentionContextBackward{.dprobs = c.act(p.scores()),
+                                             .dv = c.act(p.per_head()),
+                                             .dctx_heads = c.act(p.per_head()),
+                                             .probs = c.causal(c.act(p.scores(), 0.f, 1.f), p.seq),
+                                             .v = c.act(p.per_head()),
+                                             .batch_heads = p.batch_heads,
+                                             .seq = p.seq,
+                                             .head_dim = p.head_dim};
+      },
+      &ops::AttentionContextBackward::dprobs);
 }
 
 // One random flash-attention case: the fused (seq, micro_batch, heads*3*head_dim) input of
@@ -397,8 +400,29 @@ std::vector<Row> loss_and_attention_rows() {
   return out;
 }
 
+// A weight shard (normal draws, at a row and column offset of the unsharded tensor, with or
+// without padded rows) or a filled vector; f32 only, CUDA's double log and cos against the host's.
+Row init_param_row() {
+  return TWIN_ROW(init_param, kF32Math, [](Case& c) {
+    runtime::ParamInit init;
+    init.rows = c.size();
+    init.cols = c.long_size();
+    init.row_offset = c.pick({0, 3, 129});
+    init.col_offset = c.pick({0, 7});
+    init.global_cols = init.cols + init.col_offset + c.pick({0, 5});
+    init.zero_rows_from = c.coin() ? INT64_MAX : init.row_offset + init.rows / 2;
+    init.normal = c.pick({0, 1, 1}) == 1;
+    init.fill = c.coin() ? 1.f : 0.f;
+    init.std_dev = c.uniform(.01f, 1.f);
+    init.seed = static_cast<uint64_t>(c.pick({0, 1234, 99991}));
+    init.tensor_id = static_cast<uint64_t>(c.pick({1, 0x1e3779b97f4a7c15, 42}));
+    return ops::InitParam{.out = c.f32({init.rows, init.cols}), .init = init};
+  });
+}
+
 std::vector<Row> vector_rows() {
-  return {add_row(), add_bias_row(), scale_inplace_row(), sum_squares_row(), adamw_step_row()};
+  return {add_row(),         add_bias_row(),   scale_inplace_row(),
+          sum_squares_row(), adamw_step_row(), init_param_row()};
 }
 
 }  // namespace op_twins
