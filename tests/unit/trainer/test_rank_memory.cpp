@@ -84,7 +84,8 @@ TEST(RankMemory, PlansAnyShapeWithoutDataOrDevice) {
        "model.seq_length=2048", "model.vocab_size=50257", "parallel.tensor=8",
        "parallel.pipeline=16", "parallel.data=8", "parallel.sequence_parallel=true",
        "train.device=cuda", "train.micro_batch_size=1", "train.global_batch_size=1024",
-       "recompute.granularity=selective"});
+       "recompute.granularity=selective"},
+      ConfigUse::plan);
   const RankMemory memory = predict_rank_memory(config, 0);
   // bf16 weights of 6 layers (1/16 of 96) and the embedding, over 8 tensor-parallel ranks.
   const int64_t layer_params = 12 * int64_t{12288} * 12288 / 8;
