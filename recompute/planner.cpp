@@ -33,9 +33,10 @@ EntryCost entry_cost(const model::LayerDims& dims, const LayerRecompute& entry) 
           {model::selective_recompute_flops(dims, entry), dropped}};
 }
 
-std::vector<EntryCost> entry_costs(const model::LayerDims& dims) {
+std::vector<EntryCost> entry_costs(const model::LayerDims& dims,
+                                   const std::vector<LayerRecompute>& allowed) {
   std::vector<EntryCost> costs;
-  for (const LayerRecompute& entry : candidate_entries(dims))
+  for (const LayerRecompute& entry : allowed.empty() ? candidate_entries(dims) : allowed)
     costs.push_back(entry_cost(dims, entry));
   return costs;
 }
@@ -130,7 +131,7 @@ std::vector<ChunkCandidate> search_chunk_plans(const model::GptConfig& config,
                                                const model::LayerDims& dims,
                                                const ChunkSearch& search) {
   const int64_t L = search.num_layers;
-  const std::vector<EntryCost> entries = entry_costs(dims);
+  const std::vector<EntryCost> entries = entry_costs(dims, search.entries);
   const int64_t embedding =
       search.has_embedding ? model::stash_kept_bytes(model::embedding_stash_spec(dims)) : 0;
   const int64_t head =
@@ -161,7 +162,7 @@ std::vector<ChunkCandidate> search_chunk_plans(const model::GptConfig& config,
                    static_cast<int64_t>(e)};
         if (fits(next)) states[static_cast<size_t>(k) + 1].push_back(next);
       }
-      for (int64_t g = 1; k + g <= L; ++g) {
+      for (int64_t g = 1; search.allow_full && k + g <= L; ++g) {
         State next{s.kept + checkpoint,
                    std::max(s.worst, s.kept + g * full_stash),
                    s.cost + RecomputeCost{g * layer_flops, g * full_stash},

@@ -43,6 +43,10 @@ struct ChunkSearch {
   bool has_head = false;
   // Plans whose forward end or backward peak exceeds this are dropped early (bytes; < 0: none).
   int64_t max_bytes = -1;
+  // The entries a layer may take besides full groups (empty: candidate_entries), and whether
+  // full groups may be used.
+  std::vector<model::LayerRecompute> entries;
+  bool allow_full = true;
 };
 
 // The Pareto front of the chunk's plans, by ascending cost then bytes; each plan's bytes equal

@@ -1,11 +1,14 @@
-// The planner's stage-level choice. For each stage: the room the activations have (the budget
-// less the least non-activation total of the candidate entries' replays), each chunk's front,
-// the cheapest combination of fronts whose scheduled peak fits the room; then the chosen plan is
-// replayed, and the room shrinks by any excess until it fits.
+// The planner's stage-level choice. For each stage and each overhead threshold (the
+// non-activation totals of replays under one entry everywhere): with the entries within it, each
+// chunk's front, and the cheapest combination of fronts whose scheduled peak fits the budget less
+// the threshold; the chosen plan is replayed, and the room shrinks by any excess until it fits.
+// The cheapest plan over the thresholds wins.
 #include "trainer/auto_plan.h"
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <tuple>
 
 #include "parallel/pipeline/schedules.h"
 #include "recompute/planner.h"
@@ -37,19 +40,25 @@ int64_t non_activation_bytes(const RankMemory& memory) {
   return memory.total() - memory[runtime::MemoryCategory::activation];
 }
 
-// The least non-activation total over replays of the stage under each candidate entry: the
-// room the activations may have at most. (A chosen plan's own replay settles the rest.)
-int64_t stage_overhead(const Config& config, int64_t stage, const model::LayerDims& dims) {
+// A layer entry (full: groups of one) and the non-activation total of the stage's replay with
+// every layer under it: what a plan using the entry must leave room for (workspace differs by
+// entry: an unfused `none` layer's backward holds score-sized temporaries, `full` holds fewer).
+struct EntryOverhead {
+  model::LayerRecompute entry;
+  int64_t bytes = 0;
+};
+
+std::vector<EntryOverhead> entry_overheads(const Config& config, int64_t stage,
+                                           const model::LayerDims& dims) {
   std::vector<model::LayerRecompute> entries = recompute::candidate_entries(dims);
   entries.push_back({model::RecomputeMode::full, {}});
-  int64_t least = -1;
+  std::vector<EntryOverhead> overheads;
   for (const model::LayerRecompute& entry : entries) {
     const RankMemory memory =
         predict_rank_memory(with_uniform_entry(config, entry), stage_rank(config.parallel, stage));
-    const int64_t bytes = non_activation_bytes(memory);
-    least = least < 0 ? bytes : std::min(least, bytes);
+    overheads.push_back({entry, non_activation_bytes(memory)});
   }
-  return least;
+  return overheads;
 }
 
 struct StageChoice {
@@ -136,6 +145,105 @@ std::string gib(int64_t bytes) {
                   << runtime::category_name(largest) << " (" << gib(memory[largest]) << ")"));
 }
 
+// A stage's plan: its overrides, cost, and replayed memory.
+struct StagePlan {
+  std::vector<recompute::LayerOverride> overrides;
+  RecomputeCost cost;
+  int64_t total = 0;
+  RankMemory memory;
+};
+
+// The search of one stage. Plans are sought per overhead threshold: with only the entries whose
+// overhead is at most the threshold, the activations get the budget less the threshold.
+class StageSearch {
+ public:
+  StageSearch(const Config& config, int64_t stage)
+      : config_(config),
+        stage_(stage),
+        setup_(make_stage_setup(config, stage, 0)),
+        ranges_(parallel::stage_layer_chunks(config.parallel,
+                                             config.model.num_layers)[static_cast<size_t>(stage)]),
+        ops_(parallel::schedule_ops(setup_.schedule, config.parallel.pipeline, stage,
+                                    static_cast<int64_t>(ranges_.size()), setup_.num_microbatches)),
+        overheads_(entry_overheads(config, stage, setup_.dims)) {}
+
+  // The distinct overheads, ascending.
+  std::vector<int64_t> thresholds() const {
+    std::vector<int64_t> values;
+    for (const EntryOverhead& o : overheads_) values.push_back(o.bytes);
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    return values;
+  }
+
+  // The cheapest plan of entries within `threshold` whose replay fits `budget`; the room shrinks
+  // by any excess of a replay until one fits or none is left.
+  std::optional<StagePlan> within(int64_t budget, int64_t threshold) const {
+    for (int64_t room = budget - threshold; room >= 0;) {
+      const std::vector<std::vector<ChunkCandidate>> chunk_fronts = fronts(threshold, room);
+      if (chunk_fronts.empty()) return std::nullopt;
+      bool fits = false;
+      const StageChoice choice = choose_combination(chunk_fronts, ops_, room, &fits);
+      if (!fits) return std::nullopt;
+      StagePlan plan = replay(choice);
+      if (plan.total <= budget) return plan;
+      room -= plan.total - budget;
+    }
+    return std::nullopt;
+  }
+
+  // The plan of the least activation peak with every entry allowed (for the error message).
+  StagePlan least_memory() const {
+    bool fits = false;
+    return replay(choose_combination(fronts(-1, -1), ops_, -1, &fits));
+  }
+
+ private:
+  // Each chunk's front with the entries within `threshold` (< 0: all), pruned at `room` bytes.
+  std::vector<std::vector<ChunkCandidate>> fronts(int64_t threshold, int64_t room) const {
+    recompute::ChunkSearch search;
+    search.max_bytes = room;
+    search.allow_full = false;
+    for (const EntryOverhead& o : overheads_) {
+      if (threshold >= 0 && o.bytes > threshold) continue;
+      if (o.entry.mode == model::RecomputeMode::full) {
+        search.allow_full = true;
+      } else {
+        search.entries.push_back(o.entry);
+      }
+    }
+    std::vector<std::vector<ChunkCandidate>> all;
+    for (size_t v = 0; v < ranges_.size(); ++v) {
+      search.num_layers = ranges_[v].count;
+      search.has_embedding = setup_.chunks[v].spec.embedding;
+      search.has_head = setup_.chunks[v].spec.head;
+      if (search.entries.empty() && !search.allow_full) return {};
+      all.push_back(search_chunk_plans(config_.model, setup_.dims, search));
+    }
+    return all;
+  }
+
+  StagePlan replay(const StageChoice& choice) const {
+    StagePlan plan;
+    plan.cost = choice.cost;
+    for (size_t v = 0; v < ranges_.size(); ++v)
+      add_overrides(choice.chunks[v]->plan, ranges_[v].first, plan.overrides);
+    Config planned = config_;
+    planned.recompute = {};
+    planned.recompute.layers = plan.overrides;
+    plan.memory = predict_rank_memory(planned, stage_rank(config_.parallel, stage_));
+    plan.total = plan.memory.total();
+    return plan;
+  }
+
+  const Config& config_;
+  const int64_t stage_;
+  const StageSetup setup_;
+  const std::vector<parallel::LayerRange> ranges_;
+  const std::vector<parallel::ScheduleOp> ops_;
+  const std::vector<EntryOverhead> overheads_;
+};
+
 }  // namespace
 
 int64_t stage_rank(const parallel::ParallelConfig& parallel, int64_t stage) {
@@ -144,54 +252,23 @@ int64_t stage_rank(const parallel::ParallelConfig& parallel, int64_t stage) {
 
 AutoPlan plan_under_budget(const Config& config, int64_t budget) {
   const auto start = std::chrono::steady_clock::now();
-  const parallel::ParallelConfig& pc = config.parallel;
-  const auto stage_chunks = parallel::stage_layer_chunks(pc, config.model.num_layers);
   AutoPlan result;
-  std::vector<recompute::LayerOverride> overrides;
-  for (int64_t stage = 0; stage < pc.pipeline; ++stage) {
-    const StageSetup setup = make_stage_setup(config, stage, 0);
-    const auto& ranges = stage_chunks[static_cast<size_t>(stage)];
-    const std::vector<parallel::ScheduleOp> ops =
-        parallel::schedule_ops(setup.schedule, pc.pipeline, stage,
-                               static_cast<int64_t>(ranges.size()), setup.num_microbatches);
-    int64_t room = budget - stage_overhead(config, stage, setup.dims);
-    for (;;) {
-      std::vector<std::vector<ChunkCandidate>> fronts;
-      for (size_t v = 0; v < ranges.size(); ++v) {
-        fronts.push_back(
-            recompute::search_chunk_plans(config.model, setup.dims,
-                                          {.num_layers = ranges[v].count,
-                                           .has_embedding = setup.chunks[v].spec.embedding,
-                                           .has_head = setup.chunks[v].spec.head,
-                                           .max_bytes = std::max<int64_t>(room, 0)}));
-      }
-      bool fits = false;
-      StageChoice choice = choose_combination(fronts, ops, room, &fits);
-      std::vector<recompute::LayerOverride> stage_overrides;
-      if (choice.chunks.empty()) {  // nothing under the room at all: the least-memory plan
-        for (size_t v = 0; v < ranges.size(); ++v) {
-          fronts[v] = recompute::search_chunk_plans(
-              config.model, setup.dims,
-              {ranges[v].count, setup.chunks[v].spec.embedding, setup.chunks[v].spec.head});
-        }
-        choice = choose_combination(fronts, ops, -1, &fits);
-      }
-      for (size_t v = 0; v < ranges.size(); ++v)
-        add_overrides(choice.chunks[v]->plan, ranges[v].first, stage_overrides);
-      Config planned = config;
-      planned.recompute = {};
-      planned.recompute.layers = stage_overrides;
-      const RankMemory memory = predict_rank_memory(planned, stage_rank(pc, stage));
-      if (!fits) throw_no_fit(config, stage, budget, memory);
-      if (memory.total() <= budget) {
-        overrides.insert(overrides.end(), stage_overrides.begin(), stage_overrides.end());
-        result.stage_memory.push_back(memory);
-        break;
-      }
-      room -= memory.total() - budget;  // the overhead of this plan was larger than assumed
+  for (int64_t stage = 0; stage < config.parallel.pipeline; ++stage) {
+    const StageSearch search(config, stage);
+    std::optional<StagePlan> best;
+    for (const int64_t threshold : search.thresholds()) {
+      std::optional<StagePlan> plan = search.within(budget, threshold);
+      if (plan && (!best || std::tie(plan->cost, plan->total) < std::tie(best->cost, best->total)))
+        best = std::move(plan);
     }
+    if (!best) {
+      const StagePlan least = search.least_memory();
+      throw_no_fit(config, stage, budget, least.memory);
+    }
+    result.recompute.layers.insert(result.recompute.layers.end(), best->overrides.begin(),
+                                   best->overrides.end());
+    result.stage_memory.push_back(best->memory);
   }
-  result.recompute.layers = std::move(overrides);
   result.search_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -35,24 +35,23 @@ void write_whole_file(const std::string& path, const std::string& text) {
 
 struct Preset {
   const char* name;
-  std::vector<std::string> overrides;
+  recompute::RecomputePreset preset;
 };
 
-// The three columns of every row, then the frontier's extra presets.
+// The three columns of every row, then the frontier's extra presets (Megatron's choices).
 const std::vector<Preset>& presets() {
-  static const std::vector<Preset> all = {
-      {"none", {"recompute.granularity=none"}},
-      {"selective", {"recompute.granularity=selective", "recompute.modules=[core_attn]"}},
-      {"full",
-       {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"}},
-      {"selective all",
-       {"recompute.granularity=selective", "recompute.modules=[core_attn, act, layernorm, mlp]"}},
-      {"full uniform 2",
-       {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=2"}},
-      {"full block 1",
-       {"recompute.granularity=full", "recompute.method=block", "recompute.num_layers=1"}},
+  using model::RecomputeMode;
+  using recompute::Method;
+  const model::SelectiveModules all{.core_attn = true, .act = true, .layernorm = true, .mlp = true};
+  static const std::vector<Preset> list = {
+      {"none", {}},
+      {"selective", {RecomputeMode::selective, {}, {}, model::SelectiveModules{.core_attn = true}}},
+      {"full", {RecomputeMode::full, Method::uniform, 1, {}}},
+      {"selective all", {RecomputeMode::selective, {}, {}, all}},
+      {"full uniform 2", {RecomputeMode::full, Method::uniform, 2, {}}},
+      {"full block 1", {RecomputeMode::full, Method::block, 1, {}}},
   };
-  return all;
+  return list;
 }
 constexpr size_t kColumns = 3;  // none, selective, full
 
@@ -76,15 +75,20 @@ std::vector<std::string> with(std::vector<std::string> base, const std::vector<s
   return base;
 }
 
-std::optional<Point> summarize_preset(const SweepArgs& args, const std::vector<std::string>& base,
-                                      const Preset& preset) {
+// The config under one preset in place of its recompute section; none when the preset does not
+// apply (a group larger than a model chunk).
+std::optional<Point> summarize_preset(const Config& base, const Preset& preset) {
   try {
-    const Config config =
-        load_config(args.config_path, with(base, preset.overrides), ConfigUse::plan);
+    Config config = base;
+    config.recompute = {};
+    config.recompute.preset = preset.preset;
+    recompute::validate_recompute(
+        config.recompute, config.model.num_layers,
+        parallel::stage_layer_chunks(config.parallel, config.model.num_layers));
     const PlanSummary s = summarize_plan(config);
     return Point{preset.name, s.peak, s.recompute_share};
   } catch (const runtime::ConfigError&) {
-    return std::nullopt;  // the preset does not apply (a group larger than a chunk)
+    return std::nullopt;
   }
 }
 
@@ -102,9 +106,10 @@ std::optional<Point> summarize_planned(const Config& config, int64_t budget) {
 Row sweep_row(const SweepArgs& args, const std::string& key, const std::string& value) {
   Row row;
   row.value = value;
-  const std::vector<std::string> base = with(args.overrides, {key + "=" + value});
+  const Config config =
+      load_config(args.config_path, with(args.overrides, {key + "=" + value}), ConfigUse::plan);
   for (size_t p = 0; p < presets().size(); ++p) {
-    const std::optional<Point> point = summarize_preset(args, base, presets()[p]);
+    const std::optional<Point> point = summarize_preset(config, presets()[p]);
     if (p < kColumns) {
       if (!point)
         throw runtime::ConfigError(
@@ -113,7 +118,6 @@ Row sweep_row(const SweepArgs& args, const std::string& key, const std::string& 
     }
     if (point) row.presets.push_back(*point);
   }
-  const Config config = load_config(args.config_path, base, ConfigUse::plan);
   const int64_t budget = budget_bytes(config.train.memory_budget_gib);
   if (budget > 0) row.planned = summarize_planned(config, budget);
   int64_t low = row.columns[0].peak, high = row.columns[0].peak;

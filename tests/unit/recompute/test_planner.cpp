@@ -116,9 +116,11 @@ TEST_P(PlannerSearch, FrontEqualsBruteForce) {
         recompute::predict_activation_memory(config, dims, plan, 1, shape.embedding, shape.head);
     all.emplace_back(m.forward_end, m.backward_peak, plan_cost(dims, plan));
   });
-  const auto front = recompute::search_chunk_plans(
-      config, dims,
-      {.num_layers = shape.layers, .has_embedding = shape.embedding, .has_head = shape.head});
+  recompute::ChunkSearch search;
+  search.num_layers = shape.layers;
+  search.has_embedding = shape.embedding;
+  search.has_head = shape.head;
+  const auto front = recompute::search_chunk_plans(config, dims, search);
   std::set<Cost> searched;
   for (const recompute::ChunkCandidate& c : front) {
     const auto m =
