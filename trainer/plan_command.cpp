@@ -102,6 +102,15 @@ void print_rank_memory(const Config& config, std::ostream& out) {
                 : "DOES NOT FIT, " + format_bytes(summary.peak - budget) + " over")
         << "\n";
   }
+  const int64_t target = budget_bytes(config.targets.max_memory_gib);
+  if (target > 0) {  // the gate the run will check, checked now against the prediction
+    out << "  targets.max_memory_gib " << config.targets.max_memory_gib << " ("
+        << format_bytes(target) << "): "
+        << (summary.peak <= target
+                ? "met by the prediction"
+                : "MISSED by the prediction, " + format_bytes(summary.peak - target) + " over")
+        << "\n";
+  }
   char share[96];
   std::snprintf(share, sizeof share, "  recompute: %.1f%% of the model FLOPs of a step\n",
                 100.0 * summary.recompute_share);

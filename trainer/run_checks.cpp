@@ -147,19 +147,23 @@ std::vector<Event> DriftMonitor::observe(const StepMetrics& m, bool first_of_pro
     drifting_ = below;
     tokens_.push(m.tokens_per_s);
   }
-  // Per rank when gathered (several ranks), else this rank's own numbers.
-  const bool gathered = !m.rank_activation_peak.empty();
-  const std::vector<int64_t> measured =
-      gathered ? m.rank_activation_peak
-               : std::vector<int64_t>{m.memory[runtime::MemoryCategory::activation].peak};
+  // Every category's peaks summed against the whole-rank model's: per rank when gathered
+  // (several ranks), else this rank's own numbers.
+  const bool gathered = !m.rank_total_peak.empty();
+  int64_t own = 0, own_predicted = 0;
+  for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
+    own += m.memory[c].peak;
+    own_predicted += m.predicted_memory[static_cast<size_t>(c)];
+  }
+  const std::vector<int64_t> measured = gathered ? m.rank_total_peak : std::vector<int64_t>{own};
   const std::vector<int64_t> predicted =
-      gathered ? m.rank_predicted_peak : std::vector<int64_t>{m.predicted_activation_peak};
+      gathered ? m.rank_predicted_total_peak : std::vector<int64_t>{own_predicted};
   reported_peak_.resize(measured.size(), 0);
   for (size_t rank = 0; rank < measured.size(); ++rank) {
     if (measured[rank] <= predicted[rank] || measured[rank] <= reported_peak_[rank]) continue;
     reported_peak_[rank] = measured[rank];
     events.push_back(Event("memory_drift", m.step, static_cast<int>(rank))
-                         .with("category", "activation")
+                         .with("category", "total")
                          .with("measured_bytes", measured[rank])
                          .with("predicted_bytes", predicted[rank]));
   }

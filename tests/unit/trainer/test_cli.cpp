@@ -1,7 +1,6 @@
 // The `trainer` command line as a user meets it: help, version, and clear
 // errors with a non-zero exit for bad commands, arguments and configs.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -103,3 +102,75 @@ TEST(Cli, ATargetGateStopExitsWithItsCode) {
 }
 
 }  // namespace
+
+namespace {
+
+// A config with no dataset: planning needs shapes only.
+std::string write_shapes_only_config(const trainer::testing_support::TempDir& dir) {
+  const std::string path = dir / "shapes.yaml";
+  std::ofstream(path) << "model: {num_layers: 8, hidden_size: 64, num_attention_heads: 4,\n"
+                         "        seq_length: 64, vocab_size: 256}\n"
+                         "train: {micro_batch_size: 2, global_batch_size: 16}\n"
+                         "parallel: {pipeline: 4}\n";
+  return path;
+}
+
+// The peak line of `trainer plan`: "largest total X against ...".
+std::string largest_total(const std::string& output) {
+  const size_t at = output.find("largest total ");
+  return at == std::string::npos ? "" : output.substr(at, output.find(" against", at) - at);
+}
+
+}  // namespace
+
+TEST(Cli, PlanUnderABudgetEmitsAPlanThatPlansTheSame) {
+  const trainer::testing_support::TempDir dir;
+  const std::string config = write_shapes_only_config(dir);
+  const Result planned = run("plan --config " + config + " --budget-gib 0.004");
+  ASSERT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_NE(planned.output.find("fits"), std::string::npos) << planned.output;
+  EXPECT_NE(planned.output.find("planned automatically"), std::string::npos);
+  const Result yaml = run("plan --config " + config + " --budget-gib 0.004 --emit-yaml");
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.output;
+  ASSERT_EQ(yaml.output.rfind("recompute:\n  granularity: none\n  layers:\n", 0), 0u)
+      << yaml.output;
+  // Pasted into the config, the emitted section is an ordinary plan with the same memory.
+  std::ofstream(config, std::ios::app) << yaml.output;
+  const Result pasted = run("plan --config " + config + " --set train.memory_budget_gib=0.004");
+  ASSERT_EQ(pasted.exit_code, 0) << pasted.output;
+  EXPECT_EQ(largest_total(pasted.output), largest_total(planned.output)) << pasted.output;
+  EXPECT_FALSE(largest_total(pasted.output).empty());
+}
+
+TEST(Cli, PlanSaysByHowMuchNothingFits) {
+  const trainer::testing_support::TempDir dir;
+  const Result r = run("plan --config " + write_shapes_only_config(dir) + " --budget-gib 0.0001");
+  EXPECT_EQ(r.exit_code, 1);
+  for (const char* piece : {"train.memory_budget_gib: 0.0001 GiB does not fit pipeline stage 0",
+                            "least-memory plan predicts", "over; the largest consumer is"})
+    EXPECT_NE(r.output.find(piece), std::string::npos) << piece << " not in: " << r.output;
+  const Result bad = run("plan --config " + write_shapes_only_config(dir) + " --budget-gib -1");
+  EXPECT_NE(bad.output.find("--budget-gib needs a number of GiB > 0, got '-1'"), std::string::npos)
+      << bad.output;
+}
+
+TEST(Cli, PlanSweepWritesTheTableCsvAndJson) {
+  const trainer::testing_support::TempDir dir;
+  const std::string prefix = dir / "sweep";
+  const Result r = run("plan --config " + write_shapes_only_config(dir) +
+                       " --budget-gib 0.01 --sweep model.seq_length=32,64,512 --out " + prefix);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no fit"), std::string::npos) << r.output;  // 512 fits nothing
+  const std::vector<std::string> csv = trainer::testing_support::read_lines(prefix + ".csv");
+  ASSERT_EQ(csv.size(), 4u);
+  EXPECT_EQ(csv[0].rfind("value,none_peak_bytes,selective_peak_bytes,full_peak_bytes,", 0), 0u);
+  EXPECT_EQ(csv[3].rfind("512,", 0), 0u);
+  // The JSON: one row per value, the planner's column empty where nothing fits, a frontier.
+  const std::string check = "python3 -c \"import json; d = json.load(open('" + prefix +
+                            ".json')); rows = d['rows']; "
+                            "assert [r['value'] for r in rows] == ['32', '64', '512']; "
+                            "assert rows[2]['peak_bytes']['planned'] is None; "
+                            "assert rows[0]['fits']['planned']; "
+                            "assert len(d['frontier'][0]['points']) > 0\"";
+  EXPECT_EQ(std::system(check.c_str()), 0) << "sweep.json";
+}

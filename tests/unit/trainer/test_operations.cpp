@@ -258,8 +258,8 @@ TEST(RunChecks, DriftEventsOnEnteringADriftAndPerRankPeak) {
     StepMetrics m;
     m.step = number;
     m.tokens_per_s = tokens_per_s;
-    m.rank_activation_peak = {peak, 100};
-    m.rank_predicted_peak = {predicted, 100};
+    m.rank_total_peak = {peak, 100};
+    m.rank_predicted_total_peak = {predicted, 100};
     return drift.observe(m, number == 1);
   };
   EXPECT_TRUE(step(1, 10, 100, 100).empty());  // warm-up: not in the window
