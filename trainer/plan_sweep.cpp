@@ -122,8 +122,14 @@ Row sweep_row(const SweepArgs& args, const std::string& key, const std::string& 
   if (budget > 0) row.planned = summarize_planned(config, budget);
   int64_t low = row.columns[0].peak, high = row.columns[0].peak;
   for (const Point& p : row.presets) low = std::min(low, p.peak);
-  for (int i = 0; i < kFrontierPoints; ++i) {
-    const int64_t b = low + (high - low) * i / (kFrontierPoints - 1);
+  // Budgets spread evenly, and each preset's own total (the planner beside it at its memory).
+  std::vector<int64_t> budgets;
+  for (int i = 0; i < kFrontierPoints; ++i)
+    budgets.push_back(low + (high - low) * i / (kFrontierPoints - 1));
+  for (const Point& p : row.presets) budgets.push_back(p.peak);
+  std::sort(budgets.begin(), budgets.end());
+  budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+  for (const int64_t b : budgets) {
     if (const std::optional<Point> point = summarize_planned(config, b)) {
       row.frontier.push_back(*point);
       row.frontier_budgets.push_back(b);
