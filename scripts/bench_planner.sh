@@ -18,7 +18,9 @@ trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores; 4 ranks (oversubscribed): the speed ratios are measured here, noisy"
 python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" <<'PY'
 import json, re, statistics, subprocess, sys
-root, trainer, work, steps, mpirun_flags = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split()
+root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
+steps, mpirun_flags = int(sys.argv[4]), sys.argv[5].split()
+config = f"{root}/configs/tiny.yaml"
 model = ["model.num_layers=8", "model.hidden_size=128", "model.num_attention_heads=4",
          "model.seq_length=256", "model.hidden_dropout=0.1", "model.attention_dropout=0.1",
          "train.micro_batch_size=2", "train.global_batch_size=16", "parallel.pipeline=4",
@@ -29,21 +31,25 @@ presets = {
     "selective core_attn": ["recompute.granularity=selective", "recompute.modules=[core_attn]"],
     "selective all": ["recompute.granularity=selective",
                       "recompute.modules=[core_attn, act, layernorm, mlp]"],
-    "full uniform 1": ["recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"],
-    "full uniform 2": ["recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=2"],
-    "full block 1": ["recompute.granularity=full", "recompute.method=block", "recompute.num_layers=1"],
+    "full uniform 1": ["recompute.granularity=full", "recompute.method=uniform",
+                       "recompute.num_layers=1"],
+    "full uniform 2": ["recompute.granularity=full", "recompute.method=uniform",
+                       "recompute.num_layers=2"],
+    "full block 1": ["recompute.granularity=full", "recompute.method=block",
+                     "recompute.num_layers=1"],
 }
 def sets(overrides):
     return [a for o in overrides for a in ("--set", o)]
 def plan(overrides):
     """The plan's recompute FLOPs as a share of the model FLOPs, from `trainer plan`."""
-    out = subprocess.run([trainer, "plan", "--config", f"{root}/configs/tiny.yaml"] + sets(model + overrides),
+    out = subprocess.run([trainer, "plan", "--config", config] + sets(model + overrides),
                          check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"recompute: ([0-9.]+)% of the model FLOPs of a step", out).group(1)) / 100
+    share = re.search(r"recompute: ([0-9.]+)% of the model FLOPs of a step", out)
+    return float(share.group(1)) / 100
 def run(name, overrides):
     out = f"{work}/run-{name.replace(' ', '-')}"
-    subprocess.run(["mpirun"] + mpirun_flags + ["-np", "4", trainer, "train", "--config",
-                    f"{root}/configs/tiny.yaml"] + sets(model + overrides + [f"output.dir={out}"]),
+    subprocess.run(["mpirun"] + mpirun_flags + ["-np", "4", trainer, "train", "--config", config]
+                   + sets(model + overrides + [f"output.dir={out}"]),
                    check=True, stdout=subprocess.DEVNULL)
     lines = [json.loads(l) for l in open(f"{out}/metrics.jsonl")]
     later = lines[1:] if len(lines) > 1 else lines
@@ -57,8 +63,10 @@ for name, overrides in presets.items():
     r = run(name, overrides)
     r["recompute_share"] = plan(overrides)
     results["presets"][name] = r
-full, none = results["presets"]["full uniform 1"]["predicted_peak"], results["presets"]["none"]["predicted_peak"]
-print("| budget MiB | planner: predicted / measured peak MiB | recompute | tok/s | best preset that fits: name, recompute, tok/s | planner / preset tok/s |")
+full = results["presets"]["full uniform 1"]["predicted_peak"]
+none = results["presets"]["none"]["predicted_peak"]
+print("| budget MiB | planner: predicted / measured peak MiB | recompute | tok/s "
+      "| best preset that fits: name, recompute, tok/s | planner / preset tok/s |")
 print("|---|---|---|---|---|---|")
 for fraction in (0.0, 0.2, 0.4, 0.6, 0.8):
     budget = int(full + (none - full) * fraction) + 1
@@ -73,10 +81,11 @@ for fraction in (0.0, 0.2, 0.4, 0.6, 0.8):
     r["min_preset_share"] = min((p["recompute_share"] for p in fitting.values()), default=None)
     results["budgets"].append(r)
     ratio = r["tokens_per_s"] / fitting[best]["tokens_per_s"] if best else float("nan")
-    best_text = (f"{best}, {100 * fitting[best]['recompute_share']:.1f}%, {fitting[best]['tokens_per_s']:.0f}"
-                 if best else "none fits")
+    best_text = (f"{best}, {100 * fitting[best]['recompute_share']:.1f}%, "
+                 f"{fitting[best]['tokens_per_s']:.0f}" if best else "none fits")
     print(f"| {mib(budget):.2f} | {mib(r['predicted_peak']):.2f} / {mib(r['measured_peak']):.2f}"
-          f"{'' if r['measured_peak'] <= budget else ' OVER'} | {100 * r['recompute_share']:.1f}% | "
+          f"{'' if r['measured_peak'] <= budget else ' OVER'} | "
+          f"{100 * r['recompute_share']:.1f}% | "
           f"{r['tokens_per_s']:.0f} | {best_text} | {ratio:.2f} |")
 print("\npresets (predicted = measured largest per-rank total):")
 for n, p in results["presets"].items():
