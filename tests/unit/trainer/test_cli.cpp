@@ -12,22 +12,13 @@
 
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
+using Result = trainer::testing_support::CommandResult;
 
+// `trainer ARGS`.
 Result run(const std::string& args) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  const std::string command = std::string(TRAINER_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  Result r{-1, ""};
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) r.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return trainer::testing_support::run_command(std::string(TRAINER_BINARY) + " " + args);
 }
 
 TEST(Cli, HelpAndVersion) {

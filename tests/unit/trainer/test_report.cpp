@@ -21,20 +21,8 @@ using trainer::testing_support::expect_error;
 using trainer::testing_support::read_lines;
 using trainer::testing_support::TempDir;
 
-struct Command {
-  int exit_code;
-  std::string output;
-};
-
-Command run_command(const std::string& command) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  Command result{-1, ""};
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using Command = trainer::testing_support::CommandResult;
+using trainer::testing_support::run_command;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
 
 #include <cstring>
 #include <filesystem>
@@ -33,6 +36,21 @@ class TempDir {
   std::filesystem::path path_;
   static inline int counter_ = 0;
 };
+
+// What a shell command printed (stdout and stderr) and its exit code (-1: it did not exit).
+struct CommandResult {
+  int exit_code;
+  std::string output;
+};
+inline CommandResult run_command(const std::string& command) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  CommandResult result{-1, ""};
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
 
 // The lines of a text file (metrics.jsonl, latest).
 inline std::vector<std::string> read_lines(const std::string& path) {
