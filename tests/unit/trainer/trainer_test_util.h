@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 
 #include <cstdio>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -74,12 +73,10 @@ inline SyntheticEntropy write_corpus(const std::string& prefix, const SyntheticC
 inline Config small_config(const std::string& data_path, const std::string& out_dir,
                            std::vector<std::string> overrides = {}) {
   std::vector<std::string> all = {
-      "data.path=" + data_path,       "output.dir=" + out_dir,
-      "model.num_layers=2",           "model.hidden_size=32",
-      "model.num_attention_heads=2",  "model.seq_length=16",
-      "model.vocab_size=256",         "train.micro_batch_size=4",
-      "train.global_batch_size=8",    "train.steps=3",
-      "train.log_interval=1",         "optimizer.lr_warmup_steps=0"};
+      "data.path=" + data_path, "output.dir=" + out_dir,       "model.num_layers=2",
+      "model.hidden_size=32",   "model.num_attention_heads=2", "model.seq_length=16",
+      "model.vocab_size=256",   "train.micro_batch_size=4",    "train.global_batch_size=8",
+      "train.steps=3",          "train.log_interval=1",        "optimizer.lr_warmup_steps=0"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return parse_config("", "test", all);
 }
