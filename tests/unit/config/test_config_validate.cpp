@@ -524,5 +524,28 @@ TEST(ValidateConfig, ParseConfigValidates) {
       {"8 is not divisible by train.micro_batch_size 3 x parallel.data 1 = 3"}));
 }
 
+// ---- the planner's keys ----
+
+TEST(ValidatePlanner, AutoNeedsABudgetAndNothingElseInTheSection) {
+  Config config = valid_config();
+  config.recompute.automatic = true;
+  EXPECT_TRUE(rejected(config, "recompute.auto", {"needs train.memory_budget_gib", "got 0"}));
+  config.train.memory_budget_gib = 40;
+  EXPECT_TRUE(accepted(config));
+  config.recompute.preset.granularity = model::RecomputeMode::selective;
+  EXPECT_TRUE(rejected(config, "recompute.auto", {"the planner chooses every layer"}));
+  config.recompute.preset.granularity = model::RecomputeMode::none;
+  config.recompute.layers.push_back({0, 0, {}});
+  EXPECT_TRUE(rejected(config, "recompute.auto", {"remove recompute.granularity"}));
+}
+
+TEST(ValidatePlanner, BudgetIsNonNegativeAndFinite) {
+  Config config = valid_config();
+  config.train.memory_budget_gib = -1;
+  EXPECT_TRUE(rejected(config, "train.memory_budget_gib", {"must be >= 0 (0: no budget), got -1"}));
+  config.train.memory_budget_gib = 0;
+  EXPECT_TRUE(accepted(config));
+}
+
 }  // namespace
 }  // namespace trainer::config_test
