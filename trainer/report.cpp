@@ -349,13 +349,22 @@ std::string miss_text(const RunEvent& event) {
   return "missed at step " + std::to_string(event.step) + " (" + values_text(event) + ")";
 }
 
+// Whether a `targets:` entry of config.yaml gates the run: config.yaml writes every key, the
+// unset ones as 0 (max_loss as {at_step, value: 0}); the drift fraction only raises events.
+bool is_gate(const std::string& key, const std::string& value) {
+  if (key == "window" || key == "action" || key == "throughput_drift_fraction") return false;
+  return key == "max_loss" ? !value.ends_with("value: 0") : value != "0";
+}
+
 void write_targets(const RunRecord& run, std::ostream& md) {
   md << "## Targets\n\n";
   std::vector<const RunEvent*> misses;
   for (const RunEvent& event : run.events)
     if (event.kind == "target_miss") misses.push_back(&event);
-  if (run.targets.empty() && misses.empty()) {
-    md << "None configured (config.yaml has no `targets:`)"
+  const bool any_gate = std::any_of(run.targets.begin(), run.targets.end(),
+                                    [](const auto& t) { return is_gate(t.first, t.second); });
+  if (!any_gate && misses.empty()) {
+    md << "None configured (config.yaml sets no `targets:` gate)"
        << (run.has_events_file ? "; no target_miss event.\n\n" : ".\n\n");
     return;
   }
@@ -363,7 +372,7 @@ void write_targets(const RunRecord& run, std::ostream& md) {
   md << "| target | configured | result |\n|---|---|---|\n";
   std::vector<bool> matched(misses.size(), false);
   for (const auto& [key, value] : run.targets) {
-    if (key == "window" || key == "action") continue;
+    if (!is_gate(key, value)) continue;
     std::vector<const RunEvent*> of_key;
     for (size_t i = 0; i < misses.size(); ++i) {
       if (!names(*misses[i], key)) continue;
@@ -373,7 +382,9 @@ void write_targets(const RunRecord& run, std::ostream& md) {
     std::string result = run.has_events_file ? "met" : "unknown";
     if (!of_key.empty()) result = miss_text(*of_key.front());
     if (of_key.size() > 1) result += "; " + std::to_string(of_key.size()) + " misses in all";
-    md << "| " << key << " | " << value << " | " << result << " |\n";
+    std::string one_line = value;  // max_loss is a map: {at_step, value} on one row
+    std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+    md << "| " << key << " | " << one_line << " | " << result << " |\n";
   }
   for (size_t i = 0; i < misses.size(); ++i)
     if (!matched[i]) md << "| ? | - | " << miss_text(*misses[i]) << " |\n";
