@@ -142,7 +142,6 @@ void expect_every_category_predicted(const trainer::Config& config,
                                      const trainer::StepMetrics& metrics, const std::string& what) {
   const trainer::RankMemory predicted = trainer::predict_rank_memory(config, world_rank());
   for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
-
     EXPECT_TRUE(all_ranks(metrics.memory[c].peak == predicted[c]))
         << what << ": rank " << world_rank() << " " << runtime::category_name(c) << " peak "
         << metrics.memory[c].peak << ", predicted " << predicted[c];
@@ -340,16 +339,18 @@ TEST(Layouts, EmulatedDeviceMatchesTheHostRunBitForBit) {
 
 // The distributed optimizer in every layout, in ~8 KiB buckets (several, and a staged tail where
 // the buffer does not divide by dp): every rank's payload, reduce-scatters and all-gathers
-// included, equals the model's.
+// included, equals the model's, and every memory category the whole-rank model's.
 TEST(Layouts, DistributedOptimizerPayloadEqualsTheModel) {
   mpi_test::SharedData shared;
   for (const Layout& layout : layouts()) {
     if (layout.ranks != world_size()) continue;
     std::vector<std::string> overrides = layout.overrides;
     overrides.insert(overrides.end(), {"optimizer.distributed=true", "optimizer.bucket_mb=0.008"});
-    mpi_test::Run run(mpi_test::config_for(shared, overrides), true);
+    const trainer::Config config = mpi_test::config_for(shared, overrides);
+    mpi_test::Run run(config, true);
     for (int s = 0; s < 2; ++s) {
       const trainer::StepMetrics m = run.trainer->train_step();
+      expect_every_category_predicted(config, m, layout.name);
       EXPECT_TRUE(all_ranks(m.comm_bytes == m.predicted_comm_bytes))
           << layout.name << ": rank " << world_rank() << " " << m.comm_bytes << " vs "
           << m.predicted_comm_bytes;
