@@ -126,10 +126,6 @@ void add_overrides(const recompute::RecomputePlan& plan, int64_t first_layer,
   }
 }
 
-std::string gib(int64_t bytes) {
-  return format_bytes(bytes);
-}
-
 // The error when not even the least-memory plan fits stage `stage`.
 [[noreturn]] void throw_no_fit(const Config& config, int64_t stage, int64_t budget,
                                const RankMemory& memory) {
@@ -140,9 +136,10 @@ std::string gib(int64_t bytes) {
       "train.memory_budget_gib",
       TRAINER_STR(config.train.memory_budget_gib
                   << " GiB does not fit pipeline stage " << stage
-                  << ": its least-memory plan predicts " << gib(memory.total()) << " per rank, "
-                  << gib(memory.total() - budget) << " over; the largest consumer is "
-                  << runtime::category_name(largest) << " (" << gib(memory[largest]) << ")"));
+                  << ": its least-memory plan predicts " << format_bytes(memory.total())
+                  << " per rank, " << format_bytes(memory.total() - budget)
+                  << " over; the largest consumer is " << runtime::category_name(largest) << " ("
+                  << format_bytes(memory[largest]) << ")"));
 }
 
 // A stage's plan: its overrides, cost, and replayed memory.

@@ -74,6 +74,14 @@ class AdamW final : public Optimizer {
   runtime::Tensor staging_;     // dp f32 elements (comm) when dp > 1 and a bucket is staged
 };
 
+// Where a bf16 run's fp32 master weights are allocated before the optimizer is made: state of
+// the optimizer, or under optimizer.distributed a transient copy (workspace) the optimizer takes
+// its parts of, to be let go of once it is made.
+inline runtime::MemoryCategory master_weights_category(const Config& config) {
+  return config.optimizer.distributed ? runtime::MemoryCategory::workspace
+                                      : runtime::MemoryCategory::optimizer;
+}
+
 // optimizer.distributed: DistributedAdamW (trainer/distributed_optimizer.h), else AdamW.
 std::unique_ptr<Optimizer> make_optimizer(const Config& config, parallel::ProcessGroups& groups,
                                           const model::GptParams& params,

@@ -70,11 +70,6 @@ struct Row {
   std::vector<int64_t> frontier_budgets;
 };
 
-std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
-}
-
 // The config under one preset in place of its recompute section; none when the preset does not
 // apply (a group larger than a model chunk).
 std::optional<Point> summarize_preset(const Config& base, const Preset& preset) {
@@ -106,8 +101,9 @@ std::optional<Point> summarize_planned(const Config& config, int64_t budget) {
 Row sweep_row(const SweepArgs& args, const std::string& key, const std::string& value) {
   Row row;
   row.value = value;
-  const Config config =
-      load_config(args.config_path, with(args.overrides, {key + "=" + value}), ConfigUse::plan);
+  std::vector<std::string> overrides = args.overrides;
+  overrides.push_back(key + "=" + value);
+  const Config config = load_config(args.config_path, overrides, ConfigUse::plan);
   for (size_t p = 0; p < presets().size(); ++p) {
     const std::optional<Point> point = summarize_preset(config, presets()[p]);
     if (p < kColumns) {
@@ -150,6 +146,11 @@ std::string json_point_fields(const std::optional<Point>& p, bool share) {
 }
 
 // One of the row's maps {"none": x, "selective": x, "full": x, "planned": x}.
+// Whether a plan exists and its total is within the budget (any, without one).
+bool fits(const std::optional<Point>& p, int64_t budget) {
+  return p && (budget <= 0 || p->peak <= budget);
+}
+
 // kind 0: peak bytes, 1: recompute share, 2: whether it fits the budget.
 std::string json_map(const Row& row, int kind, int64_t budget) {
   std::ostringstream out;
@@ -160,7 +161,7 @@ std::string json_map(const Row& row, int kind, int64_t budget) {
     const char* name = c < kColumns ? presets()[c].name : "planned";
     out << (c ? ", " : "") << "\"" << name << "\": ";
     if (kind == 2) {
-      out << (p && (budget <= 0 || p->peak <= budget) ? "true" : "false");
+      out << (fits(p, budget) ? "true" : "false");
     } else {
       out << json_point_fields(p, kind == 1);
     }
@@ -225,7 +226,7 @@ void write_csv(const std::string& path, int64_t budget, const std::vector<Row>& 
         const std::optional<Point> p =
             c < kColumns ? std::optional<Point>(row.columns[c]) : row.planned;
         if (kind == 2) {
-          out << "," << (p && (budget <= 0 || p->peak <= budget) ? "true" : "false");
+          out << "," << (fits(p, budget) ? "true" : "false");
         } else {
           out << "," << (p ? json_point_fields(p, kind == 1) : "");
         }

@@ -52,18 +52,15 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   const model::GptParams params =
       model::GptParams::allocate(allocator, m, setup.shard, runtime::MemoryCategory::param,
                                  bf16 ? runtime::DType::bf16 : runtime::DType::f32);
-  // Under optimizer.distributed the whole master is transient: the optimizer keeps its parts.
-  const bool distributed = config.optimizer.distributed;
   model::GptParams master =
-      bf16 ? model::GptParams::allocate(allocator, m, setup.shard,
-                                        distributed ? runtime::MemoryCategory::workspace
-                                                    : runtime::MemoryCategory::optimizer)
+      bf16 ? model::GptParams::allocate(allocator, m, setup.shard, master_weights_category(config))
            : params;
   const model::GptParams grads =
       model::GptParams::allocate(allocator, m, setup.shard, runtime::MemoryCategory::grad);
   const std::unique_ptr<Optimizer> optimizer =
       make_optimizer(config, groups, params, master, allocator);
-  if (distributed && bf16) master = {};
+  if (config.optimizer.distributed && bf16)
+    master = {};  // as Trainer: the optimizer took its parts
   std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks;
   for (const StageChunk& chunk : setup.chunks) {
     chunks.push_back(std::make_unique<recompute::ChunkExecutor>(m, params, grads, chunk.plan,

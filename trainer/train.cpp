@@ -163,11 +163,9 @@ void Trainer::allocate_parameters() {
   const runtime::DType compute_dtype = bf16 ? runtime::DType::bf16 : runtime::DType::f32;
   params_ = model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::param,
                                        compute_dtype);
-  // Under optimizer.distributed the whole master is transient: the optimizer keeps its parts.
-  const runtime::MemoryCategory master_category = config_.optimizer.distributed
-                                                      ? runtime::MemoryCategory::workspace
-                                                      : runtime::MemoryCategory::optimizer;
-  master_ = bf16 ? model::GptParams::allocate(allocator_, m, shard, master_category) : params_;
+  master_ = bf16
+                ? model::GptParams::allocate(allocator_, m, shard, master_weights_category(config_))
+                : params_;
   if (on_device_) {  // the host copy serves checkpoints and exports; init runs on the device
     host_params_ =
         model::GptParams::allocate(host_allocator_, m, shard, runtime::MemoryCategory::comm);

@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 
 namespace parallel {
 
@@ -113,8 +114,12 @@ class OpRunner {
         stages_(step.pp->size()),
         stage_(step.pp->rank()),
         chunks_(static_cast<int64_t>(step.chunks.size())),
-        messages_{stages_, chunks_},
-        stage_ops_(stage_ops) {}
+        messages_{stages_, chunks_} {
+    const int previous = messages_.previous(stage_), next = messages_.next(stage_);
+    if (previous != stage_) add_release_keys(previous, stage_ops[static_cast<size_t>(previous)]);
+    if (next != stage_ && next != previous)  // with 2 stages both neighbours are one peer
+      add_release_keys(next, stage_ops[static_cast<size_t>(next)]);
+  }
 
   // Unwinding from an error, pending sends are abandoned, not waited for: a peer may never
   // receive them, and the job is about to be aborted (main's catch).
@@ -169,18 +174,28 @@ class OpRunner {
     return (static_cast<int64_t>(peer) << 32) | static_cast<uint32_t>(message_tag);
   }
 
-  // The message from `peer` that releases our send `message_tag` to it (Note [Sent buffers are
-  // released in order]), or -1.
-  int64_t release_key(int peer, int message_tag) const {
-    const std::vector<ScheduleOp>& ops = stage_ops_[static_cast<size_t>(peer)];
-    bool received = false;
-    for (const ScheduleOp& op : ops) {
+  // For each of our sends to `peer`, the message from `peer` that releases it (Note [Sent
+  // buffers are released in order]): the first one the peer sends us after receiving it. One
+  // walk over the peer's op list.
+  void add_release_keys(int peer, const std::vector<ScheduleOp>& peer_ops) {
+    std::vector<int> unanswered;  // our tags the peer has received and not yet answered
+    for (const ScheduleOp& op : peer_ops) {
       for (const Message& m : messages_.of(op, peer)) {
-        if (!m.send && m.peer == stage_ && m.tag == message_tag) received = true;
-        if (received && m.send && m.peer == stage_) return key(peer, m.tag);
+        if (m.peer != stage_) continue;
+        if (!m.send) {
+          unanswered.push_back(m.tag);
+          continue;
+        }
+        for (const int tag : unanswered) release_by_[key(peer, tag)] = key(peer, m.tag);
+        unanswered.clear();
       }
     }
-    return -1;
+  }
+
+  // The received message (key) that releases our send `message_tag` to `peer`, or -1.
+  int64_t release_key(int peer, int message_tag) const {
+    const auto it = release_by_.find(key(peer, message_tag));
+    return it == release_by_.end() ? -1 : it->second;
   }
 
   void send(const runtime::Tensor& tensor, const Message& m) {
@@ -204,7 +219,7 @@ class OpRunner {
   const PipelineStep& step_;
   const int64_t stages_, stage_, chunks_;
   const Messages messages_;
-  const std::vector<std::vector<ScheduleOp>>& stage_ops_;
+  std::unordered_map<int64_t, int64_t> release_by_;  // our send's key -> its releasing message
   std::deque<Pending> pending_;
 };
 

@@ -70,6 +70,13 @@ class SharedData {
   std::string dir_;
 };
 
+// A parallel layout of a test: its world size, a name for messages, and its config overrides.
+struct Layout {
+  int ranks;
+  const char* name;
+  std::vector<std::string> overrides;
+};
+
 // A small model with dropout on; `layout` and more are --set overrides.
 inline trainer::Config config_for(const SharedData& shared,
                                   const std::vector<std::string>& layout) {

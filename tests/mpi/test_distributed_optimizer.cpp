@@ -19,11 +19,7 @@ using mpi_test::all_ranks;
 using mpi_test::world_rank;
 using mpi_test::world_size;
 
-struct Layout {
-  int ranks;
-  const char* name;
-  std::vector<std::string> overrides;
-};
+using mpi_test::Layout;
 
 // Hidden size 27 makes the parameter count odd (40257), so the gradient buffer ends in a
 // staged tail bucket (Note [Gradient buckets]); the test model's other sizes divide by 8.

@@ -21,11 +21,7 @@ using mpi_test::all_ranks;
 using mpi_test::world_rank;
 using mpi_test::world_size;
 
-struct Layout {
-  int ranks;
-  const char* name;
-  std::vector<std::string> overrides;
-};
+using mpi_test::Layout;
 
 constexpr const char* kFlash = "model.attention_backend=flash";
 
