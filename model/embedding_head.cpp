@@ -59,7 +59,7 @@ StashSpec<HeadStash> head_stash_spec(const GptConfig& config, const LayerDims& d
 void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& tokens,
                        const GptParams& p, const GptConfig& config, const LayerDims& d,
                        const LayerContext& c, runtime::Allocator& allocator) {
-  const int64_t T = d.seq, Ts = d.seq_shard(), B = d.micro_batch, C = d.hidden;
+  const int64_t T = d.seq, B = d.micro_batch, C = d.hidden;
   const VocabShard vocab = vocab_shard(config, d);
   // Under sequence parallelism the lookup covers the whole sequence, then each rank keeps its
   // rows summed over the vocabulary shards; otherwise the sum lands in `out` itself.
@@ -78,35 +78,37 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
     parallel::reduce_from_tp_forward(*d.tp, out);
   }
   words = Tensor();
-  ops::position_embedding_forward({.out = out,
-                                   .wpe = p.wpe,
-                                   .seq = Ts,
-                                   .micro_batch = B,
-                                   .channels = C,
-                                   .seq_offset = d.seq_offset()});
   s.tokens = tokens;
   StashMaker<EmbeddingStash>(embedding_stash_spec(d), allocator).make_all(s);  // dropout_mask
-  if (d.hidden_dropout > 0.f) {
-    ops::dropout_hidden_forward(
-        {.out = out,
-         .mask = s.dropout_mask,
-         .input = out,
-         .seq = Ts,
-         .micro_batch = B,
-         .channels = C,
-         .seq_offset = d.seq_offset(),
-         .sample_offset = c.sample_offset,
-         .drop_probability = d.hidden_dropout,
-         .key = runtime::make_dropout_key(c.seed, static_cast<uint64_t>(c.step),
-                                          static_cast<uint32_t>(config.num_layers),
-                                          runtime::DropoutOp::embedding)});
+  const runtime::DropoutKey key = runtime::make_dropout_key(
+      c.seed, static_cast<uint64_t>(c.step), static_cast<uint32_t>(config.num_layers),
+      runtime::DropoutOp::embedding);
+  for (const parallel::RowSegment& run : d.shard_segments()) {  // Note [Context chunks]
+    const Tensor rows = out.rows(run.row, run.rows);
+    ops::position_embedding_forward({.out = rows,
+                                     .wpe = p.wpe,
+                                     .seq = run.rows,
+                                     .micro_batch = B,
+                                     .channels = C,
+                                     .seq_offset = run.position});
+    if (d.hidden_dropout == 0.f) continue;
+    ops::dropout_hidden_forward({.out = rows,
+                                 .mask = s.dropout_mask.rows(run.row, run.rows),
+                                 .input = rows,
+                                 .seq = run.rows,
+                                 .micro_batch = B,
+                                 .channels = C,
+                                 .seq_offset = run.position,
+                                 .sample_offset = c.sample_offset,
+                                 .drop_probability = d.hidden_dropout,
+                                 .key = key});
   }
 }
 
 void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& s,
                         const GptConfig& config, const LayerDims& d,
                         runtime::Allocator& allocator) {
-  const int64_t T = d.seq, Ts = d.seq_shard(), B = d.micro_batch, C = d.hidden;
+  const int64_t T = d.seq, B = d.micro_batch, C = d.hidden;
   if (d.hidden_dropout > 0.f) {
     ops::dropout_backward({.dinput = dout,
                            .dout = dout,
@@ -114,12 +116,14 @@ void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& 
                            .count = dout.numel(),
                            .drop_probability = d.hidden_dropout});
   }
-  ops::position_embedding_backward({.dwpe = g.wpe,
-                                    .dout = dout,
-                                    .seq = Ts,
-                                    .micro_batch = B,
-                                    .channels = C,
-                                    .seq_offset = d.seq_offset()});
+  for (const parallel::RowSegment& run : d.shard_segments()) {
+    ops::position_embedding_backward({.dwpe = g.wpe,
+                                      .dout = dout.rows(run.row, run.rows),
+                                      .seq = run.rows,
+                                      .micro_batch = B,
+                                      .channels = C,
+                                      .seq_offset = run.position});
+  }
   Tensor dwords = dout;
   if (d.sequence_parallel && d.tp_size > 1) {
     dwords = workspace(allocator, {T, B, C}, d.activation_dtype);

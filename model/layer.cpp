@@ -7,6 +7,7 @@
 
 #include "model/recompute_modules.h"
 #include "parallel/core/mappings.h"
+#include "parallel/core/ring_attention.h"
 #include "runtime/ops.h"
 
 namespace model {
@@ -194,8 +195,17 @@ runtime::cpu::FlashAttentionDims flash_dims(const LayerDims& d, const LayerConte
           .dropout_key = key(c, DropoutOp::attention_probs)};
 }
 
-// ctx (T, B, H*D) = attention(qkv), and its row log-sum-exp lse (B, H, T), in one pass.
-void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerContext& c) {
+// ctx (T, B, H*D) = attention(qkv), and its row log-sum-exp lse (B, H, T), in one pass; under
+// context parallelism around the ring (parallel/core/ring_attention.h).
+void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerContext& c,
+                             runtime::Allocator& allocator) {
+  if (d.cp_size > 1) {
+    parallel::ring_attention_forward(
+        *d.cp,
+        {.ctx = s.ctx, .lse = s.lse, .qkv = s.qkv, .dims = flash_dims(d, c), .shard = d.context()},
+        allocator);
+    return;
+  }
   ops::flash_attention_forward(
       {.ctx = s.ctx, .lse = s.lse, .qkv = s.qkv, .dims = flash_dims(d, c)});
 }
@@ -205,7 +215,7 @@ void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerConte
 void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const LayerContext& c,
                        runtime::Allocator& allocator) {
   if (d.attention == AttentionBackend::flash) {
-    flash_attention_forward(s, d, c);  // ctx, lse; qkv is the stash's own
+    flash_attention_forward(s, d, c, allocator);  // ctx, lse; qkv is the stash's own
     qkv = Tensor();
     return;
   }
@@ -247,24 +257,28 @@ void act_forward(LayerStash& s, const LayerDims& d) {
       {.out = s.gelu_out, .input = s.fc1_out, .count = s.fc1_out.numel(), .kind = d.gelu});
 }
 
-// out = x + dropout(y) on hidden states, one fused op when there is dropout (y is left as is).
+// out = x + dropout(y) on hidden states, one fused op when there is dropout (y is left as is);
+// one call per run of consecutive positions (Note [Context chunks]).
 void dropout_add(const Tensor& out, const Tensor& x, const Tensor& y, const Tensor& mask,
                  const LayerDims& d, const LayerContext& c, DropoutOp op) {
   if (d.hidden_dropout == 0.f) {
     ops::add({.out = out, .a = x, .b = y, .count = out.numel()});
     return;
   }
-  ops::dropout_add_hidden_forward({.out = out,
-                                   .mask = mask,
-                                   .residual = x,
-                                   .input = y,
-                                   .seq = d.seq_shard(),
-                                   .micro_batch = d.micro_batch,
-                                   .channels = d.hidden,
-                                   .seq_offset = d.seq_offset(),
-                                   .sample_offset = c.sample_offset,
-                                   .drop_probability = d.hidden_dropout,
-                                   .key = key(c, op)});
+  for (const parallel::RowSegment& run : d.shard_segments()) {
+    const auto rows = [&](const Tensor& t) { return t.rows(run.row, run.rows); };
+    ops::dropout_add_hidden_forward({.out = rows(out),
+                                     .mask = rows(mask),
+                                     .residual = rows(x),
+                                     .input = rows(y),
+                                     .seq = run.rows,
+                                     .micro_batch = d.micro_batch,
+                                     .channels = d.hidden,
+                                     .seq_offset = run.position,
+                                     .sample_offset = c.sample_offset,
+                                     .drop_probability = d.hidden_dropout,
+                                     .key = key(c, op)});
+  }
 }
 
 // Runs a forward piece again, writing the stash tensors it rebuilds.
@@ -276,7 +290,7 @@ void rerun(ForwardPiece piece, LayerStash& s, const LayerParams& w, const LayerD
     case ForwardPiece::core_attn_probs:
       return core_attn_probs_forward(s, d, c);
     case ForwardPiece::flash_attention:
-      return flash_attention_forward(s, d, c);
+      return flash_attention_forward(s, d, c, allocator);
     case ForwardPiece::pre_mlp_layernorm:
       return layernorm_forward(s, w, kPreMlpLayernormFc1, d);
     case ForwardPiece::fc1:
@@ -389,12 +403,24 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
   const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim;
   if (d.attention == AttentionBackend::flash) {
     Tensor dqkv = full_sequence(d, 3 * H * D, allocator);
-    ops::flash_attention_backward({.dqkv = dqkv,
-                                   .dctx = dctx,
-                                   .qkv = s.qkv,
-                                   .ctx = s.ctx,
-                                   .lse = s.lse,
-                                   .dims = flash_dims(d, c)});
+    if (d.cp_size > 1) {
+      parallel::ring_attention_backward(*d.cp,
+                                        {.dqkv = dqkv,
+                                         .dctx = dctx,
+                                         .qkv = s.qkv,
+                                         .ctx = s.ctx,
+                                         .lse = s.lse,
+                                         .dims = flash_dims(d, c),
+                                         .shard = d.context()},
+                                        allocator);
+    } else {
+      ops::flash_attention_backward({.dqkv = dqkv,
+                                     .dctx = dctx,
+                                     .qkv = s.qkv,
+                                     .ctx = s.ctx,
+                                     .lse = s.lse,
+                                     .dims = flash_dims(d, c)});
+    }
     dctx = Tensor();
     return dqkv;
   }

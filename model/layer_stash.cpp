@@ -34,6 +34,15 @@ LayerDims with_tensor_parallel(LayerDims d, parallel::Communicator* tp, int64_t 
   return d;
 }
 
+LayerDims with_context_parallel(LayerDims d, parallel::Communicator* cp, int64_t cp_size,
+                                int64_t cp_rank) {
+  d.seq /= cp_size;
+  d.cp = cp_size > 1 ? cp : nullptr;
+  d.cp_size = cp_size;
+  d.cp_rank = cp_rank;
+  return d;
+}
+
 StashSpec<LayerStash> layer_stash_spec(const LayerDims& d, const LayerRecompute& entry) {
   using runtime::DType;
   using S = LayerStash;

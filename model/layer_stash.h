@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/gpt_config.h"
 #include "model/layer_recompute.h"
 #include "model/stash_spec.h"
 #include "parallel/core/communicator.h"
+#include "parallel/core/context_shard.h"
 #include "runtime/kernels/cpu/gelu.h"
 
 namespace model {
@@ -35,11 +37,24 @@ struct LayerDims {
   int64_t tp_rank = 0;
   bool sequence_parallel = false;
   parallel::Communicator* tp = nullptr;  // the tensor-parallel group; null when tp_size is 1
+  // Context parallelism (Note [Context chunks]): `seq` is then this rank's T / cp rows.
+  int64_t cp_size = 1;
+  int64_t cp_rank = 0;
+  parallel::Communicator* cp = nullptr;  // the context ring; null when cp_size is 1
 
-  // Rows of the hidden states this rank holds, and the global position of the first.
+  // Rows of the hidden states this rank holds, and the first of them among the `seq` rows.
   int64_t seq_shard() const { return sequence_parallel ? seq / tp_size : seq; }
-  int64_t seq_offset() const { return sequence_parallel ? tp_rank * seq_shard() : 0; }
+  int64_t shard_first_row() const { return sequence_parallel ? tp_rank * seq_shard() : 0; }
   int64_t head_offset() const { return tp_rank * heads; }
+  // The unsharded sequence and this rank's place in it.
+  parallel::ContextShard context() const { return {cp_size, cp_rank, seq * cp_size}; }
+  // The seq_shard() rows this rank holds as runs of global positions, rows counted from the
+  // shard's first (one run without context parallelism).
+  std::vector<parallel::RowSegment> shard_segments() const {
+    std::vector<parallel::RowSegment> runs = context().segments(shard_first_row(), seq_shard());
+    for (parallel::RowSegment& run : runs) run.row -= shard_first_row();
+    return runs;
+  }
 };
 
 // Layer shapes for a microbatch of this config (training: dropout on), without
@@ -47,6 +62,10 @@ struct LayerDims {
 LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training);
 LayerDims with_tensor_parallel(LayerDims dims, parallel::Communicator* tp, int64_t tp_size,
                                int64_t tp_rank, bool sequence_parallel);
+// Cuts the sequence over the context ring `cp` of cp_size ranks (null when only predicting):
+// seq becomes this rank's T / cp_size rows.
+LayerDims with_context_parallel(LayerDims dims, parallel::Communicator* cp, int64_t cp_size,
+                                int64_t cp_rank);
 
 // Which plan entry drops which tensor: model/recompute_modules.h.
 struct LayerStash {

@@ -45,6 +45,13 @@ Tensor Tensor::zeros(Allocator& allocator, const Shape& shape, DType dtype,
   return t;
 }
 
+Tensor Tensor::rows(int64_t first, int64_t count) const {
+  TRAINER_ASSERT(!shape_.empty() && shape_[0] > 0, "rows of " << shape_string(shape_));
+  Shape shape = shape_;
+  shape[0] = count;
+  return view(first * (numel() / shape_[0]), shape);
+}
+
 Tensor Tensor::view(int64_t offset, const Shape& shape) const {
   TRAINER_ASSERT(defined(), "view of an undefined tensor");
   const int64_t end = offset + shape_numel(shape);

@@ -60,6 +60,8 @@ class Tensor {
   // A view of `shape` starting `offset` elements into this tensor's data.
   Tensor view(int64_t offset, const Shape& shape) const;
   Tensor reshape(const Shape& shape) const { return view(0, shape); }
+  // Rows [first, first + count) along the first dimension, the other dimensions unchanged.
+  Tensor rows(int64_t first, int64_t count) const;
 
   void* raw() const { return static_cast<char*>(storage_->data()) + offset_bytes_; }
   template <typename T>

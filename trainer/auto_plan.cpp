@@ -244,7 +244,7 @@ class StageSearch {
 }  // namespace
 
 int64_t stage_rank(const parallel::ParallelConfig& parallel, int64_t stage) {
-  return parallel.tensor * parallel.data * stage;
+  return parallel.tensor * parallel.context * parallel.data * stage;
 }
 
 AutoPlan plan_under_budget(const Config& config, int64_t budget) {

@@ -2,6 +2,8 @@
 // embedding, head, schedule and gradient reductions issue them.
 #include "trainer/comm_model.h"
 
+#include <algorithm>
+
 #include "model/recompute_modules.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer_memory.h"
@@ -31,15 +33,37 @@ int64_t layer_backward(const model::LayerDims& d, const Sizes& s) {
   return 4 * s.shard + 2 * s.full;
 }
 
-// The gradient reduction over dp, bucket by bucket: a reduce-scatter of the f32 gradients
+// Context-parallel payload of one ring attention (Note [Ring attention]): forward passes N - 1
+// key/value blocks in the activation dtype; backward N - 1 of them and N f32 gradient blocks.
+int64_t ring_forward(const model::LayerDims& d) {
+  if (d.cp_size == 1) return 0;
+  const int64_t kv = d.seq * d.micro_batch * d.heads * 2 * d.head_dim;
+  return (d.cp_size - 1) * kv * runtime::dtype_size(d.activation_dtype);
+}
+
+int64_t ring_backward(const model::LayerDims& d) {
+  if (d.cp_size == 1) return 0;
+  const int64_t kv = d.seq * d.micro_batch * d.heads * 2 * d.head_dim;
+  return ring_forward(d) + d.cp_size * kv * kFloat;
+}
+
+// Whether a selective entry reruns the attention (and so its ring).
+bool reruns_attention(const model::LayerRecompute& entry, model::AttentionBackend attention) {
+  const std::vector<model::ForwardPiece> pieces = model::rerun_pieces(entry, attention);
+  return std::find(pieces.begin(), pieces.end(), model::ForwardPiece::flash_attention) !=
+         pieces.end();
+}
+
+// The gradient reduction over dp x cp, bucket by bucket: a reduce-scatter of the f32 gradients
 // (padded), then an all-gather of this rank's part: of the averaged gradients (replicated
 // optimizer, dp > 1 only), or of the updated weights in the compute dtype (distributed, over
 // a group of one too).
 int64_t data_parallel_bytes(const Config& config, const model::GptParams& params) {
   const bool distributed = config.optimizer.distributed;
-  if (!distributed && config.parallel.data == 1) return 0;
+  const int64_t replicas = config.parallel.replicas();
+  if (!distributed && replicas == 1) return 0;
   const parallel::GradBucketLayout layout =
-      grad_bucket_layout(config, params.flat.numel(), config.parallel.data, 0);
+      grad_bucket_layout(config, params.flat.numel(), replicas, 0);
   const int64_t weight = distributed ? runtime::dtype_size(params.flat.dtype()) : kFloat;
   int64_t bytes = 0;
   for (const parallel::GradBucket& bucket : layout.buckets)
@@ -64,7 +88,12 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
     for (int64_t i = 0; i < plan.num_layers(); ++i) {
       const model::LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
       per_microbatch += layer_forward(d, s) + layer_backward(d, s);
-      if (entry.mode == model::RecomputeMode::full) per_microbatch += layer_forward(d, s);
+      per_microbatch += ring_forward(d) + ring_backward(d);
+      if (entry.mode == model::RecomputeMode::full) {
+        per_microbatch += layer_forward(d, s) + ring_forward(d);
+      } else if (reruns_attention(entry, d.attention)) {
+        per_microbatch += ring_forward(d);
+      }
       // a selective rebuild re-gathers the inputs of the column-parallel GEMMs it reruns
       if (sp) per_microbatch += model::rebuild_input_gathers(entry, d.attention) * s.shard;
     }
@@ -85,7 +114,7 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
     }
   }
   int64_t bytes = setup.num_microbatches * per_microbatch;
-  bytes += 2 * kDouble;  // the loss over pp, then over dp
+  bytes += 2 * kDouble;  // the loss over pp, then over dp x cp
   if (sp) {
     for (const model::NamedParam& p : params.named)
       if (p.sequence_parallel_partial) bytes += p.tensor.numel() * kFloat;

@@ -44,8 +44,8 @@ int64_t RankMemory::total() const {
 
 RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   parallel::ProcessGroups groups = parallel::replay_groups(config.parallel, world_rank);
-  const StageSetup setup =
-      make_stage_setup(config, groups.coordinates.pp, groups.coordinates.tp, groups.tp.get());
+  const StageSetup setup = make_stage_setup(config, groups.coordinates.pp, groups.coordinates.tp,
+                                            groups.tp.get(), groups.cp.get());
   runtime::MetaAllocator allocator;
   const model::GptConfig& m = config.model;
   const bool bf16 = uses_bf16(config.train);
@@ -88,8 +88,9 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories)
     memory.peak[static_cast<size_t>(c)] = stats[c].peak;
   if (config.train.device == Device::cuda) {
-    const int64_t communicators = (config.parallel.tensor > 1) + (config.parallel.data > 1) +
-                                  (config.parallel.pipeline > 1) * 2;
+    const parallel::ParallelConfig& p = config.parallel;
+    const int64_t communicators =
+        (p.tensor > 1) + (p.context > 1) + (p.replicas() > 1) + (p.pipeline > 1) * 2;
     memory.device_overhead =
         kCudaContextBytes + kCublasWorkspaceBytes + communicators * kNcclBuffersBytes;
   }

@@ -43,9 +43,11 @@ struct StageSetup {
   int64_t predicted_activation_peak = 0;  // bytes of the activation category over the schedule
 };
 
-// The setup of tensor-parallel rank `tp_rank` of pipeline stage `stage`. `tp`: the group the
-// layers communicate over; null when only predicting (`trainer plan`).
+// The setup of tensor-parallel rank `tp_rank` of pipeline stage `stage`. `tp` and `cp`: the
+// tensor-parallel group and the context ring the layers communicate over (the cp rank is
+// cp's); null when only predicting (`trainer plan`: every cp rank has the same shapes).
 StageSetup make_stage_setup(const Config& config, int64_t stage, int64_t tp_rank,
-                            parallel::Communicator* tp = nullptr);
+                            parallel::Communicator* tp = nullptr,
+                            parallel::Communicator* cp = nullptr);
 
 }  // namespace trainer

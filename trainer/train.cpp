@@ -109,8 +109,8 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   // on whatever allocator it is given (tests emulate a device on the host).
   create_output_dir();
   open_datasets();
-  setup_ =
-      make_stage_setup(config_, groups_.coordinates.pp, groups_.coordinates.tp, groups_.tp.get());
+  setup_ = make_stage_setup(config_, groups_.coordinates.pp, groups_.coordinates.tp,
+                            groups_.tp.get(), groups_.cp.get());
   allocate_parameters();
   optimizer_ = make_optimizer(config_, groups_, params_, master_, allocator_);
   if (config_.optimizer.distributed && has_master_copy()) master_ = {};  // it took its parts
@@ -213,7 +213,7 @@ void Trainer::start_logging() {
        << (pc.sequence_parallel && pc.tensor > 1 ? " (sequence parallel)" : "") << ", pipeline "
        << pc.pipeline
        << (pc.virtual_pipeline > 1 ? " x " + std::to_string(pc.virtual_pipeline) + " virtual" : "")
-       << ", data " << pc.data << "\n";
+       << ", context " << pc.context << ", data " << pc.data << "\n";
   log_ << "recompute (stage 0): " << describe_plan(setup_.plan)
        << "; activation memory (predicted peak, rank 0) "
        << format_bytes(setup_.predicted_activation_peak) << "\n";
@@ -248,7 +248,9 @@ std::string Trainer::first_nonfinite_gradient() const {
 recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
                                                const recompute::ChunkExecutor& chunk) {
   const TrainConfig& t = config_.train;
-  const int64_t T = config_.model.seq_length, B = t.micro_batch_size;
+  // This rank's rows of the sequence (all of it without context parallelism).
+  const parallel::ContextShard shard = setup_.dims.context();
+  const int64_t T = shard.local_seq(), B = t.micro_batch_size;
   // Microbatch mb on dp rank r holds global-batch samples [mb*B*dp + r*B, +B) (Megatron order).
   recompute::Microbatch micro;
   micro.sample_offset = mb * B * config_.parallel.data + groups_.coordinates.dp * B;
@@ -275,9 +277,10 @@ recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_
                                        : micro.targets.i32();
   for (int64_t b = 0; b < B; ++b) {
     sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
-    for (int64_t i = 0; i < T; ++i) {
-      if (tokens) host_tokens[i * B + b] = sample_buffer_[static_cast<size_t>(i)];
-      if (targets) host_targets[i * B + b] = sample_buffer_[static_cast<size_t>(i + 1)];
+    for (int64_t i = 0; i < T; ++i) {  // local row i is position shard.position(i)
+      const auto position = static_cast<size_t>(shard.position(i));
+      if (tokens) host_tokens[i * B + b] = sample_buffer_[position];
+      if (targets) host_targets[i * B + b] = sample_buffer_[position + 1];
     }
   }
   if (!on_device_) return micro;
@@ -304,8 +307,9 @@ parallel::PipelineStep Trainer::pipeline_step(const GptSampler& sampler, int64_t
     return make_microbatch(sampler, batch, mb, *chunks_[static_cast<size_t>(chunk)]);
   };
   p.step = recompute::StepInfo{t.seed, step};
+  // Per token of this rank: the gradients are then averaged over the dp x cp replicas.
   p.loss_scale = 1.0f / static_cast<float>((t.global_batch_size / config_.parallel.data) *
-                                           config_.model.seq_length);
+                                           setup_.dims.context().local_seq());
   return p;
 }
 

@@ -107,10 +107,12 @@ void Trainer::save_checkpoint() {
   meta.tensor = config_.parallel.tensor;
   meta.pipeline = config_.parallel.pipeline;
   meta.data = config_.parallel.data;
+  meta.context = config_.parallel.context;
   meta.extra[kSkippedBatchesKey] = skipped_.to_text();
   meta.extra[kGuardLossesKey] = guard_.to_text();
   meta.extra[kRewindsKey] = std::to_string(rewinds_);
-  const bool writes = groups_.coordinates.dp == 0;  // dp replicas hold the same shards
+  // dp x cp replicas hold the same shards
+  const bool writes = groups_.coordinates.dp == 0 && groups_.coordinates.cp == 0;
   if (!writes) shards.clear();
   const int keep_last = static_cast<int>(config_.checkpoint.keep_last);
   try {
@@ -192,12 +194,14 @@ bool Trainer::resume(const std::string& which) {
                       .with("tensor", meta.tensor)
                       .with("pipeline", meta.pipeline)
                       .with("data", meta.data)
+                      .with("context", meta.context)
                       .with("skipped_batches", skipped_.to_text())
                       .with("rewinds", rewinds_);
 
   if (groups_.is_logging_rank()) {
     log_ << "resume: step " << meta.step << " from " << *step_dir << " (written by tensor "
-         << meta.tensor << " x pipeline " << meta.pipeline << " x data " << meta.data << ")";
+         << meta.tensor << " x context " << meta.context << " x pipeline " << meta.pipeline
+         << " x data " << meta.data << ")";
     if (saved.train.seed != config_.train.seed ||
         saved.train.global_batch_size != config_.train.global_batch_size) {
       log_ << "; note: train.seed or train.global_batch_size changed, so the data order and "

@@ -8,7 +8,9 @@
 #include "runtime/error.h"
 
 namespace parallel {
-inline bool mpi_ok(int status) { return status == MPI_SUCCESS; }
+inline bool mpi_ok(int status) {
+  return status == MPI_SUCCESS;
+}
 inline std::string mpi_error_string(int status) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;

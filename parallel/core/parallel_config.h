@@ -1,4 +1,4 @@
-// How the world is split: tensor x data x pipeline parallel sizes and options.
+// How the world is split: tensor x context x data x pipeline parallel sizes and options.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +12,15 @@ struct ParallelConfig {
   int64_t tensor = 1;            // tensor-parallel size (heads, ffn and vocab are split)
   int64_t pipeline = 1;          // pipeline stages
   int64_t data = 1;              // data-parallel replicas
+  int64_t context = 1;           // context-parallel ranks: each holds 2 of 2 x context chunks
   int64_t virtual_pipeline = 1;  // model chunks per stage (interleaved 1F1B when > 1)
   bool sequence_parallel = false;
   std::vector<int64_t> layers_per_stage;  // empty: even split
   CommBackend backend = CommBackend::automatic;
 
-  int64_t world_size() const { return tensor * pipeline * data; }
+  int64_t world_size() const { return tensor * context * data * pipeline; }
+  // Ranks that hold the same parameters and average their gradients: data x context.
+  int64_t replicas() const { return data * context; }
   bool operator==(const ParallelConfig&) const = default;
 };
 

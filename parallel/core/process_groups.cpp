@@ -14,14 +14,15 @@ namespace parallel {
 RankCoordinates rank_coordinates(int64_t rank, const ParallelConfig& c) {
   RankCoordinates r;
   r.tp = rank % c.tensor;
-  r.dp = (rank / c.tensor) % c.data;
-  r.pp = rank / (c.tensor * c.data);
+  r.cp = (rank / c.tensor) % c.context;
+  r.dp = (rank / (c.tensor * c.context)) % c.data;
+  r.pp = rank / (c.tensor * c.context * c.data);
   return r;
 }
 
 int64_t ProcessGroups::payload_bytes() const {
   int64_t total = 0;
-  for (const auto* group : {&world, &tp, &dp, &pp, &embedding, &model_parallel})
+  for (const auto* group : {&world, &tp, &cp, &dp, &pp, &embedding, &model_parallel})
     if (*group) total += (*group)->payload_bytes();
   return total;
 }
@@ -30,6 +31,7 @@ ProcessGroups ProcessGroups::single() {
   ProcessGroups g;
   g.world = std::make_unique<SelfCommunicator>();
   g.tp = std::make_unique<SelfCommunicator>();
+  g.cp = std::make_unique<SelfCommunicator>();
   g.dp = std::make_unique<SelfCommunicator>();
   g.pp = std::make_unique<SelfCommunicator>();
   g.model_parallel = std::make_unique<SelfCommunicator>();
@@ -40,13 +42,14 @@ void add_device_communicators(
     ProcessGroups& groups,
     const std::function<std::unique_ptr<Communicator>(Communicator& host, bool point_to_point)>&
         make_device) {
-  // Groups of one kind are disjoint and every rank goes tp, dp, pp, embedding, so each
+  // Groups of one kind are disjoint and every rank goes tp, cp, dp, pp, embedding, so each
   // creation (collective over its group) meets its peers; groups of one rank and ranks
   // outside an embedding group skip theirs, which involves nobody else.
   for (std::unique_ptr<Communicator>* group :
-       {&groups.tp, &groups.dp, &groups.pp, &groups.embedding}) {
+       {&groups.tp, &groups.cp, &groups.dp, &groups.pp, &groups.embedding}) {
     if (*group == nullptr || (*group)->size() == 1) continue;
-    std::unique_ptr<Communicator> device = make_device(**group, group == &groups.pp);
+    const bool point_to_point = group == &groups.pp || group == &groups.cp;
+    std::unique_ptr<Communicator> device = make_device(**group, point_to_point);
     *group = std::make_unique<SplitCommunicator>(std::move(*group), std::move(device));
   }
 }
@@ -69,14 +72,16 @@ ProcessGroups ProcessGroups::from_mpi(const ParallelConfig& config) {
     return std::make_unique<MpiCommunicator>(reinterpret_cast<void*>(comm));
   };
   const RankCoordinates& r = g.coordinates;
+  const int64_t T = config.tensor, C = config.context, D = config.data;
+  const int64_t replica = r.cp + C * r.dp;  // rank in the data x context group
   g.world = split(0, rank);
-  g.tp = split(r.dp + config.data * r.pp, r.tp);
-  g.dp = split(r.tp + config.tensor * r.pp, r.dp);
-  g.pp = split(r.tp + config.tensor * r.dp, r.pp);
-  g.model_parallel = split(r.dp, r.tp + config.tensor * r.pp);
+  g.tp = split(replica + C * D * r.pp, r.tp);
+  g.cp = split(r.tp + T * (r.dp + D * r.pp), r.cp);
+  g.dp = split(r.tp + T * r.pp, replica);
+  g.pp = split(r.tp + T * replica, r.pp);
+  g.model_parallel = split(replica, r.tp + T * r.pp);
   const bool embedding_stage = r.pp == 0 || r.pp == config.pipeline - 1;
-  g.embedding =
-      split(config.pipeline > 1 && embedding_stage ? r.tp + config.tensor * r.dp : -1, r.pp);
+  g.embedding = split(config.pipeline > 1 && embedding_stage ? r.tp + T * replica : -1, r.pp);
   return g;
 }
 

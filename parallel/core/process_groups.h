@@ -1,5 +1,5 @@
-// The world split into tensor x data x pipeline groups, tp fastest, then dp,
-// then pp (Megatron's order). With tp 2, dp 2, pp 2 on 8 ranks:
+// The world split into tensor x context x data x pipeline groups, tp fastest, then cp, then
+// dp, then pp (Megatron-Core's order). With tp 2, dp 2, pp 2 on 8 ranks (cp 1):
 //   rank:  0  1  2  3  4  5  6  7
 //   tp:    0  1  0  1  0  1  0  1     tp groups {0,1} {2,3} {4,5} {6,7}
 //   dp:    0  0  1  1  0  0  1  1     dp groups {0,2} {1,3} {4,6} {5,7}
@@ -17,7 +17,7 @@
 namespace parallel {
 
 struct RankCoordinates {
-  int64_t tp = 0, dp = 0, pp = 0;
+  int64_t tp = 0, cp = 0, dp = 0, pp = 0;
 };
 
 RankCoordinates rank_coordinates(int64_t rank, const ParallelConfig& config);
@@ -26,11 +26,19 @@ struct ProcessGroups {
   ParallelConfig config;
   int64_t world_rank = 0;
   RankCoordinates coordinates;
-  std::unique_ptr<Communicator> world, tp, dp, pp;
-  // First and last pipeline stage of one (tp, dp) position, for the tied word
+  std::unique_ptr<Communicator> world, tp, pp;
+  // The context-parallel ring: the ranks of one (tp, dp, pp) position, which hold the chunks
+  // of one sequence.
+  std::unique_ptr<Communicator> cp;
+  // Every rank that holds the same parameters: the data x context ranks of one (tp, pp)
+  // position, ranked cp fastest (Megatron's data-parallel group with context parallelism).
+  // Gradients are averaged over it, the distributed optimizer is sharded over it and the loss
+  // sums over it. Without context parallelism it is the data-parallel group.
+  std::unique_ptr<Communicator> dp;
+  // First and last pipeline stage of one (tp, cp, dp) position, for the tied word
   // embeddings; null on other stages and without a pipeline.
   std::unique_ptr<Communicator> embedding;
-  // tp x pp ranks of one dp position: the ranks that together hold one model.
+  // tp x pp ranks of one (cp, dp) position: the ranks that together hold one model.
   std::unique_ptr<Communicator> model_parallel;
 
   int64_t world_size() const { return config.world_size(); }
@@ -44,12 +52,12 @@ struct ProcessGroups {
   static ProcessGroups from_mpi(const ParallelConfig& config);
 };
 
-// Gives the tp, dp, pp and embedding groups of more than one rank a second communicator for
+// Gives the tp, cp, dp, pp and embedding groups of more than one rank a second communicator for
 // device tensors, made by `make_device` from the group's host one, next to it
 // (SplitCommunicator): device tensors then go to the new one, host buffers and tensors stay
 // on the old. `point_to_point` is true for the pipeline group, whose device tensors also
-// travel between neighbouring stages. Collective: every rank makes its groups'
-// communicators in the same order.
+// travel between neighbouring stages, and for the context ring. Collective: every rank makes its
+// groups' communicators in the same order.
 void add_device_communicators(
     ProcessGroups& groups,
     const std::function<std::unique_ptr<Communicator>(Communicator& host, bool point_to_point)>&

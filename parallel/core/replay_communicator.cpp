@@ -39,7 +39,8 @@ ProcessGroups replay_groups(const ParallelConfig& config, int64_t world_rank) {
   };
   g.world = group(world_rank, config.world_size());
   g.tp = group(r.tp, config.tensor);
-  g.dp = group(r.dp, config.data);
+  g.cp = group(r.cp, config.context);
+  g.dp = group(r.cp + config.context * r.dp, config.context * config.data);
   g.pp = group(r.pp, config.pipeline);
   g.model_parallel = group(r.tp + config.tensor * r.pp, config.tensor * config.pipeline);
   if (config.pipeline > 1 && (r.pp == 0 || r.pp == config.pipeline - 1)) {

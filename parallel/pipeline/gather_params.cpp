@@ -42,7 +42,7 @@ void gather_to_rank0(ProcessGroups& groups, const model::GptConfig& config,
                  "gather_to_rank0 takes host parameters (download device ones first)");
   Communicator& world = *groups.world;
   const bool root = world.rank() == 0;
-  const bool holder = groups.coordinates.dp == 0;
+  const bool holder = groups.coordinates.dp == 0 && groups.coordinates.cp == 0;
   const bool tp_leader = groups.coordinates.tp == 0;
   const bool first_stage = groups.coordinates.pp == 0;
 

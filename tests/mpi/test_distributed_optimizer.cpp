@@ -36,6 +36,10 @@ const std::vector<Layout>& layouts() {
        "tp2 dp2 sp",
        {"parallel.tensor=2", "parallel.data=2", "parallel.sequence_parallel=true"}},
       {4, "pp2 dp2", {"parallel.pipeline=2", "parallel.data=2"}},
+      // Sharded over the dp x cp replicas.
+      {4,
+       "cp2 dp2 flash",
+       {"parallel.context=2", "parallel.data=2", "model.attention_backend=flash"}},
       {8,
        "tp2 pp2 dp2 interleaved",
        {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2",

@@ -4,7 +4,8 @@
 // distributed optimizer too);
 // inside one layout every recompute plan gives bit-identical gradients; and a
 // 4-stage 1F1B pipeline's measured activation peaks equal the memory model's. The flash
-// layouts run flash attention against the one-process unfused run.
+// layouts run flash attention against the one-process unfused run, the context-parallel ones
+// ring attention.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,6 +54,22 @@ const std::vector<Layout>& layouts() {
        "tp2 pp2 dp2 sp flash",
        {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2",
         "parallel.sequence_parallel=true", kFlash}},
+      // Context parallelism: ring attention over the flash kernels, same masks again.
+      {2, "cp2 flash", {"parallel.context=2", kFlash}},
+      {4, "cp4 flash", {"parallel.context=4", kFlash}},
+      {4,
+       "tp2 cp2 sp flash",
+       {"parallel.tensor=2", "parallel.context=2", "parallel.sequence_parallel=true", kFlash}},
+      {4, "cp2 pp2 flash", {"parallel.context=2", "parallel.pipeline=2", kFlash}},
+      {4, "cp2 dp2 flash", {"parallel.context=2", "parallel.data=2", kFlash}},
+      {8,
+       "tp2 cp2 dp2 sp flash",
+       {"parallel.tensor=2", "parallel.context=2", "parallel.data=2",
+        "parallel.sequence_parallel=true", kFlash}},
+      {8,
+       "cp2 pp2 dp2 interleaved flash",
+       {"parallel.context=2", "parallel.pipeline=2", "parallel.data=2",
+        "parallel.virtual_pipeline=2", kFlash}},
   };
   return all;
 }
@@ -406,6 +423,47 @@ TEST(Layouts, CheckpointResumesBitExactAndReshardsToOneProcess) {
     EXPECT_TRUE(single.trainer->resume("auto"));
     const double loss = single.trainer->train_step().loss;
     EXPECT_LT(std::abs(loss - continued) / continued, 1e-5) << loss << " vs " << continued;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A context-parallel checkpoint (cp2 on 2 ranks) resumes bit for bit under cp2, and loads into
+// one process and into tensor parallelism 2, continuing the loss curve.
+TEST(Layouts, ContextParallelCheckpointResumesAndLoadsIntoOtherLayouts) {
+  if (world_size() != 2) GTEST_SKIP() << "a cp2 layout on 2 ranks";
+  mpi_test::SharedData shared;
+  const std::vector<std::string> base = {"checkpoint.dir=" + shared.out("ckpt"), kFlash};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), base.begin(), base.end());
+    return mpi_test::config_for(shared, more);
+  };
+  double continued = 0;
+  {
+    mpi_test::Run run(with({"parallel.context=2"}), true);
+    run.trainer->train_step();
+    run.trainer->train_step();
+    run.trainer->save_checkpoint();
+    continued = run.trainer->train_step().loss;
+  }
+  {
+    mpi_test::Run run(with({"parallel.context=2"}), true);
+    EXPECT_TRUE(run.trainer->resume("auto"));
+    EXPECT_EQ(run.trainer->train_step().loss, continued);
+  }
+  {
+    mpi_test::Run run(with({"parallel.tensor=2"}), true);
+    EXPECT_TRUE(run.trainer->resume("auto"));
+    const double loss = run.trainer->train_step().loss;
+    EXPECT_LT(std::abs(loss - continued) / continued, 1e-5)
+        << "tp2: " << loss << " vs " << continued;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    mpi_test::Run single(with({}), false);
+    EXPECT_TRUE(single.trainer->resume("auto"));
+    const double loss = single.trainer->train_step().loss;
+    EXPECT_LT(std::abs(loss - continued) / continued, 1e-5)
+        << "cp1: " << loss << " vs " << continued;
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

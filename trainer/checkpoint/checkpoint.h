@@ -46,7 +46,7 @@ struct CheckpointMeta {
   int64_t consumed_samples = 0;  // data position
   uint64_t seed = 0;
   std::string config_yaml;                     // the run's effective config (trainer::to_yaml)
-  int64_t tensor = 1, pipeline = 1, data = 1;  // the layout that wrote it
+  int64_t tensor = 1, pipeline = 1, data = 1, context = 1;  // the layout that wrote it
   std::map<std::string, std::string> extra;    // free-form (e.g. RNG counters)
 };
 

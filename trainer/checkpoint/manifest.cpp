@@ -145,6 +145,8 @@ class ManifestParser {
     meta.tensor = integer(field(layout, "tensor", "layout"), "layout.tensor", 1);
     meta.pipeline = integer(field(layout, "pipeline", "layout"), "layout.pipeline", 1);
     meta.data = integer(field(layout, "data", "layout"), "layout.data", 1);
+    // Written since context parallelism exists; older checkpoints had none.
+    if (layout["context"]) meta.context = integer(layout["context"], "layout.context", 1);
     const YAML::Node extra = field(root, "extra", "");
     if (!extra.IsMap()) fail("\"extra\" must be an object");
     for (const auto& item : extra) {
@@ -284,7 +286,8 @@ std::string manifest_to_json(const Manifest& manifest) {
   out << "{\n  \"version\": " << kManifestVersion << ",\n  \"step\": " << meta.step
       << ",\n  \"consumed_samples\": " << meta.consumed_samples << ",\n  \"seed\": " << meta.seed
       << ",\n  \"layout\": {\"tensor\": " << meta.tensor << ", \"pipeline\": " << meta.pipeline
-      << ", \"data\": " << meta.data << "},\n  \"extra\": {";
+      << ", \"data\": " << meta.data << ", \"context\": " << meta.context
+      << "},\n  \"extra\": {";
   bool first = true;
   for (const auto& [key, value] : meta.extra) {
     out << (first ? "\n    " : ",\n    ") << json_quote(key) << ": " << json_quote(value);

@@ -168,7 +168,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 
 // Cross-field rules that need no launch information (divisibility, ranges).
 void validate_config(const Config& config, ConfigUse use = ConfigUse::train);
-// Rules that need the launch: world size against tensor * pipeline * data.
+// Rules that need the launch: world size against tensor * context * pipeline * data.
 void validate_launch(const Config& config, int64_t world_size);
 
 // The effective configuration as YAML (every field, defaults resolved), such that

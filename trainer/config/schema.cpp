@@ -248,6 +248,7 @@ struct ConfigSchema<parallel::ParallelConfig> {
         field("tensor", &ParallelConfig::tensor),
         field("pipeline", &ParallelConfig::pipeline),
         field("data", &ParallelConfig::data),
+        field("context", &ParallelConfig::context),
         field("virtual_pipeline", &ParallelConfig::virtual_pipeline),
         field("sequence_parallel", &ParallelConfig::sequence_parallel),
         field("layers_per_stage", &ParallelConfig::layers_per_stage),

@@ -113,6 +113,7 @@ void validate_parallel_sizes(const parallel::ParallelConfig& parallel) {
   check_at_least<int64_t>("parallel.tensor", parallel.tensor, 1);
   check_at_least<int64_t>("parallel.pipeline", parallel.pipeline, 1);
   check_at_least<int64_t>("parallel.data", parallel.data, 1);
+  check_at_least<int64_t>("parallel.context", parallel.context, 1);
   check_at_least<int64_t>("parallel.virtual_pipeline", parallel.virtual_pipeline, 1);
 }
 
@@ -217,6 +218,25 @@ void validate_data(const DataConfig& data, const TrainConfig& train) {
   }
 }
 
+// Context parallelism cuts the sequence into 2 x context chunks (Note [Context chunks]) and
+// runs ring attention on the flash kernels.
+void validate_context_parallel(const parallel::ParallelConfig& parallel,
+                               const model::GptConfig& model) {
+  if (parallel.context == 1) return;
+  const std::optional<int64_t> chunks = product(int64_t{2}, parallel.context);
+  if (!divisible(model.seq_length, chunks)) {
+    throw ConfigError("model.seq_length", text_of(model.seq_length) +
+                                              " is not divisible by 2 x parallel.context " +
+                                              text_of(parallel.context) + " = " + text_of(chunks));
+  }
+  if (model.attention_backend != model::AttentionBackend::flash) {
+    throw ConfigError("model.attention_backend",
+                      "must be flash when parallel.context is " + text_of(parallel.context) +
+                          " (ring attention runs on the flash kernels), got " +
+                          model::attention_backend_name(model.attention_backend));
+  }
+}
+
 void validate_parallel_layout(const parallel::ParallelConfig& parallel,
                               const model::GptConfig& model) {
   if (model.num_attention_heads % parallel.tensor != 0) {
@@ -269,11 +289,16 @@ void validate_parallel_layout(const parallel::ParallelConfig& parallel,
                             text_of(parallel.virtual_pipeline));
     }
   }
-  if (parallel.sequence_parallel && parallel.tensor > 1 &&
-      model.seq_length % parallel.tensor != 0) {
-    throw ConfigError("parallel.sequence_parallel",
-                      "requires model.seq_length " + text_of(model.seq_length) +
-                          " to be divisible by parallel.tensor " + text_of(parallel.tensor));
+  validate_context_parallel(parallel, model);
+  const int64_t local_seq = model.seq_length / parallel.context;
+  if (parallel.sequence_parallel && parallel.tensor > 1 && local_seq % parallel.tensor != 0) {
+    throw ConfigError(
+        "parallel.sequence_parallel",
+        "requires model.seq_length " + text_of(model.seq_length) +
+            (parallel.context > 1
+                 ? " / parallel.context " + text_of(parallel.context) + " = " + text_of(local_seq)
+                 : std::string()) +
+            " to be divisible by parallel.tensor " + text_of(parallel.tensor));
   }
 }
 
@@ -376,12 +401,13 @@ void validate_config(const Config& config, ConfigUse use) {
 
 void validate_launch(const Config& config, int64_t world_size) {
   const parallel::ParallelConfig& parallel = config.parallel;
-  const std::optional<int64_t> tensor_pipeline = product(parallel.tensor, parallel.pipeline);
-  const std::optional<int64_t> expected =
-      tensor_pipeline ? product(*tensor_pipeline, parallel.data) : std::nullopt;
+  std::optional<int64_t> expected = 1;
+  for (const int64_t size : {parallel.tensor, parallel.context, parallel.pipeline, parallel.data})
+    expected = expected ? product(*expected, size) : std::nullopt;
   if (expected != world_size) {
     throw ConfigError("parallel", "launched with " + text_of(world_size) + " ranks but tensor " +
-                                      text_of(parallel.tensor) + " x pipeline " +
+                                      text_of(parallel.tensor) + " x context " +
+                                      text_of(parallel.context) + " x pipeline " +
                                       text_of(parallel.pipeline) + " x data " +
                                       text_of(parallel.data) + " = " + text_of(expected));
   }

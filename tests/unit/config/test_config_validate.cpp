@@ -487,6 +487,49 @@ TEST(ValidateParallel, SequenceParallelNeedsSeqLengthDivisibleByTensor) {
   EXPECT_TRUE(accepted(config));
 }
 
+TEST(ValidateParallel, ContextAtLeastOne) {
+  Config config = valid_config();
+  config.parallel.context = 0;
+  EXPECT_TRUE(rejected(config, "parallel.context", {"must be >= 1, got 0"}));
+}
+
+TEST(ValidateParallel, ContextNeedsSeqLengthDivisibleByTwiceContext) {
+  Config config = valid_config();
+  config.model.attention_backend = model::AttentionBackend::flash;
+  config.model.seq_length = 36;
+  config.parallel.context = 4;
+  EXPECT_TRUE(rejected(config, "model.seq_length",
+                       {"36 is not divisible by 2 x parallel.context 4 = 8"}));
+  config.model.seq_length = 40;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateParallel, ContextNeedsFlashAttention) {
+  Config config = valid_config();
+  config.parallel.context = 2;
+  config.model.attention_backend = model::AttentionBackend::unfused;
+  EXPECT_TRUE(rejected(config, "model.attention_backend",
+                       {"must be flash when parallel.context is 2", "got unfused"}));
+  config.model.attention_backend = model::AttentionBackend::flash;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateParallel, SequenceParallelUnderContextSplitsTheLocalRows) {
+  Config config = valid_config();
+  config.model.attention_backend = model::AttentionBackend::flash;
+  config.model.seq_length = 48;
+  config.parallel.context = 2;  // 24 local rows
+  config.parallel.tensor = 2;
+  config.parallel.sequence_parallel = true;
+  EXPECT_TRUE(accepted(config));
+  config.model.num_attention_heads = 4;
+  config.parallel.context = 4;  // 12 local rows
+  config.parallel.tensor = 4;
+  config.model.seq_length = 40;  // 10 local rows: not divisible by 4
+  EXPECT_TRUE(rejected(config, "parallel.sequence_parallel",
+                       {"model.seq_length 40 / parallel.context 4 = 10", "parallel.tensor 4"}));
+}
+
 TEST(ValidateParallel, SequenceParallelWithoutTensorParallelIsAccepted) {
   Config config = valid_config();
   config.model.seq_length = 31;
@@ -510,12 +553,16 @@ TEST(ValidateLaunch, WorldSizeMatchesTheLayout) {
   config.parallel.pipeline = 2;
   config.parallel.data = 3;
   EXPECT_NO_THROW(validate_launch(config, 12));
-  EXPECT_TRUE(
-      throws_config_error([&] { validate_launch(config, 8); }, "parallel",
-                          {"launched with 8 ranks but tensor 2 x pipeline 2 x data 3 = 12"}));
+  EXPECT_TRUE(throws_config_error(
+      [&] { validate_launch(config, 8); }, "parallel",
+      {"launched with 8 ranks but tensor 2 x context 1 x pipeline 2 x data 3 = 12"}));
   config.parallel.data = 1;
   EXPECT_TRUE(throws_config_error([&] { validate_launch(config, 12); }, "parallel",
                                   {"launched with 12 ranks", "= 4"}));
+  config.parallel.context = 3;
+  EXPECT_NO_THROW(validate_launch(config, 12));
+  EXPECT_TRUE(throws_config_error([&] { validate_launch(config, 4); }, "parallel",
+                                  {"launched with 4 ranks", "context 3", "= 12"}));
 }
 
 TEST(ValidateConfig, ParseConfigValidates) {

@@ -1,0 +1,186 @@
+// Ring attention (Note [Ring attention] in ring_attention.h): the block schedule, the merge and
+// the point-to-point traffic; the flash blocks themselves are runtime operators.
+#include "parallel/core/ring_attention.h"
+
+#include <memory>
+
+#include "runtime/ops.h"
+
+namespace parallel {
+namespace {
+
+namespace ops = runtime::ops;
+using runtime::DType;
+using runtime::MemoryCategory;
+
+constexpr int kKeyValueTag = 1;
+constexpr int kGradientTag = 2;
+
+// The shapes every step shares: rows of a chunk, and the packed key/value width.
+struct Ring {
+  const runtime::cpu::FlashAttentionDims& dims;
+  const ContextShard& shard;
+  int64_t chunk() const { return shard.chunk(); }
+  int64_t next() const { return (shard.rank + 1) % shard.size; }
+  int64_t previous() const { return (shard.rank + shard.size - 1) % shard.size; }
+  // The block of rank r - step.
+  int64_t holder(int64_t step) const { return (shard.rank - step + shard.size) % shard.size; }
+  int64_t width(int64_t per_head) const { return dims.heads * per_head * dims.head_dim; }
+  runtime::Shape rows(int64_t count, int64_t per_head) const {
+    return {count, dims.micro_batch, width(per_head)};
+  }
+  // The flash block of local query chunk `q` against chunk `k` of the block's holder.
+  runtime::cpu::FlashAttentionDims block(int64_t q, int64_t holder, int64_t k) const {
+    runtime::cpu::FlashAttentionDims b = dims;
+    b.seq_len = b.kv_len = chunk();
+    b.q_position = shard.chunk_position(shard.rank, q);
+    b.kv_position = shard.chunk_position(holder, k);
+    b.full_len = shard.seq;
+    return b;
+  }
+  // Whether key chunk k of `holder` has any key at or before a query of local chunk q.
+  bool visible(int64_t q, int64_t holder, int64_t k) const {
+    return shard.chunk_position(holder, k) <= shard.chunk_position(shard.rank, q);
+  }
+  // Chunk q's (B, H, chunk) block of a (2, B, H, chunk) log-sum-exp.
+  Tensor lse_chunk(const Tensor& lse, int64_t q) const {
+    const int64_t n = dims.micro_batch * dims.heads * chunk();
+    return lse.view(q * n, {dims.micro_batch, dims.heads, chunk()});
+  }
+};
+
+Tensor workspace(runtime::Allocator& allocator, const runtime::Shape& shape, DType dtype) {
+  return Tensor::empty(allocator, shape, dtype, MemoryCategory::workspace);
+}
+
+// The local rows' keys and values, packed (Tl, B, H*2*D).
+Tensor pack_key_values(const Ring& ring, const Tensor& qkv, runtime::Allocator& allocator) {
+  const int64_t rows = 2 * ring.chunk();
+  Tensor kv = workspace(allocator, ring.rows(rows, 2), qkv.dtype());
+  ops::pack_kv({.kv = kv,
+                .qkv = qkv,
+                .rows = rows,
+                .micro_batch = ring.dims.micro_batch,
+                .heads = ring.dims.heads,
+                .head_dim = ring.dims.head_dim});
+  return kv;
+}
+
+// The forward blocks of one step against the key/value block `kv` of `holder`: each visible
+// pair into its query chunk's running (ctx, lse), the first one written, later ones merged.
+struct ForwardState {
+  Tensor ctx;        // (Tl, B, H*D) f32: running output of both chunks
+  Tensor block_ctx;  // (chunk, B, H*D) f32
+  Tensor block_lse;  // (B, H, chunk) f32
+  bool started[2] = {false, false};
+};
+
+void forward_step(const Ring& ring, ForwardState& state, const RingAttentionForward& args,
+                  const Tensor& kv, int64_t holder) {
+  const int64_t c = ring.chunk();
+  for (int64_t q = 0; q < 2; ++q) {
+    for (int64_t k = 0; k < 2; ++k) {
+      if (!ring.visible(q, holder, k)) continue;
+      const Tensor ctx = state.ctx.rows(q * c, c), lse = ring.lse_chunk(args.lse, q);
+      const bool first = !state.started[q];
+      state.started[q] = true;
+      ops::flash_block_forward({.ctx = first ? ctx : state.block_ctx,
+                                .lse = first ? lse : state.block_lse,
+                                .qkv = args.qkv.rows(q * c, c),
+                                .kv = kv.rows(k * c, c),
+                                .dims = ring.block(q, holder, k)});
+      if (first) continue;
+      ops::flash_merge({.ctx = ctx,
+                        .lse = lse,
+                        .ctx_block = state.block_ctx,
+                        .lse_block = state.block_lse,
+                        .rows = c,
+                        .micro_batch = ring.dims.micro_batch,
+                        .heads = ring.dims.heads,
+                        .head_dim = ring.dims.head_dim});
+    }
+  }
+}
+
+// The backward blocks of one step: dq of the local queries and the gradient `dkv` of the
+// block of `holder` (+=).
+void backward_step(const Ring& ring, const RingAttentionBackward& args, const Tensor& dq,
+                   const Tensor& kv, const Tensor& dkv, int64_t holder) {
+  const int64_t c = ring.chunk();
+  for (int64_t q = 0; q < 2; ++q) {
+    for (int64_t k = 0; k < 2; ++k) {
+      if (!ring.visible(q, holder, k)) continue;
+      ops::flash_block_backward({.dq = dq.rows(q * c, c),
+                                 .dkv = dkv.rows(k * c, c),
+                                 .dctx = args.dctx.rows(q * c, c),
+                                 .qkv = args.qkv.rows(q * c, c),
+                                 .kv = kv.rows(k * c, c),
+                                 .ctx = args.ctx.rows(q * c, c),
+                                 .lse = ring.lse_chunk(args.lse, q),
+                                 .dims = ring.block(q, holder, k)});
+    }
+  }
+}
+
+}  // namespace
+
+void ring_attention_forward(Communicator& cp, const RingAttentionForward& args,
+                            runtime::Allocator& allocator) {
+  const Ring ring{args.dims, args.shard};
+  const int64_t c = ring.chunk(), steps = args.shard.size;
+  ForwardState state{workspace(allocator, ring.rows(2 * c, 1), DType::f32),
+                     workspace(allocator, ring.rows(c, 1), DType::f32),
+                     workspace(allocator, {args.dims.micro_batch, args.dims.heads, c}, DType::f32)};
+  Tensor kv = pack_key_values(ring, args.qkv, allocator);
+  for (int64_t step = 0; step < steps; ++step) {
+    const bool last = step + 1 == steps;
+    std::unique_ptr<Request> sent;
+    if (!last) sent = cp.send_async(kv, static_cast<int>(ring.next()), kKeyValueTag);
+    forward_step(ring, state, args, kv, ring.holder(step));
+    if (last) break;
+    Tensor next = workspace(allocator, kv.shape(), kv.dtype());
+    cp.recv(next, static_cast<int>(ring.previous()), kKeyValueTag);
+    sent->wait();
+    kv = next;
+  }
+  ops::convert(args.ctx, state.ctx);
+}
+
+void ring_attention_backward(Communicator& cp, const RingAttentionBackward& args,
+                             runtime::Allocator& allocator) {
+  const Ring ring{args.dims, args.shard};
+  const int64_t c = ring.chunk(), steps = args.shard.size;
+  const Tensor dq =
+      Tensor::zeros(allocator, ring.rows(2 * c, 1), DType::f32, MemoryCategory::workspace);
+  Tensor kv = pack_key_values(ring, args.qkv, allocator);
+  Tensor dkv = Tensor::zeros(allocator, ring.rows(2 * c, 2), DType::f32, MemoryCategory::workspace);
+  for (int64_t step = 0; step < steps; ++step) {
+    const bool last = step + 1 == steps;
+    std::unique_ptr<Request> kv_sent;
+    if (!last) kv_sent = cp.send_async(kv, static_cast<int>(ring.next()), kKeyValueTag);
+    backward_step(ring, args, dq, kv, dkv, ring.holder(step));
+    // The block's gradient goes on with it; after the last step it reaches its owner.
+    std::unique_ptr<Request> dkv_sent =
+        cp.send_async(dkv, static_cast<int>(ring.next()), kGradientTag);
+    if (!last) {
+      Tensor next = workspace(allocator, kv.shape(), kv.dtype());
+      cp.recv(next, static_cast<int>(ring.previous()), kKeyValueTag);
+      kv_sent->wait();
+      kv = next;
+    }
+    Tensor next_dkv = workspace(allocator, dkv.shape(), DType::f32);
+    cp.recv(next_dkv, static_cast<int>(ring.previous()), kGradientTag);
+    dkv_sent->wait();
+    dkv = next_dkv;
+  }
+  kv = Tensor();
+  ops::assemble_qkv_grad({.dqkv = args.dqkv,
+                          .dq = dq,
+                          .dkv = dkv,
+                          .rows = 2 * c,
+                          .micro_batch = args.dims.micro_batch,
+                          .heads = args.dims.heads,
+                          .head_dim = args.dims.head_dim});
+}
+
+}  // namespace parallel
