@@ -208,6 +208,73 @@ struct FlashAttentionBackward {
   cpu::FlashAttentionDims dims;
 };
 
+// ---- flash attention by blocks: ring attention (Note [Flash blocks]) ----
+// qkv, kv, dctx and dqkv hold the activation dtype; ctx, lse and the dq, dkv accumulators are
+// f32 on every device, except the merged ctx flash_block_backward reads (activation dtype: the
+// layer's output, converted once after the merge).
+
+// kv = the k and v features of qkv: head h's k at [h*2*D, h*2*D + D), v at [h*2*D + D,
+// h*2*D + 2*D) (the travelling key/value block of ring attention).
+struct PackKv {
+  Tensor kv;   // (rows, micro_batch, heads*2*head_dim) =
+  Tensor qkv;  // (rows, micro_batch, heads*3*head_dim)
+  int64_t rows;
+  int64_t micro_batch;
+  int64_t heads;
+  int64_t head_dim;
+};
+
+// One block: the queries of qkv (dims.seq_len rows; only q is read) over the keys and values
+// of kv (dims.kv_len rows), causal on the global positions dims.q_position + i and
+// dims.kv_position + j, attention dropout on the coordinates of the unsharded (micro_batch,
+// heads, full_len, full_len) probabilities. A query that sees no key gets ctx 0, lse -inf.
+struct FlashBlockForward {
+  Tensor ctx;  // (seq_len, micro_batch, heads*head_dim) =, f32: normalised over the block
+  Tensor lse;  // (micro_batch, heads, seq_len) =, f32: log-sum-exp over the block's keys
+  Tensor qkv;  // (seq_len, micro_batch, heads*3*head_dim)
+  Tensor kv;   // (kv_len, micro_batch, heads*2*head_dim)
+  cpu::FlashAttentionDims dims;
+};
+
+// Merges a block into the running output of the same queries, in place: lse' =
+// logaddexp(lse, lse_block); ctx = exp(lse - lse') ctx + exp(lse_block - lse') ctx_block. A side
+// at -inf adds nothing (ctx 0 and lse -inf is the empty start).
+struct FlashMerge {
+  Tensor ctx;        // (rows, micro_batch, heads*head_dim) in place, f32
+  Tensor lse;        // (micro_batch, heads, rows) in place, f32
+  Tensor ctx_block;  // (rows, micro_batch, heads*head_dim), f32
+  Tensor lse_block;  // (micro_batch, heads, rows), f32
+  int64_t rows;
+  int64_t micro_batch;
+  int64_t heads;
+  int64_t head_dim;
+};
+
+// One block's share of the attention gradient, from the MERGED ctx and lse of the queries (over
+// every block they see): P = exp(S - lse), Delta = rowsum(dctx * ctx), FlashAttention-2's
+// per-block terms, so the sums over blocks are the whole attention's gradient.
+struct FlashBlockBackward {
+  Tensor dq;    // (seq_len, micro_batch, heads*head_dim) +=, f32
+  Tensor dkv;   // (kv_len, micro_batch, heads*2*head_dim) +=, f32: head h's dk, then dv
+  Tensor dctx;  // (seq_len, micro_batch, heads*head_dim)
+  Tensor qkv;   // (seq_len, micro_batch, heads*3*head_dim)
+  Tensor kv;    // (kv_len, micro_batch, heads*2*head_dim)
+  Tensor ctx;   // (seq_len, micro_batch, heads*head_dim): the merged output
+  Tensor lse;   // (micro_batch, heads, seq_len) f32: the merged log-sum-exp
+  cpu::FlashAttentionDims dims;
+};
+
+// dqkv from the f32 accumulators: head h's dq, then its dk and dv (dkv's layout).
+struct AssembleQkvGrad {
+  Tensor dqkv;  // (rows, micro_batch, heads*3*head_dim) =
+  Tensor dq;    // (rows, micro_batch, heads*head_dim), f32
+  Tensor dkv;   // (rows, micro_batch, heads*2*head_dim), f32
+  int64_t rows;
+  int64_t micro_batch;
+  int64_t heads;
+  int64_t head_dim;
+};
+
 // ---- GELU and dropout ----
 
 // out = gelu(input); out may alias input.

@@ -13,6 +13,7 @@
 #include "runtime/kernels/cpu/dropout.h"
 #include "runtime/kernels/cpu/elementwise.h"
 #include "runtime/kernels/cpu/embedding.h"
+#include "runtime/kernels/cpu/flash_block.h"
 #include "runtime/kernels/cpu/gemm.h"
 #include "runtime/kernels/cpu/layernorm.h"
 #include "runtime/kernels/cpu/softmax.h"
@@ -219,6 +220,31 @@ void flash_attention_backward(const FlashAttentionBackward& args) {
                                 args.lse.f32(), args.dims);
 }
 
+void pack_kv(const PackKv& args) {
+  cpu::pack_kv(args.kv.f32(), args.qkv.f32(),
+               {args.rows, args.micro_batch, args.heads, args.head_dim});
+}
+
+void flash_block_forward(const FlashBlockForward& args) {
+  cpu::flash_block_forward(args.ctx.f32(), args.lse.f32(), args.qkv.f32(), args.kv.f32(),
+                           args.dims);
+}
+
+void flash_merge(const FlashMerge& args) {
+  cpu::flash_merge(args.ctx.f32(), args.lse.f32(), args.ctx_block.f32(), args.lse_block.f32(),
+                   {args.rows, args.micro_batch, args.heads, args.head_dim});
+}
+
+void flash_block_backward(const FlashBlockBackward& args) {
+  cpu::flash_block_backward(args.dq.f32(), args.dkv.f32(), args.dctx.f32(), args.qkv.f32(),
+                            args.kv.f32(), args.ctx.f32(), args.lse.f32(), args.dims);
+}
+
+void assemble_qkv_grad(const AssembleQkvGrad& args) {
+  cpu::assemble_qkv_grad(args.dqkv.f32(), args.dq.f32(), args.dkv.f32(),
+                         {args.rows, args.micro_batch, args.heads, args.head_dim});
+}
+
 void add(const Add& args) {
   cpu::add(args.out.f32(), args.a.f32(), args.b.f32(), args.count);
 }
@@ -303,9 +329,12 @@ const Backend& backend_for(const Tensor& on, const char* op, const char* field) 
   TRAINER_ASSERT(on.defined(), "ops::" << op << ": " << field
                                        << " is undefined (the operator runs on its device)");
   switch (on.device()) {
-    case DeviceKind::cpu: return host_backend();
-    case DeviceKind::meta: return meta_backend();
-    case DeviceKind::cuda: break;
+    case DeviceKind::cpu:
+      return host_backend();
+    case DeviceKind::meta:
+      return meta_backend();
+    case DeviceKind::cuda:
+      break;
   }
   return device_backend(op);
 }

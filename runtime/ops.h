@@ -53,6 +53,11 @@ namespace runtime::ops {
   OP(void, attention_context_backward, AttentionContextBackward, dprobs)                \
   OP(void, flash_attention_forward, FlashAttentionForward, ctx)                         \
   OP(void, flash_attention_backward, FlashAttentionBackward, dqkv)                      \
+  OP(void, pack_kv, PackKv, kv)                                                         \
+  OP(void, flash_block_forward, FlashBlockForward, ctx)                                 \
+  OP(void, flash_merge, FlashMerge, ctx)                                                \
+  OP(void, flash_block_backward, FlashBlockBackward, dq)                                \
+  OP(void, assemble_qkv_grad, AssembleQkvGrad, dqkv)                                    \
   OP(void, add, Add, out)                                                               \
   OP(void, add_bias, AddBias, out)                                                      \
   OP(void, scale_inplace, ScaleInplace, x)                                              \

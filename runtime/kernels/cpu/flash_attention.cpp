@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/kernels/cpu/flash_attention_tiles.h"
 #include "runtime/kernels/cpu/vector_math.h"
 
 // GCC vectorises loops 256 bits wide on AVX-512 machines unless told otherwise; the loops over
@@ -22,6 +23,7 @@
 #endif
 
 namespace runtime::cpu {
+namespace flash_tiles {
 namespace {
 
 // Note [Flash attention on the host]
@@ -43,15 +45,21 @@ namespace {
 // dQ_i += dS K. dK and dQ are multiplied by scale once, when they are written.
 //
 // Dropout (Note [Dropout RNG]): the probability of query i and key j of local head h and
-// sample b is element e = ((head_offset + h) * T + i) * T + j of sample sample_offset + b,
-// as dropout_attention_forward addresses the (B, H, T, T) probabilities. It is kept iff
+// sample b is element e = ((head_offset + h) * L + q_position + i) * L + kv_position + j of
+// sample sample_offset + b (L = full_len; L = T and positions 0 for the whole sequence), as
+// dropout_attention_forward addresses the (B, H, L, L) probabilities. It is kept iff
 // dropout_bits >= dropout_threshold(p), and then scaled by F = 1.0f / (1.0f - p) (computed in
 // float, as the dropout kernel does); F = 0 otherwise. Both directions multiply the same F:
 // P * F into the context, dP * F back. A query's keys j0..j0+kKeyTile-1 in a tile are
 // consecutive elements, covered by the kKeyTile / 4 + 1 Philox blocks from e0 >> 2 (e0 the
 // element of key j0): key j0 + j takes word j + e0 % 4 of that run of words. Philox runs
 // vectorised across the query lanes, one block per lane, and each lane picks its word by its
-// own e0 % 4, which differs between queries when T % 4 != 0. The backward redraws the bits.
+// own e0 % 4, which differs between queries when L % 4 != 0. The backward redraws the bits.
+//
+// Blocks (Note [Flash blocks]): the same tiles take queries and keys from separate tensors
+// (HeadRows), key rows Tk != T, and a causal mask on global positions, key j visible to query
+// i iff j <= i + shift with shift = q_position - kv_position; key tiles past the last visible
+// key are skipped, and a query that sees no key keeps m = -inf, l = 0 (ctx 0, lse -inf).
 //
 // Tiles: kQueryTile = 64 lanes are four AVX-512 vectors, the width of the 6 x 4 register
 // tile of the products; with kKeyTile = 64 a thread's forward tiles take under 150 KB
@@ -179,40 +187,53 @@ static_assert(kTileRows == 6, "product dispatches on 1..6 rows");
 
 // Where one (sample, head) lives in the [s, b, h] tensors and in the dropout coordinates.
 struct Head {
-  int64_t qkv_offset;      // of q at position 0 in qkv and dqkv; k is at +D, v at +2D
+  const float* q;          // query row 0; row t at q + t * Geometry::q_row
+  const float* k;          // key row 0; row j at k + j * Geometry::k_row
+  const float* v;          // value row 0; row j at v + j * Geometry::v_row
   int64_t ctx_offset;      // of position 0 in ctx and dctx
   int64_t lse_offset;      // of position 0 in lse
-  uint64_t first_element;  // dropout element of (query 0, key 0): (head_offset + h) * T * T
+  uint64_t first_element;  // dropout element of (query 0, key 0): ((head_offset + h) * L +
+                           // q_position) * L + kv_position
   uint64_t sample;         // global sample index
 };
 
 struct Geometry {
-  int64_t T, D;
+  int64_t T;           // query rows
+  int64_t Tk;          // key rows
+  int64_t D;           // head dim
   int64_t padded_dim;  // D rounded up to whole vectors
-  int64_t qkv_row;     // floats between positions t and t + 1 of qkv: B * H * 3 * D
-  int64_t ctx_row;     // of ctx: B * H * D
+  int64_t shift;       // q_position - kv_position: key j is visible to query i iff j <= i + shift
+  int64_t full_len;    // L: the dropout coordinates' row length
+  int64_t q_row, k_row, v_row;  // floats between rows t and t + 1 of q, k and v
+  int64_t ctx_row;              // of ctx: B * H * D
 };
 
-Geometry make_geometry(const FlashAttentionDims& dims) {
-  TRAINER_ASSERT(dims.seq_len >= 1 && dims.micro_batch >= 1 && dims.heads >= 1,
-                 "flash attention needs seq_len, micro_batch and heads >= 1; got "
-                     << dims.seq_len << ", " << dims.micro_batch << ", " << dims.heads);
-  TRAINER_ASSERT(dims.head_dim >= 1 && dims.head_dim <= kMaxHeadDim,
-                 "flash attention head_dim " << dims.head_dim << " outside 1.." << kMaxHeadDim);
-  TRAINER_ASSERT(dims.dropout_prob >= 0.f && dims.dropout_prob < 1.f,
-                 "dropout probability " << dims.dropout_prob << " outside [0, 1)");
-  TRAINER_ASSERT(
-      dims.head_offset >= 0 && dims.sample_offset >= 0,
-      "negative head_offset " << dims.head_offset << " or sample_offset " << dims.sample_offset);
-  const int64_t BH = dims.micro_batch * dims.heads;
-  return Geometry{dims.seq_len, dims.head_dim, round_up(dims.head_dim, kVectorFloats),
-                  BH * 3 * dims.head_dim, BH * dims.head_dim};
+Geometry make_geometry(const Operands& in) {
+  const FlashAttentionDims& dims = in.dims;
+  return Geometry{dims.seq_len,
+                  dims.kv_len,
+                  dims.head_dim,
+                  round_up(dims.head_dim, kVectorFloats),
+                  dims.q_position - dims.kv_position,
+                  dims.full_len,
+                  in.q.row_stride,
+                  in.k.row_stride,
+                  in.v.row_stride,
+                  dims.micro_batch * dims.heads * dims.head_dim};
 }
 
-Head make_head(const FlashAttentionDims& dims, int64_t bh) {
-  const int64_t b = bh / dims.heads, h = bh % dims.heads, T = dims.seq_len;
-  return Head{bh * 3 * dims.head_dim, bh * dims.head_dim, bh * T,
-              static_cast<uint64_t>((dims.head_offset + h) * T * T),
+Head make_head(const Operands& in, int64_t bh) {
+  const FlashAttentionDims& dims = in.dims;
+  const int64_t b = bh / dims.heads, h = bh % dims.heads;
+  const uint64_t L = static_cast<uint64_t>(dims.full_len);
+  const uint64_t global_head = static_cast<uint64_t>(dims.head_offset + h);
+  return Head{in.q.data + bh * in.q.head_stride,
+              in.k.data + bh * in.k.head_stride,
+              in.v.data + bh * in.v.head_stride,
+              bh * dims.head_dim,
+              bh * dims.seq_len,
+              (global_head * L + static_cast<uint64_t>(dims.q_position)) * L +
+                  static_cast<uint64_t>(dims.kv_position),
               static_cast<uint64_t>(dims.sample_offset + b)};
 }
 
@@ -289,16 +310,16 @@ void philox_lanes(VecU32 (&words)[4 * kBlocksPerQuery], VecU32 low, VecU32 high,
 
 // Calls apply(j, i, factors) for the keys j0 + j, j < keys, and each vector of query lanes
 // i0 + i .. i0 + i + kVectorFloats - 1 of a tile, with factors the lanes' dropout factors F
-// (lanes past T get values that nobody reads).
+// (lanes past T get values that nobody reads). L: the dropout coordinates' row length.
 template <class Apply>
-void for_dropout_factors(const Dropout& dropout, const Head& head, int64_t T, int64_t i0,
+void for_dropout_factors(const Dropout& dropout, const Head& head, int64_t L, int64_t i0,
                          int64_t j0, int64_t keys, Apply apply) {
   const VecF keep = VecF{} + dropout.keep_scale;
   for (int64_t i = 0; i < kQueryTile; i += kVectorFloats) {
     VecU32 low, high;
     VecI32 shift;  // e0 % 4 of each lane
     for (int l = 0; l < kVectorFloats; ++l) {
-      const uint64_t first = head.first_element + static_cast<uint64_t>((i0 + i + l) * T + j0);
+      const uint64_t first = head.first_element + static_cast<uint64_t>((i0 + i + l) * L + j0);
       low[l] = static_cast<uint32_t>(first >> 2);
       high[l] = static_cast<uint32_t>(first >> 34);
       shift[l] = static_cast<int32_t>(first & 3);
@@ -315,9 +336,14 @@ void for_dropout_factors(const Dropout& dropout, const Head& head, int64_t T, in
 }
 
 // Key row j of a tile is masked for the lanes i < first_visible_lane(j): key j0 + j is after
-// query i0 + i there. Clamped to [0, kQueryTile].
-inline int64_t first_visible_lane(int64_t i0, int64_t j0, int64_t j) {
-  return std::clamp<int64_t>(j0 + j - i0, 0, kQueryTile);
+// query i0 + i there (j0 + j > i0 + i + shift). Clamped to [0, kQueryTile].
+inline int64_t first_visible_lane(const Geometry& g, int64_t i0, int64_t j0, int64_t j) {
+  return std::clamp<int64_t>(j0 + j - i0 - g.shift, 0, kQueryTile);
+}
+
+// The keys [0, visible_keys) are visible to some of the queries [0, queries_end).
+inline int64_t visible_keys(const Geometry& g, int64_t queries_end) {
+  return std::clamp<int64_t>(queries_end + g.shift, 0, g.Tk);
 }
 
 // One thread's tiles for the forward; rows and lanes past T hold values nobody reads.
@@ -340,10 +366,12 @@ struct ForwardScratch {
 };
 
 // Online softmax over one key tile of S^T (keys rows): updates m and l, turns the scores
-// into P = exp(S - m) (0 where masked) and sets rescale = exp(m_old - m).
+// into P = exp(S - m) (0 where masked) and sets rescale = exp(m_old - m). A lane that has seen
+// only masked keys keeps m = -inf and l = 0 (it subtracts 0 in place of m).
 void online_softmax(ForwardScratch& s, int64_t keys) {
   float new_max[kQueryTile], tile_sum[kQueryTile] = {};
   std::copy(s.max, s.max + kQueryTile, new_max);
+  std::copy(s.max, s.max + kQueryTile, s.rescale);  // m_old until it becomes exp(m_old - m)
   for (int64_t j = 0; j < keys; ++j) {
     const float* row = s.scores.data() + j * kQueryTile;
 #pragma omp simd
@@ -351,8 +379,9 @@ void online_softmax(ForwardScratch& s, int64_t keys) {
   }
 #pragma omp simd
   for (int64_t i = 0; i < kQueryTile; ++i) {
-    s.rescale[i] = detail::exp_poly(s.max[i] - new_max[i]);  // m_old = -inf gives 0
     s.max[i] = new_max[i];
+    if (new_max[i] == kMinusInf) new_max[i] = 0.f;               // every key so far masked
+    s.rescale[i] = detail::exp_poly(s.rescale[i] - new_max[i]);  // m_old = -inf gives 0
   }
   for (int64_t j = 0; j < keys; ++j) {
     float* row = s.scores.data() + j * kQueryTile;
@@ -367,22 +396,21 @@ void online_softmax(ForwardScratch& s, int64_t keys) {
 }
 
 // Folds keys [j0, j0 + keys) into the state of the query tile at i0.
-void forward_key_tile(ForwardScratch& s, const float* qkv, const Head& head, const Geometry& g,
+void forward_key_tile(ForwardScratch& s, const Head& head, const Geometry& g,
                       const FlashAttentionDims& dims, const Dropout& dropout, int64_t i0,
                       int64_t queries, int64_t j0) {
-  const int64_t keys = std::min(kKeyTile, g.T - j0), Dp = g.padded_dim;
-  const float* k = qkv + head.qkv_offset + g.D + j0 * g.qkv_row;
+  const int64_t keys = std::min(kKeyTile, g.Tk - j0), Dp = g.padded_dim;
   const size_t row_bytes = static_cast<size_t>(g.D) * sizeof(float);
   for (int64_t j = 0; j < keys; ++j) {
-    std::memcpy(s.keys.data() + j * g.D, k + j * g.qkv_row, row_bytes);
-    std::memcpy(s.values.data() + j * Dp, k + g.D + j * g.qkv_row, row_bytes);
+    std::memcpy(s.keys.data() + j * g.D, head.k + (j0 + j) * g.k_row, row_bytes);
+    std::memcpy(s.values.data() + j * Dp, head.v + (j0 + j) * g.v_row, row_bytes);
   }
   product(Product{s.keys.data(), g.D, 1, s.queries_t.data(), kQueryTile, s.scores.data(),
                   kQueryTile, dims.scale, false},
           keys, kQueryTile, g.D);
   for (int64_t j = 0; j < keys; ++j) {  // causal mask: -inf where key j0 + j > query i0 + i
     float* row = s.scores.data() + j * kQueryTile;
-    std::fill(row, row + first_visible_lane(i0, j0, j), kMinusInf);
+    std::fill(row, row + first_visible_lane(g, i0, j0, j), kMinusInf);
   }
   online_softmax(s, keys);
   for (int64_t i = 0; i < queries; ++i) {
@@ -392,7 +420,7 @@ void forward_key_tile(ForwardScratch& s, const float* qkv, const Head& head, con
     for (int64_t d = 0; d < Dp; ++d) o[d] *= r;
   }
   if (dropout.active) {
-    for_dropout_factors(dropout, head, g.T, i0, j0, keys, [&](int64_t j, int64_t i, VecF f) {
+    for_dropout_factors(dropout, head, g.full_len, i0, j0, keys, [&](int64_t j, int64_t i, VecF f) {
       float* p = s.scores.data() + j * kQueryTile + i;
       store_vec(p, load_vec(p) * f);
     });
@@ -402,23 +430,24 @@ void forward_key_tile(ForwardScratch& s, const float* qkv, const Head& head, con
           queries, Dp, keys);
 }
 
-// The queries [i0, i0 + kQueryTile) of one head: ctx and lse rows.
-void forward_query_tile(ForwardScratch& s, float* ctx, float* lse, const float* qkv,
-                        const Head& head, const Geometry& g, const FlashAttentionDims& dims,
-                        const Dropout& dropout, int64_t i0) {
+// The queries [i0, i0 + kQueryTile) of one head: ctx and lse rows (0 and -inf for a query
+// that sees no key).
+void forward_query_tile(ForwardScratch& s, float* ctx, float* lse, const Head& head,
+                        const Geometry& g, const FlashAttentionDims& dims, const Dropout& dropout,
+                        int64_t i0) {
   const int64_t queries = std::min(kQueryTile, g.T - i0), Dp = g.padded_dim;
   std::fill(s.queries_t.begin(), s.queries_t.end(), 0.f);
   for (int64_t i = 0; i < queries; ++i) {
-    const float* q = qkv + head.qkv_offset + (i0 + i) * g.qkv_row;
+    const float* q = head.q + (i0 + i) * g.q_row;
     for (int64_t d = 0; d < g.D; ++d) s.queries_t[d * kQueryTile + i] = q[d];
   }
   std::fill(s.out.begin(), s.out.end(), 0.f);
   std::fill(s.max, s.max + kQueryTile, kMinusInf);
   std::fill(s.sum, s.sum + kQueryTile, 0.f);
-  for (int64_t j0 = 0; j0 < i0 + queries; j0 += kKeyTile)
-    forward_key_tile(s, qkv, head, g, dims, dropout, i0, queries, j0);
+  for (int64_t j0 = 0; j0 < visible_keys(g, i0 + queries); j0 += kKeyTile)
+    forward_key_tile(s, head, g, dims, dropout, i0, queries, j0);
   for (int64_t i = 0; i < queries; ++i) {
-    const float inv_sum = 1.f / s.sum[i];
+    const float inv_sum = s.sum[i] > 0.f ? 1.f / s.sum[i] : 0.f;
     const float* o = s.out.data() + i * Dp;
     float* c = ctx + head.ctx_offset + (i0 + i) * g.ctx_row;
     for (int64_t d = 0; d < g.D; ++d) c[d] = o[d] * inv_sum;
@@ -426,28 +455,30 @@ void forward_query_tile(ForwardScratch& s, float* ctx, float* lse, const float* 
   }
 }
 
-// One thread's copies of one head for the backward (padded_T = T rounded up to whole query and
-// key tiles; rows and columns past T and D are zero) and its tiles.
+// One thread's copies of one head for the backward (padded_T, padded_Tk: the query and key
+// rows rounded up to whole query and key tiles; rows and columns past them and D are zero) and
+// its tiles.
 struct BackwardScratch {
   std::vector<float> queries_t;  // (padded_T / kQueryTile, D, kQueryTile): q^T by query tiles
   std::vector<float> dout_t;     // (padded_T / kQueryTile, D, kQueryTile): dO^T by query tiles
   std::vector<float> queries;    // (padded_T, padded_dim): q
   std::vector<float> dout;       // (padded_T, padded_dim): dO
-  std::vector<float> keys;       // (padded_T, padded_dim): k
+  std::vector<float> keys;       // (padded_Tk, padded_dim): k
   std::vector<float> dqueries;   // (padded_T, padded_dim): dQ / scale, summed over key tiles
   std::vector<float> delta;      // (padded_T): Delta = dO . O
   std::vector<float> probs;      // (kKeyTile, kQueryTile): P^T, then (P * F)^T
   std::vector<float> dprobs;     // (kKeyTile, kQueryTile): dP^T, then dS^T
   std::vector<float> dkeys;      // (kKeyTile, padded_dim): dK / scale of the key tile
   std::vector<float> dvalues;    // (kKeyTile, padded_dim): dV of the key tile
-  int64_t padded_T;
 
-  explicit BackwardScratch(const Geometry& g)
-      : padded_T(round_up(g.T, std::max(kQueryTile, kKeyTile))) {
+  explicit BackwardScratch(const Geometry& g) {
+    const int64_t tile = std::max(kQueryTile, kKeyTile);
+    const int64_t padded_T = round_up(g.T, tile), padded_Tk = round_up(g.Tk, tile);
     const auto size = [](int64_t rows, int64_t cols) { return static_cast<size_t>(rows * cols); };
     queries_t.resize(size(g.D, padded_T));
     dout_t.resize(size(g.D, padded_T));
-    for (auto* v : {&queries, &dout, &keys, &dqueries}) v->resize(size(padded_T, g.padded_dim));
+    for (auto* v : {&queries, &dout, &dqueries}) v->resize(size(padded_T, g.padded_dim));
+    keys.resize(size(padded_Tk, g.padded_dim));
     delta.resize(size(padded_T, 1));
     for (auto* v : {&probs, &dprobs}) v->resize(size(kKeyTile, kQueryTile));
     for (auto* v : {&dkeys, &dvalues}) v->resize(size(kKeyTile, g.padded_dim));
@@ -455,16 +486,15 @@ struct BackwardScratch {
 };
 
 // Copies q, k and dO of one head into the scratch (padding stays zero) and computes Delta.
-void load_head(BackwardScratch& s, const float* dctx, const float* qkv, const float* ctx,
-               const Head& head, const Geometry& g) {
+void load_head(BackwardScratch& s, const float* dctx, const float* ctx, const Head& head,
+               const Geometry& g) {
   const int64_t Dp = g.padded_dim;
   const size_t row_bytes = static_cast<size_t>(g.D) * sizeof(float);
   for (int64_t t = 0; t < g.T; ++t) {
-    const float* q = qkv + head.qkv_offset + t * g.qkv_row;
+    const float* q = head.q + t * g.q_row;
     const float* dout = dctx + head.ctx_offset + t * g.ctx_row;
     const float* out = ctx + head.ctx_offset + t * g.ctx_row;
     std::memcpy(s.queries.data() + t * Dp, q, row_bytes);
-    std::memcpy(s.keys.data() + t * Dp, q + g.D, row_bytes);
     std::memcpy(s.dout.data() + t * Dp, dout, row_bytes);
     double dot = 0.0;
     const int64_t transposed = t / kQueryTile * g.D * kQueryTile + t % kQueryTile;
@@ -475,15 +505,17 @@ void load_head(BackwardScratch& s, const float* dctx, const float* qkv, const fl
     }
     s.delta[t] = static_cast<float>(dot);
   }
+  for (int64_t j = 0; j < g.Tk; ++j)
+    std::memcpy(s.keys.data() + j * Dp, head.k + j * g.k_row, row_bytes);
   std::fill(s.dqueries.begin(), s.dqueries.end(), 0.f);
 }
 
-// P^T = exp(S^T - lse) on the visible keys of each lane, 0 where key > query or query >= T.
-void recompute_probs(BackwardScratch& s, const float* lse, int64_t i0, int64_t queries, int64_t j0,
-                     int64_t keys) {
+// P^T = exp(S^T - lse) on the visible keys of each lane, 0 where masked or query >= T.
+void recompute_probs(BackwardScratch& s, const float* lse, const Geometry& g, int64_t i0,
+                     int64_t queries, int64_t j0, int64_t keys) {
   for (int64_t j = 0; j < keys; ++j) {
     float* row = s.probs.data() + j * kQueryTile;
-    const int64_t first = std::min(first_visible_lane(i0, j0, j), queries);
+    const int64_t first = std::min(first_visible_lane(g, i0, j0, j), queries);
     std::fill(row, row + first, 0.f);
 #pragma omp simd
     for (int64_t i = first; i < queries; ++i) row[i] = detail::exp_poly(row[i] - lse[i0 + i]);
@@ -492,25 +524,23 @@ void recompute_probs(BackwardScratch& s, const float* lse, int64_t i0, int64_t q
 }
 
 // The pair (key tile at j0, query tile at i0): adds into dK, dV of the key tile and dQ.
-void backward_tile(BackwardScratch& s, const float* qkv, const float* lse, const Head& head,
-                   const Geometry& g, const FlashAttentionDims& dims, const Dropout& dropout,
-                   int64_t i0, int64_t j0) {
-  const int64_t keys = std::min(kKeyTile, g.T - j0), queries = std::min(kQueryTile, g.T - i0);
+void backward_tile(BackwardScratch& s, const float* lse, const Head& head, const Geometry& g,
+                   const FlashAttentionDims& dims, const Dropout& dropout, int64_t i0, int64_t j0) {
+  const int64_t keys = std::min(kKeyTile, g.Tk - j0), queries = std::min(kQueryTile, g.T - i0);
   const int64_t Dp = g.padded_dim;
-  const float* v = qkv + head.qkv_offset + 2 * g.D + j0 * g.qkv_row;
   float* P = s.probs.data();
   float* dP = s.dprobs.data();
   // S^T = scale K Q^T, then P; dP^T = V dO^T.
   product(Product{s.keys.data() + j0 * Dp, Dp, 1, s.queries_t.data() + i0 * g.D, kQueryTile, P,
                   kQueryTile, dims.scale, false},
           keys, kQueryTile, g.D);
-  recompute_probs(s, lse + head.lse_offset, i0, queries, j0, keys);
-  product(
-      Product{v, g.qkv_row, 1, s.dout_t.data() + i0 * g.D, kQueryTile, dP, kQueryTile, 1.f, false},
-      keys, kQueryTile, g.D);
+  recompute_probs(s, lse + head.lse_offset, g, i0, queries, j0, keys);
+  product(Product{head.v + j0 * g.v_row, g.v_row, 1, s.dout_t.data() + i0 * g.D, kQueryTile, dP,
+                  kQueryTile, 1.f, false},
+          keys, kQueryTile, g.D);
   const float* delta = s.delta.data() + i0;
   if (dropout.active) {
-    for_dropout_factors(dropout, head, g.T, i0, j0, keys, [&](int64_t j, int64_t i, VecF f) {
+    for_dropout_factors(dropout, head, g.full_len, i0, j0, keys, [&](int64_t j, int64_t i, VecF f) {
       float* p = P + j * kQueryTile + i;
       float* dp = dP + j * kQueryTile + i;
       const VecF probs = load_vec(p);
@@ -535,38 +565,74 @@ void backward_tile(BackwardScratch& s, const float* qkv, const float* lse, const
           queries, Dp, keys);
 }
 
-// dq, dk, dv of one head: key tiles in order, each over the query tiles from its diagonal on.
-void backward_head(BackwardScratch& s, float* dqkv, const float* dctx, const float* qkv,
-                   const float* ctx, const float* lse, const Head& head, const Geometry& g,
-                   const FlashAttentionDims& dims, const Dropout& dropout) {
-  load_head(s, dctx, qkv, ctx, head, g);
+// dst = (or +=) scale * src over D floats.
+void write_gradient(float* dst, const float* src, float scale, int64_t D, bool accumulate) {
+  if (accumulate) {
+    for (int64_t d = 0; d < D; ++d) dst[d] += scale * src[d];
+  } else {
+    for (int64_t d = 0; d < D; ++d) dst[d] = scale * src[d];
+  }
+}
+
+// dq, dk, dv of one head: key tiles in order, each over the query tiles from the first that
+// sees it on.
+void backward_head(BackwardScratch& s, const Gradients& out, const float* dctx, const float* ctx,
+                   const float* lse, const Operands& in, int64_t bh, const Geometry& g,
+                   const Dropout& dropout) {
+  const Head head = make_head(in, bh);
+  load_head(s, dctx, ctx, head, g);
   const int64_t Dp = g.padded_dim;
-  const auto write = [&](float* dst, const float* src, float scale) {
-    for (int64_t d = 0; d < g.D; ++d) dst[d] = scale * src[d];
-  };
-  for (int64_t j0 = 0; j0 < g.T; j0 += kKeyTile) {
+  const float scale = in.dims.scale;
+  for (int64_t j0 = 0; j0 < g.Tk; j0 += kKeyTile) {
     std::fill(s.dkeys.begin(), s.dkeys.end(), 0.f);
     std::fill(s.dvalues.begin(), s.dvalues.end(), 0.f);
-    for (int64_t i0 = j0 / kQueryTile * kQueryTile; i0 < g.T; i0 += kQueryTile)
-      backward_tile(s, qkv, lse, head, g, dims, dropout, i0, j0);
-    for (int64_t j = 0; j < std::min(kKeyTile, g.T - j0); ++j) {
-      float* dk = dqkv + head.qkv_offset + g.D + (j0 + j) * g.qkv_row;
-      write(dk, s.dkeys.data() + j * Dp, dims.scale);
-      write(dk + g.D, s.dvalues.data() + j * Dp, 1.f);
+    const int64_t first_query = std::max<int64_t>(0, j0 - g.shift);  // the first to see key j0
+    for (int64_t i0 = first_query / kQueryTile * kQueryTile; i0 < g.T; i0 += kQueryTile)
+      backward_tile(s, lse, head, g, in.dims, dropout, i0, j0);
+    for (int64_t j = 0; j < std::min(kKeyTile, g.Tk - j0); ++j) {
+      float* dk = out.dk.data + bh * out.dk.head_stride + (j0 + j) * out.dk.row_stride;
+      float* dv = out.dv.data + bh * out.dv.head_stride + (j0 + j) * out.dv.row_stride;
+      write_gradient(dk, s.dkeys.data() + j * Dp, scale, g.D, out.accumulate);
+      write_gradient(dv, s.dvalues.data() + j * Dp, 1.f, g.D, out.accumulate);
     }
   }
-  for (int64_t t = 0; t < g.T; ++t)
-    write(dqkv + head.qkv_offset + t * g.qkv_row, s.dqueries.data() + t * Dp, dims.scale);
+  for (int64_t t = 0; t < g.T; ++t) {
+    float* dq = out.dq.data + bh * out.dq.head_stride + t * out.dq.row_stride;
+    write_gradient(dq, s.dqueries.data() + t * Dp, scale, g.D, out.accumulate);
+  }
 }
 
 }  // namespace
 
-void flash_attention_forward(float* ctx, float* lse, const float* qkv,
-                             const FlashAttentionDims& dims) {
-  const Geometry g = make_geometry(dims);
-  const Dropout dropout = make_dropout(dims);
+FlashAttentionDims resolve(const FlashAttentionDims& dims) {
+  FlashAttentionDims r = dims;
+  if (r.kv_len == 0) r.kv_len = r.seq_len;
+  if (r.full_len == 0) r.full_len = r.seq_len;
+  TRAINER_ASSERT(r.seq_len >= 1 && r.kv_len >= 1 && r.micro_batch >= 1 && r.heads >= 1,
+                 "flash attention needs seq_len, kv_len, micro_batch and heads >= 1; got "
+                     << r.seq_len << ", " << r.kv_len << ", " << r.micro_batch << ", " << r.heads);
+  TRAINER_ASSERT(r.head_dim >= 1 && r.head_dim <= kMaxHeadDim,
+                 "flash attention head_dim " << r.head_dim << " outside 1.." << kMaxHeadDim);
+  TRAINER_ASSERT(r.dropout_prob >= 0.f && r.dropout_prob < 1.f,
+                 "dropout probability " << r.dropout_prob << " outside [0, 1)");
+  TRAINER_ASSERT(
+      r.head_offset >= 0 && r.sample_offset >= 0,
+      "negative head_offset " << r.head_offset << " or sample_offset " << r.sample_offset);
+  TRAINER_ASSERT(r.q_position >= 0 && r.kv_position >= 0 &&
+                     r.q_position + r.seq_len <= r.full_len &&
+                     r.kv_position + r.kv_len <= r.full_len,
+                 "flash attention blocks: queries ["
+                     << r.q_position << ", " << r.q_position + r.seq_len << ") and keys ["
+                     << r.kv_position << ", " << r.kv_position + r.kv_len
+                     << ") must lie in [0, full_len " << r.full_len << ")");
+  return r;
+}
+
+void forward(float* ctx, float* lse, const Operands& in) {
+  const Geometry g = make_geometry(in);
+  const Dropout dropout = make_dropout(in.dims);
   const int64_t query_tiles = (g.T + kQueryTile - 1) / kQueryTile;
-  const int64_t tasks = dims.micro_batch * dims.heads * query_tiles;
+  const int64_t tasks = in.dims.micro_batch * in.dims.heads * query_tiles;
 #pragma omp parallel
   {
     ForwardScratch scratch(g);
@@ -574,24 +640,58 @@ void flash_attention_forward(float* ctx, float* lse, const float* qkv,
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t i0 = (query_tiles - 1 - t % query_tiles) * kQueryTile;
-      forward_query_tile(scratch, ctx, lse, qkv, make_head(dims, t / query_tiles), g, dims, dropout,
+      forward_query_tile(scratch, ctx, lse, make_head(in, t / query_tiles), g, in.dims, dropout,
                          i0);
     }
   }
 }
 
-void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
-                              const float* lse, const FlashAttentionDims& dims) {
-  const Geometry g = make_geometry(dims);
-  const Dropout dropout = make_dropout(dims);
-  const int64_t heads = dims.micro_batch * dims.heads;
+void backward(const Gradients& out, const float* dctx, const float* ctx, const float* lse,
+              const Operands& in) {
+  const Geometry g = make_geometry(in);
+  const Dropout dropout = make_dropout(in.dims);
+  const int64_t heads = in.dims.micro_batch * in.dims.heads;
 #pragma omp parallel
   {
     BackwardScratch scratch(g);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < heads; ++bh)
-      backward_head(scratch, dqkv, dctx, qkv, ctx, lse, make_head(dims, bh), g, dims, dropout);
+      backward_head(scratch, out, dctx, ctx, lse, in, bh, g, dropout);
   }
+}
+
+}  // namespace flash_tiles
+
+namespace {
+
+// The whole-sequence operands: q, k, v side by side in qkv (T, B, H*3*D).
+flash_tiles::Operands whole_sequence(const float* qkv, const FlashAttentionDims& dims) {
+  TRAINER_ASSERT((dims.kv_len == 0 || dims.kv_len == dims.seq_len) && dims.q_position == 0 &&
+                     dims.kv_position == 0 && (dims.full_len == 0 || dims.full_len == dims.seq_len),
+                 "flash_attention over the whole sequence takes no block (kv_len "
+                     << dims.kv_len << ", q_position " << dims.q_position << ", kv_position "
+                     << dims.kv_position << ", full_len " << dims.full_len
+                     << "): use the flash block kernels");
+  const int64_t D = dims.head_dim, row = dims.micro_batch * dims.heads * 3 * D;
+  return {flash_tiles::resolve(dims),
+          {qkv, 3 * D, row},
+          {qkv + D, 3 * D, row},
+          {qkv + 2 * D, 3 * D, row}};
+}
+
+}  // namespace
+
+void flash_attention_forward(float* ctx, float* lse, const float* qkv,
+                             const FlashAttentionDims& dims) {
+  flash_tiles::forward(ctx, lse, whole_sequence(qkv, dims));
+}
+
+void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
+                              const float* lse, const FlashAttentionDims& dims) {
+  const int64_t D = dims.head_dim, row = dims.micro_batch * dims.heads * 3 * D;
+  const flash_tiles::Gradients out{
+      {dqkv, 3 * D, row}, {dqkv + D, 3 * D, row}, {dqkv + 2 * D, 3 * D, row}, false};
+  flash_tiles::backward(out, dctx, ctx, lse, whole_sequence(qkv, dims));
 }
 
 }  // namespace runtime::cpu

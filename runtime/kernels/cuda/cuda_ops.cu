@@ -634,6 +634,29 @@ void flash_attention_backward(const ops::FlashAttentionBackward& args) {
   });
 }
 
+// The block operators of ring attention (Note [Flash blocks]) have no CUDA kernels yet: each
+// throws LibraryError naming itself rather than compute anything.
+[[noreturn]] void no_cuda_kernel(const char* op) {
+  throw LibraryError(std::string("ops::") + op +
+                     " has no CUDA kernel yet: ring attention's block operators run on host "
+                     "tensors only");
+}
+void pack_kv(const ops::PackKv&) {
+  no_cuda_kernel("pack_kv");
+}
+void flash_block_forward(const ops::FlashBlockForward&) {
+  no_cuda_kernel("flash_block_forward");
+}
+void flash_merge(const ops::FlashMerge&) {
+  no_cuda_kernel("flash_merge");
+}
+void flash_block_backward(const ops::FlashBlockBackward&) {
+  no_cuda_kernel("flash_block_backward");
+}
+void assemble_qkv_grad(const ops::AssembleQkvGrad&) {
+  no_cuda_kernel("assemble_qkv_grad");
+}
+
 void add(const ops::Add& args) {
   const int64_t n = args.count;
   const DType act = check_args(

@@ -1,0 +1,152 @@
+// Twin rows of the ring attention block operators (Note [Flash blocks]): pack_kv, a flash block
+// (diagonal, fully visible, or with queries that see no key), the log-sum-exp merge, a block's
+// backward from a merged output, and the assembly of dqkv; tolerances as Note [Twin tolerance].
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "runtime/ops.h"
+#include "tests/unit/ops/twin_row.h"
+
+namespace op_twins {
+namespace {
+
+namespace ops = runtime::ops;
+
+// As the whole-sequence flash rows: bf16 probabilities and dS before the products.
+constexpr Tolerance kFlashBlock{1e-5, 2e-2};
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+// The sizes of one [s, b, h] tensor of per-head features.
+struct HeadSizes {
+  int64_t rows, micro_batch, heads, head_dim;
+  runtime::Shape hidden(int64_t per_head) const { return {rows, micro_batch, heads * per_head}; }
+  runtime::Shape lse() const { return {micro_batch, heads, rows}; }
+};
+HeadSizes random_sizes(Case& c) {
+  return {c.pick({1, 7, 33, 129}), c.pick({1, 2}), c.pick({1, 3}), c.pick({1, 8, 33, 64, 128})};
+}
+
+// A random block: a diagonal one, or query and key blocks anywhere in the sequence (keys all
+// before the queries, overlapping them, or after some: rows that see no key).
+runtime::cpu::FlashAttentionDims random_block(Case& c) {
+  runtime::cpu::FlashAttentionDims d{.seq_len = c.pick({1, 7, 33, 65, 129}),
+                                     .micro_batch = c.pick({1, 2}),
+                                     .heads = c.pick({1, 3}),
+                                     .head_dim = c.pick({1, 8, 33, 64, 128}),
+                                     .head_offset = c.pick({0, 5}),
+                                     .sample_offset = c.pick({0, 3}),
+                                     .scale = c.uniform(.1f, 1.f),
+                                     .dropout_prob = c.coin() ? 0.f : 0.1f,
+                                     .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u}};
+  d.q_position = c.pick({0, 40, 200});
+  if (c.coin()) {
+    d.kv_len = d.seq_len;
+    d.kv_position = d.q_position;
+  } else {
+    d.kv_len = c.pick({1, 7, 33, 65, 129});
+    d.kv_position = c.pick({0, 5, 100});
+  }
+  d.full_len = std::max(d.q_position + d.seq_len, d.kv_position + d.kv_len) + c.pick({0, 3});
+  return d;
+}
+
+HeadSizes queries_of(const runtime::cpu::FlashAttentionDims& d) {
+  return {d.seq_len, d.micro_batch, d.heads, d.head_dim};
+}
+HeadSizes keys_of(const runtime::cpu::FlashAttentionDims& d) {
+  return {d.kv_len, d.micro_batch, d.heads, d.head_dim};
+}
+
+Row pack_kv_row() {
+  return TWIN_ROW(pack_kv, kExact, [](Case& c) {
+    const HeadSizes s = random_sizes(c);
+    return ops::PackKv{.kv = c.act(s.hidden(2 * s.head_dim)),
+                       .qkv = c.act(s.hidden(3 * s.head_dim)),
+                       .rows = s.rows,
+                       .micro_batch = s.micro_batch,
+                       .heads = s.heads,
+                       .head_dim = s.head_dim};
+  });
+}
+
+Row flash_block_forward_row() {
+  return TWIN_ROW(flash_block_forward, kFlashBlock, [](Case& c) {
+    const runtime::cpu::FlashAttentionDims d = random_block(c);
+    const HeadSizes q = queries_of(d), k = keys_of(d);
+    return ops::FlashBlockForward{.ctx = c.f32(q.hidden(d.head_dim)),
+                                  .lse = c.f32(q.lse()),
+                                  .qkv = c.act(q.hidden(3 * d.head_dim), -2.f, 2.f),
+                                  .kv = c.act(k.hidden(2 * d.head_dim), -2.f, 2.f),
+                                  .dims = d};
+  });
+}
+
+// Running outputs and blocks with some rows at -inf on either side, or both.
+Row flash_merge_row() {
+  return TWIN_ROW(flash_merge, kF32Math, [](Case& c) {
+    const HeadSizes s = random_sizes(c);
+    ops::FlashMerge merge{.ctx = c.f32(s.hidden(s.head_dim)),
+                          .lse = c.f32(s.lse(), -5.f, 5.f),
+                          .ctx_block = c.f32(s.hidden(s.head_dim)),
+                          .lse_block = c.f32(s.lse(), -5.f, 5.f),
+                          .rows = s.rows,
+                          .micro_batch = s.micro_batch,
+                          .heads = s.heads,
+                          .head_dim = s.head_dim};
+    for (int64_t row = 0; row < merge.lse.numel(); row += 3) {
+      const int64_t side = c.pick({0, 1, 2});
+      if (side != 1) merge.lse.f32()[row] = kMinusInf;
+      if (side != 0) merge.lse_block.f32()[row] = kMinusInf;
+    }
+    return merge;
+  });
+}
+
+// The backward of one block with its own output as the merged one (a one-block merge),
+// accumulating onto random dq and dkv.
+Row flash_block_backward_row() {
+  return TWIN_ROW(flash_block_backward, kFlashBlock, [](Case& c) {
+    const runtime::cpu::FlashAttentionDims d = random_block(c);
+    const HeadSizes q = queries_of(d), k = keys_of(d);
+    ops::FlashBlockForward forward{.ctx = c.f32(q.hidden(d.head_dim)),
+                                   .lse = c.f32(q.lse()),
+                                   .qkv = c.act(q.hidden(3 * d.head_dim), -2.f, 2.f),
+                                   .kv = c.act(k.hidden(2 * d.head_dim), -2.f, 2.f),
+                                   .dims = d};
+    ops::flash_block_forward(forward);  // the ctx and lse of this block
+    const Tensor ctx = c.act(q.hidden(d.head_dim));
+    std::copy_n(forward.ctx.f32(), ctx.numel(), ctx.f32());
+    c.settle(ctx);
+    return ops::FlashBlockBackward{.dq = c.f32(q.hidden(d.head_dim)),
+                                   .dkv = c.f32(k.hidden(2 * d.head_dim)),
+                                   .dctx = c.act(q.hidden(d.head_dim)),
+                                   .qkv = forward.qkv,
+                                   .kv = forward.kv,
+                                   .ctx = ctx,
+                                   .lse = forward.lse,
+                                   .dims = d};
+  });
+}
+
+Row assemble_qkv_grad_row() {
+  return TWIN_ROW(assemble_qkv_grad, kExact, [](Case& c) {
+    const HeadSizes s = random_sizes(c);
+    return ops::AssembleQkvGrad{.dqkv = c.act(s.hidden(3 * s.head_dim)),
+                                .dq = c.f32(s.hidden(s.head_dim)),
+                                .dkv = c.f32(s.hidden(2 * s.head_dim)),
+                                .rows = s.rows,
+                                .micro_batch = s.micro_batch,
+                                .heads = s.heads,
+                                .head_dim = s.head_dim};
+  });
+}
+
+}  // namespace
+
+std::vector<Row> flash_block_rows() {
+  return {pack_kv_row(), flash_block_forward_row(), flash_merge_row(), flash_block_backward_row(),
+          assemble_qkv_grad_row()};
+}
+
+}  // namespace op_twins
