@@ -150,10 +150,11 @@ void ring_attention_backward(Communicator& cp, const RingAttentionBackward& args
                              runtime::Allocator& allocator) {
   const Ring ring{args.dims, args.shard};
   const int64_t c = ring.chunk(), steps = args.shard.size;
-  const Tensor dq =
-      Tensor::zeros(allocator, ring.rows(2 * c, 1), DType::f32, MemoryCategory::workspace);
+  const Tensor dq = workspace(allocator, ring.rows(2 * c, 1), DType::f32);
+  ops::zero(dq);
   Tensor kv = pack_key_values(ring, args.qkv, allocator);
-  Tensor dkv = Tensor::zeros(allocator, ring.rows(2 * c, 2), DType::f32, MemoryCategory::workspace);
+  Tensor dkv = workspace(allocator, ring.rows(2 * c, 2), DType::f32);
+  ops::zero(dkv);
   for (int64_t step = 0; step < steps; ++step) {
     const bool last = step + 1 == steps;
     std::unique_ptr<Request> kv_sent;
