@@ -14,5 +14,6 @@ trainer_gpu_test(test_gpu_kernel_paths
     ${CMAKE_CURRENT_LIST_DIR}/test_gpu_cross_entropy.cpp
     ${CMAKE_CURRENT_LIST_DIR}/test_gpu_dropout.cpp
     ${CMAKE_CURRENT_LIST_DIR}/test_gpu_embedding.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/test_gpu_flash_block.cpp
     ${CMAKE_CURRENT_LIST_DIR}/test_gpu_layernorm.cpp
   LIBS runtime)

@@ -22,6 +22,7 @@
 #include "runtime/kernels/cuda/elementwise.h"
 #include "runtime/kernels/cuda/embedding.h"
 #include "runtime/kernels/cuda/flash_attention.h"
+#include "runtime/kernels/cuda/flash_block.h"
 #include "runtime/kernels/cuda/gelu.h"
 #include "runtime/kernels/cuda/layernorm.h"
 #include "runtime/kernels/cuda/softmax.h"
@@ -634,27 +635,84 @@ void flash_attention_backward(const ops::FlashAttentionBackward& args) {
   });
 }
 
-// The block operators of ring attention (Note [Flash blocks]) have no CUDA kernels yet: each
-// throws LibraryError naming itself rather than compute anything.
-[[noreturn]] void no_cuda_kernel(const char* op) {
-  throw LibraryError(std::string("ops::") + op +
-                     " has no CUDA kernel yet: ring attention's block operators run on host "
-                     "tensors only");
+// ---- ring attention's blocks (Note [Flash blocks]) ----
+
+cpu::FlashRows flash_rows(int64_t rows, int64_t micro_batch, int64_t heads, int64_t head_dim) {
+  return cpu::FlashRows{rows, micro_batch, heads, head_dim};
 }
-void pack_kv(const ops::PackKv&) {
-  no_cuda_kernel("pack_kv");
+
+void pack_kv(const ops::PackKv& args) {
+  const int64_t positions = args.rows * args.micro_batch * args.heads;
+  const DType act =
+      check_args("pack_kv", {arg("kv", args.kv, kAct, positions * 2 * args.head_dim),
+                             arg("qkv", args.qkv, kAct, positions * 3 * args.head_dim)});
+  const cpu::FlashRows sizes = flash_rows(args.rows, args.micro_batch, args.heads, args.head_dim);
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::pack_kv(act_ptr(args.kv), act_ptr(args.qkv), sizes, stream);
+  });
 }
-void flash_block_forward(const ops::FlashBlockForward&) {
-  no_cuda_kernel("flash_block_forward");
+
+void flash_block_forward(const ops::FlashBlockForward& args) {
+  const cpu::FlashAttentionDims& dims = args.dims;
+  const int64_t queries = flash_positions(dims);
+  const int64_t keys =
+      (dims.kv_len == 0 ? dims.seq_len : dims.kv_len) * dims.micro_batch * dims.heads;
+  const DType act =
+      check_args("flash_block_forward", {arg("qkv", args.qkv, kAct, queries * 3 * dims.head_dim),
+                                         arg("kv", args.kv, kAct, keys * 2 * dims.head_dim),
+                                         arg("ctx", args.ctx, kF32, queries * dims.head_dim),
+                                         arg("lse", args.lse, kF32, queries)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::flash_block_forward(ptr<float>(args.ctx), ptr<float>(args.lse), act_ptr(args.qkv),
+                              act_ptr(args.kv), dims, stream);
+  });
 }
-void flash_merge(const ops::FlashMerge&) {
-  no_cuda_kernel("flash_merge");
+
+void flash_merge(const ops::FlashMerge& args) {
+  const int64_t positions = args.rows * args.micro_batch * args.heads;
+  check_args("flash_merge", {arg("ctx", args.ctx, kF32, positions * args.head_dim),
+                             arg("lse", args.lse, kF32, positions),
+                             arg("ctx_block", args.ctx_block, kF32, positions * args.head_dim),
+                             arg("lse_block", args.lse_block, kF32, positions)});
+  cuda::flash_merge(ptr<float>(args.ctx), ptr<float>(args.lse), ptr<float>(args.ctx_block),
+                    ptr<float>(args.lse_block),
+                    flash_rows(args.rows, args.micro_batch, args.heads, args.head_dim),
+                    context().stream());
 }
-void flash_block_backward(const ops::FlashBlockBackward&) {
-  no_cuda_kernel("flash_block_backward");
+
+void flash_block_backward(const ops::FlashBlockBackward& args) {
+  const cpu::FlashAttentionDims& dims = args.dims;
+  const int64_t queries = flash_positions(dims);
+  const int64_t keys =
+      (dims.kv_len == 0 ? dims.seq_len : dims.kv_len) * dims.micro_batch * dims.heads;
+  const DType act =
+      check_args("flash_block_backward", {arg("dctx", args.dctx, kAct, queries * dims.head_dim),
+                                          arg("qkv", args.qkv, kAct, queries * 3 * dims.head_dim),
+                                          arg("kv", args.kv, kAct, keys * 2 * dims.head_dim),
+                                          arg("ctx", args.ctx, kAct, queries * dims.head_dim),
+                                          arg("dq", args.dq, kF32, queries * dims.head_dim),
+                                          arg("dkv", args.dkv, kF32, keys * 2 * dims.head_dim),
+                                          arg("lse", args.lse, kF32, queries)});
+  CudaContext& c = context();
+  void* scratch = c.scratch(flash_attention_backward_scratch_bytes(dims));
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::flash_block_backward(ptr<float>(args.dq), ptr<float>(args.dkv), act_ptr(args.dctx),
+                               act_ptr(args.qkv), act_ptr(args.kv), act_ptr(args.ctx),
+                               ptr<float>(args.lse), dims, scratch, stream);
+  });
 }
-void assemble_qkv_grad(const ops::AssembleQkvGrad&) {
-  no_cuda_kernel("assemble_qkv_grad");
+
+void assemble_qkv_grad(const ops::AssembleQkvGrad& args) {
+  const int64_t positions = args.rows * args.micro_batch * args.heads;
+  const DType act =
+      check_args("assemble_qkv_grad", {arg("dqkv", args.dqkv, kAct, positions * 3 * args.head_dim),
+                                       arg("dq", args.dq, kF32, positions * args.head_dim),
+                                       arg("dkv", args.dkv, kF32, positions * 2 * args.head_dim)});
+  const cpu::FlashRows sizes = flash_rows(args.rows, args.micro_batch, args.heads, args.head_dim);
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::assemble_qkv_grad(act_ptr(args.dqkv), ptr<float>(args.dq), ptr<float>(args.dkv), sizes,
+                            stream);
+  });
 }
 
 void add(const ops::Add& args) {

@@ -1,6 +1,6 @@
-// Causal FlashAttention-2 on the device (Note [Flash attention on CUDA]): the forward keeps ctx
-// and the row log-sum-exp; the backward (Delta, then dK/dV, then dQ) assigns dqkv (=) without
-// atomics. bf16 products run on tensor cores (mma.sync), f32 products on the FMA units.
+// Causal FlashAttention-2 on the device (Note [Flash attention on CUDA]), whole sequence or one
+// ring block: the forward keeps ctx and lse; the backward (Delta, dK/dV, dQ) assigns dqkv (=) or
+// adds into a block's dq, dkv (+=), no atomics. bf16 on tensor cores, f32 on the FMA units.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -12,9 +12,9 @@
 #include <type_traits>
 
 #include "runtime/error.h"
+#include "runtime/kernels/cpu/flash_attention.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/device_common.cuh"
-#include "runtime/kernels/cpu/flash_attention.h"
 #include "runtime/kernels/cuda/flash_attention.h"
 #include "runtime/philox.h"
 
@@ -54,14 +54,22 @@ using namespace ::runtime::cuda::device;  // device_common.cuh
 // orders, often cancels them exactly, and the op twins demand a 0 wherever the host has one).
 //
 // Dropout. Element (query i, key j) of local head h and sample b is element
-// ((head_offset + h) T + i) T + j of global sample sample_offset + b (Note [Dropout RNG]), drawn
+// ((head_offset + h) L + q_position + i) L + kv_position + j of global sample sample_offset + b
+// (L = full_len; T and 0 for the whole sequence; Note [Dropout RNG]), drawn
 // where its tile is computed, into a keep bit per element of the lane (32 bits cover a lane's
 // 16 x 64 tile) by a loop that is not unrolled, so one Philox body is live at a time and the
 // unrolled tile code only tests bits. The forward and dQ draw a lane's two consecutive keys from
 // one Philox block (two when they straddle blocks); dK/dV, whose lanes hold consecutive queries,
 // draws each element alone. Kept iff bits >= threshold, then scaled by keep_scale =
-// 1.0f / (1.0f - p); the host computes both as the CPU twin does. Elements above the diagonal
-// or past T are masked and draw nothing.
+// 1.0f / (1.0f - p); the host computes both as the CPU twin does. Masked elements and queries
+// past T draw nothing.
+//
+// Blocks (Note [Flash blocks]). The same kernels run a query block of qkv against a key block of
+// kv: Geometry holds where q, k, v and their gradients live, the key rows Tk, and shift =
+// q_position - kv_position, so key j is masked for query i iff j > i + shift or j >= Tk. The
+// forward writes f32 ctx; the backward adds (+=) into f32 dq and dkv, each element by its one
+// writer as before. Key tiles past the last visible key are not loaded; the dK/dV steps start
+// at the first query that sees the CTA's first key. The lone key is that of global query 0.
 //
 // Determinism. Every output element belongs to one lane of one CTA and is summed in a fixed
 // order (k steps, then tiles, then a fixed butterfly over the 4 lanes of a row); dK/dV and dQ
@@ -74,22 +82,34 @@ constexpr int kBlockRows = kWarps * kWarpRows;        // queries (forward, dQ) o
 constexpr int kKeyTile = 64;                          // keys per step of the forward and dQ
 constexpr int kQueryStep = 32;                        // queries per step of dK/dV
 constexpr int kMaxHeadDim = static_cast<int>(::runtime::cpu::kFlashMaxHeadDim);
-constexpr int64_t kMaxBlocksY = 65535;                // gridDim.y: row blocks of one head
+constexpr int64_t kMaxBlocksY = 65535;  // gridDim.y: row blocks of one head
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kDeltaThreads = 256;  // the Delta kernel: a warp per row
 
 // ---- shapes and coordinates ----
 
-// Sizes and coordinates of one call, as the kernels take them.
+// Sizes and coordinates of one call, as the kernels take them. Queries and their gradient
+// live in rows of q_row elements, bh * q_head apart per (sample, head); keys, values and
+// theirs in rows of kv_row, kv_head apart (qkv itself for the whole sequence; qkv and kv for a
+// block, whose gradients dq and dkv have their own strides).
 struct Geometry {
-  int T;                  // seq_len
-  int D;                  // head_dim
-  int H;                  // local heads
-  int64_t qkv_row;        // elements between positions t and t + 1 of qkv and dqkv: B*H*3*D
-  int64_t ctx_row;        // of ctx and dctx: B*H*D
-  int64_t head_offset;    // global index of local head 0
-  int64_t sample_offset;  // global index of local sample 0
-  bool vector_loads;      // tiles load 16 bytes at a time (D and the operands allow it)
+  int T;                      // query rows (seq_len)
+  int Tk;                     // key rows (kv_len)
+  int D;                      // head_dim
+  int H;                      // local heads
+  int shift;                  // q_position - kv_position: key j is visible to query i iff
+                              // j <= i + shift (0 for the whole sequence)
+  int64_t q_position;         // global position of query 0 (the query of one key is global 0)
+  int64_t q_row, q_head;      // of q (in qkv)
+  int64_t kv_row, kv_head;    // of k and v
+  int64_t dq_row, dq_head;    // of dq
+  int64_t dkv_row, dkv_head;  // of dk and dv
+  int64_t ctx_row;            // of ctx and dctx: B*H*D
+  int64_t head_offset;        // global index of local head 0
+  int64_t sample_offset;      // global index of local sample 0
+  uint64_t full_len;          // L: the dropout coordinates' row length
+  uint64_t first_position;    // q_position * L + kv_position
+  bool vector_loads;          // tiles load 16 bytes at a time (D and the operands allow it)
 };
 
 // The dropout of one call (Note [Dropout RNG]); the host computes threshold and keep_scale.
@@ -102,23 +122,35 @@ struct DropoutRule {
 
 // One (sample, head): where it lives in the tensors and in the dropout coordinates.
 struct Head {
-  int64_t qkv;             // q at position 0 in qkv and dqkv; k at +D, v at +2D
+  int64_t q;               // its row 0 in q
+  int64_t kv;              // in k and v
+  int64_t dq;              // in dq
+  int64_t dkv;             // in dk and dv
   int64_t ctx;             // position 0 in ctx and dctx
   int64_t rows;            // position 0 in lse and Delta: (b * H + h) * T
-  uint64_t first_element;  // dropout element of (query 0, key 0): (head_offset + h) * T * T
+  uint64_t first_element;  // dropout element of (query 0, key 0): ((head_offset + h) * L +
+                           // q_position) * L + kv_position
   uint64_t sample;         // global sample index
 };
 
 __device__ Head head_of(const Geometry& geo, int bh) {
   const int b = bh / geo.H, h = bh % geo.H;
   Head head;
-  head.qkv = int64_t{bh} * 3 * geo.D;
+  head.q = int64_t{bh} * geo.q_head;
+  head.kv = int64_t{bh} * geo.kv_head;
+  head.dq = int64_t{bh} * geo.dq_head;
+  head.dkv = int64_t{bh} * geo.dkv_head;
   head.ctx = int64_t{bh} * geo.D;
   head.rows = int64_t{bh} * geo.T;
   head.first_element =
-      static_cast<uint64_t>((geo.head_offset + h) * geo.T) * static_cast<uint64_t>(geo.T);
+      static_cast<uint64_t>(geo.head_offset + h) * geo.full_len * geo.full_len + geo.first_position;
   head.sample = static_cast<uint64_t>(geo.sample_offset + b);
   return head;
+}
+
+// Key j is masked for query i (both local rows): after it, or past the key rows.
+__device__ __forceinline__ bool masked(const Geometry& geo, int i, int j) {
+  return j > i + geo.shift || j >= geo.Tk;
 }
 
 // ---- shared memory ----
@@ -175,10 +207,11 @@ struct QuerySmem {                 // the dQ kernel
 };
 
 // Rows [row0, row0 + kRows) of one head's D features (row r at src + r * row_elements) into a
-// smem tile of kRows x tile_stride, zero past T and past D. All threads of the CTA take part.
+// smem tile of kRows x tile_stride, zero from rows_end on (T or Tk) and past D. All threads of
+// the CTA take part.
 template <class Element, int kRows, int kHeadDim>
 __device__ void load_tile(Element* tile, const Element* src, int64_t row_elements, int row0,
-                          const Geometry& geo) {
+                          int rows_end, const Geometry& geo) {
   constexpr int kStride = tile_stride<Element, kHeadDim>();
   if (geo.vector_loads) {  // D is a multiple of kPerChunk: a chunk is wholly inside or past D
     constexpr int kPerChunk = 16 / static_cast<int>(sizeof(Element));
@@ -189,7 +222,7 @@ __device__ void load_tile(Element* tile, const Element* src, int64_t row_element
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
       const int c = threadIdx.x + k * kFlashThreads, r = c / kChunks, d = c % kChunks * kPerChunk;
-      chunks[k] = row0 + r < geo.T && d < geo.D
+      chunks[k] = row0 + r < rows_end && d < geo.D
                       ? *reinterpret_cast<const uint4*>(src + (row0 + r) * row_elements + d)
                       : make_uint4(0, 0, 0, 0);
     }
@@ -201,8 +234,8 @@ __device__ void load_tile(Element* tile, const Element* src, int64_t row_element
   } else {
     for (int c = threadIdx.x; c < kRows * kHeadDim; c += kFlashThreads) {
       const int r = c / kHeadDim, d = c % kHeadDim;
-      tile[r * kStride + d] = row0 + r < geo.T && d < geo.D ? src[(row0 + r) * row_elements + d]
-                                                            : from_float<Element>(0.f);
+      tile[r * kStride + d] = row0 + r < rows_end && d < geo.D ? src[(row0 + r) * row_elements + d]
+                                                               : from_float<Element>(0.f);
     }
   }
 }
@@ -339,15 +372,15 @@ __device__ __forceinline__ Philox4x32 philox_block(const DropoutRule& rule, uint
 }
 
 // The dropout keep bits of a lane's elements of a warp tile: element e of accumulator block n
-// is bit 4 n + e, set when kept; elements above the diagonal or past T get 0 (they are masked).
+// is bit 4 n + e, set when kept; masked elements and queries past T get 0.
 // The draws run in a loop that is not unrolled, so one Philox body is live at a time, and the
 // unrolled loops over the tile test bits.
 
 // Query-major tiles (forward, dQ): the lane's two keys j0 + 8n + t2 (+ 1) of query row0 + g (+ 8)
 // are consecutive elements, drawn from one Philox block (two when they straddle blocks).
 template <int kN8>
-__device__ uint32_t keep_bits_query_major(const DropoutRule& rule, const Head& head, int T,
-                                          int row0, int j0, int lane) {
+__device__ uint32_t keep_bits_query_major(const DropoutRule& rule, const Head& head,
+                                          const Geometry& geo, int row0, int j0, int lane) {
   static_assert(4 * kN8 <= 32, "a bit per element of the lane");
   const int g = lane / 4, t2 = lane % 4 * 2;
   uint32_t keep = 0;
@@ -355,8 +388,8 @@ __device__ uint32_t keep_bits_query_major(const DropoutRule& rule, const Head& h
   for (int pair = 0; pair < 2 * kN8; ++pair) {  // pair 2n + r: bits 4n + 2r and 4n + 2r + 1
     const int n = pair / 2, r = pair % 2;
     const int i = row0 + g + 8 * r, j = j0 + 8 * n + t2;
-    if (i >= T || j > i) continue;
-    const uint64_t element = head.first_element + static_cast<uint64_t>(i) * T + j;
+    if (i >= geo.T || masked(geo, i, j)) continue;
+    const uint64_t element = head.first_element + static_cast<uint64_t>(i) * geo.full_len + j;
     const uint64_t word = element & 3;
     const Philox4x32 block = philox_block(rule, head.sample, element >> 2);
     uint32_t next_bits;  // of element + 1
@@ -375,8 +408,8 @@ __device__ uint32_t keep_bits_query_major(const DropoutRule& rule, const Head& h
 // Key-major tiles (dK/dV): element e of block n is key key0 + g + 8 (e / 2) of query
 // i0 + 8n + t2 + e % 2; consecutive elements belong to different queries, so each is drawn alone.
 template <int kN8>
-__device__ uint32_t keep_bits_key_major(const DropoutRule& rule, const Head& head, int T, int key0,
-                                        int i0, int lane) {
+__device__ uint32_t keep_bits_key_major(const DropoutRule& rule, const Head& head,
+                                        const Geometry& geo, int key0, int i0, int lane) {
   static_assert(4 * kN8 <= 32, "a bit per element of the lane");
   const int g = lane / 4, t2 = lane % 4 * 2;
   uint32_t keep = 0;
@@ -384,8 +417,8 @@ __device__ uint32_t keep_bits_key_major(const DropoutRule& rule, const Head& hea
   for (int bit = 0; bit < 4 * kN8; ++bit) {
     const int n = bit / 4, e = bit % 4;
     const int j = key0 + g + 8 * (e / 2), i = i0 + 8 * n + t2 + e % 2;
-    if (i >= T || j > i) continue;
-    const uint64_t element = head.first_element + static_cast<uint64_t>(i) * T + j;
+    if (i >= geo.T || masked(geo, i, j)) continue;
+    const uint64_t element = head.first_element + static_cast<uint64_t>(i) * geo.full_len + j;
     const uint32_t bits = philox_word(philox_block(rule, head.sample, element >> 2), element & 3);
     keep |= uint32_t{bits >= rule.threshold} << bit;
   }
@@ -406,18 +439,19 @@ __device__ void apply_keep_bits(float (&x)[kN8][4], const DropoutRule& rule, uin
     for (int e = 0; e < 4; ++e) x[n][e] *= keep_factor(rule, keep, 4 * n + e);
 }
 
-// s := scale * s, and -inf where key j0 + column > query row0 + row when the tile crosses the
-// warp's diagonal.
+// s := scale * s, and -inf where key j0 + column is masked for query row0 + row, when the tile
+// crosses the warp's diagonal or the end of the keys.
 template <int kN8>
-__device__ void scale_and_mask(float (&s)[kN8][4], float scale, int row0, int j0, int lane) {
-  const bool crosses_diagonal = j0 + 8 * kN8 - 1 > row0;
+__device__ void scale_and_mask(float (&s)[kN8][4], float scale, const Geometry& geo, int row0,
+                               int j0, int lane) {
+  const bool crosses = j0 + 8 * kN8 - 1 > row0 + geo.shift || j0 + 8 * kN8 > geo.Tk;
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int n = 0; n < kN8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = row0 + g + 8 * (e / 2), j = j0 + 8 * n + t2 + e % 2;
-      s[n][e] = crosses_diagonal && j > i ? -INFINITY : scale * s[n][e];
+      s[n][e] = crosses && masked(geo, i, j) ? -INFINITY : scale * s[n][e];
     }
   }
 }
@@ -461,23 +495,26 @@ __device__ __forceinline__ float row_sum(float x) {
   return x + __shfl_xor_sync(kFullMask, x, 2);
 }
 
-// Writes a warp's accumulator tile, times `scale`, to rows row0 + r < T at out + row * row
-// elements, columns d < D.
-template <class Element, int kN8>
-__device__ void store_rows(Element* out, int64_t row_elements, const float (&x)[kN8][4],
-                           const float (&scale)[2], int row0, const Geometry& geo, int lane) {
+// Writes (or adds, when accumulate) a warp's accumulator tile, times `scale`, to rows
+// row0 + r < rows_end at out + row * row_elements, columns d < D. Each element has one writer.
+template <class Out, int kN8>
+__device__ void store_rows(Out* out, int64_t row_elements, const float (&x)[kN8][4],
+                           const float (&scale)[2], int row0, int rows_end, bool accumulate,
+                           const Geometry& geo, int lane) {
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + g + 8 * r;
-    if (row >= geo.T) continue;
-    Element* dst = out + row * row_elements;
+    if (row >= rows_end) continue;
+    Out* dst = out + row * row_elements;
 #pragma unroll
     for (int n = 0; n < kN8; ++n) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int d = 8 * n + t2 + c;
-        if (d < geo.D) dst[d] = from_float<Element>(x[n][2 * r + c] * scale[r]);
+        if (d >= geo.D) continue;
+        const float value = x[n][2 * r + c] * scale[r];
+        dst[d] = from_float<Out>(accumulate ? to_float(dst[d]) + value : value);
       }
     }
   }
@@ -485,10 +522,19 @@ __device__ void store_rows(Element* out, int64_t row_elements, const float (&x)[
 
 // ---- the forward ----
 
-// One CTA per (sample and head: blockIdx.x, query block: the last first, blockIdx.y).
-template <class Element, int kHeadDim>
+// The operands of a forward: q rows, k and v rows (Geometry says where each head's are).
+template <class Element>
+struct ForwardInputs {
+  const Element* q;
+  const Element* k;
+  const Element* v;
+};
+
+// One CTA per (sample and head: blockIdx.x, query block: the last first, blockIdx.y). ctx is the
+// activation type (the whole sequence) or f32 (a block).
+template <class Element, class Out, int kHeadDim>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_forward_kernel(Element* ctx, float* lse, const Element* qkv, Geometry geo, float scale,
+    flash_forward_kernel(Out* ctx, float* lse, ForwardInputs<Element> in, Geometry geo, float scale,
                          DropoutRule dropout) {
   using Smem = ForwardSmem<Element, kHeadDim>;
   constexpr int kStride = tile_stride<Element, kHeadDim>();
@@ -502,22 +548,21 @@ __global__ void __launch_bounds__(kFlashThreads)
   const Head head = head_of(geo, blockIdx.x);
   const int i0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int row0 = i0 + warp * kWarpRows;  // the query of the warp's first row
-  load_tile<Element, kBlockRows, kHeadDim>(q_tile, qkv + head.qkv, geo.qkv_row, i0, geo);
+  load_tile<Element, kBlockRows, kHeadDim>(q_tile, in.q + head.q, geo.q_row, i0, geo.T, geo);
   const SmemMatrix<Element, true> q{q_tile + warp * kWarpRows * kStride, kStride};
   const SmemMatrix<Element, true> k{k_tile, kStride};
   const SmemMatrix<Element, false> v{v_tile, kStride};  // B(key, d) of P V
   SoftmaxState state = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
   float o[kHeadDim / 8][4] = {};
-  const int key_end = min(i0 + kBlockRows, geo.T);  // keys a query of the block sees
+  const int key_end = min(i0 + kBlockRows + geo.shift, geo.Tk);  // keys the block's queries see
   for (int j0 = 0; j0 < key_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous K and V
-    load_tile<Element, kKeyTile, kHeadDim>(k_tile, qkv + head.qkv + geo.D, geo.qkv_row, j0, geo);
-    load_tile<Element, kKeyTile, kHeadDim>(v_tile, qkv + head.qkv + 2 * geo.D, geo.qkv_row, j0,
-                                           geo);
+    load_tile<Element, kKeyTile, kHeadDim>(k_tile, in.k + head.kv, geo.kv_row, j0, geo.Tk, geo);
+    load_tile<Element, kKeyTile, kHeadDim>(v_tile, in.v + head.kv, geo.kv_row, j0, geo.Tk, geo);
     __syncthreads();
     float s[kKeyTile / 8][4] = {};
     warp_product<kKeyTile / 8, kHeadDim>(s, q, k, lane);
-    scale_and_mask(s, scale, row0, j0, lane);
+    scale_and_mask(s, scale, geo, row0, j0, lane);
     float rescale[2];
     online_softmax(s, state, rescale);
 #pragma unroll
@@ -529,32 +574,39 @@ __global__ void __launch_bounds__(kFlashThreads)
     }
     if (dropout.active)
       apply_keep_bits(s, dropout,
-                      keep_bits_query_major<kKeyTile / 8>(dropout, head, geo.T, row0, j0, lane));
+                      keep_bits_query_major<kKeyTile / 8>(dropout, head, geo, row0, j0, lane));
     warp_product_from_accumulators<kHeadDim / 8, kKeyTile>(o, s, v, lane, staging);
   }
   float inv_sum[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = row_sum(state.sum[r]);
-    inv_sum[r] = 1.f / sum;
+    inv_sum[r] = sum > 0.f ? 1.f / sum : 0.f;  // 0: a query that sees no key (lse -inf)
     const int i = row0 + lane / 4 + 8 * r;
     if (lane % 4 == 0 && i < geo.T) lse[head.rows + i] = state.max[r] + logf(sum);
   }
-  store_rows(ctx + head.ctx, geo.ctx_row, o, inv_sum, row0, geo, lane);
+  store_rows(ctx + head.ctx, geo.ctx_row, o, inv_sum, row0, geo.T, false, geo, lane);
 }
 
 // ---- the backward ----
 
-template <class Element>
+// Grad: the activation type, assigned (the whole sequence's dqkv), or f32, accumulated (a
+// block's dq and dkv).
+template <class Element, class Grad>
 struct BackwardArgs {
-  Element* dqkv;
+  Grad* dq;
+  Grad* dk;
+  Grad* dv;
   const Element* dctx;
-  const Element* qkv;
+  const Element* q;
+  const Element* k;
+  const Element* v;
   const float* lse;
   const float* delta;  // (B, H, T): rowsum(dO * O)
   Geometry geo;
   float scale;
   DropoutRule dropout;
+  bool accumulate;  // += into dq, dk, dv rather than =
 };
 
 // Delta = rowsum(dO * O) per (position, sample, head), a warp per row in a fixed order.
@@ -577,31 +629,33 @@ __global__ void flash_delta_kernel(float* delta, const Element* dctx, const Elem
 }
 
 // One dK/dV step, elementwise: st := P^T F and dpt := dS^T = P^T (dP^T F - Delta) for the
-// warp's keys key0 + row and the step's queries i0 + column (0 where key > query or query >= T),
+// warp's keys key0 + row and the step's queries i0 + column (0 where masked or query >= T),
 // st holding scale K Q^T and `keep` the step's keep bits (keep_bits_key_major).
 template <int kN8>
 __device__ void key_major_gradients(float (&st)[kN8][4], float (&dpt)[kN8][4],
                                     const float* lse_step, const float* delta_step,
-                                    const DropoutRule& dropout, uint32_t keep, int T, int key0,
-                                    int i0, int lane) {
+                                    const DropoutRule& dropout, uint32_t keep, const Geometry& geo,
+                                    int key0, int i0, int lane) {
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int n = 0; n < kN8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int j = key0 + g + 8 * (e / 2), column = 8 * n + t2 + e % 2, i = i0 + column;
-      const float p = j <= i && i < T ? expf(st[n][e] - lse_step[column]) : 0.f;
+      const float p = !masked(geo, i, j) && i < geo.T ? expf(st[n][e] - lse_step[column]) : 0.f;
       const float f = dropout.active ? keep_factor(dropout, keep, 4 * n + e) : 1.f;
-      dpt[n][e] = i == 0 ? 0.f : p * (dpt[n][e] * f - delta_step[column]);  // lone key
+      const bool lone_key = geo.q_position + i == 0;
+      dpt[n][e] = lone_key ? 0.f : p * (dpt[n][e] * f - delta_step[column]);
       st[n][e] = p * f;
     }
   }
 }
 
 // dK and dV of one CTA's 64 keys (blockIdx.y, the first block first) of one sample and head
-// (blockIdx.x), over the query steps from the diagonal on.
-template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(kFlashThreads) flash_dkdv_kernel(BackwardArgs<Element> args) {
+// (blockIdx.x), over the query steps from the first query that sees them on.
+template <class Element, class Grad, int kHeadDim>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_dkdv_kernel(BackwardArgs<Element, Grad> args) {
   using Smem = KeyValueSmem<Element, kHeadDim>;
   constexpr int kStride = tile_stride<Element, kHeadDim>();
   extern __shared__ __align__(16) unsigned char smem[];
@@ -618,24 +672,25 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dkdv_kernel(BackwardArgs<
   const Head head = head_of(geo, blockIdx.x);
   const int j0 = blockIdx.y * kBlockRows;
   const int key0 = j0 + warp * kWarpRows;  // the key of the warp's first row
-  load_tile<Element, kBlockRows, kHeadDim>(k_tile, args.qkv + head.qkv + geo.D, geo.qkv_row, j0,
-                                           geo);
-  load_tile<Element, kBlockRows, kHeadDim>(v_tile, args.qkv + head.qkv + 2 * geo.D, geo.qkv_row, j0,
-                                           geo);
+  load_tile<Element, kBlockRows, kHeadDim>(k_tile, args.k + head.kv, geo.kv_row, j0, geo.Tk, geo);
+  load_tile<Element, kBlockRows, kHeadDim>(v_tile, args.v + head.kv, geo.kv_row, j0, geo.Tk, geo);
   const SmemMatrix<Element, true> k{k_tile + warp * kWarpRows * kStride, kStride};
   const SmemMatrix<Element, true> v{v_tile + warp * kWarpRows * kStride, kStride};
   float dk[kHeadDim / 8][4] = {}, dv[kHeadDim / 8][4] = {};
-  for (int i0 = j0; i0 < geo.T; i0 += kQueryStep) {
+  const int first_query = max(0, j0 - geo.shift);  // the first query that sees key j0
+  for (int i0 = first_query / kQueryStep * kQueryStep; i0 < geo.T; i0 += kQueryStep) {
     __syncthreads();  // every warp is done with the previous step's tiles
-    load_tile<Element, kQueryStep, kHeadDim>(q_tile, args.qkv + head.qkv, geo.qkv_row, i0, geo);
-    load_tile<Element, kQueryStep, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0, geo);
+    load_tile<Element, kQueryStep, kHeadDim>(q_tile, args.q + head.q, geo.q_row, i0, geo.T, geo);
+    load_tile<Element, kQueryStep, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0,
+                                             geo.T, geo);
     if (threadIdx.x < kQueryStep) {
       const int i = i0 + threadIdx.x;
       lse_step[threadIdx.x] = i < geo.T ? args.lse[head.rows + i] : 0.f;
       delta_step[threadIdx.x] = i < geo.T ? args.delta[head.rows + i] : 0.f;
     }
     __syncthreads();
-    if (key0 > i0 + kQueryStep - 1) continue;  // the warp's keys all follow the step's queries
+    // The warp's keys all follow the step's queries, or lie past the keys.
+    if (key0 > i0 + kQueryStep - 1 + geo.shift || key0 >= geo.Tk) continue;
     float st[kQueryStep / 8][4] = {}, dpt[kQueryStep / 8][4] = {};
     warp_product<kQueryStep / 8, kHeadDim>(st, k, SmemMatrix<Element, true>{q_tile, kStride}, lane);
     warp_product<kQueryStep / 8, kHeadDim>(dpt, v, SmemMatrix<Element, true>{dout_tile, kStride},
@@ -645,42 +700,45 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dkdv_kernel(BackwardArgs<
 #pragma unroll
       for (int e = 0; e < 4; ++e) st[n][e] *= args.scale;
     const uint32_t keep = args.dropout.active ? keep_bits_key_major<kQueryStep / 8>(
-                                                    args.dropout, head, geo.T, key0, i0, lane)
+                                                    args.dropout, head, geo, key0, i0, lane)
                                               : 0u;
-    key_major_gradients(st, dpt, lse_step, delta_step, args.dropout, keep, geo.T, key0, i0, lane);
+    key_major_gradients(st, dpt, lse_step, delta_step, args.dropout, keep, geo, key0, i0, lane);
     warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
         dv, st, SmemMatrix<Element, false>{dout_tile, kStride}, lane, staging);
     warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
         dk, dpt, SmemMatrix<Element, false>{q_tile, kStride}, lane, staging);
   }
   const float dk_scale[2] = {args.scale, args.scale}, dv_scale[2] = {1.f, 1.f};
-  store_rows(args.dqkv + head.qkv + geo.D, geo.qkv_row, dk, dk_scale, key0, geo, lane);
-  store_rows(args.dqkv + head.qkv + 2 * geo.D, geo.qkv_row, dv, dv_scale, key0, geo, lane);
+  store_rows(args.dk + head.dkv, geo.dkv_row, dk, dk_scale, key0, geo.Tk, args.accumulate, geo,
+             lane);
+  store_rows(args.dv + head.dkv, geo.dkv_row, dv, dv_scale, key0, geo.Tk, args.accumulate, geo,
+             lane);
 }
 
 // One dQ step, elementwise: dp := dS = P (dP F - Delta) for the warp's queries row0 + row and
-// the tile's keys j0 + column, s holding scale Q K^T (and dp already dP F); 0 where key > query
-// or query >= T.
+// the tile's keys j0 + column, s holding scale Q K^T (and dp already dP F); 0 where masked or
+// query >= T.
 template <int kN8>
 __device__ void query_major_gradients(const float (&s)[kN8][4], float (&dp)[kN8][4],
-                                      const float (&lse)[2], const float (&delta)[2], int T,
-                                      int row0, int j0, int lane) {
+                                      const float (&lse)[2], const float (&delta)[2],
+                                      const Geometry& geo, int row0, int j0, int lane) {
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int n = 0; n < kN8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = row0 + g + 8 * (e / 2), j = j0 + 8 * n + t2 + e % 2;
-      const float p = j <= i && i < T ? expf(s[n][e] - lse[e / 2]) : 0.f;
-      dp[n][e] = i == 0 ? 0.f : p * (dp[n][e] - delta[e / 2]);  // lone key
+      const float p = !masked(geo, i, j) && i < geo.T ? expf(s[n][e] - lse[e / 2]) : 0.f;
+      const bool lone_key = geo.q_position + i == 0;
+      dp[n][e] = lone_key ? 0.f : p * (dp[n][e] - delta[e / 2]);
     }
   }
 }
 
 // dQ of one CTA's 64 queries (blockIdx.y, the last first) of one sample and head (blockIdx.x),
 // over the key tiles up to the diagonal.
-template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<Element> args) {
+template <class Element, class Grad, int kHeadDim>
+__global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<Element, Grad> args) {
   using Smem = QuerySmem<Element, kHeadDim>;
   constexpr int kStride = tile_stride<Element, kHeadDim>();
   extern __shared__ __align__(16) unsigned char smem[];
@@ -695,8 +753,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
   const Head head = head_of(geo, blockIdx.x);
   const int i0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int row0 = i0 + warp * kWarpRows;  // the query of the warp's first row
-  load_tile<Element, kBlockRows, kHeadDim>(q_tile, args.qkv + head.qkv, geo.qkv_row, i0, geo);
-  load_tile<Element, kBlockRows, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0, geo);
+  load_tile<Element, kBlockRows, kHeadDim>(q_tile, args.q + head.q, geo.q_row, i0, geo.T, geo);
+  load_tile<Element, kBlockRows, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0, geo.T,
+                                           geo);
   float lse[2], delta[2];  // of the lane's queries row0 + lane / 4 (+ 8)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -707,15 +766,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
   const SmemMatrix<Element, true> q{q_tile + warp * kWarpRows * kStride, kStride};
   const SmemMatrix<Element, true> dout{dout_tile + warp * kWarpRows * kStride, kStride};
   float dq[kHeadDim / 8][4] = {};
-  const int key_end = min(i0 + kBlockRows, geo.T);
+  const int key_end = min(i0 + kBlockRows + geo.shift, geo.Tk);  // keys the block's queries see
   for (int j0 = 0; j0 < key_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous K and V
-    load_tile<Element, kKeyTile, kHeadDim>(k_tile, args.qkv + head.qkv + geo.D, geo.qkv_row, j0,
-                                           geo);
-    load_tile<Element, kKeyTile, kHeadDim>(v_tile, args.qkv + head.qkv + 2 * geo.D, geo.qkv_row, j0,
-                                           geo);
+    load_tile<Element, kKeyTile, kHeadDim>(k_tile, args.k + head.kv, geo.kv_row, j0, geo.Tk, geo);
+    load_tile<Element, kKeyTile, kHeadDim>(v_tile, args.v + head.kv, geo.kv_row, j0, geo.Tk, geo);
     __syncthreads();
-    if (j0 > row0 + kWarpRows - 1) continue;  // the tile's keys all follow the warp's queries
+    // The tile's keys all follow the warp's queries.
+    if (j0 > row0 + kWarpRows - 1 + geo.shift) continue;
     float s[kKeyTile / 8][4] = {}, dp[kKeyTile / 8][4] = {};
     warp_product<kKeyTile / 8, kHeadDim>(s, q, SmemMatrix<Element, true>{k_tile, kStride}, lane);
     warp_product<kKeyTile / 8, kHeadDim>(dp, dout, SmemMatrix<Element, true>{v_tile, kStride},
@@ -726,15 +784,15 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
       for (int e = 0; e < 4; ++e) s[n][e] *= args.scale;
     if (args.dropout.active) {
       const uint32_t keep =
-          keep_bits_query_major<kKeyTile / 8>(args.dropout, head, geo.T, row0, j0, lane);
+          keep_bits_query_major<kKeyTile / 8>(args.dropout, head, geo, row0, j0, lane);
       apply_keep_bits(dp, args.dropout, keep);
     }
-    query_major_gradients(s, dp, lse, delta, geo.T, row0, j0, lane);
+    query_major_gradients(s, dp, lse, delta, geo, row0, j0, lane);
     warp_product_from_accumulators<kHeadDim / 8, kKeyTile>(
         dq, dp, SmemMatrix<Element, false>{k_tile, kStride}, lane, staging);
   }
   const float dq_scale[2] = {args.scale, args.scale};
-  store_rows(args.dqkv + head.qkv, geo.qkv_row, dq, dq_scale, row0, geo, lane);
+  store_rows(args.dq + head.dq, geo.dq_row, dq, dq_scale, row0, geo.T, args.accumulate, geo, lane);
 }
 
 // ---- launches ----
@@ -743,11 +801,16 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
   throw LibraryError("flash attention on CUDA: " + what);
 }
 
-// The kernels' limits, checked before any launch.
-void check_dims(const cpu::FlashAttentionDims& d) {
-  if (d.seq_len < 1 || d.micro_batch < 1 || d.heads < 1)
-    unsupported(TRAINER_STR("seq_len, micro_batch and heads must be >= 1; got "
-                            << d.seq_len << ", " << d.micro_batch << ", " << d.heads));
+// The dims with kv_len and full_len resolved (0 -> seq_len), checked against the kernels'
+// limits before any launch.
+cpu::FlashAttentionDims checked_dims(const cpu::FlashAttentionDims& dims) {
+  cpu::FlashAttentionDims d = dims;
+  if (d.kv_len == 0) d.kv_len = d.seq_len;
+  if (d.full_len == 0) d.full_len = d.seq_len;
+  if (d.seq_len < 1 || d.kv_len < 1 || d.micro_batch < 1 || d.heads < 1)
+    unsupported(TRAINER_STR("seq_len, kv_len, micro_batch and heads must be >= 1; got "
+                            << d.seq_len << ", " << d.kv_len << ", " << d.micro_batch << ", "
+                            << d.heads));
   if (d.head_dim < 1 || d.head_dim > kMaxHeadDim)
     unsupported(TRAINER_STR("head_dim " << d.head_dim << " is outside 1.." << kMaxHeadDim
                                         << " (hidden_size / num_attention_heads)"));
@@ -756,35 +819,83 @@ void check_dims(const cpu::FlashAttentionDims& d) {
   if (d.head_offset < 0 || d.sample_offset < 0)
     unsupported(TRAINER_STR("negative head_offset " << d.head_offset << " or sample_offset "
                                                     << d.sample_offset));
-  const int64_t blocks = (d.seq_len + kBlockRows - 1) / kBlockRows;
+  if (d.q_position < 0 || d.kv_position < 0 || d.q_position + d.seq_len > d.full_len ||
+      d.kv_position + d.kv_len > d.full_len || d.full_len > INT_MAX)
+    unsupported(TRAINER_STR("queries [" << d.q_position << ", " << d.q_position + d.seq_len
+                                        << ") and keys [" << d.kv_position << ", "
+                                        << d.kv_position + d.kv_len << ") must lie in [0, full_len "
+                                        << d.full_len << "), full_len at most " << INT_MAX));
+  const int64_t blocks = (std::max(d.seq_len, d.kv_len) + kBlockRows - 1) / kBlockRows;
   if (blocks > kMaxBlocksY)
-    unsupported(TRAINER_STR("seq_len " << d.seq_len << " makes " << blocks << " blocks of "
-                                       << kBlockRows << " rows; the grid takes " << kMaxBlocksY));
+    unsupported(TRAINER_STR("seq_len " << d.seq_len << " or kv_len " << d.kv_len << " makes "
+                                       << blocks << " blocks of " << kBlockRows
+                                       << " rows; the grid takes " << kMaxBlocksY));
   if (d.micro_batch * d.heads > INT_MAX)
     unsupported(
         TRAINER_STR("micro_batch * heads = " << d.micro_batch * d.heads << " is over " << INT_MAX));
+  return d;
 }
 
-bool aligned_16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+// The whole-sequence entry points take no block (as the CPU twin).
+cpu::FlashAttentionDims whole_sequence_dims(const cpu::FlashAttentionDims& dims) {
+  if ((dims.kv_len != 0 && dims.kv_len != dims.seq_len) || dims.q_position != 0 ||
+      dims.kv_position != 0 || (dims.full_len != 0 && dims.full_len != dims.seq_len))
+    unsupported(TRAINER_STR("the whole-sequence kernels take no block (kv_len "
+                            << dims.kv_len << ", q_position " << dims.q_position << ", kv_position "
+                            << dims.kv_position << ", full_len " << dims.full_len
+                            << "): use the block kernels"));
+  return checked_dims(dims);
 }
 
-// `operands` are the tensors tiles are loaded from (whole 16-byte chunks of them when they allow).
+// Where q, k, v and their gradients live: element strides of a row and of a (sample, head).
+struct Layout {
+  int64_t q_row, q_head, kv_row, kv_head, dq_row, dq_head, dkv_row, dkv_head;
+};
+
+// The whole sequence: q, k, v (and dq, dk, dv) side by side in qkv (and dqkv).
+Layout whole_sequence_layout(const cpu::FlashAttentionDims& d) {
+  const int64_t row = d.micro_batch * d.heads * 3 * d.head_dim, head = 3 * d.head_dim;
+  return Layout{row, head, row, head, row, head, row, head};
+}
+
+// A block: q in qkv, k and v in kv, dq alone, dk and dv in dkv.
+Layout block_layout(const cpu::FlashAttentionDims& d) {
+  const int64_t heads = d.micro_batch * d.heads, D = d.head_dim;
+  return Layout{heads * 3 * D, 3 * D, heads * 2 * D, 2 * D, heads * D, D, heads * 2 * D, 2 * D};
+}
+
+// `operands` are the tensors tiles are loaded from (whole 16-byte chunks of them when they
+// allow); d checked.
 template <class Element>
-Geometry make_geometry(const cpu::FlashAttentionDims& d,
+Geometry make_geometry(const cpu::FlashAttentionDims& d, const Layout& layout,
                        std::initializer_list<const void*> operands) {
   constexpr int64_t kPerChunk = 16 / sizeof(Element);
   bool vector_loads = d.head_dim % kPerChunk == 0;
   for (const void* p : operands) vector_loads = vector_loads && aligned_16(p);
-  const int64_t heads = d.micro_batch * d.heads;
-  return Geometry{static_cast<int>(d.seq_len),
-                  static_cast<int>(d.head_dim),
-                  static_cast<int>(d.heads),
-                  heads * 3 * d.head_dim,
-                  heads * d.head_dim,
-                  d.head_offset,
-                  d.sample_offset,
-                  vector_loads};
+  const uint64_t L = static_cast<uint64_t>(d.full_len);
+  Geometry geo;
+  geo.T = static_cast<int>(d.seq_len);
+  geo.Tk = static_cast<int>(d.kv_len);
+  geo.D = static_cast<int>(d.head_dim);
+  geo.H = static_cast<int>(d.heads);
+  geo.shift = static_cast<int>(d.q_position - d.kv_position);
+  geo.q_position = d.q_position;
+  geo.q_row = layout.q_row;
+  geo.q_head = layout.q_head;
+  geo.kv_row = layout.kv_row;
+  geo.kv_head = layout.kv_head;
+  geo.dq_row = layout.dq_row;
+  geo.dq_head = layout.dq_head;
+  geo.dkv_row = layout.dkv_row;
+  geo.dkv_head = layout.dkv_head;
+  geo.ctx_row = d.micro_batch * d.heads * d.head_dim;
+  geo.head_offset = d.head_offset;
+  geo.sample_offset = d.sample_offset;
+  geo.full_len = L;
+  geo.first_position =
+      static_cast<uint64_t>(d.q_position) * L + static_cast<uint64_t>(d.kv_position);
+  geo.vector_loads = vector_loads;
+  return geo;
 }
 
 DropoutRule make_dropout(const cpu::FlashAttentionDims& d) {
@@ -792,10 +903,10 @@ DropoutRule make_dropout(const cpu::FlashAttentionDims& d) {
                      1.0f / (1.0f - d.dropout_prob), d.dropout_key};
 }
 
-// One CTA per (sample and head, block of 64 rows).
-dim3 row_block_grid(const cpu::FlashAttentionDims& d) {
+// One CTA per (sample and head, block of 64 of `rows` rows).
+dim3 row_block_grid(const cpu::FlashAttentionDims& d, int64_t rows) {
   return dim3(static_cast<unsigned>(d.micro_batch * d.heads),
-              static_cast<unsigned>((d.seq_len + kBlockRows - 1) / kBlockRows));
+              static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows));
 }
 
 // Lets `kernel` take `bytes` of dynamic smem, or throws when the device has fewer.
@@ -824,28 +935,25 @@ void with_head_dim(int64_t head_dim, F&& f) {
   }
 }
 
-template <class Element>
-void launch_forward(Element* ctx, float* lse, const Element* qkv,
+// dims: checked (checked_dims).
+template <class Element, class Out>
+void launch_forward(Out* ctx, float* lse, const ForwardInputs<Element>& in, const Geometry& geo,
                     const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
-  check_dims(dims);
-  const Geometry geo = make_geometry<Element>(dims, {qkv});
   with_head_dim(dims.head_dim, [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
     constexpr size_t kBytes = ForwardSmem<Element, kHeadDim>::kBytes;
-    const auto kernel = flash_forward_kernel<Element, kHeadDim>;
+    const auto kernel = flash_forward_kernel<Element, Out, kHeadDim>;
     allow_smem(reinterpret_cast<const void*>(kernel), kBytes, "the flash forward");
-    kernel<<<row_block_grid(dims), kFlashThreads, kBytes, stream>>>(ctx, lse, qkv, geo, dims.scale,
-                                                                    make_dropout(dims));
+    kernel<<<row_block_grid(dims, dims.seq_len), kFlashThreads, kBytes, stream>>>(
+        ctx, lse, in, geo, dims.scale, make_dropout(dims));
     TRAINER_CUDA_CHECK(cudaGetLastError());
   });
 }
 
-template <class Element>
-void launch_backward(Element* dqkv, const Element* dctx, const Element* qkv, const Element* ctx,
-                     const float* lse, const cpu::FlashAttentionDims& dims, void* scratch,
-                     cudaStream_t stream) {
-  check_dims(dims);
-  const Geometry geo = make_geometry<Element>(dims, {qkv, dctx});
+// Delta, then dK/dV, then dQ; args.delta: scratch, or null (allocated here). dims: checked.
+template <class Element, class Grad>
+void launch_backward(BackwardArgs<Element, Grad> args, const Element* ctx,
+                     const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream) {
   const StreamScratch owned(scratch == nullptr ? flash_attention_backward_scratch_bytes(dims) : 0,
                             stream);
   float* delta = static_cast<float*>(scratch != nullptr ? scratch : owned.get());
@@ -854,23 +962,73 @@ void launch_backward(Element* dqkv, const Element* dctx, const Element* qkv, con
       (rows + kDeltaThreads / kWarpThreads - 1) / (kDeltaThreads / kWarpThreads);
   flash_delta_kernel<Element>
       <<<static_cast<unsigned>(std::min(delta_blocks, kMaxBlocks)), kDeltaThreads, 0, stream>>>(
-          delta, dctx, ctx, rows, heads, geo);
+          delta, args.dctx, ctx, rows, heads, args.geo);
   TRAINER_CUDA_CHECK(cudaGetLastError());
-  const BackwardArgs<Element> args{dqkv,  dctx, qkv,        lse,
-                                   delta, geo,  dims.scale, make_dropout(dims)};
+  args.delta = delta;
   with_head_dim(dims.head_dim, [&](auto head_dim) {
     constexpr int kHeadDim = decltype(head_dim)::value;
     constexpr size_t kKeyValueBytes = KeyValueSmem<Element, kHeadDim>::kBytes;
     constexpr size_t kQueryBytes = QuerySmem<Element, kHeadDim>::kBytes;
-    const auto dkdv = flash_dkdv_kernel<Element, kHeadDim>;
-    const auto dq = flash_dq_kernel<Element, kHeadDim>;
+    const auto dkdv = flash_dkdv_kernel<Element, Grad, kHeadDim>;
+    const auto dq = flash_dq_kernel<Element, Grad, kHeadDim>;
     allow_smem(reinterpret_cast<const void*>(dkdv), kKeyValueBytes, "the flash dK/dV kernel");
     allow_smem(reinterpret_cast<const void*>(dq), kQueryBytes, "the flash dQ kernel");
-    dkdv<<<row_block_grid(dims), kFlashThreads, kKeyValueBytes, stream>>>(args);
+    dkdv<<<row_block_grid(dims, dims.kv_len), kFlashThreads, kKeyValueBytes, stream>>>(args);
     TRAINER_CUDA_CHECK(cudaGetLastError());
-    dq<<<row_block_grid(dims), kFlashThreads, kQueryBytes, stream>>>(args);
+    dq<<<row_block_grid(dims, dims.seq_len), kFlashThreads, kQueryBytes, stream>>>(args);
     TRAINER_CUDA_CHECK(cudaGetLastError());
   });
+}
+
+template <class Element>
+void whole_forward(Element* ctx, float* lse, const Element* qkv,
+                   const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
+  const cpu::FlashAttentionDims d = whole_sequence_dims(dims);
+  const Geometry geo = make_geometry<Element>(d, whole_sequence_layout(d), {qkv});
+  launch_forward(ctx, lse, ForwardInputs<Element>{qkv, qkv + d.head_dim, qkv + 2 * d.head_dim}, geo,
+                 d, stream);
+}
+
+template <class Element>
+void whole_backward(Element* dqkv, const Element* dctx, const Element* qkv, const Element* ctx,
+                    const float* lse, const cpu::FlashAttentionDims& dims, void* scratch,
+                    cudaStream_t stream) {
+  const cpu::FlashAttentionDims d = whole_sequence_dims(dims);
+  const int64_t D = d.head_dim;
+  const BackwardArgs<Element, Element> args{
+      dqkv,         dqkv + D,
+      dqkv + 2 * D, dctx,
+      qkv,          qkv + D,
+      qkv + 2 * D,  lse,
+      nullptr,      make_geometry<Element>(d, whole_sequence_layout(d), {qkv, dctx}),
+      d.scale,      make_dropout(d),
+      false};
+  launch_backward(args, ctx, d, scratch, stream);
+}
+
+template <class Element>
+void block_forward(float* ctx, float* lse, const Element* qkv, const Element* kv,
+                   const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
+  const cpu::FlashAttentionDims d = checked_dims(dims);
+  const Geometry geo = make_geometry<Element>(d, block_layout(d), {qkv, kv});
+  launch_forward(ctx, lse, ForwardInputs<Element>{qkv, kv, kv + d.head_dim}, geo, d, stream);
+}
+
+template <class Element>
+void block_backward(float* dq, float* dkv, const Element* dctx, const Element* qkv,
+                    const Element* kv, const Element* ctx, const float* lse,
+                    const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream) {
+  const cpu::FlashAttentionDims d = checked_dims(dims);
+  const int64_t D = d.head_dim;
+  const BackwardArgs<Element, float> args{
+      dq,      dkv,
+      dkv + D, dctx,
+      qkv,     kv,
+      kv + D,  lse,
+      nullptr, make_geometry<Element>(d, block_layout(d), {qkv, kv, dctx}),
+      d.scale, make_dropout(d),
+      true};
+  launch_backward(args, ctx, d, scratch, stream);
 }
 
 }  // namespace
@@ -882,23 +1040,44 @@ size_t flash_attention_backward_scratch_bytes(const cpu::FlashAttentionDims& dim
 
 void flash_attention_forward(float* ctx, float* lse, const float* qkv,
                              const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
-  launch_forward(ctx, lse, qkv, dims, stream);
+  whole_forward(ctx, lse, qkv, dims, stream);
 }
 void flash_attention_forward(__nv_bfloat16* ctx, float* lse, const __nv_bfloat16* qkv,
                              const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
-  launch_forward(ctx, lse, qkv, dims, stream);
+  whole_forward(ctx, lse, qkv, dims, stream);
 }
 
 void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
                               const float* lse, const cpu::FlashAttentionDims& dims, void* scratch,
                               cudaStream_t stream) {
-  launch_backward(dqkv, dctx, qkv, ctx, lse, dims, scratch, stream);
+  whole_backward(dqkv, dctx, qkv, ctx, lse, dims, scratch, stream);
 }
 void flash_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dctx,
                               const __nv_bfloat16* qkv, const __nv_bfloat16* ctx, const float* lse,
                               const cpu::FlashAttentionDims& dims, void* scratch,
                               cudaStream_t stream) {
-  launch_backward(dqkv, dctx, qkv, ctx, lse, dims, scratch, stream);
+  whole_backward(dqkv, dctx, qkv, ctx, lse, dims, scratch, stream);
+}
+
+void flash_block_forward(float* ctx, float* lse, const float* qkv, const float* kv,
+                         const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
+  block_forward(ctx, lse, qkv, kv, dims, stream);
+}
+void flash_block_forward(float* ctx, float* lse, const __nv_bfloat16* qkv, const __nv_bfloat16* kv,
+                         const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
+  block_forward(ctx, lse, qkv, kv, dims, stream);
+}
+
+void flash_block_backward(float* dq, float* dkv, const float* dctx, const float* qkv,
+                          const float* kv, const float* ctx, const float* lse,
+                          const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream) {
+  block_backward(dq, dkv, dctx, qkv, kv, ctx, lse, dims, scratch, stream);
+}
+void flash_block_backward(float* dq, float* dkv, const __nv_bfloat16* dctx,
+                          const __nv_bfloat16* qkv, const __nv_bfloat16* kv,
+                          const __nv_bfloat16* ctx, const float* lse,
+                          const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream) {
+  block_backward(dq, dkv, dctx, qkv, kv, ctx, lse, dims, scratch, stream);
 }
 
 }  // namespace runtime::cuda

@@ -1,6 +1,6 @@
 // Causal FlashAttention-2 on the device: the CUDA twin of runtime/kernels/cpu/flash_attention.h
-// (its layouts, its semantics, the same Philox dropout bits). f32 or bf16 activations, fp32 lse
-// and accumulation; every output is assigned (=); deterministic (no atomics); asynchronous.
+// and of the blocks of flash_block.h (their layouts, semantics, the same Philox dropout bits).
+// f32 or bf16 activations, fp32 lse and accumulation; deterministic (no atomics); asynchronous.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,7 +12,8 @@
 
 namespace runtime::cuda {
 
-// The kernels take the CPU twin's shapes: head_dim 1..128; seq_len, micro_batch and heads >= 1.
+// The kernels take the CPU twin's shapes: head_dim 1..128; seq_len, kv_len, micro_batch and heads
+// >= 1; the whole-sequence calls take no block (kv_len, positions, full_len at their defaults).
 // A call outside them (or one needing more shared memory than the device has) throws
 // LibraryError naming the size, before anything is launched.
 
@@ -35,5 +36,23 @@ void flash_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dctx,
                               const __nv_bfloat16* qkv, const __nv_bfloat16* ctx, const float* lse,
                               const cpu::FlashAttentionDims& dims, void* scratch,
                               cudaStream_t stream);
+
+// Ring attention's blocks (runtime/kernels/cpu/flash_block.h, Note [Flash blocks]): ctx
+// (T, B, H*D) (=, f32) and lse (B, H, T) (=) of qkv's queries (T, B, H*3*D) over kv's keys and
+// values (kv_len, B, H*2*D), at dims' global positions.
+void flash_block_forward(float* ctx, float* lse, const float* qkv, const float* kv,
+                         const cpu::FlashAttentionDims& dims, cudaStream_t stream);
+void flash_block_forward(float* ctx, float* lse, const __nv_bfloat16* qkv, const __nv_bfloat16* kv,
+                         const cpu::FlashAttentionDims& dims, cudaStream_t stream);
+
+// dq (T, B, H*D) (+=, f32) and dkv (kv_len, B, H*2*D) (+=, f32) of one block from dctx and the
+// merged ctx (activation type) and lse; scratch as flash_attention_backward's (the same bytes).
+void flash_block_backward(float* dq, float* dkv, const float* dctx, const float* qkv,
+                          const float* kv, const float* ctx, const float* lse,
+                          const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream);
+void flash_block_backward(float* dq, float* dkv, const __nv_bfloat16* dctx,
+                          const __nv_bfloat16* qkv, const __nv_bfloat16* kv,
+                          const __nv_bfloat16* ctx, const float* lse,
+                          const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream);
 
 }  // namespace runtime::cuda
