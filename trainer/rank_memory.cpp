@@ -16,10 +16,12 @@ namespace trainer {
 namespace {
 
 // The token and target tensors of a microbatch, as Trainer::make_microbatch allocates them (on
-// a device: one staging upload into workspace, then a copy per row).
-recompute::Microbatch replay_microbatch(const Config& config, runtime::Allocator& allocator,
+// a device: one staging upload into workspace, then a copy per row): the rank's rows of
+// `dims`' sequence.
+recompute::Microbatch replay_microbatch(const Config& config, const model::LayerDims& dims,
+                                        runtime::Allocator& allocator,
                                         const recompute::ChunkSpec& chunk) {
-  const int64_t T = config.model.seq_length, B = config.train.micro_batch_size;
+  const int64_t T = dims.context().local_seq(), B = config.train.micro_batch_size;
   recompute::Microbatch micro;
   const int64_t rows = (chunk.embedding ? 1 : 0) + (chunk.head ? 1 : 0);
   if (rows == 0) return micro;
@@ -74,7 +76,8 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   step.pp = groups.pp.get();
   step.num_microbatches = setup.num_microbatches;
   step.microbatch = [&](int64_t, int64_t chunk) {
-    return replay_microbatch(config, allocator, chunks[static_cast<size_t>(chunk)]->chunk());
+    return replay_microbatch(config, setup.dims, allocator,
+                             chunks[static_cast<size_t>(chunk)]->chunk());
   };
   step.step = recompute::StepInfo{config.train.seed, 1};
   parallel::run_schedule(setup.schedule, step);
