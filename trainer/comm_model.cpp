@@ -73,6 +73,20 @@ int64_t data_parallel_bytes(const Config& config, const model::GptParams& params
 
 }  // namespace
 
+int64_t predict_step_context_bytes(const StageSetup& setup) {
+  const model::LayerDims& d = setup.dims;
+  int64_t per_microbatch = 0;
+  for (const StageChunk& chunk : setup.chunks) {
+    for (const model::LayerRecompute& entry : chunk.plan.layers) {
+      per_microbatch += ring_forward(d) + ring_backward(d);
+      // a full layer, or a selective one that drops the flash stash, runs the ring again
+      if (entry.mode == model::RecomputeMode::full || reruns_attention(entry, d.attention))
+        per_microbatch += ring_forward(d);
+    }
+  }
+  return setup.num_microbatches * per_microbatch;
+}
+
 int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
                                 const model::GptParams& params) {
   const model::LayerDims& d = setup.dims;
@@ -88,12 +102,7 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
     for (int64_t i = 0; i < plan.num_layers(); ++i) {
       const model::LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
       per_microbatch += layer_forward(d, s) + layer_backward(d, s);
-      per_microbatch += ring_forward(d) + ring_backward(d);
-      if (entry.mode == model::RecomputeMode::full) {
-        per_microbatch += layer_forward(d, s) + ring_forward(d);
-      } else if (reruns_attention(entry, d.attention)) {
-        per_microbatch += ring_forward(d);
-      }
+      if (entry.mode == model::RecomputeMode::full) per_microbatch += layer_forward(d, s);
       // a selective rebuild re-gathers the inputs of the column-parallel GEMMs it reruns
       if (sp) per_microbatch += model::rebuild_input_gathers(entry, d.attention) * s.shard;
     }
@@ -113,7 +122,7 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
       per_microbatch += (sends_forward ? s.shard : 0) + (sends_backward ? s.shard : 0);
     }
   }
-  int64_t bytes = setup.num_microbatches * per_microbatch;
+  int64_t bytes = setup.num_microbatches * per_microbatch + predict_step_context_bytes(setup);
   bytes += 2 * kDouble;  // the loss over pp, then over dp x cp
   if (sp) {
     for (const model::NamedParam& p : params.named)

@@ -17,4 +17,8 @@ namespace trainer {
 int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
                                 const model::GptParams& params);
 
+// The part of it that goes around the context ring (ring attention; 0 without context
+// parallelism).
+int64_t predict_step_context_bytes(const StageSetup& setup);
+
 }  // namespace trainer

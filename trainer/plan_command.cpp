@@ -12,6 +12,8 @@
 #include "model/flops.h"
 #include "recompute/memory_model.h"
 #include "runtime/error.h"
+#include "runtime/meta_device.h"
+#include "trainer/comm_model.h"
 #include "trainer/auto_plan.h"
 #include "trainer/metrics.h"
 #include "trainer/plan_sweep.h"
@@ -20,6 +22,23 @@
 namespace trainer {
 
 namespace {
+
+// The payload a rank of the stage hands its communicators per step, and the context ring's share.
+void print_stage_comm(const Config& config, const StageSetup& setup, std::ostream& out) {
+  runtime::MetaAllocator meta;  // the parameters' layout sets the gradient reductions' sizes
+  const model::GptParams params = model::GptParams::allocate(
+      meta, config.model, setup.shard, runtime::MemoryCategory::param,
+      uses_bf16(config.train) ? runtime::DType::bf16 : runtime::DType::f32);
+  out << "  communication per step (per rank of this stage): "
+      << format_bytes(predict_step_comm_bytes(config, setup, params));
+  const int64_t cp = config.parallel.context;
+  if (cp > 1) {
+    out << ", of which the context ring " << format_bytes(predict_step_context_bytes(setup))
+        << " (cp " << cp << ": " << setup.dims.seq << " of " << config.model.seq_length
+        << " positions per rank)";
+  }
+  out << "\n";
+}
 
 // One stage's table: its layers with their entries and bytes, then the stage's totals.
 void print_stage(const Config& config, const StageSetup& setup, std::ostream& out) {
@@ -66,6 +85,7 @@ void print_stage(const Config& config, const StageSetup& setup, std::ostream& ou
           ? 100.0 * static_cast<double>(recompute_flops) / static_cast<double>(model_flops)
           : 0.0);
   out << line;
+  print_stage_comm(config, setup, out);
 }
 
 // Every memory category per rank of each stage, the total, and the budget when there is one.
@@ -172,7 +192,7 @@ void print_plan(const Config& config, const std::string& source, std::ostream& o
                 "recompute plan of %s: micro batch %lld, seq %lld, hidden %lld, heads %lld, "
                 "%s attention, %s activations, %lld microbatches per step\n",
                 source.c_str(), static_cast<long long>(dims.micro_batch),
-                static_cast<long long>(dims.seq), static_cast<long long>(dims.hidden),
+                static_cast<long long>(dims.context().seq), static_cast<long long>(dims.hidden),
                 static_cast<long long>(dims.heads), model::attention_backend_name(dims.attention),
                 std::string(runtime::dtype_name(dims.activation_dtype)).c_str(),
                 static_cast<long long>(stages[0].num_microbatches));
