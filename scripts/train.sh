@@ -26,7 +26,7 @@ if [ -n "$data_path" ] && [ ! -f "$root/$data_path.idx" ]; then
   (cd "$root" && "$trainer" prepare-data --synthetic --output-prefix "$data_path")
 fi
 
-# Ranks: --np N, else 1 (the trainer checks N against tensor x pipeline x data).
+# Ranks: --np N, else 1 (the trainer checks N against tensor x context x pipeline x data).
 np=${np:-1}
 cd "$root"
 exec mpirun $(mpirun_flags) -np "$np" "$trainer" train --config "$config" "${args[@]+"${args[@]}"}"
