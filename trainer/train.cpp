@@ -321,8 +321,10 @@ StepMetrics Trainer::train_step() {
   runtime::ops::zero(grads_.flat);
 
   const int64_t batch = skipped_.batch_of_step(step);
-  double loss_sum =
-      parallel::run_schedule(setup_.schedule, pipeline_step(*train_sampler_, batch, step));
+  parallel::PipelineStep pipeline = pipeline_step(*train_sampler_, batch, step);
+  pipeline.gradients =
+      optimizer_->start_gradient_reduction(groups_, grads_, config_.parallel.sequence_parallel);
+  double loss_sum = parallel::run_schedule(setup_.schedule, pipeline);
   groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
   groups_.dp->all_reduce_sum(&loss_sum, 1);
   optimizer_->reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
