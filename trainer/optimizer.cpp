@@ -40,11 +40,14 @@ recompute::GradientListener* Optimizer::start_gradient_reduction(parallel::Proce
   return overlap_ ? reduction_.get() : nullptr;
 }
 
-void Optimizer::reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
-                                 bool sequence_parallel) {
+GradReduceTime Optimizer::reduce_gradients(parallel::ProcessGroups& groups,
+                                           const model::GptParams& grads, bool sequence_parallel) {
   if (reduction_ == nullptr) start_gradient_reduction(groups, grads, sequence_parallel);
   reduction_->finish();
+  const GradReduceTime time{reduction_->seconds_in_backward(),
+                            reduction_->seconds_after_backward()};
   reduction_.reset();
+  return time;
 }
 
 AdamW::AdamW(const model::GptParams& params, const model::GptParams& master,

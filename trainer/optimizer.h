@@ -24,6 +24,12 @@ struct OptimizerState {
   runtime::Tensor master, exp_avg, exp_avg_sq;
 };
 
+// Seconds a rank spent inside one step's gradient-reduction calls.
+struct GradReduceTime {
+  double in_backward_s = 0;     // reports and progress tests while backward ran (overlap on)
+  double after_backward_s = 0;  // reduce_gradients: what backward left to do and wait for
+};
+
 // What a training step asks of the optimizer after backward, for a replicated (AdamW) or a
 // data-parallel-sharded (DistributedAdamW) state. `params`, given at construction, are the
 // weights the model computes with; `master` the fp32 weights the update starts from (params
@@ -40,9 +46,10 @@ class Optimizer {
                                                         const model::GptParams& grads,
                                                         bool sequence_parallel);
   // Finishes it (after backward; starts it first if it was not): every gradient reduction,
-  // inside the model replica, then over dp, done on return.
-  void reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
-                        bool sequence_parallel);
+  // inside the model replica, then over dp, done on return. Returns the time spent inside
+  // the reduction's calls, during backward and here.
+  GradReduceTime reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                                  bool sequence_parallel);
   // The global gradient norm, on every rank (collective).
   virtual double grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,
                            bool has_embedding_stage) = 0;

@@ -3,6 +3,7 @@
 #include "parallel/pipeline/grad_reducer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <limits>
 
@@ -12,6 +13,22 @@
 namespace parallel {
 
 using recompute::GradientPiece;
+
+namespace {
+// Adds the seconds of its scope to `total`.
+class ScopeTimer {
+ public:
+  explicit ScopeTimer(double& total) : total_(total), start_(Clock::now()) {}
+  ~ScopeTimer() { total_ += std::chrono::duration<double>(Clock::now() - start_).count(); }
+  ScopeTimer(const ScopeTimer&) = delete;
+  ScopeTimer& operator=(const ScopeTimer&) = delete;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double& total_;
+  Clock::time_point start_;
+};
+}  // namespace
 
 GradReducer::GradReducer(const GradReducerArgs& args) : args_(args) {
   TRAINER_ASSERT(args_.groups != nullptr && args_.grads != nullptr && args_.layout != nullptr,
@@ -76,10 +93,12 @@ GradReducer::Piece* GradReducer::piece_of(const GradientPiece& piece) {
 }
 
 void GradReducer::progress() {
+  const ScopeTimer timer(seconds_in_backward_);
   for (InFlight& in_flight : in_flight_) static_cast<void>(in_flight.request->done());
 }
 
 void GradReducer::final(const GradientPiece& piece) {
+  const ScopeTimer timer(seconds_in_backward_);
   ++reports_;
   advance_reductions(reports_);
   Piece& reported = *piece_of(piece);
@@ -155,6 +174,7 @@ void GradReducer::finish_in_flight(InFlight& in_flight) {
 }
 
 void GradReducer::finish() {
+  const ScopeTimer timer(seconds_after_backward_);
   // Pieces not reported (all of them without a listener), in backward order: head, layers last
   // to first, embedding.
   auto report = [&](Piece& piece) {

@@ -56,6 +56,9 @@ class GradReducer final : public recompute::GradientListener {
   void final(const recompute::GradientPiece& piece) override;
   // Everything not done yet, then waits: on return the gradients are reduced.
   void finish();
+  // Seconds spent inside progress() and final() (during backward), and inside finish().
+  double seconds_in_backward() const { return seconds_in_backward_; }
+  double seconds_after_backward() const { return seconds_after_backward_; }
 
  private:
   // A piece of the flat buffer whose gradients become final together.
@@ -90,6 +93,7 @@ class GradReducer final : public recompute::GradientListener {
   size_t next_bucket_ = 0;               // in layout order
   std::deque<InFlight> in_flight_;
   int64_t reports_ = 0;
+  double seconds_in_backward_ = 0, seconds_after_backward_ = 0;
 };
 
 }  // namespace parallel
