@@ -1,7 +1,8 @@
 // optimizer.overlap_grad_reduce: gradient buckets reduced while backward runs give the losses
 // and final weights of reducing them after backward bit for bit (memcmp), for the replicated and
 // the distributed optimizer, in dp, tp x dp, pp x dp (1F1B) and interleaved layouts with many
-// buckets; and with overlap on the buckets do start before backward ends (off: none does).
+// buckets, in fp32 and in bf16 on the emulated device; and with overlap on the buckets do start
+// before backward ends (off: none does).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -89,6 +90,10 @@ const std::vector<Layout>& layouts() {
       {4,
        "pp2 dp2 interleaved",
        {"parallel.pipeline=2", "parallel.data=2", "parallel.virtual_pipeline=2"}},
+      {8,
+       "tp2 pp2 dp2 il. sp",
+       {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2",
+        "parallel.virtual_pipeline=2", "parallel.sequence_parallel=true"}},
   };
   return all;
 }
@@ -99,9 +104,9 @@ struct Result {
   int64_t started_in_backward = 0;
 };
 
-Result train(const trainer::Config& config) {
+Result train(const trainer::Config& config, bool emulated_device) {
   CountingCommunicator* counting = nullptr;
-  mpi_test::Run run(config, true, false, [&](parallel::ProcessGroups& groups) {
+  mpi_test::Run run(config, true, emulated_device, [&](parallel::ProcessGroups& groups) {
     auto wrapped = std::make_unique<CountingCommunicator>(std::move(groups.dp));
     counting = wrapped.get();
     groups.dp = std::move(wrapped);
@@ -123,24 +128,26 @@ bool same_bits(const Result& a, const Result& b) {
          std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * sizeof(float)) == 0;
 }
 
-TEST(OverlappedGradReduce, BitIdenticalToReducingAfterBackward) {
+// Every layout of `world_size()` ranks, both optimizers.
+void compare(const std::vector<std::string>& precision, bool emulated_device, const char* label) {
   mpi_test::SharedData shared;
   for (const Layout& layout : layouts()) {
     if (layout.ranks != world_size()) continue;
     for (const bool distributed : {false, true}) {
       auto config = [&](bool overlap) {
         std::vector<std::string> all = layout.overrides;
+        all.insert(all.end(), precision.begin(), precision.end());
         all.insert(all.end(),
                    {"optimizer.bucket_mb=0.008", "train.steps=3",
                     std::string("optimizer.distributed=") + (distributed ? "true" : "false"),
                     std::string("optimizer.overlap_grad_reduce=") + (overlap ? "true" : "false")});
         return mpi_test::config_for(shared, all);
       };
-      const Result after = train(config(false));
-      const Result overlapped = train(config(true));
+      const Result after = train(config(false), emulated_device);
+      const Result overlapped = train(config(true), emulated_device);
       const char* optimizer = distributed ? "distributed" : "replicated";
       if (world_rank() == 0) {
-        std::printf("[ overlap ] %-22s %-11s buckets started in backward: %lld on rank 0\n",
+        std::printf("[ %s ] %-22s %-11s buckets started in backward: %lld on rank 0\n", label,
                     layout.name, optimizer, static_cast<long long>(overlapped.started_in_backward));
       }
       EXPECT_TRUE(all_ranks(same_bits(overlapped, after)))
@@ -152,6 +159,16 @@ TEST(OverlappedGradReduce, BitIdenticalToReducingAfterBackward) {
           << layout.name << " " << optimizer << ": no bucket started during backward";
     }
   }
+}
+
+TEST(OverlappedGradReduce, BitIdenticalToReducingAfterBackward) {
+  compare({}, false, "fp32");
+}
+
+// Device tensors through MPI: staged host copies, uploaded when a collective is waited for.
+TEST(OverlappedGradReduce, BitIdenticalBf16OnTheEmulatedDevice) {
+  const emulated::Device registered;
+  compare({"train.device=cuda", "train.precision=bf16"}, true, "bf16");
 }
 
 }  // namespace
