@@ -30,7 +30,7 @@ struct GradReduceTime {
   double after_backward_s = 0;  // reduce_gradients: what backward left to do and wait for
 };
 
-// What a training step asks of the optimizer after backward, for a replicated (AdamW) or a
+// What a training step asks of the optimizer around backward, for a replicated (AdamW) or a
 // data-parallel-sharded (DistributedAdamW) state. `params`, given at construction, are the
 // weights the model computes with; `master` the fp32 weights the update starts from (params
 // itself in an fp32 run).

@@ -2,7 +2,9 @@
 // pipeline group one two-rank communicator and stream per direction to each ring neighbour
 // (Note [NCCL point to point]). Collectives are queued in the compute stream's order and return
 // at once (Note [NCCL collectives are stream-ordered]; without a compute stream, once
-// complete); sends return at once and complete on their own stream. No CUDA headers here.
+// complete); non-blocking ones let compute run on until their request is waited for (Note
+// [NCCL non-blocking collectives]); sends return at once and complete on their own stream. No
+// CUDA headers here.
 #pragma once
 
 #include <functional>
