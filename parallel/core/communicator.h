@@ -33,8 +33,8 @@ namespace parallel {
 // use one of the two everywhere. MPI: MPI_Ireduce_scatter_block / MPI_Iallgather, progressed
 // by MPI calls (done() is MPI_Test). NCCL: queued on the communicator's stream after the
 // compute stream's work so far; wait() makes the compute stream wait for it (Note [NCCL
-// collectives are stream-ordered]). An implementation without its own runs the blocking call
-// and returns a completed request.
+// non-blocking collectives]). An implementation without its own runs the blocking call and
+// returns a completed request.
 
 // A pending transfer or collective; wait() blocks until it completed (for stream-ordered
 // device work: orders the work after it), done() says whether it has without blocking (false
