@@ -115,7 +115,17 @@ ForwardResult ChunkExecutor::finish(const Tensor& x, const Tensor& targets, mode
   return result;
 }
 
-void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last, Tensor& dx) {
+void ChunkExecutor::piece_done(const GradientReport& report, GradientPiece::Kind kind,
+                               int64_t layer) const {
+  if (report.listener == nullptr) return;
+  const GradientPiece piece{
+      kind, kind == GradientPiece::Kind::layer ? chunk_.first_param_layer + layer : int64_t{-1}};
+  if (report.last_backward) report.listener->final(piece);
+  report.listener->progress();
+}
+
+void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last, Tensor& dx,
+                                   const GradientReport& report) {
   // Rebuild: one forward of the group from its checkpoint, keeping everything.
   const LayerRecompute keep_all{};
   Tensor x = state.group_inputs[static_cast<size_t>(first)];
@@ -133,31 +143,38 @@ void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last,
     const size_t lj = static_cast<size_t>(j);
     dx = model::layer_backward(state.layers[lj], dx, weights(j), gradients(j), train_dims_,
                                keep_all, layer_context(state.context, j), allocator_);
+    piece_done(report, GradientPiece::Kind::layer, j);
   }
 }
 
-Tensor ChunkExecutor::backward_step(float loss_scale, const Tensor& doutput) {
+Tensor ChunkExecutor::backward_step(float loss_scale, const Tensor& doutput,
+                                    const GradientReport& report) {
   TRAINER_ASSERT(!in_flight_.empty(), "backward_step with no microbatch in flight");
   InFlight& state = in_flight_.front();
-  Tensor dx = chunk_.head ? model::head_backward(state.head, params_, grads_, config_, train_dims_,
-                                                 loss_scale, allocator_)
-                          : doutput;
+  Tensor dx = doutput;
+  if (chunk_.head) {
+    dx = model::head_backward(state.head, params_, grads_, config_, train_dims_, loss_scale,
+                              allocator_);
+    piece_done(report, GradientPiece::Kind::head, -1);
+  }
   for (int64_t i = plan_.num_layers() - 1; i >= 0;) {
     const size_t li = static_cast<size_t>(i);
     if (plan_.is_full(i)) {
       const int64_t first = plan_.group_start(i);
-      backward_group(state, first, i, dx);
+      backward_group(state, first, i, dx, report);
       i = first - 1;
     } else {
       recompute_flops_ += model::selective_recompute_flops(train_dims_, plan_.layers[li]);
       dx = model::layer_backward(state.layers[li], dx, weights(i), gradients(i), train_dims_,
                                  plan_.layers[li], layer_context(state.context, i), allocator_);
+      piece_done(report, GradientPiece::Kind::layer, i);
       --i;
     }
   }
   if (chunk_.embedding) {
     model::embedding_backward(grads_, dx, state.embedding, config_, train_dims_, allocator_);
     dx = Tensor();
+    piece_done(report, GradientPiece::Kind::embedding, -1);
   }
   in_flight_.pop_front();
   return dx;

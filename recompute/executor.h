@@ -38,6 +38,32 @@ struct ChunkSpec {
   static ChunkSpec whole(int64_t num_layers);
 };
 
+// A part of the model whose parameter gradients backward_step reports on.
+struct GradientPiece {
+  enum class Kind { head, layer, embedding };
+  Kind kind = Kind::layer;
+  int64_t param_layer = -1;  // layer: index into GptParams::layers
+};
+
+// Told by backward_step where the gradients stand, so that their reduction can start while
+// backward goes on (Note [Overlapped gradient reduction] in parallel/pipeline/grad_reducer.h).
+// recompute knows nothing of who listens.
+class GradientListener {
+ public:
+  virtual ~GradientListener() = default;
+  // After each piece's backward, of any microbatch: a point to progress communication.
+  virtual void progress() = 0;
+  // No later backward of the step writes the piece's gradients (called in the chunk's last
+  // backward of the step, in backward order: head, layers last to first, embedding).
+  virtual void final(const GradientPiece& piece) = 0;
+};
+
+// Whom backward_step tells, and whether it is the chunk's last backward of the step.
+struct GradientReport {
+  GradientListener* listener = nullptr;
+  bool last_backward = false;
+};
+
 struct ForwardResult {
   double loss_sum = 0;  // with the head: sum of the microbatch's token losses
   Tensor output;        // without the head: the last layer's output (category comm)
@@ -65,8 +91,9 @@ class ChunkExecutor {
   // Backward of the oldest microbatch in flight; parameter gradients accumulate.
   // With the head, loss_scale multiplies d(sum of token losses); otherwise
   // `doutput` is the next stage's input gradient. Returns the input gradient
-  // (undefined with the embedding).
-  Tensor backward_step(float loss_scale, const Tensor& doutput = Tensor());
+  // (undefined with the embedding). `report`: told after each piece (head, layer, embedding).
+  Tensor backward_step(float loss_scale, const Tensor& doutput = Tensor(),
+                       const GradientReport& report = {});
   // Forward without dropout and without keeping anything.
   ForwardResult evaluate(const Microbatch& batch, const Tensor& input);
 
@@ -92,7 +119,10 @@ class ChunkExecutor {
   model::LayerContext layer_context(const model::LayerContext& base, int64_t layer) const;
   const model::LayerParams& weights(int64_t layer) const;
   const model::LayerParams& gradients(int64_t layer) const;
-  void backward_group(InFlight& state, int64_t first, int64_t last, Tensor& dx);
+  void backward_group(InFlight& state, int64_t first, int64_t last, Tensor& dx,
+                      const GradientReport& report);
+  // Tells `report`'s listener that `piece`'s backward is done.
+  void piece_done(const GradientReport& report, GradientPiece::Kind kind, int64_t layer) const;
   // The chunk's result for its last hidden state x: the loss sum through the
   // head (kept in `head` for backward when keep), or x itself to send on.
   ForwardResult finish(const Tensor& x, const Tensor& targets, model::HeadStash& head,

@@ -2,11 +2,16 @@
 # Parallel layouts on one machine: tokens/s, and per rank the activation peak
 # (measured and predicted) and the bytes handed to communicators per step, for
 # a model sized for 2 cores; then the optimizer and gradient memory per rank at
-# dp 1, 2, 4, 8 with and without optimizer.distributed. Ranks are
+# dp 1, 2, 4, 8 with and without optimizer.distributed; then the share of the
+# gradient reduction that backward hides with optimizer.overlap_grad_reduce at
+# dp 2 and 4 (the time rank 0 spends in gradient-reduction calls after backward,
+# overlap on against off, and during backward with it on). Ranks are
 # oversubscribed: a correctness-scale run, not a speed claim. Writes
-# bench/parallel.json (one object per layout) and bench/parallel_optimizer.json.
-# Usage: scripts/bench_parallel.sh [STEPS] [SECTIONS: layouts,optimizer]
-# (BUILD_DIR overrides the Release build folder.)
+# bench/parallel.json (one object per layout), bench/parallel_optimizer.json and
+# bench/parallel_overlap.json.
+# Usage: scripts/bench_parallel.sh [STEPS] [SECTIONS: layouts,optimizer,overlap]
+# (BUILD_DIR overrides the Release build folder; OVERLAP_STEPS, default 20, the
+# steps of each overlap run, whose first step is left out of the medians.)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
@@ -15,7 +20,8 @@ build_dir=${BUILD_DIR:-$root/build/release}
 configure_and_build "$build_dir" trainer >/dev/null
 trainer="$build_dir/trainer/trainer"
 steps=${1:-4}
-sections=${2:-layouts,optimizer}
+sections=${2:-layouts,optimizer,overlap}
+overlap_steps=${OVERLAP_STEPS:-20}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$trainer" prepare-data --synthetic --num-tokens 200000 --output-prefix "$work/data" >/dev/null
@@ -104,4 +110,55 @@ PY
 done
 echo "]" >> "$root/bench/parallel_optimizer.json"
 echo "(rank 0's step peaks; every dp rank holds the same sizes)"
+fi
+
+# Gradient reduction hidden behind backward: rank 0's medians (steps 2..N) of the time inside
+# the reduction's calls after backward (grad_reduce_wait_ms: all of the reduction with overlap
+# off, what backward left with it on) and, with overlap on, during backward
+# (grad_reduce_in_backward_ms: reports, the waits they make, progress tests).
+if [[ ,$sections, == *,overlap,* ]]; then
+echo
+printf '| %4s | %-11s | %7s | %14s | %13s | %6s | %15s | %8s | %7s |\n' dp optimizer buckets \
+  "wait off (ms)" "wait on (ms)" hidden "in backward (ms)" "step off" "step on"
+echo "[" > "$root/bench/parallel_overlap.json"
+first=1
+for dp in 2 4; do
+  for distributed in false true; do
+    for overlap in false true; do
+      out="$work/overlap-dp$dp-$distributed-$overlap"
+      # shellcheck disable=SC2086
+      mpirun $(mpirun_flags) -np "$dp" "$trainer" train --config "$root/configs/tiny.yaml" \
+        $model --set train.steps="$overlap_steps" --set train.micro_batch_size=2 \
+        --set parallel.data="$dp" --set optimizer.distributed="$distributed" \
+        --set optimizer.bucket_mb=0.5 --set optimizer.overlap_grad_reduce="$overlap" \
+        --set output.dir="$out" >/dev/null
+    done
+    python3 - "$dp" "$distributed" "$work/overlap-dp$dp-$distributed" \
+      "$root/bench/parallel_overlap.json" "$first" <<'PY'
+import json, statistics, sys
+dp, distributed, prefix, json_path, first = sys.argv[1:6]
+def run(overlap):
+    lines = [json.loads(l) for l in open("%s-%s/metrics.jsonl" % (prefix, overlap))][1:]
+    median = lambda key: statistics.median(m[key] for m in lines)
+    return {"wait_ms": median("grad_reduce_wait_ms"),
+            "in_backward_ms": median("grad_reduce_in_backward_ms"),
+            "step_ms": median("step_ms"), "grad_bytes": lines[-1]["peak_grad_bytes"]}
+off, on = run("false"), run("true")
+hidden = 1 - on["wait_ms"] / off["wait_ms"]
+buckets = -(-off["grad_bytes"] // (2**20 // 2))  # 0.5 MiB of fp32 gradient each
+name = "distributed" if distributed == "true" else "replicated"
+print("| %4s | %-11s | %7d | %14.2f | %13.2f | %5.0f%% | %16.2f | %8.1f | %7.1f |"
+      % (dp, name, buckets, off["wait_ms"], on["wait_ms"], 100 * hidden, on["in_backward_ms"],
+         off["step_ms"], on["step_ms"]))
+with open(json_path, "a") as out:
+    out.write(("" if first == "1" else ",\n") + json.dumps(
+        {"dp": int(dp), "optimizer": name, "buckets": buckets, "overlap_off": off,
+         "overlap_on": on, "hidden": hidden}))
+PY
+    first=0
+  done
+done
+echo "]" >> "$root/bench/parallel_overlap.json"
+echo "(rank 0, medians of steps 2..$overlap_steps, step times in ms;"
+echo " hidden = 1 - wait on / wait off)"
 fi

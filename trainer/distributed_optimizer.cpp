@@ -12,7 +12,7 @@ namespace trainer {
 using runtime::Tensor;
 
 DistributedAdamW::DistributedAdamW(const Args& args, runtime::Allocator& allocator)
-    : params_(args.params), layout_(args.layout) {
+    : Optimizer(args.overlap), params_(args.params), layout_(args.layout) {
   int64_t offset = 0;  // named tensors tile the flat buffer in order
   for (const model::NamedParam& p : params_.named) {
     param_begin_.push_back(offset);
@@ -56,11 +56,8 @@ void DistributedAdamW::gather_parts(parallel::Communicator& dp, const Tensor& fu
   }
 }
 
-void DistributedAdamW::reduce_gradients(parallel::ProcessGroups& groups,
-                                        const model::GptParams& grads, bool sequence_parallel) {
-  parallel::reduce_model_parallel_gradients(groups, grads, sequence_parallel);
-  for (const parallel::GradBucket& bucket : layout_.buckets)
-    parallel::reduce_scatter_bucket(*groups.dp, layout_, bucket, grads.flat, grad_staging_);
+parallel::GradReducerArgs DistributedAdamW::reduction_args() const {
+  return {.layout = &layout_, .all_gather = false, .staging = grad_staging_};
 }
 
 double DistributedAdamW::grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,

@@ -16,11 +16,10 @@ class DistributedAdamW final : public Optimizer {
     model::GptParams params;  // the compute weights, whole on every dp rank
     model::GptParams master;  // fp32 weights to take this rank's parts from (params in fp32)
     parallel::GradBucketLayout layout;
+    bool overlap = true;  // optimizer.overlap_grad_reduce
   };
   DistributedAdamW(const Args& args, runtime::Allocator& allocator);
 
-  void reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
-                        bool sequence_parallel) override;
   // Sum of squares over this rank's parts, one all-reduce over the world.
   double grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,
                    bool has_embedding_stage) override;
@@ -34,6 +33,7 @@ class DistributedAdamW final : public Optimizer {
   const parallel::GradBucketLayout& layout() const { return layout_; }
 
  private:
+  parallel::GradReducerArgs reduction_args() const override;
   // Whether the master weights are a part of state_ (bf16) or the compute weights (fp32).
   bool has_master_part() const { return master_part_.defined(); }
   // Copies this rank's parts of `full` (laid out like the flat buffer) into `shard`, or back.

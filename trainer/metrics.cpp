@@ -16,18 +16,21 @@ MetricsWriter::MetricsWriter(const std::string& path, std::optional<int64_t> kee
 }
 
 void MetricsWriter::write(const StepMetrics& m) {
-  char buffer[512];
-  std::snprintf(
-      buffer, sizeof buffer,
-      "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-      "\"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"model_tflops\": %.6g, "
-      "\"hardware_tflops\": %.6g, \"recompute_flops\": %lld, "
-      "\"predicted_activation_peak_bytes\": %lld, \"comm_bytes\": %lld, "
-      "\"predicted_comm_bytes\": %lld",
-      static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
-      m.model_tflops, m.hardware_tflops, static_cast<long long>(m.recompute_flops),
-      static_cast<long long>(m.predicted_activation_peak), static_cast<long long>(m.comm_bytes),
-      static_cast<long long>(m.predicted_comm_bytes));
+  char buffer[1024];
+  std::snprintf(buffer, sizeof buffer,
+                "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+                "\"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"grad_reduce_wait_ms\": %.6g, "
+                "\"grad_reduce_in_backward_ms\": %.6g, "
+                "\"model_tflops\": %.6g, "
+                "\"hardware_tflops\": %.6g, \"recompute_flops\": %lld, "
+                "\"predicted_activation_peak_bytes\": %lld, \"comm_bytes\": %lld, "
+                "\"predicted_comm_bytes\": %lld",
+                static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s,
+                m.step_ms, m.grad_reduce_wait_ms, m.grad_reduce_in_backward_ms, m.model_tflops,
+                m.hardware_tflops, static_cast<long long>(m.recompute_flops),
+                static_cast<long long>(m.predicted_activation_peak),
+                static_cast<long long>(m.comm_bytes),
+                static_cast<long long>(m.predicted_comm_bytes));
   out_ << buffer;
   for (runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
     out_ << ", \"peak_" << runtime::category_name(c) << "_bytes\": " << m.memory[c].peak;

@@ -20,6 +20,11 @@ struct StepMetrics {
   double grad_norm = 0;  // before clipping
   double tokens_per_s = 0;
   double step_ms = 0;
+  // Time this rank spent inside the step's gradient-reduction calls after backward (all of
+  // them with optimizer.overlap_grad_reduce off; with it on, what backward left), and during
+  // backward (reports and progress tests, overlap on).
+  double grad_reduce_wait_ms = 0;
+  double grad_reduce_in_backward_ms = 0;
   double model_tflops = 0;     // model FLOPs / time (MFU numerator), this rank
   double hardware_tflops = 0;  // (model + recompute FLOPs) / time (HFU numerator), this rank
   int64_t recompute_flops = 0;

@@ -29,9 +29,31 @@ runtime::cpu::AdamWParams adamw_hyper(const OptimizerConfig& config, double lr, 
   return hyper;
 }
 
+recompute::GradientListener* Optimizer::start_gradient_reduction(parallel::ProcessGroups& groups,
+                                                                 const model::GptParams& grads,
+                                                                 bool sequence_parallel) {
+  parallel::GradReducerArgs args = reduction_args();
+  args.groups = &groups;
+  args.grads = &grads;
+  args.sequence_parallel = sequence_parallel;
+  reduction_ = std::make_unique<parallel::GradReducer>(args);
+  return overlap_ ? reduction_.get() : nullptr;
+}
+
+GradReduceTime Optimizer::reduce_gradients(parallel::ProcessGroups& groups,
+                                           const model::GptParams& grads, bool sequence_parallel) {
+  if (reduction_ == nullptr) start_gradient_reduction(groups, grads, sequence_parallel);
+  reduction_->finish();
+  const GradReduceTime time{reduction_->seconds_in_backward(),
+                            reduction_->seconds_after_backward()};
+  reduction_.reset();
+  return time;
+}
+
 AdamW::AdamW(const model::GptParams& params, const model::GptParams& master,
-             const parallel::GradBucketLayout& layout, runtime::Allocator& allocator)
-    : params_(params),
+             const parallel::GradBucketLayout& layout, runtime::Allocator& allocator, bool overlap)
+    : Optimizer(overlap),
+      params_(params),
       master_(master),
       layout_(layout),
       exp_avg_(runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
@@ -46,12 +68,8 @@ AdamW::AdamW(const model::GptParams& params, const model::GptParams& master,
   }
 }
 
-void AdamW::reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
-                             bool sequence_parallel) {
-  parallel::reduce_model_parallel_gradients(groups, grads, sequence_parallel);
-  if (layout_.dp_size == 1) return;
-  for (const parallel::GradBucket& bucket : layout_.buckets)
-    parallel::all_reduce_bucket(*groups.dp, layout_, bucket, grads.flat, staging_);
+parallel::GradReducerArgs AdamW::reduction_args() const {
+  return {.layout = &layout_, .all_gather = true, .staging = staging_};
 }
 
 double AdamW::grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,
@@ -93,10 +111,13 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& config, parallel::Proces
                                           runtime::Allocator& allocator) {
   const parallel::GradBucketLayout layout =
       grad_bucket_layout(config, params.flat.numel(), groups.dp->size(), groups.dp->rank());
+  const bool overlap = config.optimizer.overlap_grad_reduce;
   if (!config.optimizer.distributed)
-    return std::make_unique<AdamW>(params, master, layout, allocator);
+    return std::make_unique<AdamW>(params, master, layout, allocator, overlap);
   return std::make_unique<DistributedAdamW>(
-      DistributedAdamW::Args{.params = params, .master = master, .layout = layout}, allocator);
+      DistributedAdamW::Args{
+          .params = params, .master = master, .layout = layout, .overlap = overlap},
+      allocator);
 }
 
 }  // namespace trainer

@@ -8,6 +8,7 @@
 #include "model/gpt_params.h"
 #include "parallel/core/process_groups.h"
 #include "parallel/pipeline/grad_buckets.h"
+#include "parallel/pipeline/grad_reducer.h"
 #include "runtime/kernels/cpu/adamw.h"
 #include "trainer/config/config.h"
 
@@ -23,16 +24,32 @@ struct OptimizerState {
   runtime::Tensor master, exp_avg, exp_avg_sq;
 };
 
-// What a training step asks of the optimizer after backward, for a replicated (AdamW) or a
+// Seconds a rank spent inside one step's gradient-reduction calls.
+struct GradReduceTime {
+  double in_backward_s = 0;     // reports and progress tests while backward ran (overlap on)
+  double after_backward_s = 0;  // reduce_gradients: what backward left to do and wait for
+};
+
+// What a training step asks of the optimizer around backward, for a replicated (AdamW) or a
 // data-parallel-sharded (DistributedAdamW) state. `params`, given at construction, are the
 // weights the model computes with; `master` the fp32 weights the update starts from (params
 // itself in an fp32 run).
 class Optimizer {
  public:
+  // `overlap`: optimizer.overlap_grad_reduce.
+  explicit Optimizer(bool overlap) : overlap_(overlap) {}
   virtual ~Optimizer() = default;
-  // Every gradient reduction after backward: inside the model replica, then over dp.
-  virtual void reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
-                                bool sequence_parallel) = 0;
+  // Starts the step's gradient reduction (Note [Overlapped gradient reduction] in
+  // parallel/pipeline/grad_reducer.h): the listener to hand the step's schedule so that
+  // reductions start during backward, or null when overlap is off (all after backward).
+  recompute::GradientListener* start_gradient_reduction(parallel::ProcessGroups& groups,
+                                                        const model::GptParams& grads,
+                                                        bool sequence_parallel);
+  // Finishes it (after backward; starts it first if it was not): every gradient reduction,
+  // inside the model replica, then over dp, done on return. Returns the time spent inside
+  // the reduction's calls, during backward and here.
+  GradReduceTime reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
+                                  bool sequence_parallel);
   // The global gradient norm, on every rank (collective).
   virtual double grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,
                            bool has_embedding_stage) = 0;
@@ -46,18 +63,25 @@ class Optimizer {
   // Takes `state` (from full_state, since overwritten) as the state, and sets the compute
   // weights from its master weights.
   virtual void load_full_state(const OptimizerState& state) = 0;
+
+ protected:
+  // What the reduction of this optimizer's gradients needs besides groups and gradients: the
+  // bucket layout, whether every rank needs the whole average, the staged bucket's buffer.
+  virtual parallel::GradReducerArgs reduction_args() const = 0;
+
+ private:
+  bool overlap_;
+  std::unique_ptr<parallel::GradReducer> reduction_;  // the step's, between start and finish
 };
 
 // The replicated optimizer: every dp rank holds and updates the whole shard's state; the
-// gradients are averaged over dp bucket by bucket in `layout`'s order (parallel::
-// all_reduce_bucket).
+// gradients are averaged over dp bucket by bucket in `layout`'s order (a reduce-scatter and an
+// all-gather each, parallel/pipeline/grad_sync.h).
 class AdamW final : public Optimizer {
  public:
   AdamW(const model::GptParams& params, const model::GptParams& master,
-        const parallel::GradBucketLayout& layout, runtime::Allocator& allocator);
+        const parallel::GradBucketLayout& layout, runtime::Allocator& allocator, bool overlap);
 
-  void reduce_gradients(parallel::ProcessGroups& groups, const model::GptParams& grads,
-                        bool sequence_parallel) override;
   double grad_norm(parallel::ProcessGroups& groups, const model::GptParams& grads,
                    bool has_embedding_stage) override;
   // With a separate master (bf16), the compute copy is rewritten in the same pass.
@@ -67,6 +91,8 @@ class AdamW final : public Optimizer {
   void load_full_state(const OptimizerState& state) override;
 
  private:
+  parallel::GradReducerArgs reduction_args() const override;
+
   model::GptParams params_, master_;
   parallel::GradBucketLayout layout_;
   runtime::Tensor exp_avg_;     // flat, like the parameters

@@ -80,6 +80,8 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
                              chunks[static_cast<size_t>(chunk)]->chunk());
   };
   step.step = recompute::StepInfo{config.train.seed, 1};
+  step.gradients =
+      optimizer->start_gradient_reduction(groups, grads, config.parallel.sequence_parallel);
   parallel::run_schedule(setup.schedule, step);
   optimizer->reduce_gradients(groups, grads, config.parallel.sequence_parallel);
   const double norm = optimizer->grad_norm(groups, grads, setup.shard.embedding);

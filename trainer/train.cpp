@@ -325,15 +325,20 @@ StepMetrics Trainer::train_step() {
   runtime::ops::zero(grads_.flat);
 
   const int64_t batch = skipped_.batch_of_step(step);
-  double loss_sum =
-      parallel::run_schedule(setup_.schedule, pipeline_step(*train_sampler_, batch, step));
+  parallel::PipelineStep pipeline = pipeline_step(*train_sampler_, batch, step);
+  pipeline.gradients =
+      optimizer_->start_gradient_reduction(groups_, grads_, config_.parallel.sequence_parallel);
+  double loss_sum = parallel::run_schedule(setup_.schedule, pipeline);
   groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
   groups_.dp->all_reduce_sum(&loss_sum, 1);
-  optimizer_->reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
+  const GradReduceTime reduce_time =
+      optimizer_->reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
   inject_fault(batch, loss_sum);
 
   StepMetrics m;
   m.step = step;
+  m.grad_reduce_wait_ms = reduce_time.after_backward_s * 1e3;
+  m.grad_reduce_in_backward_ms = reduce_time.in_backward_s * 1e3;
   m.loss = loss_sum / static_cast<double>(G * T);
   m.grad_norm = optimizer_->grad_norm(groups_, grads_, setup_.shard.embedding);
   m.lr = learning_rate(config_.optimizer, t.steps, step);

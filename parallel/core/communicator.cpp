@@ -68,6 +68,92 @@ void Communicator::do_reduce_scatter_tensor(const Tensor& out, const Tensor& in)
 }
 
 namespace {
+// A collective on staging copies, which it keeps alive; its wait() uploads the result.
+class StagedCollective final : public Request {
+ public:
+  StagedCollective(Tensor out, Tensor host_in, Tensor host_out, std::unique_ptr<Request> inner)
+      : out_(std::move(out)),
+        host_in_(std::move(host_in)),
+        host_out_(std::move(host_out)),
+        inner_(std::move(inner)) {}
+  void wait() override {
+    inner_->wait();
+    if (!uploaded_) runtime::ops::upload(out_, host_out_);
+    uploaded_ = true;
+  }
+  bool done() override { return uploaded_ || inner_->done(); }
+
+ private:
+  Tensor out_, host_in_, host_out_;
+  std::unique_ptr<Request> inner_;
+  bool uploaded_ = false;
+};
+
+// Where `part` starts inside `whole`, in elements, or -1 when it is not inside.
+int64_t offset_within(const Tensor& part, const Tensor& whole) {
+  const char* p = static_cast<const char*>(part.raw());
+  const char* w = static_cast<const char*>(whole.raw());
+  if (p < w || p + part.nbytes() > w + whole.nbytes()) return -1;
+  return (p - w) / runtime::dtype_size(part.dtype());
+}
+}  // namespace
+
+template <class Call>
+std::unique_ptr<Request> Communicator::staged_async(const Tensor& out, const Tensor& in,
+                                                    Call&& call) {
+  if (direct(in)) return call(out, in);
+  // The in-place layouts stay in place on the host: `out` inside `in` (a reduce-scatter),
+  // `in` inside `out` (an all-gather).
+  const int64_t out_offset = offset_within(out, in), in_offset = offset_within(in, out);
+  Tensor host_in, host_out;
+  if (out_offset >= 0) {
+    host_in = staging(in);
+    host_out = host_in.view(out_offset, out.shape());
+  } else {
+    host_out = staging(out);
+    host_in = in_offset >= 0 ? host_out.view(in_offset, in.shape()) : staging(in);
+  }
+  runtime::ops::download(host_in, in);
+  auto inner = call(host_out, host_in);
+  return std::make_unique<StagedCollective>(out, std::move(host_in), std::move(host_out),
+                                            std::move(inner));
+}
+
+std::unique_ptr<Request> Communicator::do_reduce_scatter_async_buffer(void* out, const void* in,
+                                                                      int64_t count,
+                                                                      runtime::DType dtype) {
+  reduce_scatter(out, in, count, dtype);
+  return std::make_unique<CompletedRequest>();
+}
+
+std::unique_ptr<Request> Communicator::do_all_gather_async_buffer(void* out, const void* in,
+                                                                  int64_t count,
+                                                                  runtime::DType dtype) {
+  all_gather(out, in, count, dtype);
+  return std::make_unique<CompletedRequest>();
+}
+
+std::unique_ptr<Request> Communicator::do_reduce_scatter_async_tensor(const Tensor& out,
+                                                                      const Tensor& in) {
+  TRAINER_ASSERT(in.numel() == out.numel() * size() && out.dtype() == in.dtype(),
+                 "reduce_scatter_async of " << in.numel() << " elements into " << out.numel()
+                                            << " over " << size() << " ranks");
+  return staged_async(out, in, [&](const Tensor& o, const Tensor& i) {
+    return reduce_scatter_async(o.raw(), i.raw(), o.numel(), o.dtype());
+  });
+}
+
+std::unique_ptr<Request> Communicator::do_all_gather_async_tensor(const Tensor& out,
+                                                                  const Tensor& in) {
+  TRAINER_ASSERT(out.numel() == in.numel() * size() && out.dtype() == in.dtype(),
+                 "all_gather_async of " << in.numel() << " elements into " << out.numel()
+                                        << " over " << size() << " ranks");
+  return staged_async(out, in, [&](const Tensor& o, const Tensor& i) {
+    return all_gather_async(o.raw(), i.raw(), i.numel(), i.dtype());
+  });
+}
+
+namespace {
 // A send from a staging copy, which it keeps alive until the transfer is done.
 class StagedSend final : public Request {
  public:
@@ -141,6 +227,18 @@ void SelfCommunicator::do_reduce_scatter_tensor(const Tensor& out, const Tensor&
   if (out.raw() != in.raw()) runtime::ops::copy(out, in);
 }
 
+std::unique_ptr<Request> SelfCommunicator::do_reduce_scatter_async_tensor(const Tensor& out,
+                                                                          const Tensor& in) {
+  reduce_scatter(out, in);
+  return std::make_unique<CompletedRequest>();
+}
+
+std::unique_ptr<Request> SelfCommunicator::do_all_gather_async_tensor(const Tensor& out,
+                                                                      const Tensor& in) {
+  all_gather(out, in);
+  return std::make_unique<CompletedRequest>();
+}
+
 // ---- SplitCommunicator ----
 
 SplitCommunicator::SplitCommunicator(std::unique_ptr<Communicator> host,
@@ -199,6 +297,25 @@ std::unique_ptr<Request> SplitCommunicator::do_send_async_tensor(const Tensor& d
 }
 void SplitCommunicator::do_recv_tensor(const Tensor& data, int peer, int tag) {
   pick(data).recv(data, peer, tag);
+}
+std::unique_ptr<Request> SplitCommunicator::do_reduce_scatter_async_buffer(void* out,
+                                                                           const void* in,
+                                                                           int64_t count,
+                                                                           runtime::DType dtype) {
+  return host_->reduce_scatter_async(out, in, count, dtype);
+}
+std::unique_ptr<Request> SplitCommunicator::do_all_gather_async_buffer(void* out, const void* in,
+                                                                       int64_t count,
+                                                                       runtime::DType dtype) {
+  return host_->all_gather_async(out, in, count, dtype);
+}
+std::unique_ptr<Request> SplitCommunicator::do_reduce_scatter_async_tensor(const Tensor& out,
+                                                                           const Tensor& in) {
+  return pick(in).reduce_scatter_async(out, in);
+}
+std::unique_ptr<Request> SplitCommunicator::do_all_gather_async_tensor(const Tensor& out,
+                                                                       const Tensor& in) {
+  return pick(in).all_gather_async(out, in);
 }
 int64_t SplitCommunicator::payload_bytes() const {
   return host_->payload_bytes() + device_->payload_bytes();

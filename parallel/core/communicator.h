@@ -8,7 +8,8 @@
 // schedules never ask where their tensors live (Note [Device tensors over host
 // communicators]). Callers use the public methods, which are not virtual and may
 // overload one name; an implementation overrides the private do_* hooks, one
-// distinct name per method and level (`_buffer`, `_tensor`).
+// distinct name per method and level (`_buffer`, `_tensor`). The non-blocking collectives
+// (`_async`) follow Note [Non-blocking collectives].
 #pragma once
 
 #include <cstdint>
@@ -21,13 +22,35 @@
 
 namespace parallel {
 
-// A pending point-to-point transfer; wait() blocks until it completed, done() says whether it
-// has without blocking (false when it cannot tell).
+// Note [Non-blocking collectives]
+// reduce_scatter_async and all_gather_async start a collective and return a Request; its
+// buffers belong to the collective until wait() returns. done() only progresses and tests it:
+// what a caller does (allocates, starts next) must never depend on done()'s answer, or the
+// collectives' order and the memory a step uses would depend on timing. Every rank starts the
+// collectives of one group, blocking and non-blocking, in the same order (MPI's rule; NCCL's
+// too across communicators). The result is that of the blocking call of the same
+// implementation only where the implementation says so: callers that must match bit for bit
+// use one of the two everywhere. MPI: MPI_Ireduce_scatter_block / MPI_Iallgather, progressed
+// by MPI calls (done() is MPI_Test). NCCL: queued on the communicator's stream after the
+// compute stream's work so far; wait() makes the compute stream wait for it (Note [NCCL
+// non-blocking collectives]). An implementation without its own runs the blocking call and
+// returns a completed request.
+
+// A pending transfer or collective; wait() blocks until it completed (for stream-ordered
+// device work: orders the work after it), done() says whether it has without blocking (false
+// when it cannot tell).
 class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
   virtual bool done() { return false; }
+};
+
+// A request that is complete when made.
+class CompletedRequest final : public Request {
+ public:
+  void wait() override {}
+  bool done() override { return true; }
 };
 
 class Communicator {
@@ -67,6 +90,16 @@ class Communicator {
   void recv(void* data, int64_t bytes, int peer, int tag) {
     do_recv_buffer(data, bytes, peer, tag);
   }
+  // Non-blocking reduce_scatter and all_gather (Note [Non-blocking collectives]); the same
+  // layouts and in-place conventions.
+  std::unique_ptr<Request> reduce_scatter_async(void* out, const void* in, int64_t count,
+                                                runtime::DType dtype) {
+    return do_reduce_scatter_async_buffer(out, in, count, dtype);
+  }
+  std::unique_ptr<Request> all_gather_async(void* out, const void* in, int64_t count,
+                                            runtime::DType dtype) {
+    return do_all_gather_async_buffer(out, in, count, dtype);
+  }
 
   // f32 shorthands of the buffer methods.
   void all_reduce_sum(float* data, int64_t count) {
@@ -95,6 +128,14 @@ class Communicator {
     return do_send_async_tensor(data, peer, tag);
   }
   void recv(const runtime::Tensor& data, int peer, int tag) { do_recv_tensor(data, peer, tag); }
+  // Non-blocking reduce_scatter and all_gather of tensors (Note [Non-blocking collectives]).
+  std::unique_ptr<Request> reduce_scatter_async(const runtime::Tensor& out,
+                                                const runtime::Tensor& in) {
+    return do_reduce_scatter_async_tensor(out, in);
+  }
+  std::unique_ptr<Request> all_gather_async(const runtime::Tensor& out, const runtime::Tensor& in) {
+    return do_all_gather_async_tensor(out, in);
+  }
 
   // Bytes this rank has handed to the group since construction: each
   // collective's input buffer, each message sent.
@@ -110,6 +151,10 @@ class Communicator {
   runtime::Tensor staging(const runtime::Tensor& t);
   template <class Call>
   void staged(const runtime::Tensor& out, const runtime::Tensor& in, Call&& call);
+  // As staged, for a call that returns a Request: the upload of `out` happens in its wait().
+  template <class Call>
+  std::unique_ptr<Request> staged_async(const runtime::Tensor& out, const runtime::Tensor& in,
+                                        Call&& call);
 
  private:
   // Buffer hooks: every implementation provides them.
@@ -125,6 +170,12 @@ class Communicator {
   virtual std::unique_ptr<Request> do_send_async_buffer(const void* data, int64_t bytes, int peer,
                                                         int tag) = 0;
   virtual void do_recv_buffer(void* data, int64_t bytes, int peer, int tag) = 0;
+  // Non-blocking buffer hooks: by default the blocking call and a completed request.
+  virtual std::unique_ptr<Request> do_reduce_scatter_async_buffer(void* out, const void* in,
+                                                                  int64_t count,
+                                                                  runtime::DType dtype);
+  virtual std::unique_ptr<Request> do_all_gather_async_buffer(void* out, const void* in,
+                                                              int64_t count, runtime::DType dtype);
   // Tensor hooks: by default the buffer methods, on the tensors themselves or on host
   // staging copies (Note [Device tensors over host communicators]).
   virtual void do_all_reduce_sum_tensor(const runtime::Tensor& data);
@@ -134,6 +185,10 @@ class Communicator {
   virtual std::unique_ptr<Request> do_send_async_tensor(const runtime::Tensor& data, int peer,
                                                         int tag);
   virtual void do_recv_tensor(const runtime::Tensor& data, int peer, int tag);
+  virtual std::unique_ptr<Request> do_reduce_scatter_async_tensor(const runtime::Tensor& out,
+                                                                  const runtime::Tensor& in);
+  virtual std::unique_ptr<Request> do_all_gather_async_tensor(const runtime::Tensor& out,
+                                                              const runtime::Tensor& in);
 
   int64_t payload_bytes_ = 0;
   runtime::CpuAllocator staging_allocator_;  // category comm
@@ -181,6 +236,11 @@ class SelfCommunicator final : public Communicator {
   void do_all_reduce_max_tensor(const runtime::Tensor& data) override;
   void do_all_gather_tensor(const runtime::Tensor& out, const runtime::Tensor& in) override;
   void do_reduce_scatter_tensor(const runtime::Tensor& out, const runtime::Tensor& in) override;
+  // The blocking identities, complete at once.
+  std::unique_ptr<Request> do_reduce_scatter_async_tensor(const runtime::Tensor& out,
+                                                          const runtime::Tensor& in) override;
+  std::unique_ptr<Request> do_all_gather_async_tensor(const runtime::Tensor& out,
+                                                      const runtime::Tensor& in) override;
 };
 
 // One group's host-buffer communicator (MPI) and device-buffer one (NCCL) together: the
@@ -202,6 +262,14 @@ class SplitCommunicator final : public Communicator {
   std::unique_ptr<Request> do_send_async_tensor(const runtime::Tensor& data, int peer,
                                                 int tag) override;
   void do_recv_tensor(const runtime::Tensor& data, int peer, int tag) override;
+  std::unique_ptr<Request> do_reduce_scatter_async_buffer(void* out, const void* in, int64_t count,
+                                                          runtime::DType dtype) override;
+  std::unique_ptr<Request> do_all_gather_async_buffer(void* out, const void* in, int64_t count,
+                                                      runtime::DType dtype) override;
+  std::unique_ptr<Request> do_reduce_scatter_async_tensor(const runtime::Tensor& out,
+                                                          const runtime::Tensor& in) override;
+  std::unique_ptr<Request> do_all_gather_async_tensor(const runtime::Tensor& out,
+                                                      const runtime::Tensor& in) override;
 
   Communicator& pick(const runtime::Tensor& t) const {
     return t.device() == runtime::DeviceKind::cpu ? *host_ : *device_;

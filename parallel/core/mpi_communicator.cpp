@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -56,16 +57,21 @@ int checked_int(int64_t count, const char* what) {
   return static_cast<int>(count);
 }
 
+// A non-blocking MPI operation; `complete` (if any) runs once, in the wait() that ends it.
 class MpiRequest final : public Request {
  public:
-  explicit MpiRequest(MPI_Request request) : request_(request) {}
+  explicit MpiRequest(MPI_Request request, std::function<void()> complete = {})
+      : request_(request), complete_(std::move(complete)) {}
   ~MpiRequest() override {
     // Unwinding from an error, the peer may never receive: leave the request (the job is
     // about to be aborted) rather than hang in MPI_Wait.
     if (request_ != MPI_REQUEST_NULL && std::uncaught_exceptions() == 0)
       MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
-  void wait() override { TRAINER_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+  void wait() override {
+    TRAINER_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    if (complete_) std::exchange(complete_, nullptr)();
+  }
   bool done() override {
     int completed = 0;
     TRAINER_MPI_CHECK(MPI_Test(&request_, &completed, MPI_STATUS_IGNORE));
@@ -74,6 +80,7 @@ class MpiRequest final : public Request {
 
  private:
   MPI_Request request_;
+  std::function<void()> complete_;
 };
 }  // namespace
 
@@ -147,6 +154,41 @@ std::unique_ptr<Request> MpiCommunicator::do_send_async_buffer(const void* data,
 void MpiCommunicator::do_recv_buffer(void* data, int64_t bytes, int peer, int tag) {
   TRAINER_MPI_CHECK(MPI_Recv(data, checked_int(bytes, "recv"), MPI_BYTE, peer, tag, as_comm(comm_),
                              MPI_STATUS_IGNORE));
+}
+
+std::unique_ptr<Request> MpiCommunicator::do_reduce_scatter_async_buffer(void* out, const void* in,
+                                                                         int64_t count,
+                                                                         runtime::DType dtype) {
+  add_payload(count * size_ * runtime::dtype_size(dtype));
+  const int n = checked_int(count, "reduce_scatter_async");
+  const auto [type, op] = sum_of(dtype);
+  const int64_t chunk_bytes = count * runtime::dtype_size(dtype);
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (out != static_cast<const char*>(in) + rank_ * chunk_bytes) {
+    TRAINER_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, n, type, op, as_comm(comm_), &request));
+    return std::make_unique<MpiRequest>(request);
+  }
+  // In place: as the blocking call, the result moves from the buffer's start to this rank's
+  // chunk, once the reduction is complete.
+  void* buffer = const_cast<void*>(in);
+  TRAINER_MPI_CHECK(
+      MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, n, type, op, as_comm(comm_), &request));
+  if (rank_ == 0) return std::make_unique<MpiRequest>(request);
+  return std::make_unique<MpiRequest>(
+      request, [=] { std::memmove(out, buffer, static_cast<size_t>(chunk_bytes)); });
+}
+
+std::unique_ptr<Request> MpiCommunicator::do_all_gather_async_buffer(void* out, const void* in,
+                                                                     int64_t count,
+                                                                     runtime::DType dtype) {
+  const int64_t bytes = count * runtime::dtype_size(dtype);
+  add_payload(bytes);
+  const int n = checked_int(bytes, "all_gather_async");
+  const bool in_place = in == static_cast<const char*>(out) + rank_ * bytes;
+  MPI_Request request = MPI_REQUEST_NULL;
+  TRAINER_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : in, n, MPI_BYTE, out, n, MPI_BYTE,
+                                   as_comm(comm_), &request));
+  return std::make_unique<MpiRequest>(request);
 }
 
 void MpiCommunicator::do_broadcast(void* data, int64_t bytes, int root) {

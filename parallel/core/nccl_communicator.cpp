@@ -65,6 +65,15 @@ namespace parallel {
 // communicators still run one at a time in host order, as when the host waited for each.
 // A barrier still waits on the host. Without a compute stream the host waits on both sides.
 //
+// Note [NCCL non-blocking collectives]
+// A non-blocking collective (Note [Non-blocking collectives]) is queued like a blocking one,
+// on stream_ after an event of the compute stream (so after the kernels that produced its
+// input), but the compute stream does not wait for it: compute goes on while it runs. Its
+// request records an event on stream_ after it; wait() makes the compute stream wait for that
+// event (no host block), so whatever reads the result, or reuses its memory, is queued after
+// it; done() queries the event. Until then collectives of other communicators may run
+// concurrently with it; every rank queues them in the same order, which NCCL needs.
+//
 // Note [NCCL point to point]
 // An NCCL send blocks its stream until the peer posts the matching receive, and operations
 // of one communicator run in order on its stream. Pipeline stages send and receive in both
@@ -108,6 +117,41 @@ class ChannelSend final : public Request {
 
  private:
   cudaEvent_t done_;
+};
+
+// The completion of a non-blocking collective: an event recorded on its stream after it;
+// wait() makes `consumer` (the compute stream) wait for it.
+class StreamCollective final : public Request {
+ public:
+  StreamCollective(cudaEvent_t done, CUstream_st* consumer) : done_(done), consumer_(consumer) {}
+  ~StreamCollective() override {
+    if (done_ == nullptr) return;
+    if (std::uncaught_exceptions() == 0) {  // never waited for: still order later work after it
+      static_cast<void>(cudaStreamWaitEvent(consumer_, done_, 0));
+    }
+    cudaEventDestroy(done_);
+  }
+  bool done() override {
+    if (done_ == nullptr) return true;
+    const cudaError_t status = cudaEventQuery(done_);
+    if (status == cudaErrorNotReady) {
+      static_cast<void>(cudaGetLastError());
+      return false;
+    }
+    TRAINER_CUDA_CHECK(status);
+    return true;
+  }
+  void wait() override {
+    if (done_ == nullptr) return;
+    const cudaEvent_t done = std::exchange(done_, nullptr);
+    const cudaError_t status = cudaStreamWaitEvent(consumer_, done, 0);
+    cudaEventDestroy(done);  // released once the wait is done
+    TRAINER_CUDA_CHECK(status);
+  }
+
+ private:
+  cudaEvent_t done_;
+  CUstream_st* consumer_;
 };
 
 constexpr int kIdTag = 0x6e63;  // bootstrap messages carrying channel ids
@@ -274,6 +318,23 @@ void NcclCommunicator::run_collective(int64_t payload_bytes, bool empty,
   stream_wait(compute_stream_, stream_);
 }
 
+std::unique_ptr<Request> NcclCommunicator::start_collective(int64_t payload_bytes, bool empty,
+                                                            const std::function<int()>& launch) {
+  if (compute_stream_ == nullptr || empty) {  // nothing to overlap with: as the blocking call
+    run_collective(payload_bytes, empty, launch);
+    return std::make_unique<CompletedRequest>();
+  }
+  add_payload(payload_bytes);
+  // Note [NCCL non-blocking collectives]: compute -> stream_ by an event; back in wait().
+  stream_wait(stream_, compute_stream_);
+  TRAINER_NCCL_CHECK(static_cast<ncclResult_t>(launch()));
+  cudaEvent_t done = nullptr;
+  TRAINER_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  auto request = std::make_unique<StreamCollective>(done, compute_stream_);  // owns the event
+  TRAINER_CUDA_CHECK(cudaEventRecord(done, stream_));
+  return request;
+}
+
 void NcclCommunicator::do_all_reduce_sum_buffer(void* data, int64_t count, runtime::DType dtype) {
   run_collective(count * runtime::dtype_size(dtype), count == 0, [&] {
     return ncclAllReduce(data, data, static_cast<size_t>(count), nccl_type(dtype), ncclSum, comm_,
@@ -310,6 +371,24 @@ void NcclCommunicator::do_reduce_scatter_buffer(void* out, const void* in, int64
   run_collective(count * size_ * runtime::dtype_size(dtype), count == 0, [&] {
     return ncclReduceScatter(in, out, static_cast<size_t>(count), nccl_type(dtype), ncclSum, comm_,
                              stream_);
+  });
+}
+
+std::unique_ptr<Request> NcclCommunicator::do_reduce_scatter_async_buffer(void* out, const void* in,
+                                                                          int64_t count,
+                                                                          runtime::DType dtype) {
+  return start_collective(count * size_ * runtime::dtype_size(dtype), count == 0, [&] {
+    return ncclReduceScatter(in, out, static_cast<size_t>(count), nccl_type(dtype), ncclSum, comm_,
+                             stream_);
+  });
+}
+
+std::unique_ptr<Request> NcclCommunicator::do_all_gather_async_buffer(void* out, const void* in,
+                                                                      int64_t count,
+                                                                      runtime::DType dtype) {
+  const int64_t bytes = count * runtime::dtype_size(dtype);
+  return start_collective(bytes, count == 0, [&] {
+    return ncclAllGather(in, out, static_cast<size_t>(bytes), ncclChar, comm_, stream_);
   });
 }
 

@@ -2,7 +2,9 @@
 // pipeline group one two-rank communicator and stream per direction to each ring neighbour
 // (Note [NCCL point to point]). Collectives are queued in the compute stream's order and return
 // at once (Note [NCCL collectives are stream-ordered]; without a compute stream, once
-// complete); sends return at once and complete on their own stream. No CUDA headers here.
+// complete); non-blocking ones let compute run on until their request is waited for (Note
+// [NCCL non-blocking collectives]); sends return at once and complete on their own stream. No
+// CUDA headers here.
 #pragma once
 
 #include <functional>
@@ -41,6 +43,12 @@ class NcclCommunicator final : public Communicator {
   // tags: messages from one rank to another are received in the order they were sent, and
   // `tag` is not used.
   TRAINER_BUFFER_HOOK_OVERRIDES;
+  // Queued on stream_ after the compute stream's work so far; wait() orders the compute stream
+  // after them (Note [NCCL non-blocking collectives]).
+  std::unique_ptr<Request> do_reduce_scatter_async_buffer(void* out, const void* in, int64_t count,
+                                                          runtime::DType dtype) override;
+  std::unique_ptr<Request> do_all_gather_async_buffer(void* out, const void* in, int64_t count,
+                                                      runtime::DType dtype) override;
 
   // A two-rank communicator that carries messages one way, with its own stream.
   struct Channel {
@@ -56,6 +64,9 @@ class NcclCommunicator final : public Communicator {
   // ncclResult_t) unless the call is empty, ordered between the compute stream's work before
   // and after it (Note [NCCL collectives are stream-ordered]).
   void run_collective(int64_t payload_bytes, bool empty, const std::function<int()>& launch);
+  // As run_collective, but the compute stream does not wait for it until the request's wait().
+  std::unique_ptr<Request> start_collective(int64_t payload_bytes, bool empty,
+                                            const std::function<int()>& launch);
   // Waits for the inputs on the host (collectives run on stream_ right after).
   void wait_for_inputs();
   // Blocks until everything queued on stream_ has completed.

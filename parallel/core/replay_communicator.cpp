@@ -2,16 +2,6 @@
 #include "parallel/core/replay_communicator.h"
 
 namespace parallel {
-namespace {
-
-class CompletedRequest final : public Request {
- public:
-  void wait() override {}
-  bool done() override { return true; }
-};
-
-}  // namespace
-
 void ReplayCommunicator::do_all_reduce_sum_buffer(void*, int64_t, runtime::DType) {}
 void ReplayCommunicator::do_all_reduce_sum_f64_buffer(double*, int64_t) {}
 void ReplayCommunicator::do_all_reduce_max_buffer(float*, int64_t) {}
@@ -25,6 +15,15 @@ std::unique_ptr<Request> ReplayCommunicator::do_send_async_buffer(const void*, i
 void ReplayCommunicator::do_recv_buffer(void*, int64_t, int, int) {}
 std::unique_ptr<Request> ReplayCommunicator::do_send_async_tensor(const runtime::Tensor&, int,
                                                                   int) {
+  return std::make_unique<CompletedRequest>();
+}
+
+std::unique_ptr<Request> ReplayCommunicator::do_reduce_scatter_async_tensor(
+    const runtime::Tensor&, const runtime::Tensor&) {
+  return std::make_unique<CompletedRequest>();
+}
+std::unique_ptr<Request> ReplayCommunicator::do_all_gather_async_tensor(const runtime::Tensor&,
+                                                                        const runtime::Tensor&) {
   return std::make_unique<CompletedRequest>();
 }
 

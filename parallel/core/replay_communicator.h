@@ -26,6 +26,11 @@ class ReplayCommunicator final : public Communicator {
   void do_reduce_scatter_tensor(const runtime::Tensor&, const runtime::Tensor&) override {}
   std::unique_ptr<Request> do_send_async_tensor(const runtime::Tensor&, int, int) override;
   void do_recv_tensor(const runtime::Tensor&, int, int) override {}
+  // Non-blocking collectives: no-ops, complete at once.
+  std::unique_ptr<Request> do_reduce_scatter_async_tensor(const runtime::Tensor&,
+                                                          const runtime::Tensor&) override;
+  std::unique_ptr<Request> do_all_gather_async_tensor(const runtime::Tensor&,
+                                                      const runtime::Tensor&) override;
 
   int rank_, size_;
 };

@@ -8,60 +8,62 @@
 
 namespace parallel {
 
-void reduce_model_parallel_gradients(ProcessGroups& groups, const model::GptParams& grads,
-                                     bool sequence_parallel) {
-  if (sequence_parallel && groups.tp->size() > 1) {
-    for (const model::NamedParam& p : grads.named) {
-      if (p.sequence_parallel_partial) groups.tp->all_reduce_sum(p.tensor);
-    }
-  }
-  if (groups.embedding != nullptr && grads.wte.defined()) {
-    groups.embedding->all_reduce_sum(grads.wte);
-  }
-}
-
-void reduce_scatter_bucket(Communicator& dp, const GradBucketLayout& layout,
-                           const GradBucket& bucket, const runtime::Tensor& grads,
-                           const runtime::Tensor& staging) {
+std::unique_ptr<Request> start_reduce_scatter_bucket(Communicator& dp,
+                                                     const GradBucketLayout& layout,
+                                                     const GradBucket& bucket,
+                                                     const runtime::Tensor& grads,
+                                                     const runtime::Tensor& staging) {
   const int64_t part = layout.part_length(bucket), rank = layout.dp_rank;
   const runtime::Tensor covered = grads.view(bucket.begin, {bucket.length});
-  if (!bucket.staged()) {
-    dp.reduce_scatter(covered.view(rank * part, {part}), covered);
-  } else {
-    runtime::ops::zero(staging);
-    runtime::ops::copy(staging.view(0, {bucket.length}), covered);
-    dp.reduce_scatter(staging.view(rank * part, {part}), staging);
-  }
+  if (!bucket.staged()) return dp.reduce_scatter_async(covered.view(rank * part, {part}), covered);
+  runtime::ops::zero(staging);
+  runtime::ops::copy(staging.view(0, {bucket.length}), covered);
+  return dp.reduce_scatter_async(staging.view(rank * part, {part}), staging);
+}
+
+void finish_reduce_scatter_bucket(Request& request, const GradBucketLayout& layout,
+                                  const GradBucket& bucket, const runtime::Tensor& grads,
+                                  const runtime::Tensor& staging) {
+  request.wait();
   const FlatRange own = layout.owned(bucket);
   const int64_t n = own.end - own.begin;
   if (n == 0) return;
-  if (bucket.staged()) runtime::ops::copy(grads.view(own.begin, {n}), staging.view(rank, {n}));
+  if (bucket.staged()) {
+    const int64_t part = layout.part_length(bucket);
+    runtime::ops::copy(grads.view(own.begin, {n}), staging.view(layout.dp_rank * part, {n}));
+  }
   runtime::ops::scale_inplace({.x = grads.view(own.begin, {n}),
                                .count = n,
                                .scale = 1.0f / static_cast<float>(layout.dp_size)});
 }
 
-void all_gather_bucket(Communicator& dp, const GradBucketLayout& layout, const GradBucket& bucket,
-                       const runtime::Tensor& flat, const runtime::Tensor& staging) {
+std::unique_ptr<Request> start_all_gather_bucket(Communicator& dp, const GradBucketLayout& layout,
+                                                 const GradBucket& bucket,
+                                                 const runtime::Tensor& flat,
+                                                 const runtime::Tensor& staging) {
   const int64_t part = layout.part_length(bucket), rank = layout.dp_rank;
   const runtime::Tensor covered = flat.view(bucket.begin, {bucket.length});
-  if (!bucket.staged()) {
-    dp.all_gather(covered, covered.view(rank * part, {part}));
-    return;
-  }
+  if (!bucket.staged()) return dp.all_gather_async(covered, covered.view(rank * part, {part}));
   const FlatRange own = layout.owned(bucket);
   if (own.end > own.begin) {
-    runtime::ops::copy(staging.view(rank, {own.end - own.begin}),
+    runtime::ops::copy(staging.view(rank * part, {own.end - own.begin}),
                        flat.view(own.begin, {own.end - own.begin}));
   }
-  dp.all_gather(staging, staging.view(rank * part, {part}));
-  runtime::ops::copy(covered, staging.view(0, {bucket.length}));
+  return dp.all_gather_async(staging, staging.view(rank * part, {part}));
 }
 
-void all_reduce_bucket(Communicator& dp, const GradBucketLayout& layout, const GradBucket& bucket,
-                       const runtime::Tensor& grads, const runtime::Tensor& staging) {
-  reduce_scatter_bucket(dp, layout, bucket, grads, staging);
-  all_gather_bucket(dp, layout, bucket, grads, staging);
+void finish_all_gather_bucket(Request& request, const GradBucket& bucket,
+                              const runtime::Tensor& flat, const runtime::Tensor& staging) {
+  request.wait();
+  if (bucket.staged())
+    runtime::ops::copy(flat.view(bucket.begin, {bucket.length}), staging.view(0, {bucket.length}));
+}
+
+void all_gather_bucket(Communicator& dp, const GradBucketLayout& layout, const GradBucket& bucket,
+                       const runtime::Tensor& flat, const runtime::Tensor& staging) {
+  const std::unique_ptr<Request> request =
+      start_all_gather_bucket(dp, layout, bucket, flat, staging);
+  finish_all_gather_bucket(*request, bucket, flat, staging);
 }
 
 double global_grad_norm(ProcessGroups& groups, const model::GptParams& grads,

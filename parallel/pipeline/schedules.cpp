@@ -137,7 +137,8 @@ class OpRunner {
     pending_.clear();
   }
 
-  double run(const ScheduleOp& op, bool training) {
+  // `last_backward`: no later op of the step runs op.chunk's backward.
+  double run(const ScheduleOp& op, bool training, bool last_backward = false) {
     recompute::ChunkExecutor& chunk = *step_.chunks[static_cast<size_t>(op.chunk)];
     std::optional<Message> incoming, outgoing;
     for (const Message& m : messages_.of(op, stage_)) (m.send ? outgoing : incoming) = m;
@@ -159,7 +160,8 @@ class OpRunner {
       doutput = chunk.output_grad_buffer();
       receive(doutput, *incoming);
     }
-    const runtime::Tensor dinput = chunk.backward_step(step_.loss_scale, doutput);
+    const runtime::Tensor dinput =
+        chunk.backward_step(step_.loss_scale, doutput, {step_.gradients, last_backward});
     if (outgoing) send(dinput, *outgoing);
     return 0;
   }
@@ -232,10 +234,17 @@ double run_schedule(ScheduleKind kind, const PipelineStep& step) {
                                      static_cast<int64_t>(step.chunks.size()),
                                      step.num_microbatches));
   }
+  const std::vector<ScheduleOp>& ops = stage_ops[static_cast<size_t>(step.pp->rank())];
+  std::vector<size_t> last_backward(step.chunks.size(), ops.size());  // op index, per chunk
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (!ops[i].forward) last_backward[static_cast<size_t>(ops[i].chunk)] = i;
   OpRunner runner(step, stage_ops);
   double loss_sum = 0;
-  for (const ScheduleOp& op : stage_ops[static_cast<size_t>(step.pp->rank())])
-    loss_sum += runner.run(op, /*training=*/true);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const bool last = i == last_backward[static_cast<size_t>(ops[i].chunk)];
+    loss_sum += runner.run(ops[i], /*training=*/true, last);
+    if (step.gradients != nullptr) step.gradients->progress();
+  }
   runner.finish();
   return loss_sum;
 }

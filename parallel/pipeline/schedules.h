@@ -26,6 +26,9 @@ struct PipelineStep {
   std::function<recompute::Microbatch(int64_t mb, int64_t chunk)> microbatch;
   recompute::StepInfo step;
   float loss_scale = 1.f;
+  // Told where the gradients stand during the step's backwards (each chunk's last backward
+  // reports its pieces final); null: nobody listens.
+  recompute::GradientListener* gradients = nullptr;
 };
 
 // An op of a rank's list: forward or backward of microbatch `mb` on chunk `chunk`.

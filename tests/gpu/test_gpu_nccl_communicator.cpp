@@ -1,7 +1,7 @@
 // NcclCommunicator in a world of one rank (bootstrapped through SelfCommunicator): every
 // collective's result is known exactly (sums and maxima of one rank are the input, gathers and
 // scatters are copies), point to point refused without a ring neighbour, and the payload
-// counters. Skips without a device.
+// counters; non-blocking collectives ordered by the compute stream. Skips without a device.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -102,6 +102,36 @@ TEST_F(NcclCommunicatorTest, PointToPointNeedsARingNeighbour) {
   }
   EXPECT_THROW(nccl.recv(buffer.data(), 4, 0, 0), std::logic_error);
   EXPECT_EQ(nccl.payload_bytes(), 0);
+}
+
+// Non-blocking collectives (Note [NCCL non-blocking collectives]): queued after the compute
+// stream's work so far, and the compute stream waits for them in the request's wait(). A kernel
+// queued on the compute stream before the call fills the input; the result must hold it.
+TEST_F(NcclCommunicatorTest, NonBlockingCollectivesAreOrderedByTheComputeStream) {
+  cudaStream_t compute = nullptr;
+  TRAINER_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  {
+    parallel::SelfCommunicator bootstrap;
+    parallel::NcclCommunicator nccl(bootstrap, compute);
+    const int64_t count = 4096;
+    const std::vector<float> values = gpu_test::random_vector(count, 63);
+    DeviceBuffer<float> source(values), in(std::vector<float>(count, 0.f));
+    DeviceBuffer<float> gathered(std::vector<float>(count, -1.f));
+    TRAINER_CUDA_CHECK(cudaMemcpyAsync(in.data(), source.data(), count * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, compute));
+    std::unique_ptr<parallel::Request> scatter =
+        nccl.reduce_scatter_async(in.data(), in.data(), count, runtime::DType::f32);
+    scatter->wait();
+    std::unique_ptr<parallel::Request> gather =
+        nccl.all_gather_async(gathered.data(), in.data(), count, runtime::DType::f32);
+    gather->wait();
+    TRAINER_CUDA_CHECK(cudaStreamSynchronize(compute));
+    EXPECT_TRUE(identical(in.download(), values));
+    EXPECT_TRUE(identical(gathered.download(), values));
+    EXPECT_TRUE(gather->done());
+    EXPECT_EQ(nccl.payload_bytes(), 2 * count * 4);
+  }
+  TRAINER_CUDA_CHECK(cudaStreamDestroy(compute));
 }
 
 TEST_F(NcclCommunicatorTest, EmptyCollectivesReturn) {

@@ -52,10 +52,10 @@ struct TrainConfig {
   // (kBf16PeakTflops or kFp32PeakTflops). On cpu the measured sgemm rate is used instead.
   double peak_tflops = 0.0;
   OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
-  int64_t max_skipped_steps = 5;   // skip_step: this many skips in a row stop the run
-  std::string init_from;           // HF GPT-2 model.safetensors to start from (not on resume)
+  int64_t max_skipped_steps = 5;                 // skip_step: this many skips in a row stop the run
+  std::string init_from;  // HF GPT-2 model.safetensors to start from (not on resume)
   GuardConfig guard;
-  InjectConfig inject;             // a test hook; see InjectConfig
+  InjectConfig inject;  // a test hook; see InjectConfig
   // Device memory per rank, GiB (2^30 bytes), that recompute.auto plans under and `trainer plan`
   // checks against; 0: none.
   double memory_budget_gib = 0.0;
@@ -95,6 +95,9 @@ struct OptimizerConfig {
   bool distributed = false;
   // Gradient reduction buckets, MiB of fp32 gradients each (0: the whole buffer in one).
   double bucket_mb = 0;
+  // Start each bucket's reduction during backward as soon as its gradients are final (else all
+  // after backward); the results are bit-identical either way.
+  bool overlap_grad_reduce = true;
 };
 
 // Global batches [first, last] (0-based, in the order of a run without skips) that training
@@ -108,7 +111,7 @@ struct BatchRange {
 struct DataConfig {
   std::string path;                     // prefix of <path>.bin / <path>.idx (Megatron indexed)
   std::vector<double> split = {98, 2};  // train / validation weights over the token stream
-  bool shuffle = false;                // false: samples in order; true: seeded permutation
+  bool shuffle = false;                 // false: samples in order; true: seeded permutation
   // Batches to skip, e.g. [[400, 599]]; a guard rewind adds its window in the checkpoint.
   std::vector<BatchRange> skip_batches;
 };

@@ -222,6 +222,7 @@ struct ConfigSchema<OptimizerConfig> {
         field("lr_decay_style", &OptimizerConfig::lr_decay_style),
         field("distributed", &OptimizerConfig::distributed),
         field("bucket_mb", &OptimizerConfig::bucket_mb),
+        field("overlap_grad_reduce", &OptimizerConfig::overlap_grad_reduce),
     };
     return table;
   }

@@ -66,7 +66,7 @@ TEST_F(OptimizerTest, WeightDecayOnlyOnMatricesAndEmbeddings) {
   parallel::ProcessGroups groups = parallel::ProcessGroups::single();
   const parallel::GradBucketLayout layout =
       parallel::plan_grad_buckets({.numel = params_.flat.numel()});
-  AdamW adamw(params_, params_, layout, allocator_);
+  AdamW adamw(params_, params_, layout, allocator_, /*overlap=*/false);
   OptimizerConfig o;
   o.weight_decay = 0.5f;
   adamw.step(groups, grads_, o, /*lr=*/0.1, 1);  // zero gradients: only decay moves weights
