@@ -20,8 +20,9 @@
 //   --time-limit-s: configurations predicted to end later than S seconds after the start are
 //     skipped and listed (a sweep attempt is predicted from its preset's previous one, the
 //     steps scaled by the square of the length ratio); a preset's sweep ends at its first skip.
-//   roofline (first, on stdout): the copy bandwidth and bf16 GEMM rate measured, then per op of
-//     a layer at the table's shape its bytes, FLOPs, the time they take at those rates and the
+//   roofline (first, on stdout and in OUT_JSON's "roofline"): the copy bandwidth and bf16 GEMM
+//     rate measured, then per op of a layer at the table's shape (the MLP's fused epilogue ops
+//     beside the unfused ones) its bytes, FLOPs, the time they take at those rates and the
 //     measured time (bench_gpu_roofline.h).
 //   --quick: a 2-layer model and short sequences, to check the flow on a device in seconds.
 // OUT_JSON is rewritten after every configuration, so a run cut short keeps what it measured;
@@ -407,17 +408,23 @@ class Session {
   const Progress& progress_;
 };
 
-// The roofline lines (bench_gpu_roofline.h) on stdout, before the table; a failure is reported,
-// never fatal.
-void run_roofline(const BenchShape& shape, Device& device, const Progress& progress) {
+// The roofline lines (bench_gpu_roofline.h) into the report and on stdout, before the table; a
+// failure is recorded and reported, never fatal.
+void run_roofline(Report& report, Device& device, const Progress& progress) {
+  RooflineReport& measured = report.roofline.emplace();
   try {
     roofline::Tensors tensors(device.allocator);
-    const roofline::Machine machine = roofline::measure_machine(device.context, tensors);
-    roofline::print(machine, roofline::measure_lines(shape, machine, device.context, tensors));
+    measured.machine = roofline::measure_machine(device.context, tensors);
+    measured.lines =
+        roofline::measure_lines(report.shape, measured.machine, device.context, tensors);
+    roofline::print(measured.machine, measured.lines);
   } catch (const std::exception& e) {
+    measured.error = e.what();
     progress.line(std::string("roofline skipped: ") + e.what());
   }
   device.allocator.release_cache();
+  report.elapsed_s = progress.elapsed_s();
+  write_report(report);
 }
 
 int run(const Options& options) {
@@ -430,7 +437,7 @@ int run(const Options& options) {
   runtime::cuda::select_device_for_local_rank(0);
   Device device;
   runtime::cuda::register_cuda_backend(device.context);
-  run_roofline(report.shape, device, progress);
+  run_roofline(report, device, progress);
   const bench::WorkDir work("bench-gpu");
   bench::write_dataset(work / "data", 2 * plan.tokens_needed());  // every planned step, twice
   progress.line("dataset written; " + std::to_string(plan.table.size()) + " table runs" +

@@ -147,7 +147,7 @@ struct Measurement {
   int64_t peak_live_block_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   int64_t predicted_activation_peak = 0;
-  double setup_s = 0;  // building the trainer: host init, upload, plan
+  double setup_s = 0;  // building the trainer: allocation, init on the device, plan
   double total_s = 0;
 };
 
@@ -166,12 +166,41 @@ inline Outcome outcome_of(const Measurement& m, std::optional<int64_t> budget_by
   return Outcome::ok;
 }
 
+namespace roofline {
+
+// What the machine does: device-to-device copy bandwidth (bytes read plus written per second)
+// and the rate of a large bf16 GEMM.
+struct Machine {
+  double copy_bytes_per_s = 0;
+  double gemm_flops_per_s = 0;
+};
+
+// One op at the bench shape. limit_ms: the larger of bytes / copy bandwidth and FLOPs / GEMM
+// rate; measured_ms / limit_ms says how far the kernel is from what the machine allows.
+struct Line {
+  std::string op;
+  double bytes = 0;
+  double flops = 0;
+  double limit_ms = 0;
+  double measured_ms = 0;
+};
+
+}  // namespace roofline
+
+// The roofline lines (bench_gpu_roofline.h), measured before the table.
+struct RooflineReport {
+  roofline::Machine machine;
+  std::vector<roofline::Line> lines;
+  std::string error;  // set: the measurement failed there (lines holds none)
+};
+
 struct Report {
   Options options;
   BenchShape shape;
   std::vector<Measurement> table;               // one per preset
   std::vector<std::vector<Measurement>> sweep;  // per preset, its attempts in order
   std::vector<std::string> skipped_for_time;    // configurations --time-limit-s left out
+  std::optional<RooflineReport> roofline;       // once measured
   double elapsed_s = 0;
   bool complete = false;
 

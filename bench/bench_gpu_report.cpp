@@ -119,6 +119,29 @@ std::string json_sequence_sweep(const Report& r) {
       .str();
 }
 
+// The roofline: the machine's measured rates and one object per op; null before it ran.
+std::string json_roofline(const Report& r) {
+  if (!r.roofline) return "null";
+  const RooflineReport& measured = *r.roofline;
+  std::vector<std::string> ops;
+  for (const roofline::Line& line : measured.lines) {
+    ops.push_back(JsonObject()
+                      .text("op", line.op)
+                      .number("bytes", line.bytes)
+                      .number("flops", line.flops)
+                      .number("limit_ms", line.limit_ms)
+                      .number("measured_ms", line.measured_ms)
+                      .number("measured_over_limit", line.measured_ms / line.limit_ms)
+                      .str());
+  }
+  JsonObject j;
+  j.number("copy_bytes_per_s", measured.machine.copy_bytes_per_s)
+      .number("gemm_flops_per_s", measured.machine.gemm_flops_per_s)
+      .raw("ops", json_array(ops));
+  if (!measured.error.empty()) j.text("error", measured.error);
+  return j.str();
+}
+
 std::string json_report(const Report& r) {
   const Options& o = r.options;
   const BenchShape& s = r.shape;
@@ -166,6 +189,7 @@ std::string json_report(const Report& r) {
   return JsonObject()
              .raw("model", model)
              .number("peak_tflops", o.peak_tflops)
+             .raw("roofline", json_roofline(r))
              .raw("throughput", throughput)
              .raw("targets", json_array(goals))
              .raw("sequence_sweep", sequence_sweep)

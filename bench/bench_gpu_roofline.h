@@ -22,23 +22,6 @@ namespace bench_gpu::roofline {
 using runtime::DType;
 using runtime::Tensor;
 
-// What the machine does: device-to-device copy bandwidth (bytes read plus written per second)
-// and the rate of a large bf16 GEMM.
-struct Machine {
-  double copy_bytes_per_s = 0;
-  double gemm_flops_per_s = 0;
-};
-
-// One op at the bench shape. limit_ms: the larger of bytes / copy bandwidth and FLOPs / GEMM
-// rate; measured_ms / limit_ms says how far the kernel is from what the machine allows.
-struct Line {
-  std::string op;
-  double bytes = 0;
-  double flops = 0;
-  double limit_ms = 0;
-  double measured_ms = 0;
-};
-
 // Mean milliseconds of `reps` runs of `op` on the context's stream, after one warmup run.
 inline double time_ms(runtime::cuda::CudaContext& context, int reps,
                       const std::function<void()>& op) {
@@ -124,6 +107,49 @@ inline void linear_lines(const std::string& name, int64_t rows, int64_t in, int6
                    })});
 }
 
+// The MLP's fused ops (Note [MLP epilogues] in runtime/op_args.h): fc1 with its GELU, and fc2's
+// backward through that GELU with fc1's bias gradient, beside the unfused lines of the same ops.
+inline void mlp_epilogue_lines(int64_t rows, int64_t h, runtime::cuda::CudaContext& context,
+                               Tensors& tensors, std::vector<Line>& lines) {
+  const int64_t ffn = 4 * h;
+  const auto tanh = runtime::cpu::GeluKind::tanh;
+  const Tensor x = tensors.make({rows, h}), w1 = tensors.make({ffn, h}), b1 = tensors.make({ffn});
+  const Tensor pre = tensors.make({rows, ffn}), act = tensors.make({rows, ffn});
+  const double product = 2.0 * static_cast<double>(rows) * h * ffn;
+  lines.push_back({"fc1 + gelu forward (fused)", bf16_bytes(rows * h + h * ffn + 2 * rows * ffn),
+                   product, 0, time_ms(context, 5, [&] {
+                     runtime::ops::linear_gelu_forward({.out = act,
+                                                        .pre_activation = pre,
+                                                        .input = x,
+                                                        .weight = w1,
+                                                        .bias = b1,
+                                                        .rows = rows,
+                                                        .in_features = h,
+                                                        .out_features = ffn,
+                                                        .kind = tanh});
+                   })});
+  const Tensor w2 = tensors.make({h, ffn}), dout = tensors.make({rows, h});
+  const Tensor dact = tensors.make({rows, ffn});
+  const Tensor dw2 = tensors.make({h, ffn}, DType::f32), db2 = tensors.make({h}, DType::f32);
+  const Tensor db1 = tensors.make({ffn}, DType::f32);
+  lines.push_back({"fc2 + gelu backward (fused)",
+                   bf16_bytes(2 * rows * h + 3 * rows * ffn + h * ffn) + 8.0 * h * ffn, 2 * product,
+                   0, time_ms(context, 5, [&] {
+                     runtime::ops::gelu_linear_backward({.dinput = dact,
+                                                         .dweight = dw2,
+                                                         .dbias = db2,
+                                                         .pre_bias = db1,
+                                                         .dout = dout,
+                                                         .input = act,
+                                                         .weight = w2,
+                                                         .pre_activation = pre,
+                                                         .rows = rows,
+                                                         .in_features = ffn,
+                                                         .out_features = h,
+                                                         .kind = tanh});
+                   })});
+}
+
 // The elementwise and row ops of one layer: layernorm, GELU, dropout + residual add, add, and
 // the unfused attention's causal softmax and score product.
 inline void pointwise_lines(const BenchShape& s, runtime::cuda::CudaContext& context,
@@ -167,6 +193,15 @@ inline void pointwise_lines(const BenchShape& s, runtime::cuda::CudaContext& con
       {"gelu forward", bf16_bytes(2 * rows * ffn), 20.0 * rows * ffn, 0, time_ms(context, 10, [&] {
          runtime::ops::gelu_forward(
              {.out = f, .input = f, .count = rows * ffn, .kind = runtime::cpu::GeluKind::tanh});
+       })});
+  const Tensor df = tensors.make({rows, ffn});
+  lines.push_back(
+      {"gelu backward", bf16_bytes(3 * rows * ffn), 30.0 * rows * ffn, 0, time_ms(context, 10, [&] {
+         runtime::ops::gelu_backward({.dinput = df,
+                                      .dout = df,
+                                      .input = f,
+                                      .count = rows * ffn,
+                                      .kind = runtime::cpu::GeluKind::tanh});
        })});
   lines.push_back({"dropout + residual add", bf16_bytes(3 * rows * h) + rows * h, 3.0 * rows * h, 0,
                    time_ms(context, 10, [&] {
@@ -215,6 +250,7 @@ inline std::vector<Line> measure_lines(const BenchShape& s, const Machine& machi
   linear_lines("proj", rows, h, h, context, tensors, lines);
   linear_lines("fc1", rows, h, 4 * h, context, tensors, lines);
   linear_lines("fc2", rows, 4 * h, h, context, tensors, lines);
+  mlp_epilogue_lines(rows, h, context, tensors, lines);
   pointwise_lines(s, context, tensors, lines);
   for (Line& line : lines) {
     line.limit_ms = 1e3 * std::max(line.bytes / machine.copy_bytes_per_s,

@@ -335,18 +335,22 @@ Tensor row_parallel_linear_backward(const Tensor& dweight, const Tensor& dbias, 
   return dinput;
 }
 
+// Whether layernorm_linear_backward takes the linear's bias gradient, or an op before it did.
+enum class LinearBiasGrad { here, taken };
+
 // A NormedLinear (layernorm, then column-parallel linear): the linear's input gradient back
 // to this rank's rows, then the layernorm's input gradient added into dresidual (+=).
 // Parameter gradients go to g (+=). Releases dout once the linear's backward has read it.
 void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const LayerStash& s,
                                const LayerParams& w, const LayerParams& g,
                                const NormedLinear& block, int64_t out_features, const LayerDims& d,
-                               runtime::Allocator& allocator) {
+                               runtime::Allocator& allocator,
+                               LinearBiasGrad bias_grad = LinearBiasGrad::here) {
   Tensor dnormalized_full = full_sequence(d, d.hidden, allocator);
   const Tensor normalized_full = column_parallel_input(s.*block.normalized, d, allocator);
   ops::linear_backward({.dinput = dnormalized_full,
                         .dweight = g.*block.weight,
-                        .dbias = g.*block.bias,
+                        .dbias = bias_grad == LinearBiasGrad::here ? g.*block.bias : Tensor(),
                         .dout = dout,
                         .input = normalized_full,
                         .weight = w.*block.weight,
@@ -367,10 +371,26 @@ void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const Laye
                            .channels = d.hidden});
 }
 
-// act_forward: dffn = d(gelu_out) * gelu'(fc1_out) (=), in place.
-void act_backward(const Tensor& dffn, const LayerStash& s, const LayerDims& d) {
-  ops::gelu_backward(
-      {.dinput = dffn, .dout = dffn, .input = s.fc1_out, .count = dffn.numel(), .kind = d.gelu});
+// fc2's row_parallel_linear and act_forward, in reverse, in one op (Note [MLP epilogues]):
+// returns dffn (T, B, F) = d(gelu_out) * gelu'(fc1_out) (=); fc2's dweight, dbias and fc1's
+// dbias (the column sums of dffn) go to g (+=).
+Tensor fc2_act_backward(const Tensor& dout, const LayerStash& s, const LayerParams& w,
+                        const LayerParams& g, const LayerDims& d, runtime::Allocator& allocator) {
+  Tensor dffn = full_sequence(d, d.ffn, allocator);
+  const Tensor dout_full = row_parallel_output_grad(dout, d, allocator);
+  ops::gelu_linear_backward({.dinput = dffn,
+                             .dweight = g.fc2_weight,
+                             .dbias = g.fc2_bias,
+                             .pre_bias = g.fc1_bias,
+                             .dout = dout_full,
+                             .input = s.gelu_out,
+                             .weight = w.fc2_weight,
+                             .pre_activation = s.fc1_out,
+                             .rows = d.seq * d.micro_batch,
+                             .in_features = d.ffn,
+                             .out_features = d.hidden,
+                             .kind = d.gelu});
+  return dffn;
 }
 
 // core_attn_probs_forward: dq, dk (=) from dprobs, which it overwrites on the way.
@@ -515,10 +535,9 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
   // mlp, in reverse: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
   Tensor dfc2 = sequence_shard(d, d.hidden, allocator);
   dropout_add_backward(dfc2, dout, s.mlp_out_mask, d);
-  Tensor dffn = row_parallel_linear_backward(g.fc2_weight, g.fc2_bias, dfc2, s.gelu_out,
-                                             w.fc2_weight, d.ffn, d, allocator);  // (T, B, F)
-  act_backward(dffn, s, d);
-  layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, allocator);
+  Tensor dffn = fc2_act_backward(dfc2, s, w, g, d, allocator);  // (T, B, F); fc1's dbias too
+  layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, allocator,
+                            LinearBiasGrad::taken);
 
   // attention, in reverse: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
   Tensor& dinput = dresidual;  // the skip path hands it on (=); ln1's backward adds to it (+=)

@@ -47,6 +47,47 @@ struct LinearBackward {
   int64_t out_features;
 };
 
+// Note [MLP epilogues]
+// The MLP's fc1 and its GELU, and fc2's backward through that GELU, as single operators: on
+// CUDA the GELU runs in a cuBLASLt GEMM's epilogue (GELU_AUX_BIAS in fc1's product, DGELU_BGRAD
+// in fc2's input-gradient product; tanh GELU only, other cases and problems cuBLASLt refuses
+// run the composition); on the host exactly the composition of the ops named, so host results
+// equal the unfused ones bit for bit. docs/gpu.md says which of the two the layer runs, and why.
+
+// pre_activation = input weight^T + bias, out = gelu(pre_activation): on the host exactly
+// linear_forward into pre_activation, then gelu_forward into out.
+struct LinearGeluForward {
+  Tensor out;             // (rows, out_features) =: the GELU's output
+  Tensor pre_activation;  // (rows, out_features) =: the GELU's input
+  Tensor input;           // (rows, in_features)
+  Tensor weight;          // (out_features, in_features)
+  Tensor bias;            // (out_features)
+  int64_t rows;
+  int64_t in_features;
+  int64_t out_features;
+  cpu::GeluKind kind;
+};
+
+// The backward of a linear layer whose input is input = gelu(pre_activation), through that
+// GELU: dinput = (dout weight) * gelu'(pre_activation), dweight += dout^T input, dbias +=
+// column sums of dout, and pre_bias += column sums of dinput (the bias gradient of the linear
+// that produced pre_activation). On the host exactly linear_backward, gelu_backward in place on
+// dinput, then cpu::bias_gradient of dinput into pre_bias.
+struct GeluLinearBackward {
+  Tensor dinput;          // (rows, in_features) =
+  Tensor dweight;         // (out_features, in_features) +=
+  Tensor dbias = {};      // (out_features) +=, optional
+  Tensor pre_bias;        // (in_features) +=, f32
+  Tensor dout;            // (rows, out_features)
+  Tensor input;           // (rows, in_features): gelu(pre_activation)
+  Tensor weight;          // (out_features, in_features)
+  Tensor pre_activation;  // (rows, in_features)
+  int64_t rows;
+  int64_t in_features;
+  int64_t out_features;
+  cpu::GeluKind kind;
+};
+
 // out = (input - mean) * rstd * weight + bias, row by row.
 struct LayernormForward {
   Tensor out;     // (rows, channels) =

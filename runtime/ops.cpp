@@ -57,6 +57,25 @@ void linear_backward(const LinearBackward& args) {
                        args.in_features, args.out_features);
 }
 
+// Note [MLP epilogues]: exactly linear_forward, then gelu_forward.
+void linear_gelu_forward(const LinearGeluForward& args) {
+  cpu::linear_forward(args.pre_activation.f32(), args.input.f32(), args.weight.f32(),
+                      args.bias.f32(), args.rows, args.in_features, args.out_features);
+  cpu::gelu_forward(args.out.f32(), args.pre_activation.f32(), args.rows * args.out_features,
+                    args.kind);
+}
+
+// Note [MLP epilogues]: exactly linear_backward, gelu_backward in place, then the bias
+// gradient linear_backward would take of dinput.
+void gelu_linear_backward(const GeluLinearBackward& args) {
+  cpu::linear_backward(args.dinput.f32(), args.dweight.f32(), optional_f32(args.dbias),
+                       args.dout.f32(), args.input.f32(), args.weight.f32(), args.rows,
+                       args.in_features, args.out_features);
+  cpu::gelu_backward(args.dinput.f32(), args.dinput.f32(), args.pre_activation.f32(),
+                     args.rows * args.in_features, args.kind);
+  cpu::bias_gradient(args.pre_bias.f32(), args.dinput.f32(), args.rows, args.in_features);
+}
+
 void layernorm_forward(const LayernormForward& args) {
   cpu::layernorm_forward(args.out.f32(), args.mean.f32(), args.rstd.f32(), args.input.f32(),
                          args.weight.f32(), args.bias.f32(), args.rows, args.channels, args.eps);

@@ -22,6 +22,8 @@ namespace runtime::ops {
 #define TRAINER_OPS(OP, MEMORY_OP)                                                      \
   OP(void, linear_forward, LinearForward, out)                                          \
   OP(void, linear_backward, LinearBackward, dweight) /* dinput is optional */           \
+  OP(void, linear_gelu_forward, LinearGeluForward, out)                                 \
+  OP(void, gelu_linear_backward, GeluLinearBackward, dweight)                           \
   OP(void, layernorm_forward, LayernormForward, out)                                    \
   OP(void, layernorm_backward, LayernormBackward, dinput)                               \
   OP(void, causal_softmax_forward, CausalSoftmaxForward, probs)                         \

@@ -1,6 +1,7 @@
 // cuBLASLt GEMMs against the CPU twin (runtime/kernels/cpu/gemm.h): every transpose
 // combination, f32 (TF32 off: 1e-5 of max |C|) and bf16 inputs rounded identically on
-// the host (1e-2); linear forward epilogues, linear backward, strided batches.
+// the host (1e-2); linear forward epilogues, linear backward, the input gradient through a
+// GELU (the DGELU_BGRAD epilogue), strided batches.
 #include <cstdint>
 #include <vector>
 
@@ -129,10 +130,11 @@ void check_linear_forward(DType dtype, Epilogue epilogue) {
   DeviceMatrix device_out(out, dtype), device_aux(aux, dtype);
 
   runtime::cuda::LtGemm lt;
-  lt.linear_forward(device_out.data(), device_inp.data(), device_weight.data(),
-                    epilogue == Epilogue::none ? nullptr : device_bias.data(), rows, in_features,
-                    out_features, dtype, epilogue,
-                    epilogue == Epilogue::bias_gelu_aux ? device_aux.data() : nullptr, nullptr);
+  ASSERT_TRUE(lt.linear_forward(
+      device_out.data(), device_inp.data(), device_weight.data(),
+      epilogue == Epilogue::none ? nullptr : device_bias.data(), rows, in_features, out_features,
+      dtype, epilogue, epilogue == Epilogue::bias_gelu_aux ? device_aux.data() : nullptr, nullptr))
+      << "cuBLASLt has no algorithm for this epilogue (the ops fall back to unfused kernels)";
 
   std::vector<float> pre_activation(rows * out_features, 0.0f);
   runtime::cpu::linear_forward(pre_activation.data(), inp.data(), weight.data(),
@@ -196,6 +198,47 @@ TEST_F(LtGemmTest, LinearBackwardMatchesCpuTwin) {
     check_linear_backward(dtype, 24, true, true);
     check_linear_backward(dtype, 333, true, true);  // many rows per column-sum thread
     check_linear_backward(dtype, 24, false, false);
+  }
+}
+
+// dinp = (dout W) * gelu'(pre_activation) and pre_bias += column sums of dinp, in one product,
+// against the CPU: sgemm, gelu_backward and bias_gradient (ops::gelu_linear_backward's twin).
+void check_input_gradient_through_gelu(DType dtype, int64_t rows) {
+  SCOPED_TRACE(testing::Message() << runtime::dtype_name(dtype) << " rows " << rows);
+  const int64_t in_features = 56, out_features = 40;  // in_features: the aux ld, a multiple of 8
+  std::vector<float> dout = gpu_test::random_vector(rows * out_features, 51);
+  std::vector<float> weight = gpu_test::random_vector(out_features * in_features, 52, 0.5f);
+  std::vector<float> pre_activation = gpu_test::random_vector(rows * in_features, 53, 3.0f);
+  std::vector<float> dinp = gpu_test::random_vector(rows * in_features, 54);  // overwritten (=)
+  std::vector<float> pre_bias = gpu_test::random_vector(in_features, 55);     // += target
+  DeviceMatrix device_dout(dout, dtype), device_weight(weight, dtype);
+  DeviceMatrix device_pre(pre_activation, dtype), device_dinp(dinp, dtype);
+  DeviceMatrix device_pre_bias(pre_bias, DType::f32);
+  gpu_test::DeviceBuffer<float> scratch(std::vector<float>(in_features, 0.0f));
+
+  runtime::cuda::LtGemm lt;
+  ASSERT_TRUE(lt.input_gradient_through_gelu(
+      device_dinp.data(), static_cast<float*>(device_pre_bias.data()), device_dout.data(),
+      device_weight.data(), device_pre.data(), rows, in_features, out_features, dtype, nullptr,
+      scratch.data()))
+      << "cuBLASLt has no DGELU_BGRAD algorithm with an f32 bias gradient here (the op falls "
+         "back to the unfused kernels)";
+  runtime::cpu::sgemm(false, false, rows, in_features, out_features, 1.0f, dout.data(),
+                      out_features, weight.data(), in_features, 0.0f, dinp.data(), in_features);
+  runtime::cpu::gelu_backward(dinp.data(), dinp.data(), pre_activation.data(), rows * in_features,
+                              runtime::cpu::GeluKind::tanh);
+  runtime::cpu::bias_gradient(pre_bias.data(), dinp.data(), rows, in_features);
+  // cuBLASLt's tanh may be a hardware approximation: 1e-3 in f32 (as for GELU_AUX_BIAS); bf16
+  // rounds D (and perhaps what the bias gradient sums): 1e-2.
+  const double tolerance = dtype == DType::f32 ? 1e-3 : 1e-2;
+  EXPECT_CLOSE(device_dinp.download(), dinp, tolerance);
+  EXPECT_CLOSE(device_pre_bias.download(), pre_bias, tolerance);
+}
+
+TEST_F(LtGemmTest, InputGradientThroughGeluMatchesCpuTwin) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    check_input_gradient_through_gelu(dtype, 24);
+    check_input_gradient_through_gelu(dtype, 333);
   }
 }
 

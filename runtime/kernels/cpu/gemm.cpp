@@ -78,16 +78,19 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // dweight(out, in) += dout^T inp
   sgemm(true, false, out_features, in_features, rows, 1.f, dout, out_features, inp, in_features,
         1.f, dweight, in_features);
-  if (dbias == nullptr) return;
-  // dbias += column sums of dout: each column block summed over rows in order, in double.
-  const int64_t blocks = (out_features + kBiasColumnBlock - 1) / kBiasColumnBlock;
+  if (dbias != nullptr) bias_gradient(dbias, dout, rows, out_features);
+}
+
+void bias_gradient(float* dbias, const float* dout, int64_t rows, int64_t cols) {
+  // Each column block summed over rows in order, in double, then added once.
+  const int64_t blocks = (cols + kBiasColumnBlock - 1) / kBiasColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t block = 0; block < blocks; ++block) {
     const int64_t c0 = block * kBiasColumnBlock;
-    const int64_t width = std::min(kBiasColumnBlock, out_features - c0);
+    const int64_t width = std::min(kBiasColumnBlock, cols - c0);
     double sums[kBiasColumnBlock] = {};
     for (int64_t r = 0; r < rows; ++r) {
-      const float* row = dout + r * out_features + c0;
+      const float* row = dout + r * cols + c0;
       for (int64_t c = 0; c < width; ++c) sums[c] += row[c];
     }
     for (int64_t c = 0; c < width; ++c) dbias[c0 + c] += static_cast<float>(sums[c]);

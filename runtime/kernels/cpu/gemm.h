@@ -18,8 +18,10 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 
 // dinp = dout W (=, skipped when dinp is null); dweight += dout^T inp;
 // dbias += column sums of dout (skipped when null).
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t rows, int64_t in_features,
-                     int64_t out_features);
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t rows, int64_t in_features, int64_t out_features);
+
+// dbias(cols) += column sums of dout(rows, cols), each summed in double (linear_backward's).
+void bias_gradient(float* dbias, const float* dout, int64_t rows, int64_t cols);
 
 }  // namespace runtime::cpu

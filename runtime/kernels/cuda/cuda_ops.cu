@@ -231,6 +231,82 @@ void linear_backward(const ops::LinearBackward& args) {
                            out_features, act, c.stream(), dbias_scratch);
 }
 
+void gelu_forward(const ops::GeluForward& args);
+void gelu_backward(const ops::GeluBackward& args);
+
+// Note [MLP epilogues]: cuBLASLt's GELU is the tanh form, its aux wants a leading dim that is
+// a multiple of 8, its bias 16-byte alignment (kBiasEpilogueAlignmentBytes).
+bool gelu_epilogue_fits(cpu::GeluKind kind, int64_t aux_ld) {
+  return kind == cpu::GeluKind::tanh && aux_ld % 8 == 0;
+}
+
+void linear_gelu_forward(const ops::LinearGeluForward& args) {
+  const int64_t rows = args.rows, in_features = args.in_features;
+  const int64_t out_features = args.out_features;
+  const DType act = check_args(
+      "linear_gelu_forward", {arg("out", args.out, kAct, rows * out_features),
+                              arg("pre_activation", args.pre_activation, kAct, rows * out_features),
+                              arg("input", args.input, kAct, rows * in_features),
+                              arg("weight", args.weight, kAct, out_features * in_features),
+                              arg("bias", args.bias, kAct, out_features)});
+  const bool aligned_bias =
+      reinterpret_cast<uintptr_t>(args.bias.raw()) % kBiasEpilogueAlignmentBytes == 0;
+  CudaContext& c = context();
+  if (aligned_bias && gelu_epilogue_fits(args.kind, out_features) &&
+      c.gemm().linear_forward(args.out.raw(), args.input.raw(), args.weight.raw(), args.bias.raw(),
+                              rows, in_features, out_features, act, Epilogue::bias_gelu_aux,
+                              args.pre_activation.raw(), c.stream()))
+    return;
+  device_op::linear_forward(ops::LinearForward{.out = args.pre_activation,
+                                               .input = args.input,
+                                               .weight = args.weight,
+                                               .bias = args.bias,
+                                               .rows = rows,
+                                               .in_features = in_features,
+                                               .out_features = out_features});
+  device_op::gelu_forward(ops::GeluForward{.out = args.out,
+                                           .input = args.pre_activation,
+                                           .count = rows * out_features,
+                                           .kind = args.kind});
+}
+
+// dinput and pre_bias by the gelu_gradient epilogue (or the unfused product, GELU backward and
+// column sums), then dweight and dbias as linear_backward takes them.
+void gelu_linear_backward(const ops::GeluLinearBackward& args) {
+  const int64_t rows = args.rows, in_features = args.in_features;
+  const int64_t out_features = args.out_features;
+  const DType act =
+      check_args("gelu_linear_backward",
+                 {arg("dout", args.dout, kAct, rows * out_features),
+                  arg("dinput", args.dinput, kAct, rows * in_features),
+                  arg("dweight", args.dweight, kF32, out_features * in_features),
+                  optional_arg("dbias", args.dbias, kF32, out_features),
+                  arg("pre_bias", args.pre_bias, kF32, in_features),
+                  arg("input", args.input, kAct, rows * in_features),
+                  arg("weight", args.weight, kAct, out_features * in_features),
+                  arg("pre_activation", args.pre_activation, kAct, rows * in_features)});
+  CudaContext& c = context();
+  float* scratch = static_cast<float*>(
+      c.scratch(static_cast<size_t>(std::max(in_features, out_features)) * sizeof(float)));
+  const bool fused =
+      gelu_epilogue_fits(args.kind, in_features) &&
+      c.gemm().input_gradient_through_gelu(
+          args.dinput.raw(), ptr<float>(args.pre_bias), args.dout.raw(), args.weight.raw(),
+          args.pre_activation.raw(), rows, in_features, out_features, act, c.stream(), scratch);
+  c.gemm().linear_backward(fused ? nullptr : args.dinput.raw(), ptr<float>(args.dweight),
+                           ptr<float>(args.dbias), args.dout.raw(), args.input.raw(),
+                           args.weight.raw(), rows, in_features, out_features, act, c.stream(),
+                           args.dbias.defined() ? scratch : nullptr);
+  if (fused) return;
+  device_op::gelu_backward(ops::GeluBackward{.dinput = args.dinput,
+                                             .dout = args.dinput,
+                                             .input = args.pre_activation,
+                                             .count = rows * in_features,
+                                             .kind = args.kind});
+  column_sums_accumulate(ptr<float>(args.pre_bias), args.dinput.raw(), rows, in_features, act,
+                         c.stream());
+}
+
 void layernorm_forward(const ops::LayernormForward& args) {
   const int64_t rows = args.rows, channels = args.channels;
   const DType act = check_args(

@@ -1,7 +1,8 @@
 // LtGemm: row-major GEMMs on cuBLASLt (column-major) by the operand swap
 // (Note [Row-major through cuBLASLt]), a per-problem cache of the heuristic's choice,
-// and the bias gradient: the BGRADB epilogue of the weight-gradient product, or a
-// deterministic column-sum kernel where cuBLASLt has no algorithm for that epilogue.
+// the bias gradient: the BGRADB epilogue of the weight-gradient product, or a deterministic
+// column-sum kernel where cuBLASLt has no algorithm for that epilogue; and the GELU epilogues
+// of the MLP (Note [MLP epilogues] in runtime/op_args.h).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -23,7 +24,10 @@ namespace runtime::cuda {
 // rows of its D, i.e. by our columns (out_features), as a linear layer wants. Its BGRADB
 // epilogue sums its B (our A) over k into a vector of its D's columns (our rows): for the
 // weight gradient dweight(out, in) = dout^T(out, rows) inp(rows, in), A = dout transposed
-// and k = rows, so that vector is dout's column sums, the bias gradient.
+// and k = rows, so that vector is dout's column sums, the bias gradient. Its DGELU_BGRAD
+// epilogue (ours gelu_gradient) sums its D over its columns into a vector of its D's rows (our
+// columns): for dinp(rows, in), the column sums of dinp. The GELU aux (GELU_AUX_BIAS writes it,
+// DGELU_BGRAD reads it) has D's layout, leading dim ldc.
 struct LtGemm::Problem {
   bool trans_a = false;
   bool trans_b = false;
@@ -40,8 +44,9 @@ struct LtGemm::Problem {
   DType ab_type = DType::f32;
   DType c_type = DType::f32;
   Epilogue epilogue = Epilogue::none;
-  const void* bias = nullptr;  // N elements of c_type (bias_gradient: M elements, f32)
-  void* aux = nullptr;         // (M, N) row-major with leading dim ldc, c_type
+  // N elements of c_type; the gradient epilogues write f32: bias_gradient M, gelu_gradient N.
+  const void* bias = nullptr;
+  const void* aux = nullptr;  // (M, N) row-major with leading dim ldc, c_type
 };
 
 namespace {
@@ -69,6 +74,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue epilogue) {
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case Epilogue::bias_gradient:
       return CUBLASLT_EPILOGUE_BGRADB;
+    case Epilogue::gelu_gradient:
+      return CUBLASLT_EPILOGUE_DGELU_BGRAD;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -83,8 +90,19 @@ const char* epilogue_name(Epilogue epilogue) {
       return "bias_gelu_aux";
     case Epilogue::bias_gradient:
       return "bias_gradient";
+    case Epilogue::gelu_gradient:
+      return "gelu_gradient";
   }
   return "?";
+}
+
+// Whether a caller runs something else when cuBLASLt has no algorithm for the epilogue.
+bool has_fallback(Epilogue epilogue) {
+  return epilogue != Epilogue::none && epilogue != Epilogue::bias;
+}
+
+uint32_t epilogue_bit(Epilogue epilogue) {
+  return uint32_t{1} << static_cast<uint32_t>(epilogue);
 }
 
 // Largest power of two (at most 256, cuBLASLt's default assumption) dividing the
@@ -186,6 +204,8 @@ __global__ void column_sums_accumulate_kernel(float* sums, const T* matrix, int6
   }
 }
 
+}  // namespace
+
 void column_sums_accumulate(float* sums, const void* matrix, int64_t rows, int64_t cols,
                             DType dtype, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
@@ -201,8 +221,6 @@ void column_sums_accumulate(float* sums, const void* matrix, int64_t rows, int64
   }
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
-
-}  // namespace
 
 LtGemm::LtGemm() {
   TRAINER_CUBLAS_CHECK(cublasLtCreate(&handle_));
@@ -258,7 +276,7 @@ void LtGemm::strided_batched_gemm(bool trans_a, bool trans_b, int64_t M, int64_t
   matmul(problem, stream);
 }
 
-void LtGemm::linear_forward(void* out, const void* inp, const void* weight, const void* bias,
+bool LtGemm::linear_forward(void* out, const void* inp, const void* weight, const void* bias,
                             int64_t rows, int64_t in_features, int64_t out_features,
                             DType act_dtype, Epilogue epilogue, void* gelu_aux,
                             cudaStream_t stream) {
@@ -290,7 +308,7 @@ void LtGemm::linear_forward(void* out, const void* inp, const void* weight, cons
   problem.epilogue = epilogue;
   problem.bias = bias;
   problem.aux = gelu_aux;
-  matmul(problem, stream);
+  return matmul(problem, stream);
 }
 
 void LtGemm::linear_backward(void* dinp, float* dweight, float* dbias, const void* dout,
@@ -343,6 +361,37 @@ bool LtGemm::weight_and_bias_gradient(float* dweight, float* dbias, const void* 
   return true;
 }
 
+bool LtGemm::input_gradient_through_gelu(void* dinp, float* pre_bias, const void* dout,
+                                         const void* weight, const void* pre_activation,
+                                         int64_t rows, int64_t in_features, int64_t out_features,
+                                         DType act_dtype, cudaStream_t stream,
+                                         float* pre_bias_scratch) {
+  TRAINER_ASSERT(in_features % 8 == 0,
+                 "input_gradient_through_gelu needs in_features % 8 == 0, got " << in_features);
+  if (rows == 0 || in_features == 0 || out_features == 0) return false;
+  Problem problem;
+  problem.trans_a = false;  // dinp(rows, in) = dout(rows, out) W(out, in)
+  problem.trans_b = false;
+  problem.M = rows;
+  problem.N = in_features;
+  problem.K = out_features;
+  problem.A = dout;
+  problem.lda = out_features;
+  problem.B = weight;
+  problem.ldb = in_features;
+  problem.beta = 0.0f;
+  problem.C = dinp;
+  problem.ldc = in_features;
+  problem.ab_type = act_dtype;
+  problem.c_type = act_dtype;
+  problem.epilogue = Epilogue::gelu_gradient;
+  problem.bias = pre_bias_scratch;  // written (=): pre_bias accumulates
+  problem.aux = pre_activation;
+  if (!matmul(problem, stream)) return false;
+  add(pre_bias, pre_bias, pre_bias_scratch, in_features, stream);
+  return true;
+}
+
 bool LtGemm::matmul(const Problem& p, cudaStream_t stream) {
   TRAINER_ASSERT(
       p.M >= 0 && p.N >= 0 && p.K > 0 && p.batch_count >= 0,
@@ -372,11 +421,12 @@ bool LtGemm::matmul(const Problem& p, cudaStream_t stream) {
   operation.set(CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(op_second));
   operation.set(CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(p.epilogue));
   if (p.epilogue != Epilogue::none) operation.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
-  if (p.epilogue == Epilogue::bias_gelu_aux) {
+  if (p.epilogue == Epilogue::bias_gelu_aux || p.epilogue == Epilogue::gelu_gradient) {
     operation.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
     operation.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.ldc);
   }
-  if (p.epilogue == Epilogue::bias_gradient)
+  // The gradients' sums are f32 (parameter gradients are), whatever D's type.
+  if (p.epilogue == Epilogue::bias_gradient || p.epilogue == Epilogue::gelu_gradient)
     operation.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(CUDA_R_32F));
 
   cublasLtMatmulAlgo_t algorithm = {};
@@ -387,10 +437,10 @@ bool LtGemm::matmul(const Problem& p, cudaStream_t stream) {
       cublasLtMatmul(handle_, operation.get(), &p.alpha, p.B, layout_first.get(), p.A,
                      layout_second.get(), &p.beta, p.C, layout_c.get(), p.C, layout_c.get(),
                      &algorithm, workspace_, static_cast<size_t>(kWorkspaceBytes), stream);
-  if (cublas_lt_matmul != CUBLAS_STATUS_SUCCESS && p.epilogue == Epilogue::bias_gradient) {
+  if (cublas_lt_matmul != CUBLAS_STATUS_SUCCESS && has_fallback(p.epilogue)) {
     std::lock_guard<std::mutex> lock(mutex_);
-    bias_gradient_rejected_ = true;  // refused at launch, nothing ran: the fallback from now on
-    return false;
+    rejected_epilogues_ |= epilogue_bit(p.epilogue);  // refused at launch, nothing ran: the
+    return false;                                     // fallback from now on
   }
   TRAINER_CUBLAS_CHECK(cublas_lt_matmul);
   return true;
@@ -428,7 +478,7 @@ bool LtGemm::find_algorithm(const Problem& p, cublasLtMatmulDesc_t operation,
                             alignment_bytes(p.bias, 0),
                             alignment_bytes(p.aux, 0)};
   std::lock_guard<std::mutex> lock(mutex_);
-  if (p.epilogue == Epilogue::bias_gradient && bias_gradient_rejected_) return false;
+  if ((rejected_epilogues_ & epilogue_bit(p.epilogue)) != 0) return false;
   auto found = algorithms_.find(key);
   if (found != algorithms_.end()) {
     *algorithm = found->second;
@@ -449,9 +499,8 @@ bool LtGemm::find_algorithm(const Problem& p, cublasLtMatmulDesc_t operation,
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(handle_, operation, layout_first, layout_second, layout_c,
                                      layout_c, preference.get(), 1, &result, &result_count);
-  if ((status != CUBLAS_STATUS_SUCCESS || result_count == 0) &&
-      p.epilogue == Epilogue::bias_gradient) {
-    unsupported_.insert(key);  // linear_backward sums the columns itself
+  if ((status != CUBLAS_STATUS_SUCCESS || result_count == 0) && has_fallback(p.epilogue)) {
+    unsupported_.insert(key);  // the caller runs the unfused ops
     return false;
   }
   if (status != CUBLAS_STATUS_SUCCESS || result_count == 0) {

@@ -1,6 +1,6 @@
 // cuBLASLt GEMMs, row-major like the CPU twin (runtime/kernels/cpu/gemm.h), with the
-// bias / bias+GELU epilogues of linear layers. Gradient rule as on the CPU: dweight
-// and dbias accumulate (+=, fp32 buffers), dinp is assigned (=).
+// bias, bias+GELU, bias-gradient and GELU-gradient epilogues of linear layers. Gradient rule as
+// on the CPU: dweight and dbias accumulate (+=, fp32 buffers), dinp is assigned (=).
 #pragma once
 
 #include <cublasLt.h>
@@ -20,7 +20,13 @@ namespace runtime::cuda {
 // with GELU in its tanh form (cuBLASLt's), and gelu_aux = x W^T + b (the GELU input,
 // kept for the backward pass). bias_gradient (linear_backward's own, not linear_forward's):
 // the weight-gradient product also writes the column sums of dout (cuBLASLt's BGRADB).
-enum class Epilogue { none, bias, bias_gelu_aux, bias_gradient };
+// gelu_gradient (input_gradient_through_gelu's): the input-gradient product times GELU'(aux),
+// and the column sums of that (cuBLASLt's DGELU_BGRAD).
+enum class Epilogue { none, bias, bias_gelu_aux, bias_gradient, gelu_gradient };
+
+// sums(cols) += column sums of matrix(rows, cols) row-major (f32 or bf16), deterministic.
+void column_sums_accumulate(float* sums, const void* matrix, int64_t rows, int64_t cols,
+                            DType dtype, cudaStream_t stream);
 
 // Note [GEMM precision]
 // Supported: A, B f32 with C f32, computed with CUBLAS_COMPUTE_32F (TF32 off, so
@@ -58,8 +64,9 @@ class LtGemm {
   // out(rows, out_features) = epilogue(inp(rows, in_features) W^T + bias), W (out_features,
   // in_features). Every buffer has act_dtype. bias is null exactly when epilogue is none;
   // gelu_aux (rows, out_features) is non-null exactly for bias_gelu_aux, which also needs
-  // out_features % 8 == 0 (cuBLASLt's rule for the aux leading dim).
-  void linear_forward(void* out, const void* inp, const void* weight, const void* bias,
+  // out_features % 8 == 0 (cuBLASLt's rule for the aux leading dim). Returns true; false
+  // (nothing run) only for bias_gelu_aux when cuBLASLt has no algorithm for it.
+  bool linear_forward(void* out, const void* inp, const void* weight, const void* bias,
                       int64_t rows, int64_t in_features, int64_t out_features, DType act_dtype,
                       Epilogue epilogue, void* gelu_aux, cudaStream_t stream);
 
@@ -72,6 +79,16 @@ class LtGemm {
                        const void* weight, int64_t rows, int64_t in_features, int64_t out_features,
                        DType act_dtype, cudaStream_t stream, float* dbias_scratch = nullptr);
 
+  // The input gradient of a linear layer whose input is gelu(pre_activation), through that GELU
+  // (tanh form), in one product: dinp(rows, in_features) = (dout W) * gelu'(pre_activation) (=,
+  // act_dtype), and pre_bias (in_features, f32) += column sums of dinp, from the gelu_gradient
+  // epilogue into pre_bias_scratch (in_features floats on device), then added. Needs
+  // in_features % 8 == 0. false (nothing run) when cuBLASLt has no algorithm for it.
+  bool input_gradient_through_gelu(void* dinp, float* pre_bias, const void* dout,
+                                   const void* weight, const void* pre_activation, int64_t rows,
+                                   int64_t in_features, int64_t out_features, DType act_dtype,
+                                   cudaStream_t stream, float* pre_bias_scratch);
+
   // Number of distinct problems whose algorithm has been chosen and cached.
   int64_t cached_algorithm_count() const;
 
@@ -81,7 +98,7 @@ class LtGemm {
   using AlgorithmKey = std::array<int64_t, kKeyFields>;
 
   // Runs the problem. When cuBLASLt has no algorithm for it: false (nothing run) for the
-  // bias_gradient epilogue, which has a fallback; LibraryError for any other.
+  // epilogues that have a fallback (every one but none and bias); LibraryError for the others.
   bool matmul(const Problem& problem, cudaStream_t stream);
   // The cached or heuristic algorithm; false only as matmul says.
   bool find_algorithm(const Problem& problem, cublasLtMatmulDesc_t operation,
@@ -97,8 +114,8 @@ class LtGemm {
   void* workspace_ = nullptr;  // kWorkspaceBytes of device memory
   mutable std::mutex mutex_;
   std::map<AlgorithmKey, cublasLtMatmulAlgo_t> algorithms_;
-  std::set<AlgorithmKey> unsupported_;   // problems the heuristic had no algorithm for
-  bool bias_gradient_rejected_ = false;  // a bias_gradient launch failed: never try it again
+  std::set<AlgorithmKey> unsupported_;  // problems the heuristic had no algorithm for
+  uint32_t rejected_epilogues_ = 0;     // bit e: a launch of Epilogue e failed: never try it again
 };
 
 }  // namespace runtime::cuda

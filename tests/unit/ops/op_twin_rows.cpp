@@ -76,6 +76,53 @@ Row linear_backward_row() {
   });
 }
 
+// Note [MLP epilogues]: out_features a multiple of 8 reaches cuBLASLt's GELU epilogues on CUDA
+// (with tanh), the other sizes and erf the composition. cuBLASLt's tanh may be a hardware
+// approximation: 1e-3 in f32, as tests/gpu/test_gpu_gemm.cpp allows it.
+constexpr Tolerance kGeluEpilogue{1e-3, 1e-2};
+
+runtime::cpu::GeluKind gelu_kind(Case& c) {
+  return c.pick({0, 0, 1}) == 0 ? runtime::cpu::GeluKind::tanh : runtime::cpu::GeluKind::erf;
+}
+
+Row linear_gelu_forward_row() {
+  return TWIN_ROW(linear_gelu_forward, kGeluEpilogue, [](Case& c) {
+    const int64_t rows = c.long_size(), in = c.size(), out = c.pick({8, 24, 136, 7, 33});
+    return ops::LinearGeluForward{.out = c.act({rows, out}),
+                                  .pre_activation = c.act({rows, out}),
+                                  .input = c.act({rows, in}, -2.f, 2.f),
+                                  .weight = c.act({out, in}, -.5f, .5f),
+                                  .bias = c.coin() ? c.act({out}) : c.misaligned_act({out}),
+                                  .rows = rows,
+                                  .in_features = in,
+                                  .out_features = out,
+                                  .kind = gelu_kind(c)};
+  });
+}
+
+Row gelu_linear_backward_row() {
+  return TWIN_ROW(gelu_linear_backward, kGeluEpilogue, [](Case& c) {
+    const int64_t rows = c.long_size(), in = c.pick({8, 24, 136, 7, 33}), out = c.size();
+    const Tensor pre_activation = c.act({rows, in}, -3.f, 3.f);
+    const runtime::cpu::GeluKind kind = gelu_kind(c);
+    const Tensor input = c.act({rows, in});
+    ops::gelu_forward({.out = input, .input = pre_activation, .count = rows * in, .kind = kind});
+    c.settle(input);  // the GELU of pre_activation, as the forward left it
+    return ops::GeluLinearBackward{.dinput = c.act({rows, in}),
+                                   .dweight = c.f32({out, in}),
+                                   .dbias = c.coin() ? c.f32({out}) : Tensor(),
+                                   .pre_bias = c.f32({in}),
+                                   .dout = c.act({rows, out}),
+                                   .input = input,
+                                   .weight = c.act({out, in}, -.5f, .5f),
+                                   .pre_activation = pre_activation,
+                                   .rows = rows,
+                                   .in_features = in,
+                                   .out_features = out,
+                                   .kind = kind};
+  });
+}
+
 Row layernorm_forward_row() {
   return TWIN_ROW(layernorm_forward, kReordered, [](Case& c) {
     const auto [rows, channels] = rows_and_channels(c);
@@ -118,8 +165,8 @@ Row layernorm_backward_row() {
 }
 
 std::vector<Row> linear_and_layernorm_rows() {
-  return {linear_forward_row(), linear_backward_row(), layernorm_forward_row(),
-          layernorm_backward_row()};
+  return {linear_forward_row(),       linear_backward_row(),   linear_gelu_forward_row(),
+          gelu_linear_backward_row(), layernorm_forward_row(), layernorm_backward_row()};
 }
 
 // A causal softmax output of (batch_heads, seq, seq) from random scores, rounded like its twin.
