@@ -283,8 +283,26 @@ class HostMemoryDeviceCommunicator final : public parallel::Communicator {
     const emulated::Access open = enter();
     inner_.recv(data, bytes, peer, tag);
   }
+  // The inner communicator's non-blocking collectives, as NCCL's would be: the blocking ones
+  // may sum in another order on more than two ranks.
+  std::unique_ptr<parallel::Request> do_reduce_scatter_async_buffer(void* out, const void* in,
+                                                                    int64_t count,
+                                                                    runtime::DType dtype) override {
+    ++calls_;
+    auto open = std::make_unique<emulated::Access>();
+    return std::make_unique<OpenUntilWaited>(inner_.reduce_scatter_async(out, in, count, dtype),
+                                             std::move(open));
+  }
+  std::unique_ptr<parallel::Request> do_all_gather_async_buffer(void* out, const void* in,
+                                                                int64_t count,
+                                                                runtime::DType dtype) override {
+    ++calls_;
+    auto open = std::make_unique<emulated::Access>();
+    return std::make_unique<OpenUntilWaited>(inner_.all_gather_async(out, in, count, dtype),
+                                             std::move(open));
+  }
 
-  // A send whose buffer stays open until it completed.
+  // A send or collective whose buffers stay open until it completed.
   class OpenUntilWaited final : public parallel::Request {
    public:
     OpenUntilWaited(std::unique_ptr<parallel::Request> inner,

@@ -90,6 +90,10 @@ const std::vector<Layout>& layouts() {
       {4,
        "pp2 dp2 interleaved",
        {"parallel.pipeline=2", "parallel.data=2", "parallel.virtual_pipeline=2"}},
+      // Averaged over the dp x cp replicas.
+      {4,
+       "cp2 dp2 flash",
+       {"parallel.context=2", "parallel.data=2", "model.attention_backend=flash"}},
       {8,
        "tp2 pp2 dp2 il. sp",
        {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2",
