@@ -88,15 +88,9 @@ namespace parallel {
 
 namespace {
 
-// The completion of a send: an event recorded on its channel stream after it.
-class ChannelSend final : public Request {
+// A request completed by an event recorded on a stream after the work; done() polls the event.
+class EventRequest : public Request {
  public:
-  explicit ChannelSend(cudaEvent_t done) : done_(done) {}
-  ~ChannelSend() override {
-    if (done_ == nullptr) return;
-    if (std::uncaught_exceptions() == 0) cudaEventSynchronize(done_);  // unwinding: never block
-    cudaEventDestroy(done_);
-  }
   bool done() override {
     if (done_ == nullptr) return true;
     const cudaError_t status = cudaEventQuery(done_);
@@ -107,6 +101,21 @@ class ChannelSend final : public Request {
     TRAINER_CUDA_CHECK(status);
     return true;
   }
+
+ protected:
+  explicit EventRequest(cudaEvent_t done) : done_(done) {}
+  cudaEvent_t done_;
+};
+
+// The completion of a send on its channel stream.
+class ChannelSend final : public EventRequest {
+ public:
+  explicit ChannelSend(cudaEvent_t done) : EventRequest(done) {}
+  ~ChannelSend() override {
+    if (done_ == nullptr) return;
+    if (std::uncaught_exceptions() == 0) cudaEventSynchronize(done_);  // unwinding: never block
+    cudaEventDestroy(done_);
+  }
   void wait() override {
     if (done_ == nullptr) return;
     const cudaEvent_t done = std::exchange(done_, nullptr);
@@ -114,32 +123,20 @@ class ChannelSend final : public Request {
     cudaEventDestroy(done);
     TRAINER_CUDA_CHECK(status);
   }
-
- private:
-  cudaEvent_t done_;
 };
 
-// The completion of a non-blocking collective: an event recorded on its stream after it;
-// wait() makes `consumer` (the compute stream) wait for it.
-class StreamCollective final : public Request {
+// The completion of a non-blocking collective on the communicator's stream; wait() makes
+// `consumer` (the compute stream) wait for it.
+class StreamCollective final : public EventRequest {
  public:
-  StreamCollective(cudaEvent_t done, CUstream_st* consumer) : done_(done), consumer_(consumer) {}
+  StreamCollective(cudaEvent_t done, CUstream_st* consumer)
+      : EventRequest(done), consumer_(consumer) {}
   ~StreamCollective() override {
     if (done_ == nullptr) return;
     if (std::uncaught_exceptions() == 0) {  // never waited for: still order later work after it
       static_cast<void>(cudaStreamWaitEvent(consumer_, done_, 0));
     }
     cudaEventDestroy(done_);
-  }
-  bool done() override {
-    if (done_ == nullptr) return true;
-    const cudaError_t status = cudaEventQuery(done_);
-    if (status == cudaErrorNotReady) {
-      static_cast<void>(cudaGetLastError());
-      return false;
-    }
-    TRAINER_CUDA_CHECK(status);
-    return true;
   }
   void wait() override {
     if (done_ == nullptr) return;
@@ -150,7 +147,6 @@ class StreamCollective final : public Request {
   }
 
  private:
-  cudaEvent_t done_;
   CUstream_st* consumer_;
 };
 
