@@ -35,16 +35,18 @@ int64_t layer_backward(const model::LayerDims& d, const Sizes& s) {
 
 // Context-parallel payload of one ring attention (Note [Ring attention]): forward passes N - 1
 // key/value blocks in the activation dtype; backward N - 1 of them and N f32 gradient blocks.
+int64_t ring_block_elements(const model::LayerDims& d) {  // the rank's keys and values
+  return d.seq * d.micro_batch * d.heads * 2 * d.head_dim;
+}
+
 int64_t ring_forward(const model::LayerDims& d) {
   if (d.cp_size == 1) return 0;
-  const int64_t kv = d.seq * d.micro_batch * d.heads * 2 * d.head_dim;
-  return (d.cp_size - 1) * kv * runtime::dtype_size(d.activation_dtype);
+  return (d.cp_size - 1) * ring_block_elements(d) * runtime::dtype_size(d.activation_dtype);
 }
 
 int64_t ring_backward(const model::LayerDims& d) {
   if (d.cp_size == 1) return 0;
-  const int64_t kv = d.seq * d.micro_batch * d.heads * 2 * d.head_dim;
-  return ring_forward(d) + d.cp_size * kv * kFloat;
+  return ring_forward(d) + d.cp_size * ring_block_elements(d) * kFloat;
 }
 
 // Whether a selective entry reruns the attention (and so its ring).

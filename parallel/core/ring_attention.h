@@ -22,7 +22,8 @@ using runtime::Tensor;
 // work. The block outputs of a query chunk are merged in f32 through their log-sum-exp in
 // ring order, which fixes the summation order: a recompute reruns the same sums.
 // The next block's send is posted before the current block is computed and its receive
-// comes after, so the transfer overlaps the compute.
+// comes after: on NCCL the channel streams carry it while the block kernels run; over MPI it
+// moves when the receiver posts its receive.
 // Backward runs the ring again in the same direction: with the key/value block of rank r - s
 // travels the f32 gradient of that block, to which each rank adds the contribution of its
 // own queries; after N hops (the last one back to the owner) every block's gradient is
