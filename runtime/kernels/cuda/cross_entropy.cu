@@ -134,7 +134,7 @@ void launch_forward(float* losses, float* lse, const Element* logits, const int3
                  "cross entropy vocab " << vocab << ", padded_vocab " << padded_vocab);
   const unsigned blocks = row_blocks(rows);
   if (blocks == 0) return;
-  cross_entropy_forward_kernel<<<blocks, row_threads(vocab), 0, stream>>>(
+  cross_entropy_forward_kernel<Element><<<blocks, row_threads(vocab), 0, stream>>>(
       losses, lse, logits, targets, vocab, padded_vocab);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
@@ -145,7 +145,7 @@ void launch_gradient(Element* dlogits, const Element* logits, const float* lse,
                      int64_t shard_cols, float scale, bool require_target, cudaStream_t stream) {
   const unsigned blocks = row_blocks(rows);
   if (blocks == 0 || shard_cols == 0) return;
-  softmax_gradient_kernel<<<blocks, row_threads(shard_cols), 0, stream>>>(
+  softmax_gradient_kernel<Element><<<blocks, row_threads(shard_cols), 0, stream>>>(
       dlogits, logits, lse, targets, vocab_start, real_cols, shard_cols, scale, require_target);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
@@ -156,8 +156,8 @@ void launch_shard_max(float* row_max, const Element* logits, int64_t rows, int64
   check_shard(real_cols, shard_cols);
   const unsigned blocks = row_blocks(rows);
   if (blocks == 0) return;
-  shard_max_kernel<<<blocks, row_threads(real_cols), 0, stream>>>(row_max, logits, real_cols,
-                                                                  shard_cols);
+  shard_max_kernel<Element>
+      <<<blocks, row_threads(real_cols), 0, stream>>>(row_max, logits, real_cols, shard_cols);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -168,8 +168,8 @@ void launch_shard_sum_exp(float* row_sum, const Element* logits, const float* ma
   check_shard(real_cols, shard_cols);
   const unsigned blocks = row_blocks(rows);
   if (blocks == 0) return;
-  shard_sum_exp_kernel<<<blocks, row_threads(real_cols), 0, stream>>>(row_sum, logits, max_values,
-                                                                      real_cols, shard_cols);
+  shard_sum_exp_kernel<Element><<<blocks, row_threads(real_cols), 0, stream>>>(
+      row_sum, logits, max_values, real_cols, shard_cols);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -182,7 +182,7 @@ void launch_shard_target_logit(float* target_logit, const Element* logits, const
   if (rows == 0) return;
   const int64_t blocks = (rows + kTargetThreads - 1) / kTargetThreads;
   TRAINER_ASSERT(blocks <= INT_MAX, "vocab shard target logit over " << rows << " rows");
-  shard_target_logit_kernel<<<static_cast<unsigned>(blocks), kTargetThreads, 0, stream>>>(
+  shard_target_logit_kernel<Element><<<static_cast<unsigned>(blocks), kTargetThreads, 0, stream>>>(
       target_logit, logits, targets, rows, vocab_start, real_cols, shard_cols);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -266,18 +267,24 @@ __device__ __forceinline__ uint32_t load_pair(const SmemMatrix<__nv_bfloat16, fa
 
 __device__ __forceinline__ uint32_t pack_bf16(float low, float high) {
   const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<const uint32_t*>(&pair);
+  uint32_t bits;
+  memcpy(&bits, &pair, sizeof(bits));  // a register move; a pointer cast would break aliasing
+  return bits;
 }
 
 // c += a b on one 16 x 8 x 16 tile: a (16 x 16, row major) and b (16 x 8, column major) in the
 // fragment layout of mma.m16n8k16, bf16; c fp32.
 __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4],
                                                const uint32_t (&b)[2]) {
+#if defined(TRAINER_HOST_CUDA)
+  ::host_cuda::warp_mma_m16n8k16_bf16(c, a, b);  // the tests' host execution of this file
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 // c (16 x 8 kN8) += A (16 x kK) B (kK x 8 kN8) with A(r, k) = a.at(r, k), B(k, n) = b.at(n, k).

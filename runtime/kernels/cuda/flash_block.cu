@@ -72,7 +72,7 @@ template <class T>
 void launch_pack_kv(T* kv, const T* qkv, const cpu::FlashRows& sizes, cudaStream_t stream) {
   const int64_t count = positions(sizes) * 2 * sizes.head_dim;
   if (count == 0) return;
-  pack_kv_kernel<<<grid_for(count), kThreads, 0, stream>>>(kv, qkv, count, sizes.head_dim);
+  pack_kv_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(kv, qkv, count, sizes.head_dim);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -81,8 +81,8 @@ void launch_assemble(T* dqkv, const float* dq, const float* dkv, const cpu::Flas
                      cudaStream_t stream) {
   const int64_t count = positions(sizes) * 3 * sizes.head_dim;
   if (count == 0) return;
-  assemble_qkv_grad_kernel<<<grid_for(count), kThreads, 0, stream>>>(dqkv, dq, dkv, count,
-                                                                     sizes.head_dim);
+  assemble_qkv_grad_kernel<T>
+      <<<grid_for(count), kThreads, 0, stream>>>(dqkv, dq, dkv, count, sizes.head_dim);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 

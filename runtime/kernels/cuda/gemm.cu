@@ -212,12 +212,12 @@ void column_sums_accumulate(float* sums, const void* matrix, int64_t rows, int64
   const dim3 block(kColumnSumColumns, kColumnSumRowThreads);
   const dim3 grid(static_cast<unsigned>((cols + kColumnSumColumns - 1) / kColumnSumColumns));
   if (dtype == DType::f32) {
-    column_sums_accumulate_kernel<<<grid, block, 0, stream>>>(
-        sums, static_cast<const float*>(matrix), rows, cols);
+    column_sums_accumulate_kernel<float>
+        <<<grid, block, 0, stream>>>(sums, static_cast<const float*>(matrix), rows, cols);
   } else {
     TRAINER_ASSERT(dtype == DType::bf16, "bias gradient of dtype " << dtype_name(dtype));
-    column_sums_accumulate_kernel<<<grid, block, 0, stream>>>(
-        sums, static_cast<const __nv_bfloat16*>(matrix), rows, cols);
+    column_sums_accumulate_kernel<__nv_bfloat16>
+        <<<grid, block, 0, stream>>>(sums, static_cast<const __nv_bfloat16*>(matrix), rows, cols);
   }
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }

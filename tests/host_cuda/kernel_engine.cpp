@@ -1,0 +1,321 @@
+// Host CUDA's kernel engine: the threads of a block as fibers (ucontext), block barriers, warp
+// collectives and the launch checks of Note [Host CUDA].
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tests/host_cuda/host_cuda.h"
+#include "tests/host_cuda/host_cuda_state.h"
+
+namespace host_cuda {
+namespace {
+
+constexpr int kWarpLanes = 32;
+constexpr size_t kStackBytes = size_t{256} << 10;
+constexpr unsigned kMaxBlockThreads = 1024;
+constexpr unsigned kMaxGridY = 65535, kMaxGridZ = 65535;
+constexpr size_t kDefaultSharedBytes = size_t{48} << 10;
+constexpr unsigned char kUnwrittenShared = 0xA5;
+
+// A barrier over `live` members: arrivals count up; the last one opens the next generation.
+struct Barrier {
+  int live = 0;
+  int arrived = 0;
+  unsigned generation = 0;
+  bool complete() const { return arrived > 0 && arrived == live; }
+  void open() { arrived = 0, ++generation; }
+};
+
+struct WarpState {
+  Barrier barrier;
+  uint64_t slots[kWarpLanes] = {};
+  uint32_t a[kWarpLanes][4] = {};
+  uint32_t b[kWarpLanes][2] = {};
+};
+
+// One fiber's stack with a guard page below it (an overflow faults instead of corrupting).
+class Stack {
+ public:
+  Stack() {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    bytes_ = kStackBytes + page;
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) throw std::runtime_error("host CUDA: cannot map a fiber stack");
+    mprotect(base, page, PROT_NONE);
+    base_ = static_cast<char*>(base);
+    page_ = page;
+  }
+  ~Stack() { munmap(base_, bytes_); }
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+  char* bottom() const { return base_ + page_; }
+  size_t size() const { return kStackBytes; }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  size_t page_ = 0;
+};
+
+struct Fiber {
+  ucontext_t context{};
+  uint3 index{};
+  int warp = 0;
+  bool done = false;
+};
+
+// The block being run on this host thread.
+struct BlockRun {
+  const std::function<void()>* body = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<WarpState> warps;
+  Barrier block;
+  int current = -1;
+  ucontext_t scheduler{};
+  uint3 block_index{};
+  dim3 block_dim{};
+  dim3 grid_dim{};
+  unsigned char* shared = nullptr;
+  long progress = 0;  // arrivals, openings and exits: a sweep without any is a deadlock
+  std::exception_ptr failure;  // thrown by a thread: ends the launch, rethrown by run_grid
+};
+
+thread_local BlockRun* t_run = nullptr;
+thread_local std::vector<std::unique_ptr<Stack>> t_stacks;
+
+BlockRun& run() {
+  if (t_run == nullptr) throw std::logic_error("host CUDA: a device built-in outside a kernel");
+  return *t_run;
+}
+Fiber& self() {
+  BlockRun& r = run();
+  return r.fibers[static_cast<size_t>(r.current)];
+}
+
+void yield() {
+  BlockRun& r = run();
+  swapcontext(&r.fibers[static_cast<size_t>(r.current)].context, &r.scheduler);
+}
+
+// Arrives at `barrier` and returns once it opens.
+void wait_at(Barrier& barrier) {
+  BlockRun& r = run();
+  ++r.progress;
+  ++barrier.arrived;
+  if (barrier.complete()) {
+    barrier.open();
+    return;
+  }
+  const unsigned generation = barrier.generation;
+  while (barrier.generation == generation) yield();
+}
+
+void fiber_main() {
+  BlockRun& r = run();
+  try {
+    (*r.body)();
+  } catch (...) {
+    if (!r.failure) r.failure = std::current_exception();
+  }
+  Fiber& me = self();
+  me.done = true;
+  ++r.progress;
+  WarpState& warp = r.warps[static_cast<size_t>(me.warp)];
+  --r.block.live;
+  --warp.barrier.live;
+  if (r.block.complete()) r.block.open();
+  if (warp.barrier.complete()) warp.barrier.open();
+  // returning resumes uc_link: the scheduler
+}
+
+// The bf16 in the low (half 0) or high (half 1) 16 bits of a register, as a float.
+float bf16_half(uint32_t reg, int half) {
+  const uint32_t bits = half == 0 ? (reg & 0xffffu) << 16 : reg & 0xffff0000u;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+std::string describe(const LaunchShape& shape) {
+  auto dims = [](const dim3& d) {
+    return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) +
+           ")";
+  };
+  return "grid " + dims(shape.grid) + " block " + dims(shape.block) + " shared " +
+         std::to_string(shape.shared_bytes) + " B";
+}
+
+void prepare_fibers(BlockRun& r, unsigned threads) {
+  while (t_stacks.size() < threads) t_stacks.push_back(std::make_unique<Stack>());
+  r.fibers.assign(threads, Fiber{});
+  r.warps.assign((threads + kWarpLanes - 1) / kWarpLanes, WarpState{});
+  r.block = Barrier{static_cast<int>(threads), 0, 0};
+  for (unsigned t = 0; t < threads; ++t) {
+    Fiber& f = r.fibers[t];
+    f.index = uint3{t % r.block_dim.x, (t / r.block_dim.x) % r.block_dim.y,
+                    t / (r.block_dim.x * r.block_dim.y)};
+    f.warp = static_cast<int>(t) / kWarpLanes;
+    ++r.warps[static_cast<size_t>(f.warp)].barrier.live;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = t_stacks[t]->bottom();
+    f.context.uc_stack.ss_size = t_stacks[t]->size();
+    f.context.uc_link = &r.scheduler;
+    makecontext(&f.context, fiber_main, 0);
+  }
+}
+
+// Resumes every unfinished fiber in turn until all are done.
+void run_block(BlockRun& r, const LaunchShape& shape) {
+  const unsigned threads = r.block_dim.x * r.block_dim.y * r.block_dim.z;
+  prepare_fibers(r, threads);
+  for (unsigned finished = 0; finished < threads;) {
+    const long before = r.progress;
+    finished = 0;
+    for (unsigned t = 0; t < threads; ++t) {
+      if (r.fibers[t].done) {
+        ++finished;
+        continue;
+      }
+      r.current = static_cast<int>(t);
+      swapcontext(&r.scheduler, &r.fibers[t].context);
+      r.current = -1;
+      if (r.failure) std::rethrow_exception(r.failure);
+      if (r.fibers[t].done) ++finished;
+    }
+    if (finished < threads && r.progress == before) {
+      throw std::runtime_error(
+          "host CUDA: the threads of block (" + std::to_string(r.block_index.x) + ", " +
+          std::to_string(r.block_index.y) + ", " + std::to_string(r.block_index.z) + ") of " +
+          describe(shape) + " wait at barriers none of them can pass (deadlock)");
+    }
+  }
+}
+
+// The launch error the device would report for `shape`, or cudaSuccess.
+cudaError_t check_shape(const LaunchShape& shape) {
+  const unsigned threads = shape.block.x * shape.block.y * shape.block.z;
+  if (threads == 0 || threads > kMaxBlockThreads || shape.block.z > 64)
+    return cudaErrorInvalidConfiguration;
+  if (shape.grid.x == 0 || shape.grid.y == 0 || shape.grid.z == 0 || shape.grid.y > kMaxGridY ||
+      shape.grid.z > kMaxGridZ)
+    return cudaErrorInvalidConfiguration;
+  const size_t allowed = std::max(kDefaultSharedBytes, opted_in_shared_bytes(shape.kernel));
+  if (shape.shared_bytes > allowed) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+const uint3& thread_index() {
+  return self().index;
+}
+const uint3& block_index() {
+  return run().block_index;
+}
+const dim3& block_dim() {
+  return run().block_dim;
+}
+const dim3& grid_dim() {
+  return run().grid_dim;
+}
+unsigned char* dynamic_shared_memory() {
+  return run().shared;
+}
+
+void sync_block() {
+  wait_at(run().block);
+}
+
+static void require_full_mask(unsigned mask, const char* what) {
+  if (mask != 0xffffffffu)
+    throw std::runtime_error(std::string("host CUDA: ") + what +
+                             " with a partial lane mask is not emulated");
+}
+
+void sync_warp(unsigned mask) {
+  require_full_mask(mask, "__syncwarp");
+  wait_at(run().warps[static_cast<size_t>(self().warp)].barrier);
+}
+
+uint64_t warp_exchange(unsigned mask, uint64_t value, int source) {
+  require_full_mask(mask, "a warp shuffle");
+  const int lane = static_cast<int>(thread_index().x) % kWarpLanes;
+  WarpState& warp = run().warps[static_cast<size_t>(self().warp)];
+  warp.slots[lane] = value;
+  wait_at(warp.barrier);
+  const uint64_t result = warp.slots[source & (kWarpLanes - 1)];
+  wait_at(warp.barrier);  // every lane has read before any writes again
+  return result;
+}
+
+void warp_mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  const int lane = static_cast<int>(thread_index().x) % kWarpLanes;
+  WarpState& warp = run().warps[static_cast<size_t>(self().warp)];
+  std::copy(a, a + 4, warp.a[lane]);
+  std::copy(b, b + 2, warp.b[lane]);
+  wait_at(warp.barrier);
+  // PTX ISA fragments: group g = lane / 4, t = lane % 4. A (16x16, row): register r holds
+  // (row g + 8 * (r % 2), cols 2t, 2t + 1 + 8 * (r / 2)), low half first. B (16x8, col):
+  // register r holds (rows 2t, 2t + 1 + 8r, col g). C/D: c[i] is (row g + 8 * (i / 2),
+  // col 2t + i % 2).
+  auto a_at = [&](int row, int k) {
+    const uint32_t reg = warp.a[(row % 8) * 4 + (k % 8) / 2][(row / 8) + 2 * (k / 8)];
+    return bf16_half(reg, k % 2);
+  };
+  auto b_at = [&](int k, int col) {
+    const uint32_t reg = warp.b[col * 4 + (k % 8) / 2][k / 8];
+    return bf16_half(reg, k % 2);
+  };
+  const int g = lane / 4, t = lane % 4;
+  float d[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float sum = c[i];
+    for (int k = 0; k < 16; ++k) sum += a_at(row, k) * b_at(k, col);
+    d[i] = sum;
+  }
+  wait_at(warp.barrier);  // every lane has read the fragments before any warp writes again
+  std::copy(d, d + 4, c);
+}
+
+void run_grid(const LaunchShape& shape, const std::function<void()>& thread_body) {
+  const cudaError_t error = check_shape(shape);
+  if (error != cudaSuccess) {
+    record_launch_error(error);
+    return;
+  }
+  if (t_run != nullptr) throw std::logic_error("host CUDA: a launch from inside a kernel");
+  BlockRun r;
+  r.body = &thread_body;
+  r.block_dim = shape.block;
+  r.grid_dim = shape.grid;
+  std::vector<unsigned char> shared(std::max<size_t>(shape.shared_bytes, 16) + 16);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(shared.data());
+  r.shared = shared.data() + (16 - address % 16) % 16;
+  t_run = &r;
+  try {
+    for (unsigned z = 0; z < shape.grid.z; ++z) {
+      for (unsigned y = 0; y < shape.grid.y; ++y) {
+        for (unsigned x = 0; x < shape.grid.x; ++x) {
+          r.block_index = uint3{x, y, z};
+          std::fill(shared.begin(), shared.end(), kUnwrittenShared);
+          run_block(r, shape);
+        }
+      }
+    }
+  } catch (...) {
+    t_run = nullptr;
+    throw;
+  }
+  t_run = nullptr;
+}
+
+}  // namespace host_cuda

@@ -1,0 +1,273 @@
+// Host CUDA's runtime API: the cuda* functions the backend calls, on host memory. One device
+// (an H200's limits); allocations are aligned host blocks that are checked on free; every call
+// completes before it returns, so streams and events only keep time. Note [Host CUDA].
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "tests/host_cuda/host_cuda_state.h"
+
+namespace host_cuda {
+namespace {
+
+constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
+constexpr size_t kSharedOptIn = 232448;  // H200: 227 KiB of opt-in shared memory per block
+constexpr size_t kGlobalBytes = size_t{140} << 30;
+constexpr int kMultiprocessors = 132;
+
+struct State {
+  std::mutex mutex;
+  std::map<const void*, size_t> allocations;  // device and pinned host blocks
+  std::unordered_map<const void*, size_t> opt_in;
+  cudaError_t last_error = cudaSuccess;
+  int device = 0;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+cudaError_t allocate(void** out, size_t bytes) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (p == nullptr) return cudaErrorMemoryAllocation;
+  std::memset(p, 0xCD, rounded == 0 ? kAlignment : rounded);  // uninitialised memory shows
+  std::lock_guard<std::mutex> lock(state().mutex);
+  state().allocations[p] = bytes;
+  *out = p;
+  return cudaSuccess;
+}
+
+cudaError_t release(void* p) {
+  if (p == nullptr) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(state().mutex);
+  auto it = state().allocations.find(p);
+  if (it == state().allocations.end()) return cudaErrorInvalidValue;
+  state().allocations.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+double now_ms() {
+  using Clock = std::chrono::steady_clock;
+  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+void record_launch_error(cudaError_t error) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (state().last_error == cudaSuccess) state().last_error = error;
+}
+
+size_t opted_in_shared_bytes(const void* kernel) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  auto it = state().opt_in.find(kernel);
+  return it == state().opt_in.end() ? 0 : it->second;
+}
+
+}  // namespace host_cuda
+
+struct CUstream_st {
+  unsigned flags = 0;
+};
+struct CUevent_st {
+  unsigned flags = 0;
+  double recorded_ms = -1;
+};
+
+using host_cuda::state;
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
+  state().device = device;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  *device = state().device;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
+  *prop = cudaDeviceProp{};
+  std::strncpy(prop->name, "host CUDA (H200 limits)", sizeof(prop->name) - 1);
+  prop->totalGlobalMem = host_cuda::kGlobalBytes;
+  prop->sharedMemPerBlock = size_t{48} << 10;
+  prop->sharedMemPerBlockOptin = host_cuda::kSharedOptIn;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 2147483647;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = host_cuda::kMultiprocessors;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
+  switch (attr) {
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(host_cuda::kSharedOptIn);
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+      *value = host_cuda::kMultiprocessors;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = 9;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = 0;
+      return cudaSuccess;
+    default:
+      return cudaErrorInvalidValue;  // an attribute the backend does not ask for yet
+  }
+}
+
+cudaError_t cudaGetLastError(void) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  const cudaError_t error = state().last_error;
+  state().last_error = cudaSuccess;
+  return error;
+}
+cudaError_t cudaPeekAtLastError(void) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().last_error;
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+const char* cudaGetErrorString(cudaError_t error) {
+  return cudaGetErrorName(error);
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  return host_cuda::allocate(p, bytes);
+}
+cudaError_t cudaFree(void* p) {
+  return host_cuda::release(p);
+}
+cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
+  return host_cuda::allocate(p, bytes);
+}
+cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
+  return host_cuda::release(p);
+}
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
+  return host_cuda::allocate(p, bytes);
+}
+cudaError_t cudaFreeHost(void* p) {
+  return host_cuda::release(p);
+}
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  *free_bytes = *total_bytes = host_cuda::kGlobalBytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind) {
+  if (count > 0 && (dst == nullptr || src == nullptr)) return cudaErrorInvalidValue;
+  if (count > 0) std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  return cudaMemcpy(dst, src, count, kind);
+}
+cudaError_t cudaMemset(void* p, int value, size_t count) {
+  if (count > 0 && p == nullptr) return cudaErrorInvalidValue;
+  if (count > 0) std::memset(p, value, count);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t) {
+  return cudaMemset(p, value, count);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  *stream = new CUstream_st{flags};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete stream;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  *event = new CUevent_st{flags, -1};
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  event->recorded_ms = host_cuda::now_ms();
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t) {
+  return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if ((start->flags & cudaEventDisableTiming) != 0 || (end->flags & cudaEventDisableTiming) != 0)
+    return cudaErrorInvalidResourceHandle;
+  if (start->recorded_ms < 0 || end->recorded_ms < 0) return cudaErrorInvalidResourceHandle;
+  *ms = static_cast<float>(end->recorded_ms - start->recorded_ms);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+  if (value < 0 || static_cast<size_t>(value) > host_cuda::kSharedOptIn)
+    return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(state().mutex);
+  state().opt_in[func] = static_cast<size_t>(value);
+  return cudaSuccess;
+}
+
+}  // extern "C"
