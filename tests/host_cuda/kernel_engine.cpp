@@ -1,7 +1,6 @@
-// Host CUDA's kernel engine: the threads of a block as fibers (ucontext), block barriers, warp
+// Host CUDA's kernel engine: the threads of a block as fibers (fiber_switch.h), block barriers, warp
 // collectives and the launch checks of Note [Host CUDA].
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/host_cuda/fiber_switch.h"
 #include "tests/host_cuda/host_cuda.h"
 #include "tests/host_cuda/host_cuda_state.h"
 
@@ -66,7 +66,7 @@ class Stack {
 };
 
 struct Fiber {
-  ucontext_t context{};
+  FiberContext context;
   uint3 index{};
   int warp = 0;
   bool done = false;
@@ -79,7 +79,7 @@ struct BlockRun {
   std::vector<WarpState> warps;
   Barrier block;
   int current = -1;
-  ucontext_t scheduler{};
+  FiberContext scheduler;
   uint3 block_index{};
   dim3 block_dim{};
   dim3 grid_dim{};
@@ -102,7 +102,7 @@ Fiber& self() {
 
 void yield() {
   BlockRun& r = run();
-  swapcontext(&r.fibers[static_cast<size_t>(r.current)].context, &r.scheduler);
+  switch_fiber(r.fibers[static_cast<size_t>(r.current)].context, r.scheduler);
 }
 
 // Arrives at `barrier` and returns once it opens.
@@ -133,7 +133,7 @@ void fiber_main() {
   --warp.barrier.live;
   if (r.block.complete()) r.block.open();
   if (warp.barrier.complete()) warp.barrier.open();
-  // returning resumes uc_link: the scheduler
+  switch_fiber(me.context, r.scheduler);  // never resumed
 }
 
 // The bf16 in the low (half 0) or high (half 1) 16 bits of a register, as a float.
@@ -164,11 +164,7 @@ void prepare_fibers(BlockRun& r, unsigned threads) {
                     t / (r.block_dim.x * r.block_dim.y)};
     f.warp = static_cast<int>(t) / kWarpLanes;
     ++r.warps[static_cast<size_t>(f.warp)].barrier.live;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = t_stacks[t]->bottom();
-    f.context.uc_stack.ss_size = t_stacks[t]->size();
-    f.context.uc_link = &r.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+    prepare_fiber(f.context, t_stacks[t]->bottom(), t_stacks[t]->size(), fiber_main);
   }
 }
 
@@ -185,7 +181,7 @@ void run_block(BlockRun& r, const LaunchShape& shape) {
         continue;
       }
       r.current = static_cast<int>(t);
-      swapcontext(&r.scheduler, &r.fibers[t].context);
+      switch_fiber(r.scheduler, r.fibers[t].context);
       r.current = -1;
       if (r.failure) std::rethrow_exception(r.failure);
       if (r.fibers[t].done) ++finished;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -318,6 +319,13 @@ double gelu_derivative(double x) {
 }
 
 // f32: a few float roundings of an O(1) value; bf16: one rounding (2^-9 relative) and slack.
+// "(i, j)" for failure messages.
+std::string cell_name(int64_t i, int64_t j) {
+  std::ostringstream name;
+  name << "(" << i << ", " << j << ")";
+  return name.str();
+}
+
 void expect_close(float got, double expected, cudaDataType_t type, const std::string& where) {
   const double tolerance = type == CUDA_R_32F ? 4e-6 * std::max(1.0, std::abs(expected))
                                               : std::ldexp(std::abs(expected), -8) + 1e-6;
@@ -348,7 +356,7 @@ TEST_P(LtMatmul, GeluAuxBiasKeepsThePreActivation) {
         gemm, {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias.data(), aux.data(), kAuxLd, bias_type}));
     for (int64_t j = 0; j < gemm.n; ++j) {
       for (int64_t i = 0; i < kAuxLd; ++i) {
-        const std::string where = "(" + std::to_string(i) + ", " + std::to_string(j) + ")";
+        const std::string where = cell_name(i, j);
         if (i >= gemm.m) {
           EXPECT_EQ(aux.get(i + j * kAuxLd), kUntouched) << where;
           continue;

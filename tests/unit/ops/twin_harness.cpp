@@ -154,12 +154,13 @@ void Mirror::expect_match(const std::vector<Tensor>& hosts, const Tolerance& tol
     const Tensor& host = hosts[field];
     if (!host.defined() || !compared.insert(host.raw()).second) continue;
     const bool causal = !device_.exact() && static_cast<int>(field) == causal_index;
-    expect_tensor_match(host, static_cast<int>(field), relative, causal ? causal_seq : 0);
+    expect_tensor_match(host, static_cast<int>(field), relative, causal ? causal_seq : 0,
+                        tolerance.exact_zeros);
   }
 }
 
 void Mirror::expect_tensor_match(const Tensor& host, int field, double relative,
-                                 int64_t causal_seq) {
+                                 int64_t causal_seq, bool exact_zeros) {
   const Tensor device = device_twin(host);
   const std::string where = "argument tensor " + std::to_string(field) + " (" +
                             std::string(runtime::dtype_name(device.dtype())) + " " +
@@ -179,7 +180,8 @@ void Mirror::expect_tensor_match(const Tensor& host, int field, double relative,
     if (causal_seq > 0 && i % causal_seq > i / causal_seq % causal_seq) continue;
     const float e = expected[static_cast<size_t>(i)], a = actual[static_cast<size_t>(i)];
     if (same_value(e, a)) continue;
-    const bool within = relative > 0 && e != 0.f && std::fabs(a - e) <= relative * largest;
+    const bool within =
+        relative > 0 && (e != 0.f || !exact_zeros) && std::fabs(a - e) <= relative * largest;
     if (within) continue;
     if (mismatches++ == 0) first = i;
   }
