@@ -8,12 +8,13 @@ trainer_gpu_test(test_gpu_op_twins
 trainer_gpu_test(test_gpu_op_checks
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gpu_op_checks.cpp
   LIBS runtime)
-trainer_gpu_test(test_gpu_kernel_paths
-  SOURCES
-    ${CMAKE_CURRENT_LIST_DIR}/test_gpu_attention_layout.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/test_gpu_cross_entropy.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/test_gpu_dropout.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/test_gpu_embedding.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/test_gpu_flash_block.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/test_gpu_layernorm.cpp
-  LIBS runtime)
+set(kernel_path_sources
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_attention_layout.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_cross_entropy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_dropout.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_embedding.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_flash_block.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_layernorm.cpp)
+trainer_gpu_test(test_gpu_kernel_paths SOURCES ${kernel_path_sources} LIBS runtime)
+# tests/host_cuda runs the same sources.
+set_property(GLOBAL PROPERTY TRAINER_GPU_KERNEL_PATH_SOURCES ${kernel_path_sources})

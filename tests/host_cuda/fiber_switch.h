@@ -1,6 +1,6 @@
 // Host CUDA's fiber switch: a fiber's saved stack pointer and the switch between two fibers.
-// On x86-64 it saves the callee-saved registers and the FP control words on the stack (a few
-// nanoseconds); elsewhere it is ucontext's swapcontext (a system call per switch).
+// On x86-64 it saves the callee-saved registers on the stack (a few nanoseconds); elsewhere
+// it is ucontext's swapcontext (a system call per switch).
 #pragma once
 
 #include <cstddef>

@@ -1,11 +1,11 @@
-// Host CUDA's kernel engine: the threads of a block as fibers (fiber_switch.h), block barriers, warp
-// collectives and the launch checks of Note [Host CUDA].
+// Host CUDA's kernel engine: the threads of a block as fibers (fiber_switch.h), block barriers,
+// warp collectives and the launch checks of Note [Host CUDA].
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <exception>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -84,7 +84,7 @@ struct BlockRun {
   dim3 block_dim{};
   dim3 grid_dim{};
   unsigned char* shared = nullptr;
-  long progress = 0;  // arrivals, openings and exits: a sweep without any is a deadlock
+  long progress = 0;           // arrivals, openings and exits: a sweep without any is a deadlock
   std::exception_ptr failure;  // thrown by a thread: ends the launch, rethrown by run_grid
 };
 
@@ -195,6 +195,12 @@ void run_block(BlockRun& r, const LaunchShape& shape) {
   }
 }
 
+void require_full_mask(unsigned mask, const char* what) {
+  if (mask != 0xffffffffu)
+    throw std::runtime_error(std::string("host CUDA: ") + what +
+                             " with a partial lane mask is not emulated");
+}
+
 // The launch error the device would report for `shape`, or cudaSuccess.
 cudaError_t check_shape(const LaunchShape& shape) {
   const unsigned threads = shape.block.x * shape.block.y * shape.block.z;
@@ -230,12 +236,6 @@ void sync_block() {
   wait_at(run().block);
 }
 
-static void require_full_mask(unsigned mask, const char* what) {
-  if (mask != 0xffffffffu)
-    throw std::runtime_error(std::string("host CUDA: ") + what +
-                             " with a partial lane mask is not emulated");
-}
-
 void sync_warp(unsigned mask) {
   require_full_mask(mask, "__syncwarp");
   wait_at(run().warps[static_cast<size_t>(self().warp)].barrier);
@@ -258,10 +258,10 @@ void warp_mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_
   std::copy(a, a + 4, warp.a[lane]);
   std::copy(b, b + 2, warp.b[lane]);
   wait_at(warp.barrier);
-  // PTX ISA fragments: group g = lane / 4, t = lane % 4. A (16x16, row): register r holds
-  // (row g + 8 * (r % 2), cols 2t, 2t + 1 + 8 * (r / 2)), low half first. B (16x8, col):
-  // register r holds (rows 2t, 2t + 1 + 8r, col g). C/D: c[i] is (row g + 8 * (i / 2),
-  // col 2t + i % 2).
+  // PTX ISA fragments: group g = lane / 4, t = lane % 4. A (16x16, row): register r holds row
+  // g + 8 * (r % 2), columns c and c + 1 for c = 2t + 8 * (r / 2), the lower column in the low
+  // half. B (16x8, col): register r holds rows k and k + 1 for k = 2t + 8r, column g. C/D:
+  // c[i] is row g + 8 * (i / 2), column 2t + i % 2.
   auto a_at = [&](int row, int k) {
     const uint32_t reg = warp.a[(row % 8) * 4 + (k % 8) / 2][(row / 8) + 2 * (k / 8)];
     return bf16_half(reg, k % 2);

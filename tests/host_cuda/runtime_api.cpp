@@ -15,7 +15,7 @@
 namespace host_cuda {
 namespace {
 
-constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
+constexpr size_t kAlignment = 256;       // cudaMalloc's guarantee
 constexpr size_t kSharedOptIn = 232448;  // H200: 227 KiB of opt-in shared memory per block
 constexpr size_t kGlobalBytes = size_t{140} << 30;
 constexpr int kMultiprocessors = 132;

@@ -159,8 +159,8 @@ void Mirror::expect_match(const std::vector<Tensor>& hosts, const Tolerance& tol
   }
 }
 
-void Mirror::expect_tensor_match(const Tensor& host, int field, double relative,
-                                 int64_t causal_seq, bool exact_zeros) {
+void Mirror::expect_tensor_match(const Tensor& host, int field, double relative, int64_t causal_seq,
+                                 bool exact_zeros) {
   const Tensor device = device_twin(host);
   const std::string where = "argument tensor " + std::to_string(field) + " (" +
                             std::string(runtime::dtype_name(device.dtype())) + " " +
