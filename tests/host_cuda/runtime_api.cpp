@@ -1,8 +1,11 @@
 // Host CUDA's runtime API: the cuda* functions the backend calls, on host memory. One device
-// (an H200's limits); allocations are aligned host blocks that are checked on free; every call
+// (an H200's limits); allocations are guarded host blocks, checked on free; every call
 // completes before it returns, so streams and events only keep time. Note [Host CUDA].
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -20,9 +23,18 @@ constexpr size_t kSharedOptIn = 232448;  // H200: 227 KiB of opt-in shared memor
 constexpr size_t kGlobalBytes = size_t{140} << 30;
 constexpr int kMultiprocessors = 132;
 
+// A device allocation: its bytes end where an inaccessible page begins, so a kernel (or a
+// copy) that runs past the end faults at once instead of corrupting a neighbour; another page
+// precedes the first page of the bytes. The bytes start 256-aligned (cudaMalloc's guarantee):
+// the slack up to the next 256 bytes, which a device would not catch either, is accessible.
+struct Block {
+  char* base = nullptr;
+  size_t mapped = 0;
+};
+
 struct State {
   std::mutex mutex;
-  std::map<const void*, size_t> allocations;  // device and pinned host blocks
+  std::map<const void*, Block> allocations;  // device and pinned host blocks
   std::unordered_map<const void*, size_t> opt_in;
   cudaError_t last_error = cudaSuccess;
   int device = 0;
@@ -35,12 +47,20 @@ State& state() {
 
 cudaError_t allocate(void** out, size_t bytes) {
   if (out == nullptr) return cudaErrorInvalidValue;
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (p == nullptr) return cudaErrorMemoryAllocation;
-  std::memset(p, 0xCD, rounded == 0 ? kAlignment : rounded);  // uninitialised memory shows
+  if (bytes > kGlobalBytes) return cudaErrorMemoryAllocation;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  const size_t body = (rounded + page - 1) / page * page;
+  const size_t mapped = body + 2 * page;
+  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return cudaErrorMemoryAllocation;
+  char* bytes_base = static_cast<char*>(base);
+  mprotect(bytes_base, page, PROT_NONE);
+  mprotect(bytes_base + page + body, page, PROT_NONE);
+  char* p = bytes_base + page + body - rounded;
+  std::memset(p, 0xCD, rounded);  // uninitialised memory shows
   std::lock_guard<std::mutex> lock(state().mutex);
-  state().allocations[p] = bytes;
+  state().allocations[p] = Block{bytes_base, mapped};
   *out = p;
   return cudaSuccess;
 }
@@ -50,8 +70,8 @@ cudaError_t release(void* p) {
   std::lock_guard<std::mutex> lock(state().mutex);
   auto it = state().allocations.find(p);
   if (it == state().allocations.end()) return cudaErrorInvalidValue;
+  munmap(it->second.base, it->second.mapped);
   state().allocations.erase(it);
-  std::free(p);
   return cudaSuccess;
 }
 

@@ -1,6 +1,7 @@
 // Host CUDA's kernel engine (Note [Host CUDA]): barriers order a block's shared-memory writes
 // before its reads, shuffles exchange lanes, the mma follows the PTX fragment layout, a
-// deadlock ends the launch with an error, and launches the device would refuse are refused.
+// deadlock ends the launch with an error, launches the device would refuse are refused, and
+// an access past an allocation faults.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -142,6 +143,16 @@ TEST(HostCudaEngine, LaunchesTheDeviceRefusesAreRefused) {
   EXPECT_EQ(cudaFuncSetAttribute(reinterpret_cast<const void*>(touch_dynamic_shared),
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, 232448 + 1),
             cudaErrorInvalidValue);  // past the H200's opt-in limit
+}
+
+TEST(HostCudaEngineDeathTest, AnAccessPastAnAllocationFaults) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 1000), cudaSuccess);
+  volatile char* bytes = static_cast<char*>(p);
+  bytes[1023] = 1;  // the slack up to 256-byte granularity is the allocation's
+  EXPECT_DEATH(bytes[1024] = 1, "");
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // twice
 }
 
 }  // namespace
