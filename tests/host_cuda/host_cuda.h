@@ -22,8 +22,8 @@
 
 // Note [Host CUDA]
 // Each CUDA thread of a block is a fiber on one host thread; the blocks of a grid run one after
-// another, each launch completes before it returns (so every stream and event is trivially
-// ordered). A fiber runs until it reaches a synchronisation point:
+// another, each launch completes before it returns, after its stream's pending work (Note
+// [Host CUDA streams]). A fiber runs until it reaches a synchronisation point:
 //  - __syncthreads: it waits until every live thread of its block has arrived (threads that
 //    returned count as arrived);
 //  - a warp collective (__shfl_xor_sync, __syncwarp, mma.sync): it waits for every live lane of
@@ -60,9 +60,11 @@ struct LaunchShape {
   dim3 block;
   size_t shared_bytes = 0;
   const void* kernel = nullptr;  // identifies the kernel's opt-in shared memory
+  cudaStream_t stream = nullptr;
 };
-// Runs `thread_body` once per thread of the launch (see the Note); records a launch error for
-// cudaGetLastError instead when the shape is one the device would refuse.
+// Runs `thread_body` once per thread of the launch (see the Note), after the stream's pending
+// work (stream_work.h); records a launch error for cudaGetLastError instead when the shape is
+// one the device would refuse.
 void run_grid(const LaunchShape& shape, const std::function<void()>& thread_body);
 
 // `kernel<<<grid, block, shared, stream>>>(args...)` is translated to
@@ -84,9 +86,9 @@ class Launcher {
 
 template <class... Params>
 Launcher<Params...> launch(void (*kernel)(Params...), dim3 grid, dim3 block,
-                           size_t shared_bytes = 0, cudaStream_t /*stream*/ = nullptr) {
-  return Launcher<Params...>(
-      kernel, LaunchShape{grid, block, shared_bytes, reinterpret_cast<const void*>(kernel)});
+                           size_t shared_bytes = 0, cudaStream_t stream = nullptr) {
+  return Launcher<Params...>(kernel, LaunchShape{grid, block, shared_bytes,
+                                                 reinterpret_cast<const void*>(kernel), stream});
 }
 
 template <class T>

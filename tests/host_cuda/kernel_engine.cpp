@@ -14,6 +14,7 @@
 #include "tests/host_cuda/fiber_switch.h"
 #include "tests/host_cuda/host_cuda.h"
 #include "tests/host_cuda/host_cuda_state.h"
+#include "tests/host_cuda/stream_work.h"
 
 namespace host_cuda {
 namespace {
@@ -289,6 +290,7 @@ void run_grid(const LaunchShape& shape, const std::function<void()>& thread_body
     return;
   }
   if (t_run != nullptr) throw std::logic_error("host CUDA: a launch from inside a kernel");
+  settle(shape.stream);
   BlockRun r;
   r.body = &thread_body;
   r.block_dim = shape.block;

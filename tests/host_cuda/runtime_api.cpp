@@ -1,12 +1,11 @@
 // Host CUDA's runtime API: the cuda* functions the backend calls, on host memory. One device
 // (an H200's limits); allocations are guarded host blocks, checked on free; every call
-// completes before it returns, so streams and events only keep time. Note [Host CUDA].
+// runs at once, after the work its stream still has pending (stream_work.h). Note [Host CUDA].
 #include <cuda_runtime_api.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,6 +13,7 @@
 #include <unordered_map>
 
 #include "tests/host_cuda/host_cuda_state.h"
+#include "tests/host_cuda/stream_work.h"
 
 namespace host_cuda {
 namespace {
@@ -75,9 +75,16 @@ cudaError_t release(void* p) {
   return cudaSuccess;
 }
 
-double now_ms() {
-  using Clock = std::chrono::steady_clock;
-  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
+cudaError_t copy(void* dst, const void* src, size_t count) {
+  if (count > 0 && (dst == nullptr || src == nullptr)) return cudaErrorInvalidValue;
+  if (count > 0) std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+cudaError_t fill(void* p, int value, size_t count) {
+  if (count > 0 && p == nullptr) return cudaErrorInvalidValue;
+  if (count > 0) std::memset(p, value, count);
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -94,14 +101,6 @@ size_t opted_in_shared_bytes(const void* kernel) {
 }
 
 }  // namespace host_cuda
-
-struct CUstream_st {
-  unsigned flags = 0;
-};
-struct CUevent_st {
-  unsigned flags = 0;
-  double recorded_ms = -1;
-};
 
 using host_cuda::state;
 
@@ -121,6 +120,7 @@ cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
+  host_cuda::settle_all();
   return cudaSuccess;
 }
 
@@ -140,6 +140,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->major = 9;
   prop->minor = 0;
   prop->multiProcessorCount = host_cuda::kMultiprocessors;
+  // Each process is a GPU of its own (so the trainer's ranks may use NCCL, host NCCL here).
+  const uint64_t pid = static_cast<uint64_t>(getpid());
+  std::memcpy(prop->uuid.bytes, &pid, sizeof(pid));
   return cudaSuccess;
 }
 
@@ -200,12 +203,14 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   return host_cuda::allocate(p, bytes);
 }
 cudaError_t cudaFree(void* p) {
+  host_cuda::settle_all();  // cudaFree waits for the device
   return host_cuda::release(p);
 }
 cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
   return host_cuda::allocate(p, bytes);
 }
-cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
+cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+  host_cuda::settle(stream);
   return host_cuda::release(p);
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
@@ -220,65 +225,21 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind) {
-  if (count > 0 && (dst == nullptr || src == nullptr)) return cudaErrorInvalidValue;
-  if (count > 0) std::memmove(dst, src, count);
-  return cudaSuccess;
+  host_cuda::settle(nullptr);
+  return host_cuda::copy(dst, src, count);
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
-                            cudaStream_t) {
-  return cudaMemcpy(dst, src, count, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind,
+                            cudaStream_t stream) {
+  host_cuda::settle(stream);
+  return host_cuda::copy(dst, src, count);
 }
 cudaError_t cudaMemset(void* p, int value, size_t count) {
-  if (count > 0 && p == nullptr) return cudaErrorInvalidValue;
-  if (count > 0) std::memset(p, value, count);
-  return cudaSuccess;
+  host_cuda::settle(nullptr);
+  return host_cuda::fill(p, value, count);
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t) {
-  return cudaMemset(p, value, count);
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
-  *stream = new CUstream_st{flags};
-  return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  delete stream;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
-  return cudaSuccess;
-}
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) {
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
-  *event = new CUevent_st{flags, -1};
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreate(cudaEvent_t* event) {
-  return cudaEventCreateWithFlags(event, cudaEventDefault);
-}
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  delete event;
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
-  event->recorded_ms = host_cuda::now_ms();
-  return cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t) {
-  return cudaSuccess;
-}
-cudaError_t cudaEventQuery(cudaEvent_t) {
-  return cudaSuccess;
-}
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if ((start->flags & cudaEventDisableTiming) != 0 || (end->flags & cudaEventDisableTiming) != 0)
-    return cudaErrorInvalidResourceHandle;
-  if (start->recorded_ms < 0 || end->recorded_ms < 0) return cudaErrorInvalidResourceHandle;
-  *ms = static_cast<float>(end->recorded_ms - start->recorded_ms);
-  return cudaSuccess;
+cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t stream) {
+  host_cuda::settle(stream);
+  return host_cuda::fill(p, value, count);
 }
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
