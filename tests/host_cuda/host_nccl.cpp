@@ -14,7 +14,6 @@
 #include <fstream>
 #include <memory>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,7 +52,6 @@ struct PendingInit {
 struct Group {
   int depth = 0;
   std::vector<PendingInit> inits;
-  std::set<cudaStream_t> settled;  // streams whose earlier work this group already waited for
 };
 
 Group& group() {
@@ -207,9 +205,11 @@ bool mpi_reduction(ncclDataType_t type, ncclRedOp_t op, MPI_Datatype* mpi_type, 
   return true;
 }
 
-// Waits (in a group: once per stream) for the work the stream had before this operation.
-void begin(cudaStream_t stream) {
-  if (group().depth == 0 || group().settled.insert(stream).second) host_cuda::settle(stream);
+// Waits for the stream's pending work that writes what this operation reads or writes.
+void begin(cudaStream_t stream, const void* read, size_t read_bytes, const void* written,
+           size_t written_bytes) {
+  if (read != nullptr) host_cuda::settle_overlapping(stream, read, read_bytes);
+  if (written != nullptr) host_cuda::settle_overlapping(stream, written, written_bytes);
 }
 
 // A copy of `bytes` at `data`, alive until the operation that reads it has finished.
@@ -218,9 +218,13 @@ std::shared_ptr<std::vector<char>> snapshot(const void* data, size_t bytes) {
   return std::make_shared<std::vector<char>>(p, p + bytes);
 }
 
-// Leaves `request` (and what it reads) to be finished by `stream`.
-void defer(cudaStream_t stream, MPI_Request request, std::shared_ptr<std::vector<char>> input) {
-  host_cuda::defer(stream, [request, input]() mutable { MPI_Wait(&request, MPI_STATUS_IGNORE); });
+// Leaves `request` (and the copy of what it reads) to be finished by `stream`; it writes
+// `written` (written_bytes long), if anything.
+void defer(cudaStream_t stream, MPI_Request request, std::shared_ptr<std::vector<char>> input,
+           const void* written = nullptr, size_t written_bytes = 0) {
+  host_cuda::defer(
+      stream, [request, input]() mutable { MPI_Wait(&request, MPI_STATUS_IGNORE); }, written,
+      written_bytes);
 }
 
 }  // namespace
@@ -307,7 +311,6 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   if (host_nccl::group().depth == 0) return ncclInvalidUsage;
   if (--host_nccl::group().depth > 0) return ncclSuccess;
-  host_nccl::group().settled.clear();
   return host_nccl::complete_group_inits();
 }
 
@@ -316,7 +319,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            cudaStream_t stream) {
   const size_t bytes = count * type_bytes(datatype);
   if (comm == nullptr || type_bytes(datatype) == 0) return ncclInvalidArgument;
-  begin(stream);
+  begin(stream, sendbuff, bytes, recvbuff, bytes);
   if (comm->size == 1 || count == 0) {
     std::memmove(recvbuff, sendbuff, bytes);
     return ncclSuccess;
@@ -328,7 +331,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   MPI_Request request;
   MPI_Iallreduce(input->data(), recvbuff, static_cast<int>(count), type, mpi_op, comm->mpi,
                  &request);
-  host_nccl::defer(stream, request, input);
+  host_nccl::defer(stream, request, input, recvbuff, bytes);
   return ncclSuccess;
 }
 
@@ -337,7 +340,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                cudaStream_t stream) {
   const size_t bytes = recvcount * type_bytes(datatype);
   if (comm == nullptr || type_bytes(datatype) == 0) return ncclInvalidArgument;
-  begin(stream);
+  begin(stream, sendbuff, bytes * static_cast<size_t>(comm->size), recvbuff, bytes);
   if (comm->size == 1 || recvcount == 0) {
     std::memmove(recvbuff, sendbuff, bytes);
     return ncclSuccess;
@@ -349,7 +352,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   MPI_Request request;
   MPI_Ireduce_scatter_block(input->data(), recvbuff, static_cast<int>(recvcount), type, mpi_op,
                             comm->mpi, &request);
-  host_nccl::defer(stream, request, input);
+  host_nccl::defer(stream, request, input, recvbuff, bytes);
   return ncclSuccess;
 }
 
@@ -357,7 +360,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = sendcount * type_bytes(datatype);
   if (comm == nullptr || type_bytes(datatype) == 0) return ncclInvalidArgument;
-  begin(stream);
+  begin(stream, sendbuff, bytes, recvbuff, bytes * static_cast<size_t>(comm->size));
   if (comm->size == 1 || sendcount == 0) {
     std::memmove(recvbuff, sendbuff, bytes);
     return ncclSuccess;
@@ -366,7 +369,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   MPI_Request request;
   MPI_Iallgather(input->data(), static_cast<int>(bytes), MPI_BYTE, recvbuff,
                  static_cast<int>(bytes), MPI_BYTE, comm->mpi, &request);
-  host_nccl::defer(stream, request, input);
+  host_nccl::defer(stream, request, input, recvbuff, bytes * static_cast<size_t>(comm->size));
   return ncclSuccess;
 }
 
@@ -376,12 +379,12 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   const size_t bytes = count * type_bytes(datatype);
   if (comm == nullptr || type_bytes(datatype) == 0 || root < 0 || root >= comm->size)
     return ncclInvalidArgument;
-  begin(stream);
+  begin(stream, sendbuff, bytes, recvbuff, bytes);
   if (comm->rank == root && sendbuff != recvbuff) std::memmove(recvbuff, sendbuff, bytes);
   if (comm->size == 1 || count == 0) return ncclSuccess;
   MPI_Request request;
   MPI_Ibcast(recvbuff, static_cast<int>(bytes), MPI_BYTE, root, comm->mpi, &request);
-  host_nccl::defer(stream, request, nullptr);
+  host_nccl::defer(stream, request, nullptr, recvbuff, bytes);
   return ncclSuccess;
 }
 
@@ -391,7 +394,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
   if (comm == nullptr || type_bytes(datatype) == 0 || peer < 0 || peer >= comm->size ||
       comm->mpi == MPI_COMM_NULL)
     return ncclInvalidArgument;
-  begin(stream);
+  begin(stream, sendbuff, bytes, nullptr, 0);
   auto input = snapshot(sendbuff, bytes);
   MPI_Request request;
   MPI_Isend(input->data(), static_cast<int>(bytes), MPI_BYTE, peer, 0, comm->mpi, &request);
@@ -405,10 +408,10 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
   if (comm == nullptr || type_bytes(datatype) == 0 || peer < 0 || peer >= comm->size ||
       comm->mpi == MPI_COMM_NULL)
     return ncclInvalidArgument;
-  begin(stream);
+  begin(stream, nullptr, 0, recvbuff, bytes);
   MPI_Request request;
   MPI_Irecv(recvbuff, static_cast<int>(bytes), MPI_BYTE, peer, 0, comm->mpi, &request);
-  host_nccl::defer(stream, request, nullptr);
+  host_nccl::defer(stream, request, nullptr, recvbuff, bytes);
   return ncclSuccess;
 }
 

@@ -2,6 +2,7 @@
 #include "tests/host_cuda/stream_work.h"
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -13,6 +14,8 @@ namespace {
 
 struct PendingWork {
   std::function<void()> finish;
+  const char* written = nullptr;
+  size_t written_bytes = 0;
   bool done = false;
   void complete() {
     if (done) return;
@@ -63,8 +66,22 @@ PendingList& pending_of(cudaStream_t stream) {
 
 }  // namespace
 
-void defer(cudaStream_t stream, std::function<void()> finish) {
-  pending_of(stream).push_back(std::make_shared<PendingWork>(PendingWork{std::move(finish)}));
+void defer(cudaStream_t stream, std::function<void()> finish, const void* written,
+           size_t written_bytes) {
+  pending_of(stream).push_back(std::make_shared<PendingWork>(
+      PendingWork{std::move(finish), static_cast<const char*>(written), written_bytes}));
+}
+
+void settle_overlapping(cudaStream_t stream, const void* data, size_t bytes) {
+  PendingList& list = pending_of(stream);
+  const char* begin = static_cast<const char*>(data);
+  size_t last = 0;  // one past the last overlapping piece
+  for (size_t i = 0; i < list.size(); ++i) {
+    const PendingWork& work = *list[i];
+    if (work.written < begin + bytes && begin < work.written + work.written_bytes) last = i + 1;
+  }
+  for (size_t i = 0; i < last; ++i) list[i]->complete();
+  list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(last));
 }
 
 void settle(cudaStream_t stream) {

@@ -19,10 +19,18 @@ namespace host_cuda {
 //  - cudaEventRecord(e, s) captures s's pending work; cudaEventSynchronize(e),
 //    cudaEventQuery(e) and cudaStreamWaitEvent(any, e) finish what e captured;
 //  - cudaDeviceSynchronize and cudaFree finish everything.
-// Only that ordering makes the host wait, so a transfer waits for its peer only where the
-// device's stream order would have it wait.
-void defer(cudaStream_t stream, std::function<void()> finish);
+// Host NCCL posts its operations at once, after only the pending work of their stream that
+// writes what they read or write (settle_overlapping): a transfer queued behind another on a
+// device stream does not wait for it on the host, so the host goes on to post what the peer
+// waits for. Only that ordering makes the host wait, so a transfer waits for its peer only
+// where the device's stream order would have it wait.
+// `written` (written_bytes long) is what the work writes when it finishes, if anything.
+void defer(cudaStream_t stream, std::function<void()> finish, const void* written = nullptr,
+           size_t written_bytes = 0);
 void settle(cudaStream_t stream);
+// Finishes the stream's pending work up to the last piece that writes into [data, data + bytes):
+// what an operation reading or writing those bytes must follow.
+void settle_overlapping(cudaStream_t stream, const void* data, size_t bytes);
 void settle_all();
 
 }  // namespace host_cuda
