@@ -260,12 +260,12 @@ inline std::vector<Line> measure_lines(const BenchShape& s, const Machine& machi
 }
 
 inline void print(const Machine& machine, const std::vector<Line>& lines) {
-  std::printf("\nroofline at the table's shape: copy %.0f GB/s, bf16 GEMM %.1f TFLOP/s\n",
+  std::printf("\nroofline at the table's shape: copy %.0f GB/s, bf16 GEMM %.3g TFLOP/s\n",
               machine.copy_bytes_per_s * 1e-9, machine.gemm_flops_per_s * 1e-12);
-  std::printf("  %-26s %10s %10s %10s %10s %8s\n", "op", "MB", "GFLOP", "limit ms", "ms",
+  std::printf("  %-28s %10s %10s %10s %10s %8s\n", "op", "MB", "GFLOP", "limit ms", "ms",
               "x limit");
   for (const Line& line : lines) {
-    std::printf("  %-26s %10.1f %10.2f %10.3f %10.3f %8.2f\n", line.op.c_str(), line.bytes * 1e-6,
+    std::printf("  %-28s %10.1f %10.2f %10.3f %10.3f %8.2f\n", line.op.c_str(), line.bytes * 1e-6,
                 line.flops * 1e-9, line.limit_ms, line.measured_ms,
                 line.measured_ms / line.limit_ms);
   }
