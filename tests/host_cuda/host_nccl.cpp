@@ -272,9 +272,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclInvalidArgument;
   host_cuda::settle_all();  // NCCL finishes the communicator's work first
-  if (comm->mpi != MPI_COMM_NULL) MPI_Comm_free(&comm->mpi);
-  delete comm;
-  return ncclSuccess;
+  return ncclCommAbort(comm);
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
