@@ -1,7 +1,10 @@
-// The meta allocator (counts, never maps) and the no-op operator table (Note [Meta replay]).
+// The meta allocator (counts, never maps) and the no-op operator table (Note [Meta replay]),
+// which grows the replay's model of a device scratch (Note [Device scratch]).
 #include "runtime/meta_device.h"
 
 #include <cstring>
+
+#include "runtime/device_scratch.h"
 
 namespace runtime {
 
@@ -27,10 +30,22 @@ void MetaAllocator::deallocate(void* ptr, int64_t bytes, MemoryCategory category
 namespace ops {
 namespace {
 
+// What operator `entry` asks of the device's scratch, called with its arguments, grows the
+// replay's model of it (Note [Device scratch]).
+template <class Entry, class... Args>
+void grow_scratch(Entry ScratchSizes::*entry, const Args&... args) {
+  MetaScratch* scratch = MetaScratch::active();
+  if (scratch == nullptr || scratch->sizes().*entry == nullptr) return;
+  scratch->request((scratch->sizes().*entry)(args...));
+}
+
 Backend make_meta_backend() {
   Backend b{};
-#define TRAINER_META_ENTRY(result, name, ...) \
-  b.name = [](const auto&...) -> result { return result(); };
+#define TRAINER_META_ENTRY(result, name, ...)   \
+  b.name = [](const auto&... args) -> result {  \
+    grow_scratch(&ScratchSizes::name, args...); \
+    return result();                            \
+  };
   TRAINER_OPS(TRAINER_META_ENTRY, TRAINER_META_ENTRY)
 #undef TRAINER_META_ENTRY
   b.download = [](const Tensor& host_dst, const Tensor&) {

@@ -5,9 +5,11 @@
 #include "trainer/rank_memory.h"
 
 #include <memory>
+#include <optional>
 
 #include "parallel/core/replay_communicator.h"
 #include "recompute/executor.h"
+#include "runtime/device_scratch.h"
 #include "runtime/meta_device.h"
 #include "trainer/optimizer.h"
 #include "trainer/stage_setup.h"
@@ -70,6 +72,11 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   }
 
   allocator.reset_peaks();
+  // A device backend's scratch (Note [Device scratch]): its final size, held through the step.
+  const runtime::ScratchSizes* scratch_sizes = runtime::device_scratch_sizes();
+  std::optional<runtime::MetaScratch> scratch;
+  if (config.train.device == Device::cuda && scratch_sizes != nullptr)
+    scratch.emplace(*scratch_sizes);
   runtime::ops::zero(grads.flat);
   parallel::PipelineStep step;
   for (const auto& chunk : chunks) step.chunks.push_back(chunk.get());
@@ -92,6 +99,9 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   const runtime::AllocatorStats stats = allocator.stats();
   for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories)
     memory.peak[static_cast<size_t>(c)] = stats[c].peak;
+  if (scratch)
+    memory.peak[static_cast<size_t>(runtime::MemoryCategory::workspace)] +=
+        static_cast<int64_t>(scratch->bytes());
   if (config.train.device == Device::cuda) {
     const parallel::ParallelConfig& p = config.parallel;
     const int64_t communicators =

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "runtime/device_scratch.h"
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/adamw.h"
 #include "runtime/kernels/cuda/attention_layout.h"
@@ -25,6 +26,7 @@
 #include "runtime/kernels/cuda/flash_block.h"
 #include "runtime/kernels/cuda/gelu.h"
 #include "runtime/kernels/cuda/layernorm.h"
+#include "runtime/kernels/cuda/scratch_sizes.h"
 #include "runtime/kernels/cuda/softmax.h"
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
@@ -162,8 +164,7 @@ __global__ void vocab_shard_finish_kernel(float* losses, float* lse, const float
 // the stream. Scratch: the result, then the partial sums.
 template <bool kSquare, class T>
 double reduce_to_host(const T* x, int64_t n, CudaContext& c) {
-  const auto doubles = static_cast<size_t>(1 + sum_partial_count(n));
-  double* result_device = static_cast<double*>(c.scratch(doubles * sizeof(double)));
+  double* result_device = static_cast<double*>(c.scratch(scratch_bytes::reduction(n)));
   if (kSquare) {
     cuda::sum_squares(result_device, x, n, c.stream(), result_device + 1);
   } else {
@@ -222,10 +223,9 @@ void linear_backward(const ops::LinearBackward& args) {
                                      arg("input", args.input, kAct, rows * in_features),
                                      arg("weight", args.weight, kAct, out_features * in_features)});
   CudaContext& c = context();
-  float* dbias_scratch =
-      args.dbias.defined()
-          ? static_cast<float*>(c.scratch(static_cast<size_t>(out_features) * sizeof(float)))
-          : nullptr;
+  float* dbias_scratch = args.dbias.defined()
+                             ? static_cast<float*>(c.scratch(scratch_bytes::linear_backward(args)))
+                             : nullptr;
   c.gemm().linear_backward(ptr<void>(args.dinput), ptr<float>(args.dweight), ptr<float>(args.dbias),
                            args.dout.raw(), args.input.raw(), args.weight.raw(), rows, in_features,
                            out_features, act, c.stream(), dbias_scratch);
@@ -286,8 +286,7 @@ void gelu_linear_backward(const ops::GeluLinearBackward& args) {
                   arg("weight", args.weight, kAct, out_features * in_features),
                   arg("pre_activation", args.pre_activation, kAct, rows * in_features)});
   CudaContext& c = context();
-  float* scratch = static_cast<float*>(
-      c.scratch(static_cast<size_t>(std::max(in_features, out_features)) * sizeof(float)));
+  float* scratch = static_cast<float*>(c.scratch(scratch_bytes::gelu_linear_backward(args)));
   const bool fused =
       gelu_epilogue_fits(args.kind, in_features) &&
       c.gemm().input_gradient_through_gelu(
@@ -331,7 +330,7 @@ void layernorm_backward(const ops::LayernormBackward& args) {
        arg("input", args.input, kAct, rows * channels), arg("weight", args.weight, kAct, channels),
        arg("mean", args.mean, kF32, rows), arg("rstd", args.rstd, kF32, rows)});
   CudaContext& c = context();
-  void* scratch = c.scratch(layernorm_backward_scratch_bytes(rows, channels));
+  void* scratch = c.scratch(scratch_bytes::layernorm_backward(args));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::layernorm_backward(act_ptr(args.dinput), ptr<float>(args.dweight), ptr<float>(args.dbias),
                              act_ptr(args.dout), act_ptr(args.input), act_ptr(args.weight),
@@ -449,7 +448,7 @@ void embedding_backward(const ops::EmbeddingBackward& args) {
                                         arg("dwte", args.dwte, kF32, args.vocab_rows * channels),
                                         arg("tokens", args.tokens, kI32, rows)});
   CudaContext& c = context();
-  void* scratch = c.scratch(embedding_backward_scratch_bytes(rows, args.vocab_rows));
+  void* scratch = c.scratch(scratch_bytes::embedding_backward(args));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::embedding_backward(ptr<float>(args.dwte), act_ptr(args.dout), ptr<int32_t>(args.tokens),
                              rows, channels, args.vocab_start, args.vocab_rows, scratch, stream);
@@ -704,7 +703,7 @@ void flash_attention_backward(const ops::FlashAttentionBackward& args) {
                                 arg("ctx", args.ctx, kAct, positions * dims.head_dim),
                                 arg("lse", args.lse, kF32, positions)});
   CudaContext& c = context();
-  void* scratch = c.scratch(flash_attention_backward_scratch_bytes(dims));
+  void* scratch = c.scratch(scratch_bytes::flash_attention_backward(args));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::flash_attention_backward(act_ptr(args.dqkv), act_ptr(args.dctx), act_ptr(args.qkv),
                                    act_ptr(args.ctx), ptr<float>(args.lse), dims, scratch, stream);
@@ -770,7 +769,7 @@ void flash_block_backward(const ops::FlashBlockBackward& args) {
                                           arg("dkv", args.dkv, kF32, keys * 2 * dims.head_dim),
                                           arg("lse", args.lse, kF32, queries)});
   CudaContext& c = context();
-  void* scratch = c.scratch(flash_attention_backward_scratch_bytes(dims));
+  void* scratch = c.scratch(scratch_bytes::flash_block_backward(args));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::flash_block_backward(ptr<float>(args.dq), ptr<float>(args.dkv), act_ptr(args.dctx),
                                act_ptr(args.qkv), act_ptr(args.kv), act_ptr(args.ctx),
@@ -949,6 +948,7 @@ CudaContext::~CudaContext() {
   if (g_context == this) {
     g_context = nullptr;
     ops::register_device_backend(nullptr);
+    register_device_scratch_sizes(nullptr);
   }
   // Stream-ordered, after every op queued on the stream; errors are ignored (a destructor
   // must not throw, and at process exit the driver may already be gone).
@@ -976,7 +976,7 @@ void CudaContext::release_scratch() {
 
 void* CudaContext::scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
-  const size_t grown = bytes > 2 * scratch_bytes_ ? bytes : 2 * scratch_bytes_;
+  const size_t grown = grown_scratch_bytes(scratch_bytes_, bytes);
   release_scratch();
   scratch_ = allocator_ != nullptr
                  ? allocator_->allocate(static_cast<int64_t>(grown), MemoryCategory::workspace)
@@ -1055,6 +1055,7 @@ void register_cuda_backend(CudaContext& context) {
   static const ops::Backend backend = make_backend();
   g_context = &context;
   ops::register_device_backend(&backend);
+  register_device_scratch_sizes(&scratch_bytes::table());
 }
 
 }  // namespace runtime::cuda
