@@ -32,8 +32,8 @@
 // part of the block, a warp collective some lanes skip) ends the launch with an error naming the
 // kernel's grid, instead of a hang. `__shared__` variables are function-local statics, so the
 // threads of a block share them and blocks (which run in turn) reuse them; dynamic shared
-// memory is one buffer per launch, filled with a byte pattern so that reading it before writing
-// shows. Launches check what the device checks: block size, grid size and dynamic shared memory
+// memory is one buffer per launch, refilled with a byte pattern before each block so that
+// reading it before writing shows. Launches check what the device checks: block size, grid size and dynamic shared memory
 // against the emulated H200's limits and the kernel's cudaFuncSetAttribute opt-in.
 // The mma.m16n8k16 fragments follow the PTX ISA's layout (section "Matrix Fragments for
 // mma.m16n8k16 with floating point type"); products are exact in f32 and summed in k order.

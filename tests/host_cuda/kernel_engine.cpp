@@ -21,9 +21,6 @@ namespace {
 
 constexpr int kWarpLanes = 32;
 constexpr size_t kStackBytes = size_t{256} << 10;
-constexpr unsigned kMaxBlockThreads = 1024;
-constexpr unsigned kMaxGridY = 65535, kMaxGridZ = 65535;
-constexpr size_t kDefaultSharedBytes = size_t{48} << 10;
 constexpr unsigned char kUnwrittenShared = 0xA5;
 
 // A barrier over `live` members: arrivals count up; the last one opens the next generation.
@@ -205,10 +202,10 @@ void require_full_mask(unsigned mask, const char* what) {
 // The launch error the device would report for `shape`, or cudaSuccess.
 cudaError_t check_shape(const LaunchShape& shape) {
   const unsigned threads = shape.block.x * shape.block.y * shape.block.z;
-  if (threads == 0 || threads > kMaxBlockThreads || shape.block.z > 64)
+  if (threads == 0 || threads > kMaxBlockThreads || shape.block.z > kMaxBlockZ)
     return cudaErrorInvalidConfiguration;
-  if (shape.grid.x == 0 || shape.grid.y == 0 || shape.grid.z == 0 || shape.grid.y > kMaxGridY ||
-      shape.grid.z > kMaxGridZ)
+  if (shape.grid.x == 0 || shape.grid.y == 0 || shape.grid.z == 0 || shape.grid.y > kMaxGridYZ ||
+      shape.grid.z > kMaxGridYZ)
     return cudaErrorInvalidConfiguration;
   const size_t allowed = std::max(kDefaultSharedBytes, opted_in_shared_bytes(shape.kernel));
   if (shape.shared_bytes > allowed) return cudaErrorInvalidValue;

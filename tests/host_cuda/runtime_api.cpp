@@ -18,8 +18,7 @@
 namespace host_cuda {
 namespace {
 
-constexpr size_t kAlignment = 256;       // cudaMalloc's guarantee
-constexpr size_t kSharedOptIn = 232448;  // H200: 227 KiB of opt-in shared memory per block
+constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
 constexpr size_t kGlobalBytes = size_t{140} << 30;
 constexpr int kMultiprocessors = 132;
 
@@ -129,14 +128,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   *prop = cudaDeviceProp{};
   std::strncpy(prop->name, "host CUDA (H200 limits)", sizeof(prop->name) - 1);
   prop->totalGlobalMem = host_cuda::kGlobalBytes;
-  prop->sharedMemPerBlock = size_t{48} << 10;
-  prop->sharedMemPerBlockOptin = host_cuda::kSharedOptIn;
+  prop->sharedMemPerBlock = host_cuda::kDefaultSharedBytes;
+  prop->sharedMemPerBlockOptin = host_cuda::kSharedOptInBytes;
   prop->warpSize = 32;
-  prop->maxThreadsPerBlock = 1024;
-  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
-  prop->maxThreadsDim[2] = 64;
+  prop->maxThreadsPerBlock = static_cast<int>(host_cuda::kMaxBlockThreads);
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = static_cast<int>(host_cuda::kMaxBlockThreads);
+  prop->maxThreadsDim[2] = static_cast<int>(host_cuda::kMaxBlockZ);
   prop->maxGridSize[0] = 2147483647;
-  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = static_cast<int>(host_cuda::kMaxGridYZ);
   prop->major = 9;
   prop->minor = 0;
   prop->multiProcessorCount = host_cuda::kMultiprocessors;
@@ -150,7 +149,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   if (device != 0) return cudaErrorInvalidDevice;
   switch (attr) {
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = static_cast<int>(host_cuda::kSharedOptIn);
+      *value = static_cast<int>(host_cuda::kSharedOptInBytes);
       return cudaSuccess;
     case cudaDevAttrMultiProcessorCount:
       *value = host_cuda::kMultiprocessors;
@@ -244,7 +243,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t count, cudaStream_t strea
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
-  if (value < 0 || static_cast<size_t>(value) > host_cuda::kSharedOptIn)
+  if (value < 0 || static_cast<size_t>(value) > host_cuda::kSharedOptInBytes)
     return cudaErrorInvalidValue;
   std::lock_guard<std::mutex> lock(state().mutex);
   state().opt_in[func] = static_cast<size_t>(value);

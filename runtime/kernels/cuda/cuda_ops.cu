@@ -679,6 +679,10 @@ void attention_context_backward(const ops::AttentionContextBackward& args) {
 int64_t flash_positions(const cpu::FlashAttentionDims& dims) {
   return dims.seq_len * dims.micro_batch * dims.heads;
 }
+// The key positions of a ring block (the query positions without one).
+int64_t flash_key_positions(const cpu::FlashAttentionDims& dims) {
+  return (dims.kv_len == 0 ? dims.seq_len : dims.kv_len) * dims.micro_batch * dims.heads;
+}
 
 void flash_attention_forward(const ops::FlashAttentionForward& args) {
   const cpu::FlashAttentionDims& dims = args.dims;
@@ -730,8 +734,7 @@ void pack_kv(const ops::PackKv& args) {
 void flash_block_forward(const ops::FlashBlockForward& args) {
   const cpu::FlashAttentionDims& dims = args.dims;
   const int64_t queries = flash_positions(dims);
-  const int64_t keys =
-      (dims.kv_len == 0 ? dims.seq_len : dims.kv_len) * dims.micro_batch * dims.heads;
+  const int64_t keys = flash_key_positions(dims);
   const DType act =
       check_args("flash_block_forward", {arg("qkv", args.qkv, kAct, queries * 3 * dims.head_dim),
                                          arg("kv", args.kv, kAct, keys * 2 * dims.head_dim),
@@ -758,8 +761,7 @@ void flash_merge(const ops::FlashMerge& args) {
 void flash_block_backward(const ops::FlashBlockBackward& args) {
   const cpu::FlashAttentionDims& dims = args.dims;
   const int64_t queries = flash_positions(dims);
-  const int64_t keys =
-      (dims.kv_len == 0 ? dims.seq_len : dims.kv_len) * dims.micro_batch * dims.heads;
+  const int64_t keys = flash_key_positions(dims);
   const DType act =
       check_args("flash_block_backward", {arg("dctx", args.dctx, kAct, queries * dims.head_dim),
                                           arg("qkv", args.qkv, kAct, queries * 3 * dims.head_dim),
