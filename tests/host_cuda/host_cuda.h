@@ -5,9 +5,10 @@
 #pragma once
 
 // Before the CUDA headers, which define __shared__ as nothing for a host compiler: a block's
-// shared variables are function-local statics, one per kernel, reused by each block in turn.
+// shared variables are function-local statics, one per kernel, reused by each block in turn,
+// all in one section that the engine refills before each block.
 #if !defined(__shared__)
-#define __shared__ static thread_local
+#define __shared__ static __attribute__((section("host_cuda_shared")))
 #endif
 
 #include <cuda_bf16.h>
@@ -30,16 +31,30 @@
 //    its warp, which is where each lane reads the others' registers.
 // A block whose live threads all wait without any being able to go on (a barrier reached by
 // part of the block, a warp collective some lanes skip) ends the launch with an error naming the
-// kernel's grid, instead of a hang. `__shared__` variables are function-local statics, so the
-// threads of a block share them and blocks (which run in turn) reuse them; dynamic shared
-// memory is one buffer per launch, refilled with a byte pattern before each block so that
-// reading it before writing shows. Launches check what the device checks: block size, grid size and dynamic shared memory
-// against the emulated H200's limits and the kernel's cudaFuncSetAttribute opt-in.
-// The mma.m16n8k16 fragments follow the PTX ISA's layout (section "Matrix Fragments for
+// kernel's grid, instead of a hang. `__shared__` variables are function-local statics in the
+// section host_cuda_shared, so the threads of a block share them and blocks (which run in turn)
+// reuse them; dynamic shared memory is one buffer per launch. Before each block both are
+// refilled with a byte pattern, so that reading before writing shows. Launches from several
+// host threads take turns. Launches check what the device checks: block size, grid size and
+// dynamic shared memory against the emulated H200's limits and the kernel's cudaFuncSetAttribute
+// opt-in. The mma.m16n8k16 fragments follow the PTX ISA's layout (section "Matrix Fragments for
 // mma.m16n8k16 with floating point type"); products are exact in f32 and summed in k order.
-// What this does not show: data races between threads that a barrier should separate (the
-// fibers interleave only at barriers), memory-model effects, speed.
+// Each warp runs as far as it can (until its live lanes wait at the block barrier) before the
+// next warp starts, its lanes taking turns between warp collectives: warps run ahead of each
+// other as far as the device may let them. The schedule (HOST_CUDA_SCHEDULE) orders the blocks
+// of a grid, the warps of a block and the lanes of a warp: by index (`forward`, the default) or
+// the reverse. Any two threads, or blocks, run in one order under one schedule and in the other
+// under the other, so a kernel that reads what another thread writes without a barrier between
+// them (a race) reads the old value under one schedule and the new one under the other: the
+// kernel-level GPU tests run under both, and one of them fails.
+// What this does not show: memory-model effects (a thread sees another's writes whole, in
+// program order, at the moment it runs), device rounding, speed.
 namespace host_cuda {
+
+enum class Schedule { forward, reverse };
+// HOST_CUDA_SCHEDULE's (`forward` or `reverse`; unset: forward), until a test sets another.
+Schedule schedule();
+void set_schedule(Schedule schedule);
 
 // The running thread's coordinates (valid inside a kernel only).
 const uint3& thread_index();

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -15,6 +16,13 @@
 #include "tests/host_cuda/host_cuda.h"
 #include "tests/host_cuda/host_cuda_state.h"
 #include "tests/host_cuda/stream_work.h"
+
+// The bounds of every kernel's static __shared__ variables (host_cuda.h puts them in one
+// section; the linker defines these for a section named like an identifier).
+extern "C" {
+extern unsigned char __start_host_cuda_shared[] __attribute__((weak));
+extern unsigned char __stop_host_cuda_shared[] __attribute__((weak));
+}
 
 namespace host_cuda {
 namespace {
@@ -68,6 +76,11 @@ struct Fiber {
   uint3 index{};
   int warp = 0;
   bool done = false;
+  const Barrier* waiting = nullptr;  // the barrier it waits at, while that generation lasts
+  unsigned generation = 0;
+  bool runnable() const {
+    return !done && (waiting == nullptr || waiting->generation != generation);
+  }
 };
 
 // The block being run on this host thread.
@@ -82,12 +95,29 @@ struct BlockRun {
   dim3 block_dim{};
   dim3 grid_dim{};
   unsigned char* shared = nullptr;
-  long progress = 0;           // arrivals, openings and exits: a sweep without any is a deadlock
   std::exception_ptr failure;  // thrown by a thread: ends the launch, rethrown by run_grid
 };
 
 thread_local BlockRun* t_run = nullptr;
 thread_local std::vector<std::unique_ptr<Stack>> t_stacks;
+
+Schedule schedule_from_environment() {
+  const char* value = std::getenv("HOST_CUDA_SCHEDULE");
+  if (value == nullptr || std::string(value) == "forward") return Schedule::forward;
+  if (std::string(value) == "reverse") return Schedule::reverse;
+  throw std::invalid_argument(std::string("host CUDA: HOST_CUDA_SCHEDULE is '") + value +
+                              "'; expected 'forward' or 'reverse'");
+}
+
+Schedule& current_schedule() {
+  static Schedule schedule = schedule_from_environment();
+  return schedule;
+}
+
+// The i-th of n (threads or blocks) in the schedule's order.
+uint64_t scheduled(uint64_t i, uint64_t n) {
+  return current_schedule() == Schedule::forward ? i : n - 1 - i;
+}
 
 BlockRun& run() {
   if (t_run == nullptr) throw std::logic_error("host CUDA: a device built-in outside a kernel");
@@ -105,15 +135,16 @@ void yield() {
 
 // Arrives at `barrier` and returns once it opens.
 void wait_at(Barrier& barrier) {
-  BlockRun& r = run();
-  ++r.progress;
   ++barrier.arrived;
   if (barrier.complete()) {
     barrier.open();
     return;
   }
-  const unsigned generation = barrier.generation;
-  while (barrier.generation == generation) yield();
+  Fiber& me = self();
+  me.waiting = &barrier;
+  me.generation = barrier.generation;
+  while (barrier.generation == me.generation) yield();
+  me.waiting = nullptr;
 }
 
 void fiber_main() {
@@ -125,7 +156,6 @@ void fiber_main() {
   }
   Fiber& me = self();
   me.done = true;
-  ++r.progress;
   WarpState& warp = r.warps[static_cast<size_t>(me.warp)];
   --r.block.live;
   --warp.barrier.live;
@@ -166,30 +196,37 @@ void prepare_fibers(BlockRun& r, unsigned threads) {
   }
 }
 
-// Resumes every unfinished fiber in turn until all are done.
+// Runs the warps in the schedule's order, each as far as it can go (until its lanes wait at
+// the block barrier or are done), its lanes taking turns between warp collectives, until every
+// fiber is done.
 void run_block(BlockRun& r, const LaunchShape& shape) {
   const unsigned threads = r.block_dim.x * r.block_dim.y * r.block_dim.z;
   prepare_fibers(r, threads);
-  for (unsigned finished = 0; finished < threads;) {
-    const long before = r.progress;
-    finished = 0;
-    for (unsigned t = 0; t < threads; ++t) {
-      if (r.fibers[t].done) {
-        ++finished;
-        continue;
+  const auto warps = static_cast<unsigned>(r.warps.size());
+  for (bool ran = true; ran;) {
+    ran = false;
+    for (unsigned w = 0; w < warps; ++w) {
+      const unsigned first = static_cast<unsigned>(scheduled(w, warps)) * kWarpLanes;
+      const unsigned lanes = std::min<unsigned>(kWarpLanes, threads - first);
+      for (bool warp_ran = true; warp_ran;) {
+        warp_ran = false;
+        for (unsigned i = 0; i < lanes; ++i) {
+          const auto t = first + static_cast<unsigned>(scheduled(i, lanes));
+          if (!r.fibers[t].runnable()) continue;
+          r.current = static_cast<int>(t);
+          switch_fiber(r.scheduler, r.fibers[t].context);
+          r.current = -1;
+          if (r.failure) std::rethrow_exception(r.failure);
+          warp_ran = ran = true;
+        }
       }
-      r.current = static_cast<int>(t);
-      switch_fiber(r.scheduler, r.fibers[t].context);
-      r.current = -1;
-      if (r.failure) std::rethrow_exception(r.failure);
-      if (r.fibers[t].done) ++finished;
     }
-    if (finished < threads && r.progress == before) {
-      throw std::runtime_error(
-          "host CUDA: the threads of block (" + std::to_string(r.block_index.x) + ", " +
-          std::to_string(r.block_index.y) + ", " + std::to_string(r.block_index.z) + ") of " +
-          describe(shape) + " wait at barriers none of them can pass (deadlock)");
-    }
+  }
+  if (std::any_of(r.fibers.begin(), r.fibers.end(), [](const Fiber& f) { return !f.done; })) {
+    throw std::runtime_error("host CUDA: the threads of block (" + std::to_string(r.block_index.x) +
+                             ", " + std::to_string(r.block_index.y) + ", " +
+                             std::to_string(r.block_index.z) + ") of " + describe(shape) +
+                             " wait at barriers none of them can pass (deadlock)");
   }
 }
 
@@ -213,6 +250,13 @@ cudaError_t check_shape(const LaunchShape& shape) {
 }
 
 }  // namespace
+
+Schedule schedule() {
+  return current_schedule();
+}
+void set_schedule(Schedule schedule) {
+  current_schedule() = schedule;
+}
 
 const uint3& thread_index() {
   return self().index;
@@ -288,6 +332,8 @@ void run_grid(const LaunchShape& shape, const std::function<void()>& thread_body
   }
   if (t_run != nullptr) throw std::logic_error("host CUDA: a launch from inside a kernel");
   settle(shape.stream);
+  static std::mutex launching;  // the static shared memory is the process's
+  const std::lock_guard<std::mutex> lock(launching);
   BlockRun r;
   r.body = &thread_body;
   r.block_dim = shape.block;
@@ -297,14 +343,17 @@ void run_grid(const LaunchShape& shape, const std::function<void()>& thread_body
   r.shared = shared.data() + (16 - address % 16) % 16;
   t_run = &r;
   try {
-    for (unsigned z = 0; z < shape.grid.z; ++z) {
-      for (unsigned y = 0; y < shape.grid.y; ++y) {
-        for (unsigned x = 0; x < shape.grid.x; ++x) {
-          r.block_index = uint3{x, y, z};
-          std::fill(shared.begin(), shared.end(), kUnwrittenShared);
-          run_block(r, shape);
-        }
-      }
+    const uint64_t columns = shape.grid.x, rows = uint64_t{shape.grid.y} * columns;
+    const uint64_t blocks = uint64_t{shape.grid.z} * rows;
+    for (uint64_t i = 0; i < blocks; ++i) {
+      const uint64_t b = scheduled(i, blocks);
+      r.block_index =
+          uint3{static_cast<unsigned>(b % columns),
+                static_cast<unsigned>(b / columns % shape.grid.y), static_cast<unsigned>(b / rows)};
+      std::fill(shared.begin(), shared.end(), kUnwrittenShared);
+      if (__start_host_cuda_shared != nullptr)
+        std::fill(__start_host_cuda_shared, __stop_host_cuda_shared, kUnwrittenShared);
+      run_block(r, shape);
     }
   } catch (...) {
     t_run = nullptr;

@@ -4,6 +4,7 @@
 // an access past an allocation faults.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,100 @@ TEST(HostCudaEngine, BarrierOrdersSharedWritesBeforeReads) {
 __global__ void shuffle_xor(float* out, int lane_mask) {
   const int t = static_cast<int>(threadIdx.x);
   out[t] = __shfl_xor_sync(0xffffffffu, static_cast<float>(t) + 0.5f, lane_mask);
+}
+
+// Sets the engine's schedule for a scope (the tests also run under HOST_CUDA_SCHEDULE=reverse).
+class ScopedSchedule {
+ public:
+  explicit ScopedSchedule(host_cuda::Schedule schedule) : before_(host_cuda::schedule()) {
+    host_cuda::set_schedule(schedule);
+  }
+  ~ScopedSchedule() { host_cuda::set_schedule(before_); }
+  ScopedSchedule(const ScopedSchedule&) = delete;
+  ScopedSchedule& operator=(const ScopedSchedule&) = delete;
+
+ private:
+  host_cuda::Schedule before_;
+};
+
+TEST(HostCudaEngine, TheScheduleIsTheEnvironments) {
+  const char* value = std::getenv("HOST_CUDA_SCHEDULE");
+  const bool reverse = value != nullptr && std::string(value) == "reverse";
+  EXPECT_EQ(host_cuda::schedule(),
+            reverse ? host_cuda::Schedule::reverse : host_cuda::Schedule::forward);
+}
+
+// Each thread's place in the order the engine first ran the threads of the launch.
+__global__ void record_order(int* order, int* next) {
+  const unsigned block = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  const unsigned thread = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  order[block * blockDim.x * blockDim.y * blockDim.z + thread] = (*next)++;
+}
+
+TEST(HostCudaEngine, TheScheduleOrdersBlocksAndThreads) {
+  const dim3 grid(3, 2, 2), block(4, 2, 2);
+  const int total = 12 * 16;
+  for (const host_cuda::Schedule schedule :
+       {host_cuda::Schedule::forward, host_cuda::Schedule::reverse}) {
+    const ScopedSchedule scoped(schedule);
+    std::vector<int> order(total, -1);
+    int next = 0;
+    host_cuda::launch(record_order, grid, block)(order.data(), &next);
+    ASSERT_EQ(next, total);
+    for (int i = 0; i < total; ++i)
+      EXPECT_EQ(order[i], schedule == host_cuda::Schedule::forward ? i : total - 1 - i) << i;
+  }
+}
+
+// Each thread's place in the run order before and after a warp collective, then the block's.
+__global__ void record_warp_steps(int* order, int* next) {
+  const int t = static_cast<int>(threadIdx.x);
+  order[t] = (*next)++;
+  __syncwarp();
+  order[blockDim.x + t] = (*next)++;
+  __syncthreads();
+  order[2 * blockDim.x + t] = (*next)++;
+}
+
+TEST(HostCudaEngine, AWarpRunsAheadUntilTheBlockBarrier) {
+  for (const host_cuda::Schedule schedule :
+       {host_cuda::Schedule::forward, host_cuda::Schedule::reverse}) {
+    const ScopedSchedule scoped(schedule);
+    std::vector<int> order(3 * kThreads, -1);
+    int next = 0;
+    host_cuda::launch(record_warp_steps, 1, kThreads)(order.data(), &next);
+    const bool forward = schedule == host_cuda::Schedule::forward;
+    for (int t = 0; t < kThreads; ++t) {
+      // The warp's place among the two warps, and the lane's among its 32.
+      const int warp = forward ? t / 32 : 1 - t / 32, lane = forward ? t % 32 : 31 - t % 32;
+      EXPECT_EQ(order[t], 64 * warp + lane) << t;
+      // The first warp passes its collective before the other starts.
+      EXPECT_GE(order[kThreads + t], 64 * warp + 32) << t;
+      EXPECT_LT(order[kThreads + t], 64 * warp + 64) << t;
+      EXPECT_GE(order[2 * kThreads + t], 128) << t;  // past the block barrier: after all
+    }
+  }
+}
+
+// Thread 0 publishes a value that every thread reads, without the barrier between.
+__global__ void broadcast_without_barrier(int* out) {
+  __shared__ int value;
+  if (threadIdx.x == 0) value = 7 + static_cast<int>(blockIdx.x);
+  out[blockIdx.x * blockDim.x + threadIdx.x] = value;
+  __syncthreads();  // the next block reuses value
+}
+
+TEST(HostCudaEngine, AMissingBarrierFailsUnderOneOfTheSchedules) {
+  const auto wrong_reads = [](host_cuda::Schedule schedule) {
+    const ScopedSchedule scoped(schedule);
+    std::vector<int> out(2 * kThreads, -1);
+    host_cuda::launch(broadcast_without_barrier, 2, kThreads)(out.data());
+    int wrong = 0;
+    for (int i = 0; i < 2 * kThreads; ++i) wrong += out[i] != 7 + i / kThreads;
+    return wrong;
+  };
+  EXPECT_EQ(wrong_reads(host_cuda::Schedule::forward), 0);  // thread 0 ran first
+  EXPECT_EQ(wrong_reads(host_cuda::Schedule::reverse), 2 * (kThreads - 1));
 }
 
 TEST(HostCudaEngine, ShuffleXorReadsThePartnerLane) {
@@ -101,7 +196,7 @@ __global__ void split_barriers() {
 
 TEST(HostCudaEngine, ABarrierNoThreadCanPassIsReported) {
   try {
-    host_cuda::launch(split_barriers, 2, kThreads)();
+    host_cuda::launch(split_barriers, 1, kThreads)();
     FAIL() << "the launch returned";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
