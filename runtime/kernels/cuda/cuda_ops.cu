@@ -1,6 +1,7 @@
-// The ops::Backend of CUDA tensors: each entry checks its tensors (Note [CUDA op dtypes]) and
-// launches the runtime::cuda kernel on the registered context's stream. Kernels the CUDA side
-// lacked (vocab_shard_finish) are here.
+// The ops::Backend of CUDA tensors: each entry (cuda_op_entries.h; the attention ones in
+// cuda_attention_ops.cu) checks its tensors (Note [CUDA op dtypes]) and launches the
+// runtime::cuda kernel on the registered context's stream. Kernels the CUDA side lacked
+// (vocab_shard_finish) are here, and the CudaContext.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -13,21 +14,18 @@
 #include "runtime/device_scratch.h"
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/adamw.h"
-#include "runtime/kernels/cuda/attention_layout.h"
 #include "runtime/kernels/cuda/cross_entropy.h"
 #include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/cuda_op_entries.h"
 #include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/kernels/cuda/device_common.cuh"
 #include "runtime/kernels/cuda/dropout.h"
 #include "runtime/kernels/cuda/elementwise.h"
 #include "runtime/kernels/cuda/embedding.h"
-#include "runtime/kernels/cuda/flash_attention.h"
-#include "runtime/kernels/cuda/flash_block.h"
 #include "runtime/kernels/cuda/gelu.h"
 #include "runtime/kernels/cuda/layernorm.h"
 #include "runtime/kernels/cuda/scratch_sizes.h"
-#include "runtime/kernels/cuda/softmax.h"
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
 
@@ -36,115 +34,7 @@ namespace {
 
 using namespace ::runtime::cuda::device;  // device_common.cuh
 
-// Note [CUDA op dtypes]
-// In one call, activations and weights share one type, f32 or bf16 (the "activation type",
-// set by the first such tensor the op lists). Parameter gradients are f32 whatever that type
-// is (linear dweight/dbias, layernorm dweight/dbias, dwte, dwpe: they accumulate over
-// micro-batches); so are layernorm mean/rstd and every cross-entropy loss, lse and per-row
-// statistic. Dropout masks are u8, token ids and targets i32. A call breaking these rules, or
-// passing a host tensor or one smaller than its shape arguments say, fails TRAINER_ASSERT with
-// the operator, every argument's dtype and the first problem.
-
 CudaContext* g_context = nullptr;  // process-wide, like ops' backend registry
-
-CudaContext& context() {
-  TRAINER_ASSERT(g_context != nullptr, "CUDA backend called with no registered CudaContext");
-  return *g_context;
-}
-
-// ---- argument checks ----
-
-enum class Role { act, f32, i32, u8 };  // act: the call's activation type
-
-struct Arg {
-  const char* name;
-  const Tensor* tensor;
-  Role role;
-  int64_t min_numel;  // elements the kernel touches, from the shape arguments
-  bool optional;      // may be undefined (the kernel then skips it)
-};
-
-Arg arg(const char* name, const Tensor& tensor, Role role, int64_t min_numel) {
-  return Arg{name, &tensor, role, min_numel, false};
-}
-Arg optional_arg(const char* name, const Tensor& tensor, Role role, int64_t min_numel) {
-  return Arg{name, &tensor, role, min_numel, true};
-}
-
-DType role_dtype(Role role) {  // of a role other than act
-  return role == Role::i32 ? DType::i32 : role == Role::u8 ? DType::u8 : DType::f32;
-}
-
-// "out=bf16 inp=f32 bias=none"
-std::string describe(std::initializer_list<Arg> args) {
-  std::string text;
-  for (const Arg& a : args) {
-    if (!text.empty()) text += ' ';
-    text += a.name;
-    text += '=';
-    text += a.tensor->defined() ? std::string(dtype_name(a.tensor->dtype())) : "none";
-  }
-  return text;
-}
-
-// Checks every argument of ops::`op` (Note [CUDA op dtypes]); returns the activation type.
-DType check_args(const char* op, std::initializer_list<Arg> args) {
-  const char* act_source = nullptr;  // the argument that set the activation type
-  DType act = DType::f32;
-  std::string problem;
-  for (const Arg& a : args) {
-    const Tensor& t = *a.tensor;
-    if (!t.defined()) {
-      if (!a.optional) problem = TRAINER_STR(a.name << " is undefined");
-    } else if (t.device() != DeviceKind::cuda) {
-      problem = TRAINER_STR(a.name << " is a host tensor");
-    } else if (a.role == Role::act && act_source == nullptr) {
-      act_source = a.name;
-      act = t.dtype();
-      if (act != DType::f32 && act != DType::bf16)
-        problem =
-            TRAINER_STR(a.name << " is " << dtype_name(act) << "; activations are f32 or bf16");
-    } else if (a.role == Role::act && t.dtype() != act) {
-      problem = TRAINER_STR(a.name << " is " << dtype_name(t.dtype()) << " but " << act_source
-                                   << " set the activation type " << dtype_name(act));
-    } else if (a.role != Role::act && t.dtype() != role_dtype(a.role)) {
-      problem = TRAINER_STR(a.name << " is " << dtype_name(t.dtype()) << ", must be "
-                                   << dtype_name(role_dtype(a.role)));
-    }
-    if (problem.empty() && t.defined() && t.numel() < a.min_numel)
-      problem = TRAINER_STR(a.name << " has " << t.numel() << " elements, the call needs "
-                                   << a.min_numel);
-    if (!problem.empty()) break;
-  }
-  TRAINER_ASSERT(problem.empty(), "ops::" << op << " on CUDA (" << describe(args)
-                                          << "): " << problem << " (Note [CUDA op dtypes])");
-  return act;
-}
-
-// ---- typed pointers ----
-
-// The tensor's data as T*, or null when it is undefined.
-template <class T>
-T* ptr(const Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.raw()) : nullptr;
-}
-
-// act_ptr(t): tensor t's data as the call's activation type T (float or __nv_bfloat16).
-template <class T>
-struct ActPtr {
-  T* operator()(const Tensor& t) const { return ptr<T>(t); }
-};
-
-// Calls f(act_ptr, stream): act_ptr an ActPtr<float> or ActPtr<__nv_bfloat16> for the
-// activation type, stream the registered context's.
-template <class F>
-void with_act(DType act, F&& f) {
-  if (act == DType::bf16) {
-    f(ActPtr<__nv_bfloat16>{}, context().stream());
-  } else {
-    f(ActPtr<float>{}, context().stream());
-  }
-}
 
 // ---- kernels the CUDA side lacked ----
 
@@ -177,15 +67,71 @@ double reduce_to_host(const T* x, int64_t n, CudaContext& c) {
   return result;
 }
 
-// ---- the backend's entries, one per ops:: function ----
+}  // namespace
+
+// ---- the backend's entries (cuda_op_entries.h; the attention ones: cuda_attention_ops.cu) ----
 namespace device_op {
 
-constexpr Role kAct = Role::act;
-constexpr Role kF32 = Role::f32;
-constexpr Role kI32 = Role::i32;
-constexpr Role kU8 = Role::u8;
+using namespace ::runtime::cuda::device;  // device_common.cuh
 
-void add_bias(const ops::AddBias& args);
+CudaContext& context() {
+  TRAINER_ASSERT(g_context != nullptr, "CUDA backend called with no registered CudaContext");
+  return *g_context;
+}
+
+namespace {
+
+DType role_dtype(Role role) {  // of a role other than act
+  return role == Role::i32 ? DType::i32 : role == Role::u8 ? DType::u8 : DType::f32;
+}
+
+// "out=bf16 inp=f32 bias=none"
+std::string describe(std::initializer_list<Arg> args) {
+  std::string text;
+  for (const Arg& a : args) {
+    if (!text.empty()) text += ' ';
+    text += a.name;
+    text += '=';
+    text += a.tensor->defined() ? std::string(dtype_name(a.tensor->dtype())) : "none";
+  }
+  return text;
+}
+
+}  // namespace
+
+// Checks every argument of ops::`op` (Note [CUDA op dtypes]).
+DType check_args(const char* op, std::initializer_list<Arg> args) {
+  const char* act_source = nullptr;  // the argument that set the activation type
+  DType act = DType::f32;
+  std::string problem;
+  for (const Arg& a : args) {
+    const Tensor& t = *a.tensor;
+    if (!t.defined()) {
+      if (!a.optional) problem = TRAINER_STR(a.name << " is undefined");
+    } else if (t.device() != DeviceKind::cuda) {
+      problem = TRAINER_STR(a.name << " is a host tensor");
+    } else if (a.role == Role::act && act_source == nullptr) {
+      act_source = a.name;
+      act = t.dtype();
+      if (act != DType::f32 && act != DType::bf16)
+        problem =
+            TRAINER_STR(a.name << " is " << dtype_name(act) << "; activations are f32 or bf16");
+    } else if (a.role == Role::act && t.dtype() != act) {
+      problem = TRAINER_STR(a.name << " is " << dtype_name(t.dtype()) << " but " << act_source
+                                   << " set the activation type " << dtype_name(act));
+    } else if (a.role != Role::act && t.dtype() != role_dtype(a.role)) {
+      problem = TRAINER_STR(a.name << " is " << dtype_name(t.dtype()) << ", must be "
+                                   << dtype_name(role_dtype(a.role)));
+    }
+    if (problem.empty() && t.defined() && t.numel() < a.min_numel)
+      problem = TRAINER_STR(a.name << " has " << t.numel() << " elements, the call needs "
+                                   << a.min_numel);
+    if (!problem.empty()) break;
+  }
+  TRAINER_ASSERT(problem.empty(), "ops::" << op << " on CUDA (" << describe(args)
+                                          << "): " << problem << " (Note [CUDA op dtypes])");
+  return act;
+}
 
 // cuBLASLt's bias epilogue reads the bias vectorized and wants it 16-byte aligned; a bias
 // view elsewhere in the flat parameter buffer (C/tp not a multiple of 8 in bf16) is added by
@@ -336,27 +282,6 @@ void layernorm_backward(const ops::LayernormBackward& args) {
                              act_ptr(args.dout), act_ptr(args.input), act_ptr(args.weight),
                              ptr<float>(args.mean), ptr<float>(args.rstd), rows, channels, scratch,
                              stream);
-  });
-}
-
-void causal_softmax_forward(const ops::CausalSoftmaxForward& args) {
-  const int64_t n = args.batch_heads * args.seq * args.seq;
-  const DType act = check_args("causal_softmax_forward", {arg("probs", args.probs, kAct, n),
-                                                          arg("scores", args.scores, kAct, n)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::causal_softmax_forward(act_ptr(args.probs), act_ptr(args.scores), args.batch_heads,
-                                 args.seq, stream);
-  });
-}
-
-void causal_softmax_backward(const ops::CausalSoftmaxBackward& args) {
-  const int64_t n = args.batch_heads * args.seq * args.seq;
-  const DType act = check_args("causal_softmax_backward", {arg("dscores", args.dscores, kAct, n),
-                                                           arg("dprobs", args.dprobs, kAct, n),
-                                                           arg("probs", args.probs, kAct, n)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::causal_softmax_backward(act_ptr(args.dscores), act_ptr(args.dprobs), act_ptr(args.probs),
-                                  args.batch_heads, args.seq, stream);
   });
 }
 
@@ -568,230 +493,6 @@ void vocab_shard_cross_entropy_backward(const ops::VocabShardCrossEntropyBackwar
   });
 }
 
-// Elements of one per-head q, k or v (or ctx_heads): micro_batch * heads * seq * head_dim.
-template <class Args>
-int64_t head_elements(const Args& args) {
-  return args.micro_batch * args.heads * args.seq * args.head_dim;
-}
-
-void split_qkv_heads(const ops::SplitQkvHeads& args) {
-  const int64_t n = head_elements(args);
-  const DType act =
-      check_args("split_qkv_heads", {arg("q", args.q, kAct, n), arg("k", args.k, kAct, n),
-                                     arg("v", args.v, kAct, n), arg("qkv", args.qkv, kAct, 3 * n)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::split_qkv_heads(act_ptr(args.q), act_ptr(args.k), act_ptr(args.v), act_ptr(args.qkv),
-                          args.seq, args.micro_batch, args.heads, args.head_dim, stream);
-  });
-}
-
-void merge_qkv_heads(const ops::MergeQkvHeads& args) {
-  const int64_t n = head_elements(args);
-  const DType act = check_args("merge_qkv_heads",
-                               {arg("dqkv", args.dqkv, kAct, 3 * n), arg("dq", args.dq, kAct, n),
-                                arg("dk", args.dk, kAct, n), arg("dv", args.dv, kAct, n)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::merge_qkv_heads(act_ptr(args.dqkv), act_ptr(args.dq), act_ptr(args.dk), act_ptr(args.dv),
-                          args.seq, args.micro_batch, args.heads, args.head_dim, stream);
-  });
-}
-
-void merge_heads(const ops::MergeHeads& args) {
-  const int64_t n = head_elements(args);
-  const DType act = check_args(
-      "merge_heads", {arg("ctx", args.ctx, kAct, n), arg("ctx_heads", args.ctx_heads, kAct, n)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::merge_heads(act_ptr(args.ctx), act_ptr(args.ctx_heads), args.seq, args.micro_batch,
-                      args.heads, args.head_dim, stream);
-  });
-}
-
-void split_heads(const ops::SplitHeads& args) {
-  const int64_t n = head_elements(args);
-  const DType act = check_args(
-      "split_heads", {arg("ctx_heads", args.ctx_heads, kAct, n), arg("ctx", args.ctx, kAct, n)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::split_heads(act_ptr(args.ctx_heads), act_ptr(args.ctx), args.seq, args.micro_batch,
-                      args.heads, args.head_dim, stream);
-  });
-}
-
-void attention_scores_forward(const ops::AttentionScoresForward& args) {
-  const int64_t batch_heads = args.batch_heads, seq = args.seq, head_dim = args.head_dim;
-  const int64_t n = batch_heads * seq * head_dim;
-  const DType act = check_args("attention_scores_forward",
-                               {arg("scores", args.scores, kAct, batch_heads * seq * seq),
-                                arg("q", args.q, kAct, n), arg("k", args.k, kAct, n)});
-  CudaContext& c = context();
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::attention_scores_forward(act_ptr(args.scores), act_ptr(args.q), act_ptr(args.k),
-                                   batch_heads, seq, head_dim, args.scale, c.cublas(), stream);
-  });
-}
-
-void attention_scores_backward(const ops::AttentionScoresBackward& args) {
-  const int64_t batch_heads = args.batch_heads, seq = args.seq, head_dim = args.head_dim;
-  const int64_t n = batch_heads * seq * head_dim;
-  const DType act = check_args("attention_scores_backward",
-                               {arg("dq", args.dq, kAct, n), arg("dk", args.dk, kAct, n),
-                                arg("dscores", args.dscores, kAct, batch_heads * seq * seq),
-                                arg("q", args.q, kAct, n), arg("k", args.k, kAct, n)});
-  CudaContext& c = context();
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::attention_scores_backward(act_ptr(args.dq), act_ptr(args.dk), act_ptr(args.dscores),
-                                    act_ptr(args.q), act_ptr(args.k), batch_heads, seq, head_dim,
-                                    args.scale, c.cublas(), stream);
-  });
-}
-
-void attention_context_forward(const ops::AttentionContextForward& args) {
-  const int64_t batch_heads = args.batch_heads, seq = args.seq, head_dim = args.head_dim;
-  const int64_t n = batch_heads * seq * head_dim;
-  const DType act = check_args(
-      "attention_context_forward",
-      {arg("ctx_heads", args.ctx_heads, kAct, n),
-       arg("probs", args.probs, kAct, batch_heads * seq * seq), arg("v", args.v, kAct, n)});
-  CudaContext& c = context();
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::attention_context_forward(act_ptr(args.ctx_heads), act_ptr(args.probs), act_ptr(args.v),
-                                    batch_heads, seq, head_dim, c.cublas(), stream);
-  });
-}
-
-void attention_context_backward(const ops::AttentionContextBackward& args) {
-  const int64_t batch_heads = args.batch_heads, seq = args.seq, head_dim = args.head_dim;
-  const int64_t n = batch_heads * seq * head_dim;
-  const DType act = check_args(
-      "attention_context_backward",
-      {arg("dprobs", args.dprobs, kAct, batch_heads * seq * seq), arg("dv", args.dv, kAct, n),
-       arg("dctx_heads", args.dctx_heads, kAct, n),
-       arg("probs", args.probs, kAct, batch_heads * seq * seq), arg("v", args.v, kAct, n)});
-  CudaContext& c = context();
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::attention_context_backward(act_ptr(args.dprobs), act_ptr(args.dv),
-                                     act_ptr(args.dctx_heads), act_ptr(args.probs), act_ptr(args.v),
-                                     batch_heads, seq, head_dim, c.cublas(), stream);
-  });
-}
-
-// The (seq, micro_batch, heads) positions of a flash attention call: ctx and dctx hold head_dim
-// elements per position, qkv and dqkv 3 * head_dim, lse one.
-int64_t flash_positions(const cpu::FlashAttentionDims& dims) {
-  return dims.seq_len * dims.micro_batch * dims.heads;
-}
-// The key positions of a ring block (the query positions without one).
-int64_t flash_key_positions(const cpu::FlashAttentionDims& dims) {
-  return (dims.kv_len == 0 ? dims.seq_len : dims.kv_len) * dims.micro_batch * dims.heads;
-}
-
-void flash_attention_forward(const ops::FlashAttentionForward& args) {
-  const cpu::FlashAttentionDims& dims = args.dims;
-  const int64_t positions = flash_positions(dims);
-  const DType act = check_args(
-      "flash_attention_forward",
-      {arg("ctx", args.ctx, kAct, positions * dims.head_dim), arg("lse", args.lse, kF32, positions),
-       arg("qkv", args.qkv, kAct, positions * 3 * dims.head_dim)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::flash_attention_forward(act_ptr(args.ctx), ptr<float>(args.lse), act_ptr(args.qkv), dims,
-                                  stream);
-  });
-}
-
-void flash_attention_backward(const ops::FlashAttentionBackward& args) {
-  const cpu::FlashAttentionDims& dims = args.dims;
-  const int64_t positions = flash_positions(dims);
-  const DType act = check_args("flash_attention_backward",
-                               {arg("dqkv", args.dqkv, kAct, positions * 3 * dims.head_dim),
-                                arg("dctx", args.dctx, kAct, positions * dims.head_dim),
-                                arg("qkv", args.qkv, kAct, positions * 3 * dims.head_dim),
-                                arg("ctx", args.ctx, kAct, positions * dims.head_dim),
-                                arg("lse", args.lse, kF32, positions)});
-  CudaContext& c = context();
-  void* scratch = c.scratch(scratch_bytes::flash_attention_backward(args));
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::flash_attention_backward(act_ptr(args.dqkv), act_ptr(args.dctx), act_ptr(args.qkv),
-                                   act_ptr(args.ctx), ptr<float>(args.lse), dims, scratch, stream);
-  });
-}
-
-// ---- ring attention's blocks (Note [Flash blocks]) ----
-
-cpu::FlashRows flash_rows(int64_t rows, int64_t micro_batch, int64_t heads, int64_t head_dim) {
-  return cpu::FlashRows{rows, micro_batch, heads, head_dim};
-}
-
-void pack_kv(const ops::PackKv& args) {
-  const int64_t positions = args.rows * args.micro_batch * args.heads;
-  const DType act =
-      check_args("pack_kv", {arg("kv", args.kv, kAct, positions * 2 * args.head_dim),
-                             arg("qkv", args.qkv, kAct, positions * 3 * args.head_dim)});
-  const cpu::FlashRows sizes = flash_rows(args.rows, args.micro_batch, args.heads, args.head_dim);
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::pack_kv(act_ptr(args.kv), act_ptr(args.qkv), sizes, stream);
-  });
-}
-
-void flash_block_forward(const ops::FlashBlockForward& args) {
-  const cpu::FlashAttentionDims& dims = args.dims;
-  const int64_t queries = flash_positions(dims);
-  const int64_t keys = flash_key_positions(dims);
-  const DType act =
-      check_args("flash_block_forward", {arg("qkv", args.qkv, kAct, queries * 3 * dims.head_dim),
-                                         arg("kv", args.kv, kAct, keys * 2 * dims.head_dim),
-                                         arg("ctx", args.ctx, kF32, queries * dims.head_dim),
-                                         arg("lse", args.lse, kF32, queries)});
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::flash_block_forward(ptr<float>(args.ctx), ptr<float>(args.lse), act_ptr(args.qkv),
-                              act_ptr(args.kv), dims, stream);
-  });
-}
-
-void flash_merge(const ops::FlashMerge& args) {
-  const int64_t positions = args.rows * args.micro_batch * args.heads;
-  check_args("flash_merge", {arg("ctx", args.ctx, kF32, positions * args.head_dim),
-                             arg("lse", args.lse, kF32, positions),
-                             arg("ctx_block", args.ctx_block, kF32, positions * args.head_dim),
-                             arg("lse_block", args.lse_block, kF32, positions)});
-  cuda::flash_merge(ptr<float>(args.ctx), ptr<float>(args.lse), ptr<float>(args.ctx_block),
-                    ptr<float>(args.lse_block),
-                    flash_rows(args.rows, args.micro_batch, args.heads, args.head_dim),
-                    context().stream());
-}
-
-void flash_block_backward(const ops::FlashBlockBackward& args) {
-  const cpu::FlashAttentionDims& dims = args.dims;
-  const int64_t queries = flash_positions(dims);
-  const int64_t keys = flash_key_positions(dims);
-  const DType act =
-      check_args("flash_block_backward", {arg("dctx", args.dctx, kAct, queries * dims.head_dim),
-                                          arg("qkv", args.qkv, kAct, queries * 3 * dims.head_dim),
-                                          arg("kv", args.kv, kAct, keys * 2 * dims.head_dim),
-                                          arg("ctx", args.ctx, kAct, queries * dims.head_dim),
-                                          arg("dq", args.dq, kF32, queries * dims.head_dim),
-                                          arg("dkv", args.dkv, kF32, keys * 2 * dims.head_dim),
-                                          arg("lse", args.lse, kF32, queries)});
-  CudaContext& c = context();
-  void* scratch = c.scratch(scratch_bytes::flash_block_backward(args));
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::flash_block_backward(ptr<float>(args.dq), ptr<float>(args.dkv), act_ptr(args.dctx),
-                               act_ptr(args.qkv), act_ptr(args.kv), act_ptr(args.ctx),
-                               ptr<float>(args.lse), dims, scratch, stream);
-  });
-}
-
-void assemble_qkv_grad(const ops::AssembleQkvGrad& args) {
-  const int64_t positions = args.rows * args.micro_batch * args.heads;
-  const DType act =
-      check_args("assemble_qkv_grad", {arg("dqkv", args.dqkv, kAct, positions * 3 * args.head_dim),
-                                       arg("dq", args.dq, kF32, positions * args.head_dim),
-                                       arg("dkv", args.dkv, kF32, positions * 2 * args.head_dim)});
-  const cpu::FlashRows sizes = flash_rows(args.rows, args.micro_batch, args.heads, args.head_dim);
-  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
-    cuda::assemble_qkv_grad(act_ptr(args.dqkv), ptr<float>(args.dq), ptr<float>(args.dkv), sizes,
-                            stream);
-  });
-}
-
 void add(const ops::Add& args) {
   const int64_t n = args.count;
   const DType act = check_args(
@@ -933,6 +634,8 @@ double sum(const Tensor& t) {
 }
 
 }  // namespace device_op
+
+namespace {
 
 ops::Backend make_backend() {
   ops::Backend b{};

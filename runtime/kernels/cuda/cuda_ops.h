@@ -19,7 +19,8 @@ namespace runtime::cuda {
 // Every op of the backend runs on the registered context's stream, so stream order alone
 // orders them, and the caching allocator may hand a freed block to the next op at once (Note
 // [Caching allocator and streams]). Work on other streams (communication) must wait on an
-// event recorded on stream(), and vice versa. The dtype rules of the ops are in cuda_ops.cu.
+// event recorded on stream(), and vice versa. The dtype rules of the ops are in
+// cuda_op_entries.h (Note [CUDA op dtypes]).
 class CudaContext {
  public:
   // Creates the stream and the handles on the current device.
