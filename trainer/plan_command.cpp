@@ -11,10 +11,11 @@
 
 #include "model/flops.h"
 #include "recompute/memory_model.h"
+#include "runtime/device_scratch.h"
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
-#include "trainer/comm_model.h"
 #include "trainer/auto_plan.h"
+#include "trainer/comm_model.h"
 #include "trainer/metrics.h"
 #include "trainer/plan_sweep.h"
 #include "trainer/stage_setup.h"
@@ -112,6 +113,10 @@ void print_rank_memory(const Config& config, std::ostream& out) {
     std::snprintf(cell, sizeof cell, " %10s | %10s\n", format_bytes(m.device_overhead).c_str(),
                   format_bytes(m.total()).c_str());
     out << cell;
+  }
+  if (config.train.device == Device::cuda && runtime::device_scratch_sizes() == nullptr) {
+    out << "  workspace leaves out the CUDA operators' scratch buffer: its size needs the device\n"
+           "  (`trainer train` includes it in the prediction it checks)\n";
   }
   const int64_t budget = budget_bytes(config.train.memory_budget_gib);
   if (budget > 0) {
