@@ -46,6 +46,37 @@ bool same_value(float expected, float actual) {
   return expected == actual || (std::isnan(expected) && std::isnan(actual));
 }
 
+// The guard pattern's bytes for one element of `dtype` (1216 is exact in bf16).
+std::vector<uint8_t> guard_pattern(DType dtype) {
+  std::vector<uint8_t> bytes(runtime::dtype_size(dtype));
+  if (dtype == DType::f32) {
+    const float value = 1216.f;
+    std::memcpy(bytes.data(), &value, sizeof value);
+  } else if (dtype == DType::bf16) {
+    const uint16_t value = runtime::cpu::float_to_bf16(1216.f);
+    std::memcpy(bytes.data(), &value, sizeof value);
+  } else if (dtype == DType::i32) {
+    const int32_t value = 0x5EADBEEF;
+    std::memcpy(bytes.data(), &value, sizeof value);
+  } else {
+    std::fill(bytes.begin(), bytes.end(), uint8_t{0xA7});
+  }
+  return bytes;
+}
+
+// The elements of `storage` (host bytes of dtype `dtype`) in its two guards that are not the
+// pattern.
+int64_t damaged_guard_elements(const std::vector<uint8_t>& storage, DType dtype) {
+  const std::vector<uint8_t> pattern = guard_pattern(dtype);
+  const size_t size = pattern.size(), elements = storage.size() / size;
+  int64_t damaged = 0;
+  for (size_t i = 0; i < elements; ++i) {
+    const bool guard = i < kGuardElements || i >= elements - kGuardElements;
+    if (guard && std::memcmp(storage.data() + i * size, pattern.data(), size) != 0) ++damaged;
+  }
+  return damaged;
+}
+
 }  // namespace
 
 // ---- Case ----
@@ -62,9 +93,14 @@ float Case::uniform(float low, float high) {
 }
 
 Tensor Case::make(const Shape& shape, DType dtype, int64_t offset, DType device_dtype) {
-  const Tensor storage = host_empty({runtime::shape_numel(shape) + offset}, dtype);
-  const Tensor t = storage.view(offset, shape);
-  origins_[t.raw()] = Origin{storage, offset, device_dtype};
+  const int64_t numel = runtime::shape_numel(shape) + offset;
+  const Tensor storage = host_empty({kGuardElements + numel + kGuardElements}, dtype);
+  const std::vector<uint8_t> pattern = guard_pattern(dtype);
+  for (int64_t i = 0; i < storage.numel(); ++i)
+    std::memcpy(storage.data<uint8_t>() + i * static_cast<int64_t>(pattern.size()), pattern.data(),
+                pattern.size());
+  const Tensor t = storage.view(kGuardElements + offset, shape);
+  origins_[t.raw()] = Origin{storage, kGuardElements + offset, device_dtype};
   return t;
 }
 
@@ -137,11 +173,12 @@ Tensor Mirror::device_twin(const Tensor& host) {
       staging = host_empty(staging.shape(), origin.device_dtype);
       ops::convert(staging, origin.storage);
     }
-    found->second = Tensor::empty(device_.allocator(), staging.shape(), staging.dtype(),
-                                  runtime::MemoryCategory::activation);
-    ops::upload(found->second, staging);
+    found->second.host = origin.storage;
+    found->second.device = Tensor::empty(device_.allocator(), staging.shape(), staging.dtype(),
+                                         runtime::MemoryCategory::activation);
+    ops::upload(found->second.device, staging);
   }
-  return found->second.view(origin.offset, host.shape());
+  return found->second.device.view(origin.offset, host.shape());
 }
 
 void Mirror::expect_match(const std::vector<Tensor>& hosts, const Tolerance& tolerance,
@@ -156,6 +193,19 @@ void Mirror::expect_match(const std::vector<Tensor>& hosts, const Tolerance& tol
     const bool causal = !device_.exact() && static_cast<int>(field) == causal_index;
     expect_tensor_match(host, static_cast<int>(field), relative, causal ? causal_seq : 0,
                         tolerance.exact_zeros);
+  }
+  expect_guards_intact();
+}
+
+void Mirror::expect_guards_intact() {
+  for (const auto& [first_byte, twins] : storages_) {
+    const Tensor &host = twins.host, &device = twins.device;
+    EXPECT_EQ(damaged_guard_elements(bytes(host), host.dtype()), 0)
+        << "the host op wrote past a tensor (" << runtime::dtype_name(host.dtype())
+        << " storage of " << host.numel() << " elements, guards of " << kGuardElements << ")";
+    EXPECT_EQ(damaged_guard_elements(bytes(device), device.dtype()), 0)
+        << "the device op wrote past a tensor (" << runtime::dtype_name(device.dtype())
+        << " storage of " << device.numel() << " elements, guards of " << kGuardElements << ")";
   }
 }
 

@@ -49,7 +49,11 @@ inline constexpr double kScalarRelative = 1e-10;
 
 // One random case: host tensors, each with the dtype it gets on the device. Activation tensors
 // take the case's activation dtype there (f32 or bf16; the host holds their values rounded to
-// it, so both sides start from identical values); the rest keep theirs.
+// it, so both sides start from identical values); the rest keep theirs. Each tensor's storage
+// has kGuardElements more before it and after it, holding a pattern (guard_pattern) that no op
+// may change: expect_match checks every storage's guards on both sides, so a kernel that writes
+// past either end of any tensor it is given fails its row.
+inline constexpr int64_t kGuardElements = 16;  // a multiple of 16 bytes: alignment is kept
 class Case {
  public:
   Case(uint32_t seed, runtime::DType activation);
@@ -82,8 +86,8 @@ class Case {
   // Rounds an activation tensor that host ops filled to what its device twin will hold.
   void settle(const runtime::Tensor& t);
 
-  // What a mirror needs of a tensor this case made: its whole storage, its element offset in
-  // it, and its device dtype.
+  // What a mirror needs of a tensor this case made: its whole storage (guards included), its
+  // element offset in it, and its device dtype.
   struct Origin {
     runtime::Tensor storage;
     int64_t offset = 0;
@@ -115,10 +119,17 @@ class Mirror {
  private:
   void expect_tensor_match(const runtime::Tensor& host, int field, double tolerance,
                            int64_t causal_seq, bool exact_zeros);
+  // EXPECTs that the guards of every storage the mirror holds, and of its host twin, still
+  // hold the pattern.
+  void expect_guards_intact();
 
   const Case& case_;
   TwinDevice& device_;
-  std::map<const void*, runtime::Tensor> storages_;  // host storage's first byte -> device
+  struct Storages {
+    runtime::Tensor host;
+    runtime::Tensor device;
+  };
+  std::map<const void*, Storages> storages_;  // by the host storage's first byte
 };
 
 // The bytes of a host or device tensor (through ops::download for a device tensor).
