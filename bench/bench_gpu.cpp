@@ -6,7 +6,7 @@
 //
 // usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]
 //                  [--sweep-steps 1] [--peak-tflops 989.4] [--time-limit-s S] [--table-only]
-//                  [--quick]
+//                  [--quick | --smoke]
 //   throughput table: seq 2048, micro batch 4, global batch 8; per preset tokens/s, model and
 //     hardware TFLOP/s, MFU and HFU against --peak-tflops (train.peak_tflops), peak bytes per
 //     category and live at once, peak reserved bytes, predicted and measured activation peak;
@@ -25,6 +25,8 @@
 //     beside the unfused ones) its bytes, FLOPs, the time they take at those rates and the
 //     measured time (bench_gpu_roofline.h).
 //   --quick: a 2-layer model and short sequences, to check the flow on a device in seconds.
+//   --smoke: a 1-layer model of hidden 64 and a 128-square roofline GEMM, to run the whole flow
+//     on host CUDA (bench_gpu_host_cuda, ctest host_cuda_bench_gpu_smoke) in seconds.
 // OUT_JSON is rewritten after every configuration, so a run cut short keeps what it measured;
 // a configuration that fails (out of memory included) is recorded with its error, never fatal.
 // Exit: 0 done, 1 bad usage or setup, 2 no CUDA device visible.
@@ -66,7 +68,7 @@ using runtime::MemoryCategory;
 const char* kUsage =
     "usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]\n"
     "                 [--sweep-steps 1] [--peak-tflops 989.4] [--time-limit-s S] [--table-only]\n"
-    "                 [--quick]\n";
+    "                 [--quick | --smoke]\n";
 
 // What a device allocation failure says: the caching allocator's LibraryError carries CUDA's
 // "out of memory"; cuBLAS reports its own allocation failures.
@@ -281,12 +283,15 @@ Options parse_options(int argc, char** argv) {
       o.table_only = true;
     else if (arg == "--quick")
       o.quick = true;
+    else if (arg == "--smoke")
+      o.smoke = true;
     else if (arg.rfind("--", 0) == 0 || !o.out_path.empty())
       throw runtime::InputError("unknown argument '" + arg + "'");
     else
       o.out_path = arg;
   }
   if (o.out_path.empty()) throw runtime::InputError("OUT_JSON is required");
+  if (o.quick && o.smoke) throw runtime::InputError("--quick and --smoke: one shape at most");
   if (!(o.budget_gib > 0) || !(o.peak_tflops > 0)) {
     throw runtime::InputError("--budget-gib and --peak-tflops must be > 0");
   }
@@ -414,7 +419,7 @@ void run_roofline(Report& report, Device& device, const Progress& progress) {
   RooflineReport& measured = report.roofline.emplace();
   try {
     roofline::Tensors tensors(device.allocator);
-    measured.machine = roofline::measure_machine(device.context, tensors);
+    measured.machine = roofline::measure_machine(report.shape, device.context, tensors);
     measured.lines =
         roofline::measure_lines(report.shape, measured.machine, device.context, tensors);
     roofline::print(measured.machine, measured.lines);
@@ -430,7 +435,9 @@ void run_roofline(Report& report, Device& device, const Progress& progress) {
 int run(const Options& options) {
   Report report;
   report.options = options;
-  report.shape = options.quick ? BenchShape::quick() : BenchShape();
+  report.shape = options.smoke   ? BenchShape::smoke()
+                 : options.quick ? BenchShape::quick()
+                                 : BenchShape();
   const BenchPlan plan = make_plan(options, report.shape);
   write_report(report);  // an unwritable OUT_JSON fails here, before any device time
   const Progress progress;

@@ -43,6 +43,7 @@ struct Options {
   double peak_tflops = trainer::kBf16PeakTflops;  // H100/H200 SXM dense bf16 (989.4)
   bool table_only = false;
   bool quick = false;
+  bool smoke = false;  // BenchShape::smoke(): the flow on host CUDA
   // Seconds from the start; a configuration predicted to end past it is skipped (and listed).
   // 0: no limit.
   double time_limit_s = 0;
@@ -69,9 +70,19 @@ struct BenchShape {
   // flash attention only O(s) ones, so its sweep goes 4x further.
   std::vector<int64_t> sweep_seq_lengths = {2048, 4096, 8192, 16384, 32768};
   std::vector<int64_t> flash_sweep_seq_lengths = {2048, 4096, 8192, 16384, 32768, 65536, 131072};
+  // The roofline's machine measurement: the square bf16 GEMM and the elements copied.
+  int64_t roofline_gemm = 8192;
+  int64_t roofline_copy_elements = int64_t{1} << 28;  // 512 MiB of bf16 each way
 
   static BenchShape quick() {
     return {2, 256, 4, 50257, 512, 2, 4, {512, 1024, 2048, 4096}, {512, 1024, 2048, 4096, 8192}};
+  }
+  // Seconds on host CUDA (tests/host_cuda): every step of the flow at a CPU's size.
+  static BenchShape smoke() {
+    BenchShape s{1, 64, 2, 256, 64, 2, 4, {64, 128}, {64, 128, 256}};
+    s.roofline_gemm = 128;
+    s.roofline_copy_elements = int64_t{1} << 16;
+    return s;
   }
   const std::vector<int64_t>& sweep_lengths(bool flash) const {
     return flash ? flash_sweep_seq_lengths : sweep_seq_lengths;

@@ -153,6 +153,7 @@ std::string json_report(const Report& r) {
                                 .number("dropout", kDropout)
                                 .text("precision", "bf16")
                                 .boolean("quick", o.quick)
+                                .boolean("smoke", o.smoke)
                                 .str();
   std::vector<std::string> runs;
   JsonObject over_none, flash_over_unfused;

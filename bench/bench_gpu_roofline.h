@@ -48,24 +48,25 @@ class Tensors {
   runtime::Allocator& allocator_;
 };
 
-inline Machine measure_machine(runtime::cuda::CudaContext& context, Tensors& tensors) {
+inline Machine measure_machine(const BenchShape& shape, runtime::cuda::CudaContext& context,
+                               Tensors& tensors) {
   Machine machine;
-  constexpr int64_t kCopyElements = int64_t{1} << 28;  // 512 MiB of bf16 each way
-  const Tensor from = tensors.make({kCopyElements}), to = tensors.make({kCopyElements});
+  const int64_t copy_elements = shape.roofline_copy_elements;
+  const Tensor from = tensors.make({copy_elements}), to = tensors.make({copy_elements});
   const double copy_ms = time_ms(context, 5, [&] { runtime::ops::copy(to, from); });
   machine.copy_bytes_per_s = 2.0 * static_cast<double>(from.nbytes()) / (copy_ms * 1e-3);
-  constexpr int64_t kGemm = 8192;
-  const Tensor a = tensors.make({kGemm, kGemm}), w = tensors.make({kGemm, kGemm});
-  const Tensor c = tensors.make({kGemm, kGemm});
+  const int64_t gemm = shape.roofline_gemm;
+  const Tensor a = tensors.make({gemm, gemm}), w = tensors.make({gemm, gemm});
+  const Tensor c = tensors.make({gemm, gemm});
   const double gemm_ms = time_ms(context, 5, [&] {
     runtime::ops::linear_forward({.out = c,
                                   .input = a,
                                   .weight = w,
-                                  .rows = kGemm,
-                                  .in_features = kGemm,
-                                  .out_features = kGemm});
+                                  .rows = gemm,
+                                  .in_features = gemm,
+                                  .out_features = gemm});
   });
-  machine.gemm_flops_per_s = 2.0 * kGemm * kGemm * kGemm / (gemm_ms * 1e-3);
+  machine.gemm_flops_per_s = 2.0 * gemm * gemm * gemm / (gemm_ms * 1e-3);
   return machine;
 }
 
