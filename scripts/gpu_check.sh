@@ -19,11 +19,19 @@
 #       both loss curves, bench_gpu beside PyTorch with our/PyTorch ratios; rewritten after every
 #       step), gpu_check.log, ldd.txt, tests.log (test binaries and both training runs),
 #       bench_gpu.json, bench_gpu.log, bench_peers.json, bench_peers.log.
+#   scripts/gpu_check.sh sanitize
+#       (there, as run, in a second call when device time is left) compute-sanitizer's memcheck,
+#       racecheck, initcheck and synccheck over test_gpu_kernel_paths and test_gpu_op_twins, each
+#       a step as above, into sanitize.log; gpu_check.json lists their status (a tool that finds
+#       an error exits 1). Where the machine refuses the sanitizer (KINDS.md: gVisor), the steps
+#       fail at once and the log says why.
 # A device call then is:
 #   run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
 # Knobs for a dry run (tests/system/gpu_check_dry_run.sh): GPU_CHECK_CARRY (the carried
 # folder), GPU_CHECK_LIB_DIRS (more library folders, ':'-separated), GPU_CHECK_TEST_LIMIT_S,
-# GPU_CHECK_PEER (the peer's command) and GPU_CHECK_NO_DEVICE=1 (skip nvidia-smi).
+# GPU_CHECK_PEER (the peer's command), GPU_CHECK_SANITIZER (compute-sanitizer's path),
+# GPU_CHECK_SANITIZE_BINARIES (the binaries sanitize runs) and GPU_CHECK_NO_DEVICE=1 (skip
+# nvidia-smi).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry=${GPU_CHECK_CARRY:-$root/.gpu}
@@ -251,8 +259,25 @@ run_benchmarks() {
     --preset "$preset" --time-limit-s $((limit > 25 ? limit - 15 : 10))
 }
 
+# compute-sanitizer's tools over the kernel tests, each run a step (at most 150 s).
+run_sanitizer() {
+  local sanitizer tool b
+  sanitizer=${GPU_CHECK_SANITIZER:-$(command -v compute-sanitizer ||
+    ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)}
+  [ -n "$sanitizer" ] || { say "gpu_check: no compute-sanitizer on this machine"; return 1; }
+  for tool in memcheck racecheck initcheck synccheck; do
+    for b in ${GPU_CHECK_SANITIZE_BINARIES:-test_gpu_kernel_paths test_gpu_op_twins}; do
+      run_step "sanitize $tool $b" 150 0 "$OUT/sanitize.log" env LD_LIBRARY_PATH="$lib_path" \
+        "$sanitizer" --tool "$tool" --error-exitcode 1 "$bin/$b"
+    done
+  done
+}
+
+# run_on_device MODE [BENCH_OPTION...]: MODE run (tests, training, benchmarks) or sanitize.
 run_on_device() {
   : "${OUT:?run on the device machine, where OUT is set}"
+  local mode=$1
+  shift
   limit_s=${GPU_CHECK_LIMIT_S:-460} deadline=$((SECONDS + ${GPU_CHECK_LIMIT_S:-460}))
   work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
   : > "$OUT/gpu_check.log" && : > "$work/steps.tsv"
@@ -265,9 +290,13 @@ run_on_device() {
   say "device: $(head -1 "$work/device.txt")"
   unpack && find_libraries || { summarize; return 3; }
   say "libraries: LD_LIBRARY_PATH=$lib_path (ldd.txt)"
-  run_tests
-  run_training
-  run_benchmarks "$@"
+  if [ "$mode" = sanitize ]; then
+    run_sanitizer
+  else
+    run_tests
+    run_training
+    run_benchmarks "$@"
+  fi
   summarize
   python3 -m json.tool "$OUT/gpu_check.json" > /dev/null ||
     say "gpu_check: $OUT/gpu_check.json is not valid JSON"
@@ -277,6 +306,7 @@ run_on_device() {
 
 case "${1:-}" in
   prepare) prepare ;;
-  run) shift; run_on_device "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh prepare | run [BENCH_OPTION...]"; exit 2 ;;
+  run) shift; run_on_device run "$@" ;;
+  sanitize) run_on_device sanitize ;;
+  *) echo "usage: scripts/gpu_check.sh prepare | run [BENCH_OPTION...] | sanitize"; exit 2 ;;
 esac

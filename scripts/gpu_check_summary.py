@@ -133,6 +133,9 @@ def brief(path):
     for t in s["tests"]:
         print(f"  {t['binary']}: {t['status']}, {t['passed']} passed, {t['failed']} failed, "
               f"{t['skipped']} skipped")
+    for step in s["steps"]:
+        if step["name"].startswith("sanitize "):
+            print(f"  {step['name']}: {step['status']} in {step['seconds']} s")
     print(f"  loss, largest relative CPU/GPU difference: "
           f"{s['train']['max_relative_loss_difference']}")
     for r in s["bench"]["ratios"]:

@@ -130,4 +130,21 @@ check missing "s['libraries']['missing'] == [{'library': 'libgpucheckstub.so', \
 'needed_by': 'test_gpu_elf'}]" "s['steps'] == [] and not s['complete']"
 [ ! -e "$dir/missing/tests.log" ] || fail "missing: test binaries ran without their libraries"
 echo "missing: stopped before running anything, naming libgpucheckstub.so"
+
+# 4. sanitize: every tool over each binary named, a step each, through the sanitizer given.
+printf '#!/usr/bin/env bash\necho "sanitizer $2"\nexec "$5"\n' > "$dir/sanitizer" &&
+  chmod +x "$dir/sanitizer"
+mkdir -p "$dir/sanitize"
+env OUT="$dir/sanitize" GPU_CHECK_CARRY="$dir/carry" GPU_CHECK_NO_DEVICE=1 PYTHONPATH="$dir/site" \
+  GPU_CHECK_SANITIZER="$dir/sanitizer" GPU_CHECK_SANITIZE_BINARIES="test_gpu_a test_gpu_b" \
+  bash "$script" sanitize > "$dir/sanitize.stdout" 2>&1
+code=$?
+[ "$code" -eq 1 ] || { cat "$dir/sanitize.stdout"; fail "sanitize: exit $code, expected 1"; }
+check sanitize "[(x['name'], x['status']) for x in s['steps']] == [('sanitize ' + t + ' ' + b, \
+'ok' if b == 'test_gpu_a' else 'failed') for t in ('memcheck', 'racecheck', 'initcheck', \
+'synccheck') for b in ('test_gpu_a', 'test_gpu_b')]" "s['tests'] == []"
+grep -q "sanitizer racecheck" "$dir/sanitize/sanitize.log" || fail "sanitize: no racecheck run"
+grep -q "sanitize memcheck test_gpu_b: failed" "$dir/sanitize.stdout" ||
+  { cat "$dir/sanitize.stdout"; fail "sanitize: the brief summary lacks the steps"; }
+echo "sanitize: four tools over each binary, each a step with its status"
 echo PASS
