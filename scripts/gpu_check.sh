@@ -23,8 +23,8 @@
 #       (there, as run, in a second call when device time is left) compute-sanitizer's memcheck,
 #       racecheck, initcheck and synccheck over test_gpu_kernel_paths and test_gpu_op_twins, each
 #       a step as above, into sanitize.log; gpu_check.json lists their status (a tool that finds
-#       an error exits 1). Where the machine refuses the sanitizer (KINDS.md: gVisor), the steps
-#       fail at once and the log says why.
+#       an error exits 1). Where the machine refuses the sanitizer (some sandboxed GPU machines
+#       do), the steps fail at once and the log says why.
 # A device call then is:
 #   run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
 # Knobs for a dry run (tests/system/gpu_check_dry_run.sh): GPU_CHECK_CARRY (the carried
