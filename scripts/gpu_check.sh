@@ -263,7 +263,8 @@ run_benchmarks() {
 run_sanitizer() {
   local sanitizer tool b
   sanitizer=${GPU_CHECK_SANITIZER:-$(command -v compute-sanitizer ||
-    ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)}
+    ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer \
+      2>/dev/null | head -1)}
   [ -n "$sanitizer" ] || { say "gpu_check: no compute-sanitizer on this machine"; return 1; }
   for tool in memcheck racecheck initcheck synccheck; do
     for b in ${GPU_CHECK_SANITIZE_BINARIES:-test_gpu_kernel_paths test_gpu_op_twins}; do
@@ -291,7 +292,7 @@ run_on_device() {
   unpack && find_libraries || { summarize; return 3; }
   say "libraries: LD_LIBRARY_PATH=$lib_path (ldd.txt)"
   if [ "$mode" = sanitize ]; then
-    run_sanitizer
+    run_sanitizer || { summarize; return 1; }
   else
     run_tests
     run_training
