@@ -1,5 +1,6 @@
-// Host CUDA's kernel engine: the threads of a block as fibers (fiber_switch.h), block barriers,
-// warp collectives and the launch checks of Note [Host CUDA].
+// Host CUDA's kernel engine: the threads of a block as fibers (fiber_switch.h) run warp by warp
+// in the schedule's order, block barriers, warp collectives, the refill of shared memory and
+// the launch checks of Note [Host CUDA].
 #include <sys/mman.h>
 #include <unistd.h>
 

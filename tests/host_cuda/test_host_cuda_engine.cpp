@@ -1,7 +1,8 @@
-// Host CUDA's kernel engine (Note [Host CUDA]): barriers order a block's shared-memory writes
-// before its reads, shuffles exchange lanes, the mma follows the PTX fragment layout, a
-// deadlock ends the launch with an error, launches the device would refuse are refused, and
-// an access past an allocation faults.
+// Host CUDA's kernel engine (Note [Host CUDA]): the schedule orders blocks, warps and lanes (a
+// warp runs ahead to the block barrier, and a missing barrier fails under one schedule),
+// barriers order a block's shared-memory writes before its reads, shuffles exchange lanes, the
+// mma follows the PTX fragment layout, a deadlock ends the launch with an error, launches the
+// device would refuse are refused, and an access past an allocation faults.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
