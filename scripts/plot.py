@@ -51,14 +51,26 @@ class InputError(Exception):
     pass
 
 
-# The C++ writer prints non-finite doubles as nan/inf, which JSON lacks.
+# JSON has no NaN or infinity: the trainer writes non-finite doubles as the strings "nan",
+# "inf", "-inf" (older runs wrote them bare).
 BARE_NON_FINITE = re.compile(r"(?<=[:\[,\s])(-?)(nan|inf)(?=[,\]}\s])")
+NON_FINITE_STRINGS = {"nan": math.nan, "-nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def non_finite_as_floats(value):
+    if isinstance(value, dict):
+        return {k: non_finite_as_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [non_finite_as_floats(v) for v in value]
+    if isinstance(value, str) and value in NON_FINITE_STRINGS:
+        return NON_FINITE_STRINGS[value]
+    return value
 
 
 def parse_json(text, where):
-    """One JSON value; bare nan/inf/-inf read as floats."""
+    """One JSON value; "nan"/"inf" strings and bare nan/inf/-inf read as floats."""
     try:
-        return json.loads(text)
+        return non_finite_as_floats(json.loads(text))
     except json.JSONDecodeError:
         fixed = BARE_NON_FINITE.sub(lambda m: m.group(1) + ("NaN" if m.group(2) == "nan"
                                                             else "Infinity"), text)

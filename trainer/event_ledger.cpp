@@ -9,6 +9,7 @@
 
 #include "runtime/error.h"
 #include "trainer/export/safetensors.h"
+#include "trainer/json_object_writer.h"
 
 namespace trainer {
 
@@ -16,32 +17,32 @@ Event::Event(std::string kind, int64_t step, int rank)
     : kind_(std::move(kind)), step_(step), rank_(rank) {}
 
 Event& Event::with(const std::string& key, const std::string& value) {
-  values_.emplace_back(key, json_quote(value));
-  return *this;
+  return add(key, json_quote(value));
 }
 
 Event& Event::with(const std::string& key, double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  // JSON has no NaN or infinity: such values are written as strings ("nan", "inf").
-  values_.emplace_back(key, std::isfinite(value) ? text : json_quote(text));
-  return *this;
+  return add(key, json_number(value));
 }
 
 Event& Event::with(const std::string& key, int64_t value) {
-  values_.emplace_back(key, std::to_string(value));
-  return *this;
+  return add(key, std::to_string(value));
 }
 
 Event& Event::with(const std::string& key, bool value) {
-  values_.emplace_back(key, value ? "true" : "false");
-  return *this;
+  return add(key, value ? "true" : "false");
 }
 
 Event& Event::with(const std::string& key, const std::vector<int64_t>& values) {
   std::string text = "[";
   for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
-  values_.emplace_back(key, text + "]");
+  return add(key, text + "]");
+}
+
+Event& Event::add(const std::string& key, std::string json) {
+  TRAINER_ASSERT(
+      key != "time" && key != "step" && key != "rank" && key != "event" && value(key).empty(),
+      "event " << kind_ << ": key \"" << key << "\" written twice");
+  values_.emplace_back(key, std::move(json));
   return *this;
 }
 

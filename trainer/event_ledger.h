@@ -36,6 +36,8 @@ class Event {
   std::string to_json(const std::string& time) const;
 
  private:
+  Event& add(const std::string& key, std::string json);  // asserts `key` is new
+
   std::string kind_;
   int64_t step_;
   int rank_;

@@ -1,5 +1,5 @@
-// The `trainer` command: train, plan, prepare-data, report, --help, --version. Errors are
-// printed with a rank prefix and end the whole job, so no rank hangs.
+// The `trainer` command: train, plan, prepare-data, report, --help (also after a command),
+// --version. Errors are printed with a rank prefix and end the whole job, so no rank hangs.
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,29 +28,56 @@
 
 namespace {
 
-const char* kUsage =
-    "usage: trainer <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  train --config FILE.yaml [--set a.b=value ...] [--resume [auto|STEP_DIR]]\n"
-    "        Train a GPT as the config says (launch with mpirun -np N). --resume continues\n"
-    "        from the latest checkpoint under checkpoint.dir (or the given step directory).\n"
-    "        SIGTERM/SIGINT: finish the step, write a checkpoint, exit 0; twice: exit now.\n"
-    "        Exit 3: a target gate stopped the run (targets.action checkpoint_and_stop);\n"
-    "        exit 4: the divergence guard stopped it (train.guard.max_rewinds).\n"
-    "  plan --config FILE.yaml [--set a.b=value ...] [--budget-gib X] [--emit-yaml]\n"
-    "       [--sweep KEY=v1,v2,... [--out PREFIX]]\n"
-    "        Print the recompute plan and the predicted memory of every rank, by category;\n"
-    "        needs no dataset and no device. --budget-gib plans the least recompute that\n"
-    "        fits; --emit-yaml prints the plan as a recompute: section; --sweep writes\n"
-    "        PREFIX.csv and PREFIX.json (default prefix plan_sweep).\n"
-    "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
-    "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
-    "        Write a Megatron indexed dataset (.bin/.idx); see `trainer prepare-data --help`.\n"
-    "  report RUN_DIR [--plot-script scripts/plot.py] [--python PYTHON]\n"
-    "        Write RUN_DIR/report.md from its metrics.jsonl and events.jsonl, with PNG plots in\n"
-    "        RUN_DIR/plots when a python3 with matplotlib is there.\n"
-    "  --help, --version\n";
+// Each command's usage: `trainer CMD --help` prints its entry, `trainer --help` all of them.
+struct CommandUsage {
+  const char* name;
+  const char* text;  // the synopsis lines, then the description indented by 8
+};
+
+constexpr CommandUsage kCommandUsages[] = {
+    {"train",
+     "  train --config FILE.yaml [--set a.b=value ...] [--resume [auto|STEP_DIR]]\n"
+     "        Train a GPT as the config says (launch with mpirun -np N). --resume continues\n"
+     "        from the latest checkpoint under checkpoint.dir (or the given step directory).\n"
+     "        SIGTERM/SIGINT: finish the step, write a checkpoint, exit 0; twice: exit now.\n"
+     "        Exit 3: a target gate stopped the run (targets.action checkpoint_and_stop);\n"
+     "        exit 4: the divergence guard stopped it (train.guard.max_rewinds).\n"},
+    {"plan",
+     "  plan --config FILE.yaml [--set a.b=value ...] [--budget-gib X] [--emit-yaml]\n"
+     "       [--sweep KEY=v1,v2,... [--out PREFIX]]\n"
+     "        Print the recompute plan and the predicted memory of every rank, by category;\n"
+     "        needs no dataset and no device. --budget-gib plans the least recompute that\n"
+     "        fits; --emit-yaml prints the plan as a recompute: section; --sweep writes\n"
+     "        PREFIX.csv and PREFIX.json (default prefix plan_sweep).\n"},
+    {"prepare-data",
+     "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
+     "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
+     "        Write a Megatron indexed dataset (.bin/.idx); see `trainer prepare-data --help`.\n"},
+    {"report",
+     "  report RUN_DIR [--plot-script scripts/plot.py] [--python PYTHON]\n"
+     "        Write RUN_DIR/report.md from its metrics.jsonl and events.jsonl, with PNG plots in\n"
+     "        RUN_DIR/plots when a python3 with matplotlib is there.\n"},
+};
+
+std::string usage() {
+  std::string text = "usage: trainer <command> [options]\n\ncommands:\n";
+  for (const CommandUsage& command : kCommandUsages) text += command.text;
+  return text + "  --help, --version\n\n`trainer <command> --help` prints one command's usage.\n";
+}
+
+// `trainer NAME --help`: the command's own usage (prepare-data has a longer one of its own).
+std::optional<std::string> command_usage(const std::string& name) {
+  if (name == "prepare-data") return trainer::prepare_data_usage();
+  for (const CommandUsage& command : kCommandUsages)
+    if (name == command.name) return "usage: trainer" + std::string(command.text).substr(1);
+  return std::nullopt;
+}
+
+bool asks_for_help(const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
 
 struct TrainArgs {
   std::string config_path;
@@ -77,7 +104,8 @@ TrainArgs parse_train_args(const std::vector<std::string>& args, const std::stri
       const bool has_value = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
       parsed.resume = has_value ? args[++i] : "auto";
     } else
-      throw runtime::InputError(command + ": unknown argument '" + a + "'\n" + kUsage);
+      throw runtime::InputError(command + ": unknown argument '" + a + "' (see trainer " + command +
+                                " --help)");
   }
   if (parsed.config_path.empty())
     throw runtime::InputError(command + ": --config FILE is required");
@@ -209,7 +237,7 @@ int main(int argc, char** argv) {
   ensure_passive_openmp_wait(argv);
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    std::fputs(usage().c_str(), args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--version") {
@@ -217,6 +245,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (const std::optional<std::string> text = command_usage(args[0]); text && asks_for_help(rest)) {
+    std::fputs(text->c_str(), stdout);
+    return 0;
+  }
   if (args[0] == "train") return run_train(argc, argv, rest);
   try {
     if (args[0] == "plan") {
@@ -225,7 +257,7 @@ int main(int argc, char** argv) {
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
     if (args[0] == "report")
       return trainer::run_report(trainer::parse_report_args(rest), std::cout);
-    throw runtime::InputError("unknown command '" + args[0] + "'\n" + kUsage);
+    throw runtime::InputError("unknown command '" + args[0] + "'\n" + usage());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -5,6 +5,7 @@
 
 #include "runtime/error.h"
 #include "trainer/event_ledger.h"
+#include "trainer/json_object_writer.h"
 
 namespace trainer {
 
@@ -16,34 +17,28 @@ MetricsWriter::MetricsWriter(const std::string& path, std::optional<int64_t> kee
 }
 
 void MetricsWriter::write(const StepMetrics& m) {
-  char buffer[1024];
-  std::snprintf(buffer, sizeof buffer,
-                "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-                "\"tokens_per_s\": %.6g, \"step_ms\": %.6g, \"grad_reduce_wait_ms\": %.6g, "
-                "\"grad_reduce_in_backward_ms\": %.6g, "
-                "\"model_tflops\": %.6g, "
-                "\"hardware_tflops\": %.6g, \"recompute_flops\": %lld, "
-                "\"predicted_activation_peak_bytes\": %lld, \"comm_bytes\": %lld, "
-                "\"predicted_comm_bytes\": %lld",
-                static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s,
-                m.step_ms, m.grad_reduce_wait_ms, m.grad_reduce_in_backward_ms, m.model_tflops,
-                m.hardware_tflops, static_cast<long long>(m.recompute_flops),
-                static_cast<long long>(m.predicted_activation_peak),
-                static_cast<long long>(m.comm_bytes),
-                static_cast<long long>(m.predicted_comm_bytes));
-  out_ << buffer;
-  for (runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
-    out_ << ", \"peak_" << runtime::category_name(c) << "_bytes\": " << m.memory[c].peak;
-  }
-  for (runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
-    out_ << ", \"predicted_" << runtime::category_name(c)
-         << "_peak_bytes\": " << m.predicted_memory[static_cast<size_t>(c)];
-  }
+  JsonObjectWriter line;
+  line.integer("step", m.step)
+      .number("loss", m.loss)
+      .number("lr", m.lr)
+      .number("grad_norm", m.grad_norm)
+      .number("tokens_per_s", m.tokens_per_s, "%.6g")
+      .number("step_ms", m.step_ms, "%.6g")
+      .number("grad_reduce_wait_ms", m.grad_reduce_wait_ms, "%.6g")
+      .number("grad_reduce_in_backward_ms", m.grad_reduce_in_backward_ms, "%.6g")
+      .number("model_tflops", m.model_tflops, "%.6g")
+      .number("hardware_tflops", m.hardware_tflops, "%.6g")
+      .integer("recompute_flops", m.recompute_flops)
+      .integer("comm_bytes", m.comm_bytes)
+      .integer("predicted_comm_bytes", m.predicted_comm_bytes);
+  for (runtime::MemoryCategory c : runtime::kAllMemoryCategories)
+    line.integer("peak_" + std::string(runtime::category_name(c)) + "_bytes", m.memory[c].peak);
+  // The activation entry is the stash model's schedule peak (m.predicted_activation_peak).
+  for (runtime::MemoryCategory c : runtime::kAllMemoryCategories)
+    line.integer("predicted_" + std::string(runtime::category_name(c)) + "_peak_bytes",
+                 m.predicted_memory[static_cast<size_t>(c)]);
   auto list = [&](const char* key, const std::vector<int64_t>& values) {
-    if (values.size() < 2) return;
-    out_ << ", \"" << key << "\": [";
-    for (size_t i = 0; i < values.size(); ++i) out_ << (i ? ", " : "") << values[i];
-    out_ << "]";
+    if (values.size() >= 2) line.integers(key, values);
   };
   list("rank_peak_activation_bytes", m.rank_activation_peak);
   list("rank_predicted_activation_peak_bytes", m.rank_predicted_peak);
@@ -51,12 +46,9 @@ void MetricsWriter::write(const StepMetrics& m) {
   list("rank_predicted_comm_bytes", m.rank_predicted_comm_bytes);
   list("rank_total_peak_bytes", m.rank_total_peak);
   list("rank_predicted_total_peak_bytes", m.rank_predicted_total_peak);
-  if (m.val_loss) {
-    std::snprintf(buffer, sizeof buffer, ", \"val_loss\": %.9g", *m.val_loss);
-    out_ << buffer;
-  }
-  if (m.update_skipped) out_ << ", \"update_skipped\": true";
-  out_ << "}\n";
+  if (m.val_loss) line.number("val_loss", *m.val_loss);
+  if (m.update_skipped) line.boolean("update_skipped", true);
+  out_ << line.text() << "\n";
   out_.flush();
   if (!out_) throw runtime::InputError("write failed on metrics file " + path_);
 }

@@ -178,7 +178,7 @@ PlanArgs parse_plan_args(const std::vector<std::string>& args) {
     } else if (a == "--out") {
       parsed.out_prefix = value();
     } else {
-      throw runtime::InputError("plan: unknown argument '" + a + "' (see trainer --help)");
+      throw runtime::InputError("plan: unknown argument '" + a + "' (see trainer plan --help)");
     }
   }
   if (parsed.config_path.empty()) throw runtime::InputError("plan: --config FILE is required");

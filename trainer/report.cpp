@@ -157,7 +157,7 @@ ReportArgs parse_report_args(const std::vector<std::string>& args) {
     else if (a == "--python")
       parsed.python = value();
     else if (a.rfind("--", 0) == 0 || !parsed.run_dir.empty())
-      throw runtime::InputError("report: unknown argument '" + a + "'");
+      throw runtime::InputError("report: unknown argument '" + a + "' (see trainer report --help)");
     else
       parsed.run_dir = a;
   }

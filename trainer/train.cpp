@@ -21,6 +21,7 @@
 #include "trainer/comm_model.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/mfu_peak.h"
 #include "trainer/stop_signals.h"
 
 namespace trainer {
@@ -54,18 +55,6 @@ std::string describe_plan(const recompute::RecomputePlan& plan) {
     i = j + 1;
   }
   return text.str();
-}
-
-double measure_sgemm_gflops() {
-  constexpr int64_t n = 1024;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  double best = 1e30;
-  for (int repeat = 0; repeat < 5; ++repeat) {
-    const auto start = Clock::now();
-    runtime::cpu::sgemm(false, true, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    best = std::min(best, seconds_since(start));
-  }
-  return 2.0 * n * n * n / best / 1e9;
 }
 
 void check_supported(const Config& c) {
@@ -117,7 +106,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   build_executors();
   predicted_comm_ = predict_step_comm_bytes(config_, setup_, params_);
   predicted_memory_ = predict_rank_memory(config_, groups_.world_rank);
-  peak_gflops_ = mfu_peak_gflops();
+  peak_ = mfu_peak();
   if (groups_.is_logging_rank()) {
     if (config.recompute.automatic) {
       log_ << "recompute.auto: planned under train.memory_budget_gib "
@@ -183,13 +172,25 @@ void Trainer::build_executors() {
   }
 }
 
-double Trainer::mfu_peak_gflops() const {
-  if (!on_device_) return measure_sgemm_gflops();
+PeakRate Trainer::mfu_peak() const {
+  if (!on_device_) return cpu_mfu_peak();
   const TrainConfig& t = config_.train;
-  const double device_peak_tflops = t.peak_tflops > 0 ? t.peak_tflops
-                                    : uses_bf16(t)    ? kBf16PeakTflops
-                                                      : kFp32PeakTflops;
-  return device_peak_tflops * 1e3;
+  if (t.peak_tflops > 0) return {t.peak_tflops * 1e3, "train.peak_tflops"};
+  return {(uses_bf16(t) ? kBf16PeakTflops : kFp32PeakTflops) * 1e3,
+          "H100/H200 dense peak for the precision; train.peak_tflops sets another"};
+}
+
+void Trainer::keep_peak_above(const StepMetrics& m) {
+  const double achieved_gflops = m.hardware_tflops * 1e3;  // HFU's numerator >= MFU's
+  if (on_device_ || achieved_gflops <= peak_.gflops) return;
+  const double measured = measure_sgemm_gflops();
+  peak_ = {std::max(measured, achieved_gflops),
+           measured >= achieved_gflops
+               ? "OpenBLAS sgemm re-measured at step " + std::to_string(m.step) +
+                     " (the step beat the peak)"
+               : "the rate of step " + std::to_string(m.step) + " (above every peak measured)"};
+  log_ << "peak for MFU raised to " << format("%.1f", peak_.gflops) << " GFLOP/s (" << peak_.source
+       << ")\n";
 }
 
 void Trainer::start_logging() {
@@ -217,11 +218,7 @@ void Trainer::start_logging() {
   log_ << "recompute (stage 0): " << describe_plan(setup_.plan)
        << "; activation memory (predicted peak, rank 0) "
        << format_bytes(setup_.predicted_activation_peak) << "\n";
-  log_ << "peak for MFU: " << format("%.1f", peak_gflops_)
-       << (on_device_ ? (t.peak_tflops > 0 ? " GFLOP/s (train.peak_tflops)\n"
-                                           : " GFLOP/s (H100/H200 dense peak for the precision; "
-                                             "train.peak_tflops sets another)\n")
-                      : " GFLOP/s (OpenBLAS sgemm measured on this machine)\n");
+  log_ << "peak for MFU: " << format("%.1f", peak_.gflops) << " GFLOP/s (" << peak_.source << ")\n";
   if (entropy_) {
     log_ << "data entropy floor: " << format("%.4f", entropy_->loss_floor(m.seq_length))
          << " nats/token for seq_length " << m.seq_length << " (entropy rate "
@@ -461,8 +458,8 @@ void Trainer::log_step(const StepMetrics& m, double seconds_per_step) {
                 " | MFU %4.1f%% HFU %4.1f%% | act peak %s",
                 static_cast<long long>(m.step), static_cast<long long>(config_.train.steps), m.loss,
                 m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
-                100.0 * m.model_tflops * 1e3 / peak_gflops_,
-                100.0 * m.hardware_tflops * 1e3 / peak_gflops_,
+                100.0 * m.model_tflops * 1e3 / peak_.gflops,
+                100.0 * m.hardware_tflops * 1e3 / peak_.gflops,
                 format_bytes(m.memory[runtime::MemoryCategory::activation].peak).c_str());
   log_ << line;
   const int64_t measured = m.memory[runtime::MemoryCategory::activation].peak;

@@ -18,6 +18,7 @@
 #include "trainer/data/synthetic.h"
 #include "trainer/event_ledger.h"
 #include "trainer/metrics.h"
+#include "trainer/mfu_peak.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_memory.h"
 #include "trainer/run_checks.h"
@@ -101,8 +102,11 @@ class Trainer {
   // Weights (and fp32 master weights in a bf16 run), initialised; gradients, zeroed.
   void allocate_parameters();
   void build_executors();
-  // The MFU denominator, GFLOP/s: the device's peak for the precision, or measured sgemm.
-  double mfu_peak_gflops() const;
+  // The MFU denominator: the device's peak for the precision, or the CPU's (trainer/mfu_peak.h).
+  PeakRate mfu_peak() const;
+  // A CPU step faster than the peak (a stated clock below the real one) raises the peak to the
+  // higher of a new sgemm measurement and the step's rate, and says so: MFU stays <= 100%.
+  void keep_peak_above(const StepMetrics& m);
   // config.yaml, and the run's description on the log.
   void start_logging();
   // run() less its error handling (an error's end event in the ledger, then rethrown).
@@ -204,13 +208,11 @@ class Trainer {
   std::vector<int32_t> sample_buffer_;
   int64_t step_ = 0;  // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;
-  double peak_gflops_ = 0;  // the MFU denominator (mfu_peak_gflops)
+  PeakRate peak_;  // the MFU denominator (mfu_peak, keep_peak_above)
 };
 
 // "layers 0-3 full, layers 4-11 selective{core_attn}"
 std::string describe_plan(const recompute::RecomputePlan& plan);
-// Best-of-5 OpenBLAS sgemm rate at 1024^3 on this machine, GFLOP/s.
-double measure_sgemm_gflops();
 
 // Rejects configurations this build cannot run (train.device cuda without the CUDA backend),
 // naming the field; `trainer train` calls it before it sets up a device.

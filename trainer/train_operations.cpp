@@ -208,6 +208,7 @@ std::optional<std::string> Trainer::observe_step(const StepMetrics& m, bool firs
   const TrainConfig& t = config_.train;
   if (groups_.is_logging_rank()) {
     metrics_->write(m);
+    keep_peak_above(m);
     if (step_ % t.log_interval == 0 || step_ == t.steps || first_of_process || m.val_loss) {
       log_step(m, seconds_per_step);
     }
