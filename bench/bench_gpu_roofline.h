@@ -113,7 +113,7 @@ inline void linear_lines(const std::string& name, int64_t rows, int64_t in, int6
 inline void mlp_epilogue_lines(int64_t rows, int64_t h, runtime::cuda::CudaContext& context,
                                Tensors& tensors, std::vector<Line>& lines) {
   const int64_t ffn = 4 * h;
-  const auto tanh = runtime::cpu::GeluKind::tanh;
+  const auto tanh = runtime::GeluKind::tanh;
   const Tensor x = tensors.make({rows, h}), w1 = tensors.make({ffn, h}), b1 = tensors.make({ffn});
   const Tensor pre = tensors.make({rows, ffn}), act = tensors.make({rows, ffn});
   const double product = 2.0 * static_cast<double>(rows) * h * ffn;
@@ -193,7 +193,7 @@ inline void pointwise_lines(const BenchShape& s, runtime::cuda::CudaContext& con
   lines.push_back(
       {"gelu forward", bf16_bytes(2 * rows * ffn), 20.0 * rows * ffn, 0, time_ms(context, 10, [&] {
          runtime::ops::gelu_forward(
-             {.out = f, .input = f, .count = rows * ffn, .kind = runtime::cpu::GeluKind::tanh});
+             {.out = f, .input = f, .count = rows * ffn, .kind = runtime::GeluKind::tanh});
        })});
   const Tensor df = tensors.make({rows, ffn});
   lines.push_back(
@@ -202,7 +202,7 @@ inline void pointwise_lines(const BenchShape& s, runtime::cuda::CudaContext& con
                                       .dout = df,
                                       .input = f,
                                       .count = rows * ffn,
-                                      .kind = runtime::cpu::GeluKind::tanh});
+                                      .kind = runtime::GeluKind::tanh});
        })});
   lines.push_back({"dropout + residual add", bf16_bytes(3 * rows * h) + rows * h, 3.0 * rows * h, 0,
                    time_ms(context, 10, [&] {

@@ -27,7 +27,7 @@ int64_t head_forward_flops(const LayerDims& d, int64_t padded_vocab) {
 int64_t selective_recompute_flops(const LayerDims& d, const LayerRecompute& entry) {
   const LayerFlops forward = layer_forward_flops(d);
   int64_t flops = 0;
-  for (ForwardPiece piece : rerun_pieces(entry, d.attention))
+  for (ForwardPiece piece : rerun_pieces(entry, d.features))
     for (int64_t LayerFlops::*gemm : forward_piece(piece).gemms) flops += forward.*gemm;
   return flops;
 }

@@ -9,44 +9,69 @@
 namespace model {
 namespace {
 
-// One parameter as the shard holds it: name, global shape and split dimension.
+// One parameter as the shard holds it: name, global shape, split dimension, its piece and
+// roles, and the view it fills (a member of GptParams, or of its layer's LayerParams).
 struct ParamSpec {
   std::string name;
   runtime::Shape global_shape;
   int shard_dim;  // -1: replicated over tensor parallelism
   bool sequence_parallel_partial;
+  ParamPiece piece;
+  int64_t layer_index;  // into GptParams::layers; -1 outside layers
+  ParamRoles roles;
+  Tensor GptParams::*model_view;    // set outside layers
+  Tensor LayerParams::*layer_view;  // set in layers
 };
 
-// Every parameter of `shard`, in flat-buffer order.
+// Every parameter of `shard`, in flat-buffer order: each piece's parameters back to back.
 std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& shard) {
   const int64_t C = config.hidden_size, F = config.ffn();
   std::vector<ParamSpec> specs;
-  auto add = [&](std::string name, runtime::Shape shape, int shard_dim, bool partial = false) {
-    specs.push_back({std::move(name), std::move(shape), shard_dim, partial});
+  struct Options {
+    bool partial = false;
+    ParamRoles roles = {};
+  };
+  auto add_model = [&](std::string name, runtime::Shape shape, int shard_dim, ParamPiece piece,
+                       Tensor GptParams::*view, Options options = {}) {
+    specs.push_back({std::move(name), std::move(shape), shard_dim, options.partial, piece, -1,
+                     options.roles, view, nullptr});
   };
   if (shard.has_word_embeddings()) {
-    add(kWordEmbeddingsName, {config.padded_vocab(shard.tp_size), C}, 0);
+    add_model("embedding.word_embeddings.weight", {config.padded_vocab(shard.tp_size), C}, 0,
+              ParamPiece::word_embeddings, &GptParams::wte,
+              {.roles = {.tied = true, .vocab_padded = true}});
   }
-  if (shard.embedding)
-    add("embedding.position_embeddings.weight", {config.positions(), C}, -1, true);
-  for (int64_t i : shard.layers) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {C}, -1, true);
-    add(p + "input_layernorm.bias", {C}, -1, true);
-    add(p + "self_attention.linear_qkv.weight", {3 * C, C}, 0);
-    add(p + "self_attention.linear_qkv.bias", {3 * C}, 0);
-    add(p + "self_attention.linear_proj.weight", {C, C}, 1);
-    add(p + "self_attention.linear_proj.bias", {C}, -1);
-    add(p + "pre_mlp_layernorm.weight", {C}, -1, true);
-    add(p + "pre_mlp_layernorm.bias", {C}, -1, true);
-    add(p + "mlp.linear_fc1.weight", {F, C}, 0);
-    add(p + "mlp.linear_fc1.bias", {F}, 0);
-    add(p + "mlp.linear_fc2.weight", {C, F}, 1);
-    add(p + "mlp.linear_fc2.bias", {C}, -1);
+  if (shard.embedding) {
+    add_model("embedding.position_embeddings.weight", {config.positions(), C}, -1,
+              ParamPiece::position_embeddings, &GptParams::wpe, {.partial = true});
+  }
+  for (size_t local = 0; local < shard.layers.size(); ++local) {
+    const std::string p = "layers." + std::to_string(shard.layers[local]) + ".";
+    auto add = [&](const char* name, runtime::Shape shape, int shard_dim, Tensor LayerParams::*view,
+                   Options options = {}) {
+      specs.push_back({p + name, std::move(shape), shard_dim, options.partial, ParamPiece::layer,
+                       static_cast<int64_t>(local), options.roles, nullptr, view});
+    };
+    const Options norm_weight{.partial = true, .roles = {.norm = true}}, norm_bias{.partial = true};
+    const Options output{.roles = {.output_projection = true}};
+    add("input_layernorm.weight", {C}, -1, &LayerParams::ln1_weight, norm_weight);
+    add("input_layernorm.bias", {C}, -1, &LayerParams::ln1_bias, norm_bias);
+    add("self_attention.linear_qkv.weight", {3 * C, C}, 0, &LayerParams::qkv_weight);
+    add("self_attention.linear_qkv.bias", {3 * C}, 0, &LayerParams::qkv_bias);
+    add("self_attention.linear_proj.weight", {C, C}, 1, &LayerParams::proj_weight, output);
+    add("self_attention.linear_proj.bias", {C}, -1, &LayerParams::proj_bias);
+    add("pre_mlp_layernorm.weight", {C}, -1, &LayerParams::ln2_weight, norm_weight);
+    add("pre_mlp_layernorm.bias", {C}, -1, &LayerParams::ln2_bias, norm_bias);
+    add("mlp.linear_fc1.weight", {F, C}, 0, &LayerParams::fc1_weight);
+    add("mlp.linear_fc1.bias", {F}, 0, &LayerParams::fc1_bias);
+    add("mlp.linear_fc2.weight", {C, F}, 1, &LayerParams::fc2_weight, output);
+    add("mlp.linear_fc2.bias", {C}, -1, &LayerParams::fc2_bias);
   }
   if (shard.head) {
-    add("final_layernorm.weight", {C}, -1, true);
-    add("final_layernorm.bias", {C}, -1, true);
+    add_model("final_layernorm.weight", {C}, -1, ParamPiece::final_norm, &GptParams::lnf_weight,
+              {.partial = true, .roles = {.norm = true}});
+    add_model("final_layernorm.bias", {C}, -1, ParamPiece::final_norm, &GptParams::lnf_bias,
+              {.partial = true});
   }
   return specs;
 }
@@ -63,11 +88,6 @@ uint64_t name_hash(const std::string& name) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
   return h;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -98,35 +118,27 @@ GptParams GptParams::allocate(runtime::Allocator& allocator, const GptConfig& co
   GptParams p;
   p.flat = Tensor::empty(allocator, {count(config, shard)}, dtype, category);
   int64_t offset = 0;
+  p.layers.resize(shard.layers.size());
   for (const ParamSpec& spec : param_specs(config, shard)) {
     const runtime::Shape shape = local_shape(spec, shard);
-    NamedParam named{spec.name,
-                     p.flat.view(offset, shape),
-                     spec.global_shape,
-                     spec.shard_dim,
-                     0,
-                     spec.global_shape.size() >= 2,
-                     spec.sequence_parallel_partial};
+    NamedParam named{.name = spec.name,
+                     .tensor = p.flat.view(offset, shape),
+                     .global_shape = spec.global_shape,
+                     .shard_dim = spec.shard_dim,
+                     .weight_decay = spec.global_shape.size() >= 2,
+                     .sequence_parallel_partial = spec.sequence_parallel_partial,
+                     .piece = spec.piece,
+                     .layer_index = spec.layer_index,
+                     .roles = spec.roles};
     if (spec.shard_dim >= 0)
       named.shard_offset = shard.tp_rank * shape[static_cast<size_t>(spec.shard_dim)];
+    Tensor& view = spec.layer_view != nullptr
+                       ? p.layers[static_cast<size_t>(spec.layer_index)].*spec.layer_view
+                       : p.*spec.model_view;
+    view = named.tensor;
     p.named.push_back(std::move(named));
     offset += runtime::shape_numel(shape);
   }
-  size_t next = 0;
-  auto take = [&]() { return p.named[next++].tensor; };
-  if (shard.has_word_embeddings()) p.wte = take();
-  if (shard.embedding) p.wpe = take();
-  p.layers.resize(shard.layers.size());
-  for (LayerParams& l : p.layers) {
-    l.ln1_weight = take(), l.ln1_bias = take();
-    l.qkv_weight = take(), l.qkv_bias = take();
-    l.proj_weight = take(), l.proj_bias = take();
-    l.ln2_weight = take(), l.ln2_bias = take();
-    l.fc1_weight = take(), l.fc1_bias = take();
-    l.fc2_weight = take(), l.fc2_bias = take();
-  }
-  if (shard.head) p.lnf_weight = take(), p.lnf_bias = take();
-  TRAINER_ASSERT(next == p.named.size(), "parameter layout mismatch");
   return p;
 }
 
@@ -144,17 +156,15 @@ runtime::ParamInit param_init(const NamedParam& p, const GptConfig& config, uint
   runtime::ParamInit init;
   init.rows = p.tensor.numel();
   init.cols = 1;
-  if (ends_with(p.name, "layernorm.weight")) {
+  if (p.roles.norm) {
     init.fill = 1.f;
     return init;
   }
   if (!p.weight_decay) return init;  // biases: 0
   const float std_dev = config.init_method_std;
   const float output_std = std_dev / std::sqrt(2.0f * static_cast<float>(config.num_layers));
-  const bool output =
-      ends_with(p.name, "linear_proj.weight") || ends_with(p.name, "linear_fc2.weight");
   init.normal = true;
-  init.std_dev = output ? output_std : std_dev;
+  init.std_dev = p.roles.output_projection ? output_std : std_dev;
   init.seed = seed;
   init.tensor_id = name_hash(p.name);
   // Local (row, col) -> index in the unsharded (rows, global_cols) tensor.
@@ -164,7 +174,7 @@ runtime::ParamInit param_init(const NamedParam& p, const GptConfig& config, uint
   init.row_offset = p.shard_dim == 0 ? p.shard_offset : 0;
   init.col_offset = p.shard_dim == 1 ? p.shard_offset : 0;
   // Padded vocabulary rows never see a token or a gradient; keep them zero.
-  if (p.name == kWordEmbeddingsName) init.zero_rows_from = config.vocab_size;
+  if (p.roles.vocab_padded) init.zero_rows_from = config.vocab_size;
   return init;
 }
 

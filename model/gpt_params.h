@@ -17,10 +17,6 @@ namespace model {
 
 using runtime::Tensor;
 
-// The name of the tied word embeddings: the vocab-parallel embedding table, which the output
-// head multiplies by too (first and last pipeline stage each hold a copy).
-inline constexpr const char* kWordEmbeddingsName = "embedding.word_embeddings.weight";
-
 // What one rank holds of the model.
 struct ModelShard {
   std::vector<int64_t> layers;  // global layer ids, in the order the rank runs them
@@ -46,6 +42,21 @@ struct LayerParams {
   Tensor fc2_bias;              // (C)
 };
 
+// The part of the model a parameter belongs to: gradient reduction, pipeline placement and
+// export group parameters by it (never by name).
+enum class ParamPiece { word_embeddings, position_embeddings, layer, final_norm };
+
+// What a parameter is for, beyond its shape: read by init, the gradient sync, the gathers and
+// checkpoints instead of its name.
+struct ParamRoles {
+  // The word embeddings the output head multiplies by too: the first and the last pipeline
+  // stage each hold a copy, whose gradients the embedding group sums.
+  bool tied = false;
+  bool vocab_padded = false;       // rows past vocab_size are padding: zero, never saved
+  bool norm = false;               // a normalization's weight: initialized to 1
+  bool output_projection = false;  // linear_proj, linear_fc2: init std / sqrt(2 num_layers)
+};
+
 struct NamedParam {
   std::string name;             // global, e.g. "layers.3.self_attention.linear_qkv.weight"
   Tensor tensor;                // this rank's part
@@ -55,6 +66,9 @@ struct NamedParam {
   bool weight_decay = false;    // rank >= 2
   bool sequence_parallel_partial =
       false;  // layernorms, positions: under SP each rank's gradient is partial
+  ParamPiece piece = ParamPiece::layer;
+  int64_t layer_index = -1;  // piece layer: the index into GptParams::layers
+  ParamRoles roles;
 };
 
 struct GptParams {
@@ -63,7 +77,7 @@ struct GptParams {
   Tensor wpe;                       // (positions, C)
   std::vector<LayerParams> layers;  // parallel to ModelShard::layers
   Tensor lnf_weight, lnf_bias;      // (C)
-  std::vector<NamedParam> named;    // in flat-buffer order
+  std::vector<NamedParam> named;    // in flat-buffer order; each piece's parameters adjacent
 
   // Views over a new flat buffer of `category` and `dtype` (uninitialized): f32 for
   // master weights, gradients and moments, bf16 for the weights a bf16 model computes with.

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "model/recompute_modules.h"
-#include "parallel/core/mappings.h"
+#include "model/tensor_parallel_linear.h"
 #include "parallel/core/ring_attention.h"
 #include "runtime/ops.h"
 
@@ -16,20 +16,11 @@ namespace {
 namespace ops = runtime::ops;
 using runtime::DropoutOp;
 
-// Temporaries of the activations' type (f32 on the host, bf16 on a device): hidden states
-// of this rank's rows (Ts, B, width), of the whole sequence (T, B, width), and per head
-// (B, H, T, last).
-Tensor workspace(const LayerDims& d, const runtime::Shape& shape, runtime::Allocator& allocator) {
-  return Tensor::empty(allocator, shape, d.activation_dtype, runtime::MemoryCategory::workspace);
-}
-Tensor sequence_shard(const LayerDims& d, int64_t width, runtime::Allocator& allocator) {
-  return workspace(d, {d.seq_shard(), d.micro_batch, width}, allocator);
-}
-Tensor full_sequence(const LayerDims& d, int64_t width, runtime::Allocator& allocator) {
-  return workspace(d, {d.seq, d.micro_batch, width}, allocator);
-}
+// Temporaries of the activations' type (f32 on the host, bf16 on a device) per head
+// (B, H, T, last); those of hidden states are model/tensor_parallel_linear.h's.
 Tensor per_head(const LayerDims& d, int64_t last, runtime::Allocator& allocator) {
-  return workspace(d, {d.micro_batch, d.heads, d.seq, last}, allocator);
+  return Tensor::empty(allocator, {d.micro_batch, d.heads, d.seq, last}, d.activation_dtype,
+                       runtime::MemoryCategory::workspace);
 }
 
 runtime::DropoutKey key(const LayerContext& c, DropoutOp op) {
@@ -62,81 +53,6 @@ constexpr NormedLinear kPreMlpLayernormFc1{&LayerStash::residual,    &LayerStash
                                            &LayerStash::ln2_rstd,    &LayerStash::ln2_out,
                                            &LayerParams::ln2_weight, &LayerParams::ln2_bias,
                                            &LayerParams::fc1_weight, &LayerParams::fc1_bias};
-
-// --- tensor-parallel linears (the roles; parallel/core/mappings.h has the collectives) ---
-
-// The full-sequence input of a column-parallel GEMM: gather_from_sp forward
-// under sequence parallelism (copy_to_tp's forward is the identity).
-Tensor column_parallel_input(const Tensor& shard, const LayerDims& d,
-                             runtime::Allocator& allocator) {
-  if (!d.sequence_parallel || d.tp_size == 1) return shard;
-  Tensor full = full_sequence(d, shard.dim(2), allocator);
-  parallel::gather_from_sp_forward(*d.tp, full, shard);
-  return full;
-}
-
-// The input gradient of a column-parallel GEMM, back to this rank's rows:
-// gather_from_sp backward (reduce-scatter) or copy_to_tp backward (all-reduce).
-Tensor column_parallel_input_grad(const Tensor& dfull, const LayerDims& d,
-                                  runtime::Allocator& allocator) {
-  if (d.tp_size == 1) return dfull;
-  if (!d.sequence_parallel) {
-    parallel::copy_to_tp_backward(*d.tp, dfull);
-    return dfull;
-  }
-  Tensor shard = sequence_shard(d, dfull.dim(2), allocator);
-  parallel::gather_from_sp_backward(*d.tp, shard, dfull);
-  return shard;
-}
-
-// out (T, B, out_features) = column-parallel linear of this rank's (Ts, B, C) input rows.
-void column_parallel_linear(const Tensor& out, const Tensor& input, const Tensor& weight,
-                            const Tensor& bias, int64_t out_features, const LayerDims& d,
-                            runtime::Allocator& allocator) {
-  const Tensor input_full = column_parallel_input(input, d, allocator);
-  ops::linear_forward({.out = out,
-                       .input = input_full,
-                       .weight = weight,
-                       .bias = bias,
-                       .rows = d.seq * d.micro_batch,
-                       .in_features = d.hidden,
-                       .out_features = out_features});
-}
-
-// out (Ts, B, C) = row-parallel linear: partial products summed over the group
-// (reduce_from_tp, or reduce_scatter_to_sp), then the bias once.
-Tensor row_parallel_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                           int64_t in_features, const LayerDims& d, runtime::Allocator& allocator) {
-  const int64_t rows = d.seq * d.micro_batch, C = d.hidden;
-  Tensor out = full_sequence(d, C, allocator);
-  ops::linear_forward({.out = out,
-                       .input = input,
-                       .weight = weight,
-                       .bias = d.tp_size == 1 ? bias : Tensor(),
-                       .rows = rows,
-                       .in_features = in_features,
-                       .out_features = C});
-  if (d.tp_size == 1) return out;
-  if (d.sequence_parallel) {
-    Tensor shard = sequence_shard(d, C, allocator);
-    parallel::reduce_scatter_to_sp_forward(*d.tp, shard, out);
-    out = shard;
-  } else {
-    parallel::reduce_from_tp_forward(*d.tp, out);
-  }
-  ops::add_bias({.out = out, .bias = bias, .rows = d.seq_shard() * d.micro_batch, .cols = C});
-  return out;
-}
-
-// The output gradient of a row-parallel GEMM over the full sequence:
-// reduce_scatter_to_sp backward (all-gather); reduce_from_tp backward is the identity.
-Tensor row_parallel_output_grad(const Tensor& dshard, const LayerDims& d,
-                                runtime::Allocator& allocator) {
-  if (!d.sequence_parallel || d.tp_size == 1) return dshard;
-  Tensor full = full_sequence(d, dshard.dim(2), allocator);
-  parallel::reduce_scatter_to_sp_backward(*d.tp, full, dshard);
-  return full;
-}
 
 // --- forward pieces: forward runs them; backward reruns the ones a plan entry dropped -------
 
@@ -183,7 +99,7 @@ const Tensor& context_input(const LayerStash& s, const LayerDims& d) {
 }
 
 // The flash kernels' sizes and dropout coordinates: those dropout_attention_forward uses.
-runtime::cpu::FlashAttentionDims flash_dims(const LayerDims& d, const LayerContext& c) {
+runtime::FlashAttentionDims flash_dims(const LayerDims& d, const LayerContext& c) {
   return {.seq_len = d.seq,
           .micro_batch = d.micro_batch,
           .heads = d.heads,
@@ -214,7 +130,7 @@ void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerConte
 // per-head q, k, v, the probabilities and the context products; flash: one fused pass.
 void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const LayerContext& c,
                        runtime::Allocator& allocator) {
-  if (d.attention == AttentionBackend::flash) {
+  if (d.features.flash()) {
     flash_attention_forward(s, d, c, allocator);  // ctx, lse; qkv is the stash's own
     qkv = Tensor();
     return;
@@ -254,7 +170,7 @@ void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d,
 
 void act_forward(LayerStash& s, const LayerDims& d) {
   ops::gelu_forward(
-      {.out = s.gelu_out, .input = s.fc1_out, .count = s.fc1_out.numel(), .kind = d.gelu});
+      {.out = s.gelu_out, .input = s.fc1_out, .count = s.fc1_out.numel(), .kind = d.features.gelu});
 }
 
 // out = x + dropout(y) on hidden states, one fused op when there is dropout (y is left as is);
@@ -317,24 +233,6 @@ void dropout_add_backward(const Tensor& dy, const Tensor& dout, const Tensor& ma
   }
 }
 
-// row_parallel_linear: returns dinput (T, B, in_features) (=); dweight, dbias (+=).
-Tensor row_parallel_linear_backward(const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                                    const Tensor& input, const Tensor& weight, int64_t in_features,
-                                    const LayerDims& d, runtime::Allocator& allocator) {
-  Tensor dinput = full_sequence(d, in_features, allocator);
-  const Tensor dout_full = row_parallel_output_grad(dout, d, allocator);
-  ops::linear_backward({.dinput = dinput,
-                        .dweight = dweight,
-                        .dbias = dbias,
-                        .dout = dout_full,
-                        .input = input,
-                        .weight = weight,
-                        .rows = d.seq * d.micro_batch,
-                        .in_features = in_features,
-                        .out_features = d.hidden});
-  return dinput;
-}
-
 // Whether layernorm_linear_backward takes the linear's bias gradient, or an op before it did.
 enum class LinearBiasGrad { here, taken };
 
@@ -346,6 +244,8 @@ void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const Laye
                                const NormedLinear& block, int64_t out_features, const LayerDims& d,
                                runtime::Allocator& allocator,
                                LinearBiasGrad bias_grad = LinearBiasGrad::here) {
+  // The column-parallel linear in reverse; its input and input gradient over the full sequence
+  // stay alive through the layernorm's backward (the memory model counts them there).
   Tensor dnormalized_full = full_sequence(d, d.hidden, allocator);
   const Tensor normalized_full = column_parallel_input(s.*block.normalized, d, allocator);
   ops::linear_backward({.dinput = dnormalized_full,
@@ -389,7 +289,7 @@ Tensor fc2_act_backward(const Tensor& dout, const LayerStash& s, const LayerPara
                              .rows = d.seq * d.micro_batch,
                              .in_features = d.ffn,
                              .out_features = d.hidden,
-                             .kind = d.gelu});
+                             .kind = d.features.gelu});
   return dffn;
 }
 
@@ -421,7 +321,7 @@ void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                           const LayerContext& c, runtime::Allocator& allocator) {
   const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim;
-  if (d.attention == AttentionBackend::flash) {
+  if (d.features.flash()) {
     Tensor dqkv = full_sequence(d, 3 * H * D, allocator);
     if (d.cp_size > 1) {
       parallel::ring_attention_backward(*d.cp,
@@ -491,7 +391,7 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
   // attention: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
   layernorm_forward(s, w, kInputLayernormQkv, d);  // ln1_out (Ts, B, C)
   // (T, B, 3*H*D): the flash stash keeps it; the unfused attention splits it into q, k, v
-  Tensor qkv = d.attention == AttentionBackend::flash ? s.qkv : full_sequence(d, 3 * HD, allocator);
+  Tensor qkv = d.features.flash() ? s.qkv : full_sequence(d, 3 * HD, allocator);
   column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, 3 * HD, d, allocator);
   core_attn_forward(s, qkv, d, c, allocator);  // ctx (T, B, H*D)
   Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
@@ -512,7 +412,7 @@ void layer_rebuild(LayerStash& s, const LayerParams& w, const LayerDims& d,
                    const LayerRecompute& entry, const LayerContext& c,
                    runtime::Allocator& allocator) {
   const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
-  for (ForwardPiece piece : rerun_pieces(entry, d.attention)) {
+  for (ForwardPiece piece : rerun_pieces(entry, d.features)) {
     for (Tensor LayerStash::*member : forward_piece(piece).rebuilds)
       if (maker.find(member) != nullptr) maker.make(s, member, /*rebuild=*/true);
     rerun(piece, s, w, d, c, allocator);

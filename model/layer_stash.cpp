@@ -6,6 +6,12 @@
 
 namespace model {
 
+BlockFeatures block_features(const GptConfig& config) {
+  return {.attention = config.attention_backend,
+          .gelu = config.activation == Activation::gelu ? runtime::GeluKind::erf
+                                                        : runtime::GeluKind::tanh};
+}
+
 LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training) {
   LayerDims d;
   d.seq = config.seq_length;
@@ -15,11 +21,9 @@ LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training
   d.head_dim = config.head_dim();
   d.ffn = config.ffn();
   d.layernorm_eps = config.layernorm_epsilon;
-  d.gelu = config.activation == Activation::gelu ? runtime::cpu::GeluKind::erf
-                                                 : runtime::cpu::GeluKind::tanh;
+  d.features = block_features(config);
   d.hidden_dropout = training ? config.hidden_dropout : 0.f;
   d.attention_dropout = training ? config.attention_dropout : 0.f;
-  d.attention = config.attention_backend;
   return d;
 }
 
@@ -53,14 +57,14 @@ StashSpec<LayerStash> layer_stash_spec(const LayerDims& d, const LayerRecompute&
 
   StashSpec<LayerStash> spec;
   auto add = [&](const char* name, Tensor S::*member, runtime::Shape shape, DType dtype) {
-    const bool kept = !full && !drops(entry, d.attention, member);
+    const bool kept = !full && !drops(entry, d.features, member);
     spec.push_back({name, member, std::move(shape), dtype, kept, member == &S::input});
   };
   add("input", &S::input, {Ts, B, C}, act);
   add("ln1_mean", &S::ln1_mean, {Ts * B}, DType::f32);
   add("ln1_rstd", &S::ln1_rstd, {Ts * B}, DType::f32);
   add("ln1_out", &S::ln1_out, {Ts, B, C}, act);
-  if (d.attention == AttentionBackend::flash) {
+  if (d.features.flash()) {
     add("qkv", &S::qkv, {T, B, H * 3 * D}, act);
     add("lse", &S::lse, {B, H, T}, DType::f32);
   } else {

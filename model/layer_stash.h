@@ -11,11 +11,24 @@
 #include "model/stash_spec.h"
 #include "parallel/core/communicator.h"
 #include "parallel/core/context_shard.h"
-#include "runtime/kernels/cpu/gelu.h"
+#include "runtime/op_types.h"
 
 namespace model {
 
 using runtime::Tensor;
+
+// What kind of block a layer is: the layer's forward and backward, its stash spec and the
+// recompute table's rows (model/recompute_modules.h) switch on these fields, never on the
+// config, so one layer serves every block the config can describe.
+struct BlockFeatures {
+  AttentionBackend attention = AttentionBackend::unfused;
+  runtime::GeluKind gelu = runtime::GeluKind::tanh;
+
+  bool flash() const { return attention == AttentionBackend::flash; }
+};
+
+// The features of this config's blocks.
+BlockFeatures block_features(const GptConfig& config);
 
 // Shapes of one layer on one rank for one microbatch, and its tensor-parallel
 // place: heads and ffn are this rank's share; with sequence parallelism the
@@ -28,11 +41,10 @@ struct LayerDims {
   int64_t head_dim = 0;     // D
   int64_t ffn = 0;          // F (local)
   float layernorm_eps = 1e-5f;
-  runtime::cpu::GeluKind gelu = runtime::cpu::GeluKind::tanh;
+  BlockFeatures features;
   float hidden_dropout = 0.f;     // 0 in evaluation
   float attention_dropout = 0.f;  // 0 in evaluation
   runtime::DType activation_dtype = runtime::DType::f32;
-  AttentionBackend attention = AttentionBackend::unfused;
   int64_t tp_size = 1;
   int64_t tp_rank = 0;
   bool sequence_parallel = false;

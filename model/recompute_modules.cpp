@@ -6,25 +6,37 @@
 #include <string>
 
 namespace model {
+namespace {
+
+bool every_block(const BlockFeatures&) {
+  return true;
+}
+bool unfused_attention(const BlockFeatures& f) {
+  return !f.flash();
+}
+bool flash_attention(const BlockFeatures& f) {
+  return f.flash();
+}
+
+}  // namespace
 
 const std::vector<ForwardPieceRow>& forward_piece_table() {
   using P = ForwardPiece;
   using S = LayerStash;
   using F = LayerFlops;
-  constexpr auto unfused = AttentionBackend::unfused, flash = AttentionBackend::flash;
   static const std::vector<ForwardPieceRow> table = {
-      {P::input_layernorm, {&S::ln1_out}, {}, false, {}},
+      {P::input_layernorm, {&S::ln1_out}, {}, false, every_block},
       // The unfused context GEMM is not rerun: its output is proj's input, kept.
       {P::core_attn_probs,
        {&S::probs, &S::attn_mask, &S::probs_drop},
        {&F::scores},
        false,
-       unfused},
+       unfused_attention},
       // The flash forward rebuilds the attention output O (= ctx, proj's input) and its lse.
-      {P::flash_attention, {&S::ctx, &S::lse}, {&F::scores, &F::context}, false, flash},
-      {P::pre_mlp_layernorm, {&S::ln2_out}, {}, false, {}},
-      {P::fc1, {&S::fc1_out}, {&F::fc1}, true, {}},
-      {P::act, {&S::gelu_out}, {}, false, {}},
+      {P::flash_attention, {&S::ctx, &S::lse}, {&F::scores, &F::context}, false, flash_attention},
+      {P::pre_mlp_layernorm, {&S::ln2_out}, {}, false, every_block},
+      {P::fc1, {&S::fc1_out}, {&F::fc1}, true, every_block},
+      {P::act, {&S::gelu_out}, {}, false, every_block},
   };
   return table;
 }
@@ -47,31 +59,29 @@ const ForwardPieceRow& forward_piece(ForwardPiece piece) {
   return row;
 }
 
-std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry, AttentionBackend attention) {
+std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry, const BlockFeatures& features) {
   std::vector<ForwardPiece> pieces;
   if (entry.mode != RecomputeMode::selective) return pieces;
   for (const SelectiveModuleRow& module : selective_module_table()) {
     if (!(entry.modules.*module.flag)) continue;
-    for (ForwardPiece piece : module.reruns) {
-      const std::optional<AttentionBackend> only = forward_piece(piece).only_under;
-      if (!only || *only == attention) pieces.push_back(piece);
-    }
+    for (ForwardPiece piece : module.reruns)
+      if (forward_piece(piece).exists(features)) pieces.push_back(piece);
   }
   std::sort(pieces.begin(), pieces.end());
   pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
   return pieces;
 }
 
-bool drops(const LayerRecompute& entry, AttentionBackend attention, Tensor LayerStash::*member) {
-  for (ForwardPiece piece : rerun_pieces(entry, attention)) {
+bool drops(const LayerRecompute& entry, const BlockFeatures& features, Tensor LayerStash::*member) {
+  for (ForwardPiece piece : rerun_pieces(entry, features)) {
     const std::vector<Tensor LayerStash::*>& rebuilds = forward_piece(piece).rebuilds;
     if (std::find(rebuilds.begin(), rebuilds.end(), member) != rebuilds.end()) return true;
   }
   return false;
 }
 
-int64_t rebuild_input_gathers(const LayerRecompute& entry, AttentionBackend attention) {
-  const std::vector<ForwardPiece> pieces = rerun_pieces(entry, attention);
+int64_t rebuild_input_gathers(const LayerRecompute& entry, const BlockFeatures& features) {
+  const std::vector<ForwardPiece> pieces = rerun_pieces(entry, features);
   return std::count_if(pieces.begin(), pieces.end(),
                        [](ForwardPiece piece) { return forward_piece(piece).gathers_input; });
 }

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "model/flops.h"
@@ -13,9 +12,10 @@
 
 namespace model {
 
-// The pieces of layer_forward a selective entry may rerun, in forward order.
-// core_attn_probs exists under the unfused attention backend only, flash_attention under
-// flash only: the core_attn module reruns whichever the layer runs.
+// The pieces of layer_forward a selective entry may rerun, in forward order. A piece exists
+// in the blocks its row's predicate holds of: core_attn_probs under the unfused attention
+// backend only, flash_attention under flash only, so the core_attn module reruns whichever
+// the layer runs.
 enum class ForwardPiece {
   input_layernorm,
   core_attn_probs,
@@ -33,7 +33,7 @@ struct ForwardPieceRow {
   std::vector<int64_t LayerFlops::*> gemms;  // its matmuls, counted as layer_forward_flops does
   bool gathers_input;  // its GEMM is column-parallel: under sequence parallelism it
                        // all-gathers its (Ts, B, C) input first
-  std::optional<AttentionBackend> only_under;  // set: the piece exists under that backend only
+  bool (*exists)(const BlockFeatures&);  // in which blocks the layer runs the piece
 };
 
 struct SelectiveModuleRow {
@@ -47,14 +47,14 @@ const std::vector<ForwardPieceRow>& forward_piece_table();
 const std::vector<SelectiveModuleRow>& selective_module_table();
 const ForwardPieceRow& forward_piece(ForwardPiece piece);
 
-// The pieces `entry` reruns in backward under `attention`: those of its modules that exist
-// under that backend, each once, in forward order (none unless the entry is selective: a
-// full layer reruns its whole forward).
-std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry, AttentionBackend attention);
+// The pieces `entry` reruns in backward in a block of `features`: those of its modules that
+// exist there, each once, in forward order (none unless the entry is selective: a full layer
+// reruns its whole forward).
+std::vector<ForwardPiece> rerun_pieces(const LayerRecompute& entry, const BlockFeatures& features);
 // Whether `entry` drops stash.*member in forward (it reruns the piece that rebuilds it).
-bool drops(const LayerRecompute& entry, AttentionBackend attention, Tensor LayerStash::*member);
+bool drops(const LayerRecompute& entry, const BlockFeatures& features, Tensor LayerStash::*member);
 // How many column-parallel GEMM inputs `entry`'s rebuild all-gathers under sequence
 // parallelism, each (Ts, B, C) on a rank: communication beyond the layer's own.
-int64_t rebuild_input_gathers(const LayerRecompute& entry, AttentionBackend attention);
+int64_t rebuild_input_gathers(const LayerRecompute& entry, const BlockFeatures& features);
 
 }  // namespace model

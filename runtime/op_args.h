@@ -7,9 +7,7 @@
 
 #include <cstdint>
 
-#include "runtime/kernels/cpu/adamw.h"
-#include "runtime/kernels/cpu/flash_attention.h"
-#include "runtime/kernels/cpu/gelu.h"
+#include "runtime/op_types.h"
 #include "runtime/philox.h"
 #include "runtime/tensor.h"
 
@@ -65,7 +63,7 @@ struct LinearGeluForward {
   int64_t rows;
   int64_t in_features;
   int64_t out_features;
-  cpu::GeluKind kind;
+  GeluKind kind;
 };
 
 // The backward of a linear layer whose input is input = gelu(pre_activation), through that
@@ -85,7 +83,7 @@ struct GeluLinearBackward {
   int64_t rows;
   int64_t in_features;
   int64_t out_features;
-  cpu::GeluKind kind;
+  GeluKind kind;
 };
 
 // out = (input - mean) * rstd * weight + bias, row by row.
@@ -236,7 +234,7 @@ struct FlashAttentionForward {
   Tensor ctx;  // (seq, micro_batch, heads*head_dim) =
   Tensor lse;  // (micro_batch, heads, seq) f32 =: log of the row's sum of exp(scaled scores)
   Tensor qkv;  // (seq, micro_batch, heads*3*head_dim)
-  cpu::FlashAttentionDims dims;
+  FlashAttentionDims dims;
 };
 
 // dqkv from dctx, recomputing the tiles from the forward's qkv, ctx and lse.
@@ -246,7 +244,7 @@ struct FlashAttentionBackward {
   Tensor qkv;   // (seq, micro_batch, heads*3*head_dim)
   Tensor ctx;   // (seq, micro_batch, heads*head_dim)
   Tensor lse;   // (micro_batch, heads, seq) f32
-  cpu::FlashAttentionDims dims;
+  FlashAttentionDims dims;
 };
 
 // ---- flash attention by blocks: ring attention (Note [Flash blocks]) ----
@@ -274,7 +272,7 @@ struct FlashBlockForward {
   Tensor lse;  // (micro_batch, heads, seq_len) =, f32: log-sum-exp over the block's keys
   Tensor qkv;  // (seq_len, micro_batch, heads*3*head_dim)
   Tensor kv;   // (kv_len, micro_batch, heads*2*head_dim)
-  cpu::FlashAttentionDims dims;
+  FlashAttentionDims dims;
 };
 
 // Merges a block into the running output of the same queries, in place: lse' =
@@ -302,7 +300,7 @@ struct FlashBlockBackward {
   Tensor kv;    // (kv_len, micro_batch, heads*2*head_dim)
   Tensor ctx;   // (seq_len, micro_batch, heads*head_dim): the merged output
   Tensor lse;   // (micro_batch, heads, seq_len) f32: the merged log-sum-exp
-  cpu::FlashAttentionDims dims;
+  FlashAttentionDims dims;
 };
 
 // dqkv from the f32 accumulators: head h's dq, then its dk and dv (dkv's layout).
@@ -323,7 +321,7 @@ struct GeluForward {
   Tensor out;    // (count) =
   Tensor input;  // (count)
   int64_t count;
-  cpu::GeluKind kind;
+  GeluKind kind;
 };
 
 // dinput = dout * gelu'(input); dinput may alias dout.
@@ -332,7 +330,7 @@ struct GeluBackward {
   Tensor dout;    // (count)
   Tensor input;   // (count)
   int64_t count;
-  cpu::GeluKind kind;
+  GeluKind kind;
 };
 
 // Hidden-state dropout with the Philox mask of the global coordinates (Note [Dropout RNG]):
@@ -568,7 +566,7 @@ struct AdamwStep {
   Tensor param_copy = {};  // (count) =, optional
   Tensor grad;             // (count), f32
   int64_t count;
-  cpu::AdamWParams hyper;
+  AdamWParams hyper;
 };
 
 }  // namespace runtime::ops

@@ -50,8 +50,8 @@ int64_t ring_backward(const model::LayerDims& d) {
 }
 
 // Whether a selective entry reruns the attention (and so its ring).
-bool reruns_attention(const model::LayerRecompute& entry, model::AttentionBackend attention) {
-  const std::vector<model::ForwardPiece> pieces = model::rerun_pieces(entry, attention);
+bool reruns_attention(const model::LayerRecompute& entry, const model::BlockFeatures& features) {
+  const std::vector<model::ForwardPiece> pieces = model::rerun_pieces(entry, features);
   return std::find(pieces.begin(), pieces.end(), model::ForwardPiece::flash_attention) !=
          pieces.end();
 }
@@ -82,7 +82,7 @@ int64_t predict_step_context_bytes(const StageSetup& setup) {
     for (const model::LayerRecompute& entry : chunk.plan.layers) {
       per_microbatch += ring_forward(d) + ring_backward(d);
       // a full layer, or a selective one that drops the flash stash, runs the ring again
-      if (entry.mode == model::RecomputeMode::full || reruns_attention(entry, d.attention))
+      if (entry.mode == model::RecomputeMode::full || reruns_attention(entry, d.features))
         per_microbatch += ring_forward(d);
     }
   }
@@ -106,7 +106,7 @@ int64_t predict_step_comm_bytes(const Config& config, const StageSetup& setup,
       per_microbatch += layer_forward(d, s) + layer_backward(d, s);
       if (entry.mode == model::RecomputeMode::full) per_microbatch += layer_forward(d, s);
       // a selective rebuild re-gathers the inputs of the column-parallel GEMMs it reruns
-      if (sp) per_microbatch += model::rebuild_input_gathers(entry, d.attention) * s.shard;
+      if (sp) per_microbatch += model::rebuild_input_gathers(entry, d.features) * s.shard;
     }
     if (chunk.spec.embedding && tp) {
       per_microbatch += s.full;           // all-reduce or reduce-scatter of the lookup

@@ -17,9 +17,9 @@ double clip_gradients(const model::GptParams& grads, double norm, double max_nor
   return coeff;
 }
 
-runtime::cpu::AdamWParams adamw_hyper(const OptimizerConfig& config, double lr, int64_t step,
-                                      bool weight_decay) {
-  runtime::cpu::AdamWParams hyper;
+runtime::AdamWParams adamw_hyper(const OptimizerConfig& config, double lr, int64_t step,
+                                 bool weight_decay) {
+  runtime::AdamWParams hyper;
   hyper.lr = static_cast<float>(lr);
   hyper.beta1 = config.adam_beta1;
   hyper.beta2 = config.adam_beta2;

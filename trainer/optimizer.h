@@ -9,7 +9,7 @@
 #include "parallel/core/process_groups.h"
 #include "parallel/pipeline/grad_buckets.h"
 #include "parallel/pipeline/grad_reducer.h"
-#include "runtime/kernels/cpu/adamw.h"
+#include "runtime/op_types.h"
 #include "trainer/config/config.h"
 
 namespace trainer {
@@ -115,7 +115,7 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& config, parallel::Proces
                                           runtime::Allocator& allocator);
 
 // Hyperparameters of one update of tensors with(out) weight decay.
-runtime::cpu::AdamWParams adamw_hyper(const OptimizerConfig& config, double lr, int64_t step,
-                                      bool weight_decay);
+runtime::AdamWParams adamw_hyper(const OptimizerConfig& config, double lr, int64_t step,
+                                 bool weight_decay);
 
 }  // namespace trainer

@@ -198,7 +198,8 @@ void print_plan(const Config& config, const std::string& source, std::ostream& o
                 "%s attention, %s activations, %lld microbatches per step\n",
                 source.c_str(), static_cast<long long>(dims.micro_batch),
                 static_cast<long long>(dims.context().seq), static_cast<long long>(dims.hidden),
-                static_cast<long long>(dims.heads), model::attention_backend_name(dims.attention),
+                static_cast<long long>(dims.heads),
+                model::attention_backend_name(dims.features.attention),
                 std::string(runtime::dtype_name(dims.activation_dtype)).c_str(),
                 static_cast<long long>(stages[0].num_microbatches));
   out << line;

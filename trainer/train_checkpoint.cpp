@@ -41,7 +41,7 @@ struct StoredPart {
 StoredPart stored_part(const model::NamedParam& p, const model::GptConfig& config) {
   StoredPart part{p.global_shape, {p.shard_dim, p.shard_offset, 0}, p.tensor.numel()};
   if (p.shard_dim >= 0) part.slice.length = p.tensor.dim(p.shard_dim);
-  if (p.name == model::kWordEmbeddingsName) {
+  if (p.roles.vocab_padded) {
     const int64_t rows =
         std::clamp<int64_t>(config.vocab_size - p.shard_offset, 0, p.tensor.dim(0));
     part.global_shape[0] = config.vocab_size;

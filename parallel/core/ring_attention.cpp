@@ -18,7 +18,7 @@ constexpr int kGradientTag = 2;
 
 // The shapes every step shares: rows of a chunk, and the packed key/value width.
 struct Ring {
-  const runtime::cpu::FlashAttentionDims& dims;
+  const runtime::FlashAttentionDims& dims;
   const ContextShard& shard;
   int64_t chunk() const { return shard.chunk(); }
   int64_t next() const { return (shard.rank + 1) % shard.size; }
@@ -30,8 +30,8 @@ struct Ring {
     return {count, dims.micro_batch, width(per_head)};
   }
   // The flash block of local query chunk `q` against chunk `k` of the block's holder.
-  runtime::cpu::FlashAttentionDims block(int64_t q, int64_t holder, int64_t k) const {
-    runtime::cpu::FlashAttentionDims b = dims;
+  runtime::FlashAttentionDims block(int64_t q, int64_t holder, int64_t k) const {
+    runtime::FlashAttentionDims b = dims;
     b.seq_len = b.kv_len = chunk();
     b.q_position = shard.chunk_position(shard.rank, q);
     b.kv_position = shard.chunk_position(holder, k);

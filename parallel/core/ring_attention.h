@@ -36,7 +36,7 @@ struct RingAttentionForward {
   Tensor qkv;  // (Tl, B, H*3*D) activation dtype: this rank's rows
   // seq_len = Tl (the local rows); heads, head_dim, the head and sample offsets, scale and
   // dropout as for flash_attention_forward; the positions are set per block here.
-  runtime::cpu::FlashAttentionDims dims;
+  runtime::FlashAttentionDims dims;
   ContextShard shard;
 };
 
@@ -46,7 +46,7 @@ struct RingAttentionBackward {
   Tensor qkv;   // the forward's
   Tensor ctx;   // the forward's output
   Tensor lse;   // the forward's merged log-sum-exp
-  runtime::cpu::FlashAttentionDims dims;
+  runtime::FlashAttentionDims dims;
   ContextShard shard;
 };
 

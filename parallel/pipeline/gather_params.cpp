@@ -52,7 +52,7 @@ void gather_to_rank0(ProcessGroups& groups, const model::GptConfig& config,
   if (holder) {
     for (const model::NamedParam& p : local.named) {
       if (p.shard_dim < 0 && !tp_leader) continue;
-      if (p.name == model::kWordEmbeddingsName && !first_stage) continue;
+      if (p.roles.tied && !first_stage) continue;
       owned.push_back(&p);
     }
   }

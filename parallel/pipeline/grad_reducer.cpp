@@ -55,27 +55,36 @@ void GradReducer::add_pieces() {
     return (static_cast<const char*>(t.raw()) - static_cast<const char*>(g.flat.raw())) /
            static_cast<int64_t>(sizeof(float));
   };
-  auto span = [&](const runtime::Tensor& first, const runtime::Tensor& last) {
-    return first.defined() ? FlatRange{offset(first), offset(last) + last.numel()} : FlatRange{};
+  // Each parameter's piece, from its spec: the head's, its layer's, the embedding's, or the
+  // tied word embeddings (final only after the embedding group's all-reduce).
+  pieces_.resize(g.layers.size() + 2);
+  auto piece_for = [&](const model::NamedParam& p) -> Piece& {
+    switch (p.piece) {
+      case model::ParamPiece::final_norm:
+        return pieces_.front();
+      case model::ParamPiece::layer:
+        return pieces_[static_cast<size_t>(p.layer_index + 1)];
+      case model::ParamPiece::word_embeddings:
+      case model::ParamPiece::position_embeddings:
+        break;
+    }
+    return pieces_.back();
   };
-  pieces_.push_back({span(g.lnf_weight, g.lnf_bias), {}, false});
-  for (const model::LayerParams& layer : g.layers)
-    pieces_.push_back({span(layer.ln1_weight, layer.fc2_bias), {}, false});
-  pieces_.push_back({span(g.wpe, g.wpe), {}, false});
-  word_embeddings_ = span(g.wte, g.wte);
-  int64_t covered = word_embeddings_.end - word_embeddings_.begin;
-  for (const Piece& piece : pieces_) covered += piece.range.end - piece.range.begin;
+  int64_t covered = 0;
+  for (const model::NamedParam& p : g.named) {
+    const FlatRange range{offset(p.tensor), offset(p.tensor) + p.tensor.numel()};
+    FlatRange& into = p.roles.tied ? word_embeddings_ : piece_for(p).range;
+    TRAINER_ASSERT(into.end == into.begin || into.end == range.begin,
+                   p.name << " does not follow the other parameters of its piece");
+    if (into.end == into.begin) into.begin = range.begin;
+    into.end = range.end;
+    covered += p.tensor.numel();
+    if (!p.sequence_parallel_partial) continue;
+    TRAINER_ASSERT(!p.roles.tied, p.name << ": tied and sequence-parallel partial");
+    piece_for(p).sequence_parallel_partials.push_back(p.tensor);
+  }
   TRAINER_ASSERT(covered == g.flat.numel(),
                  "gradient pieces cover " << covered << " of " << g.flat.numel() << " elements");
-  for (const model::NamedParam& p : g.named) {
-    if (!p.sequence_parallel_partial) continue;
-    const int64_t at = offset(p.tensor);
-    auto holder = std::find_if(pieces_.begin(), pieces_.end(), [&](const Piece& piece) {
-      return piece.range.begin <= at && at < piece.range.end;
-    });
-    TRAINER_ASSERT(holder != pieces_.end(), p.name << " lies in no gradient piece");
-    holder->sequence_parallel_partials.push_back(p.tensor);
-  }
 }
 
 GradReducer::Piece* GradReducer::piece_of(const GradientPiece& piece) {

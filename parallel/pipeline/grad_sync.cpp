@@ -84,7 +84,7 @@ double global_grad_norm(ProcessGroups& groups, const model::GptParams& grads,
   };
   for (const model::NamedParam& p : grads.named) {
     const bool counted = (p.shard_dim >= 0 || tp_leader) &&  // tp replicas: one copy counts
-                         (p.name != model::kWordEmbeddingsName || has_embedding_stage);
+                         (!p.roles.tied || has_embedding_stage);
     if (!counted) {
       finish_run();
       run_begin = offset + p.tensor.numel();

@@ -86,8 +86,7 @@ double relative_difference(const model::NamedParam& a, const model::NamedParam& 
 }
 
 int64_t real_elements(const model::NamedParam& p, const model::GptConfig& config) {
-  return p.name == model::kWordEmbeddingsName ? config.vocab_size * config.hidden_size
-                                              : p.tensor.numel();
+  return p.roles.vocab_padded ? config.vocab_size * config.hidden_size : p.tensor.numel();
 }
 
 TEST(Layouts, MatchOneProcessWithin1e5) {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <optional>
 
-#include "runtime/kernels/cpu/flash_attention.h"
+#include "runtime/op_types.h"
 #include "trainer/config/config.h"
 #include "trainer/config/fields.h"
 
@@ -76,9 +76,9 @@ void validate_model(const model::GptConfig& model) {
                                                text_of(model.num_attention_heads));
   }
   if (model.attention_backend == model::AttentionBackend::flash &&
-      model.head_dim() > runtime::cpu::kFlashMaxHeadDim) {
+      model.head_dim() > runtime::kFlashMaxHeadDim) {
     throw ConfigError("model.attention_backend",
-                      "flash supports head dims up to " + text_of(runtime::cpu::kFlashMaxHeadDim) +
+                      "flash supports head dims up to " + text_of(runtime::kFlashMaxHeadDim) +
                           "; model.hidden_size " + text_of(model.hidden_size) +
                           " / model.num_attention_heads " + text_of(model.num_attention_heads) +
                           " = " + text_of(model.head_dim()));

@@ -4,16 +4,11 @@
 
 #include <cstdint>
 
+#include "runtime/op_types.h"
+
 namespace runtime::cpu {
 
-struct AdamWParams {
-  float lr = 0.f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.f;
-  int64_t step = 1;  // 1-based count of updates including this one (bias correction)
-};
+using runtime::AdamWParams;
 
 // Updates param, exp_avg (m), exp_avg_sq (v) in place from grad.
 void adamw_step(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 
+#include "runtime/op_types.h"
+
 namespace runtime::cpu {
 
-enum class GeluKind { tanh, erf };
+using runtime::GeluKind;
 
 // out = gelu(inp) (=); out may alias inp.
 void gelu_forward(float* out, const float* inp, int64_t n, GeluKind kind);

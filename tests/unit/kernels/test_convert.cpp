@@ -73,7 +73,7 @@ TEST(Convert, OpsConvertAndAdamwCopyUseTheScalarRule) {
                                   runtime::MemoryCategory::workspace);
   m.zero_();
   v.zero_();
-  AdamWParams hyper;
+  runtime::AdamWParams hyper;
   hyper.lr = 1e-2f;
   runtime::ops::adamw_step({.param = f32,
                             .exp_avg = m,

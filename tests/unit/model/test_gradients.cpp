@@ -27,7 +27,7 @@ TEST(ModelGradients, MatchCentralFiniteDifferences) {
     const int64_t base = p.tensor.f32() - model.params.flat.f32();
     for (int64_t k = 0; k < 3; ++k) {
       int64_t index = (k * 7919 + 13) % n;
-      if (p.name == model::kWordEmbeddingsName) {
+      if (p.roles.vocab_padded) {
         index = index % (model.config.vocab_size * model.config.hidden_size);  // real rows only
       }
       float& w = p.tensor.f32()[index];

@@ -113,7 +113,8 @@ TEST(RecomputeModules, FlashCoreAttnDropsItsOutputAndReruns) {
   const model::LayerFlops f = model::layer_forward_flops(dims);
   EXPECT_EQ(model::selective_recompute_flops(dims, selective({.core_attn = true})),
             f.scores + f.context);
-  EXPECT_EQ(model::rebuild_input_gathers(kAllFour, model::AttentionBackend::flash), 1);
+  EXPECT_EQ(model::rebuild_input_gathers(kAllFour, {.attention = model::AttentionBackend::flash}),
+            1);
 }
 
 TEST(RecomputeModules, FlopsAreTheRerunMatmulsEachOnce) {
@@ -134,14 +135,17 @@ TEST(RecomputeModules, FlopsAreTheRerunMatmulsEachOnce) {
 
 TEST(RecomputeModules, OnlyTheFc1RebuildGathersItsInput) {
   for (const model::SelectiveModuleRow& module : model::selective_module_table()) {
-    EXPECT_EQ(model::rebuild_input_gathers(only(module), model::AttentionBackend::unfused),
-              std::string(module.name) == "mlp" ? 1 : 0)
+    EXPECT_EQ(
+        model::rebuild_input_gathers(only(module), {.attention = model::AttentionBackend::unfused}),
+        std::string(module.name) == "mlp" ? 1 : 0)
         << module.name;
   }
-  EXPECT_EQ(model::rebuild_input_gathers(kAllFour, model::AttentionBackend::unfused), 1);
-  EXPECT_EQ(model::rebuild_input_gathers({}, model::AttentionBackend::unfused), 0);
-  EXPECT_EQ(
-      model::rebuild_input_gathers({RecomputeMode::full, {}}, model::AttentionBackend::unfused), 0);
+  EXPECT_EQ(model::rebuild_input_gathers(kAllFour, {.attention = model::AttentionBackend::unfused}),
+            1);
+  EXPECT_EQ(model::rebuild_input_gathers({}, {.attention = model::AttentionBackend::unfused}), 0);
+  EXPECT_EQ(model::rebuild_input_gathers({RecomputeMode::full, {}},
+                                         {.attention = model::AttentionBackend::unfused}),
+            0);
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {

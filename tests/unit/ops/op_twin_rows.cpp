@@ -81,8 +81,8 @@ Row linear_backward_row() {
 // approximation: 1e-3 in f32, as tests/gpu/test_gpu_gemm.cpp allows it.
 constexpr Tolerance kGeluEpilogue{1e-3, 1e-2, false};
 
-runtime::cpu::GeluKind gelu_kind(Case& c) {
-  return c.pick({0, 0, 1}) == 0 ? runtime::cpu::GeluKind::tanh : runtime::cpu::GeluKind::erf;
+runtime::GeluKind gelu_kind(Case& c) {
+  return c.pick({0, 0, 1}) == 0 ? runtime::GeluKind::tanh : runtime::GeluKind::erf;
 }
 
 Row linear_gelu_forward_row() {
@@ -104,7 +104,7 @@ Row gelu_linear_backward_row() {
   return TWIN_ROW(gelu_linear_backward, kGeluEpilogue, [](Case& c) {
     const int64_t rows = c.long_size(), in = c.pick({8, 24, 136, 7, 33}), out = c.size();
     const Tensor pre_activation = c.act({rows, in}, -3.f, 3.f);
-    const runtime::cpu::GeluKind kind = gelu_kind(c);
+    const runtime::GeluKind kind = gelu_kind(c);
     const Tensor input = c.act({rows, in});
     ops::gelu_forward({.out = input, .input = pre_activation, .count = rows * in, .kind = kind});
     c.settle(input);  // the GELU of pre_activation, as the forward left it
@@ -207,11 +207,10 @@ Row gelu_forward_row() {
   return TWIN_ROW(gelu_forward, kReordered, [](Case& c) {
     const int64_t count = c.long_size() * c.small_size();
     const Tensor input = c.act({count}, -4.f, 4.f);
-    return ops::GeluForward{
-        .out = c.coin() ? input : c.act({count}),
-        .input = input,
-        .count = count,
-        .kind = c.coin() ? runtime::cpu::GeluKind::tanh : runtime::cpu::GeluKind::erf};
+    return ops::GeluForward{.out = c.coin() ? input : c.act({count}),
+                            .input = input,
+                            .count = count,
+                            .kind = c.coin() ? runtime::GeluKind::tanh : runtime::GeluKind::erf};
   });
 }
 
@@ -219,12 +218,11 @@ Row gelu_backward_row() {
   return TWIN_ROW(gelu_backward, kReordered, [](Case& c) {
     const int64_t count = c.long_size() * c.small_size();
     const Tensor dout = c.act({count});
-    return ops::GeluBackward{
-        .dinput = c.coin() ? dout : c.act({count}),
-        .dout = dout,
-        .input = c.act({count}, -4.f, 4.f),
-        .count = count,
-        .kind = c.coin() ? runtime::cpu::GeluKind::tanh : runtime::cpu::GeluKind::erf};
+    return ops::GeluBackward{.dinput = c.coin() ? dout : c.act({count}),
+                             .dout = dout,
+                             .input = c.act({count}, -4.f, 4.f),
+                             .count = count,
+                             .kind = c.coin() ? runtime::GeluKind::tanh : runtime::GeluKind::erf};
   });
 }
 

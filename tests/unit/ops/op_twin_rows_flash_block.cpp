@@ -29,16 +29,16 @@ HeadSizes random_sizes(Case& c) {
 
 // A random block: a diagonal one, or query and key blocks anywhere in the sequence (keys all
 // before the queries, overlapping them, or after some: rows that see no key).
-runtime::cpu::FlashAttentionDims random_block(Case& c) {
-  runtime::cpu::FlashAttentionDims d{.seq_len = c.pick({1, 7, 33, 65, 129}),
-                                     .micro_batch = c.pick({1, 2}),
-                                     .heads = c.pick({1, 3}),
-                                     .head_dim = c.pick({1, 8, 33, 64, 128}),
-                                     .head_offset = c.pick({0, 5}),
-                                     .sample_offset = c.pick({0, 3}),
-                                     .scale = c.uniform(.1f, 1.f),
-                                     .dropout_prob = c.coin() ? 0.f : 0.1f,
-                                     .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u}};
+runtime::FlashAttentionDims random_block(Case& c) {
+  runtime::FlashAttentionDims d{.seq_len = c.pick({1, 7, 33, 65, 129}),
+                                .micro_batch = c.pick({1, 2}),
+                                .heads = c.pick({1, 3}),
+                                .head_dim = c.pick({1, 8, 33, 64, 128}),
+                                .head_offset = c.pick({0, 5}),
+                                .sample_offset = c.pick({0, 3}),
+                                .scale = c.uniform(.1f, 1.f),
+                                .dropout_prob = c.coin() ? 0.f : 0.1f,
+                                .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u}};
   d.q_position = c.pick({0, 40, 200});
   if (c.coin()) {
     d.kv_len = d.seq_len;
@@ -51,10 +51,10 @@ runtime::cpu::FlashAttentionDims random_block(Case& c) {
   return d;
 }
 
-HeadSizes queries_of(const runtime::cpu::FlashAttentionDims& d) {
+HeadSizes queries_of(const runtime::FlashAttentionDims& d) {
   return {d.seq_len, d.micro_batch, d.heads, d.head_dim};
 }
-HeadSizes keys_of(const runtime::cpu::FlashAttentionDims& d) {
+HeadSizes keys_of(const runtime::FlashAttentionDims& d) {
   return {d.kv_len, d.micro_batch, d.heads, d.head_dim};
 }
 
@@ -72,7 +72,7 @@ Row pack_kv_row() {
 
 Row flash_block_forward_row() {
   return TWIN_ROW(flash_block_forward, kFlashBlock, [](Case& c) {
-    const runtime::cpu::FlashAttentionDims d = random_block(c);
+    const runtime::FlashAttentionDims d = random_block(c);
     const HeadSizes q = queries_of(d), k = keys_of(d);
     return ops::FlashBlockForward{.ctx = c.f32(q.hidden(d.head_dim)),
                                   .lse = c.f32(q.lse()),
@@ -107,7 +107,7 @@ Row flash_merge_row() {
 // accumulating onto random dq and dkv.
 Row flash_block_backward_row() {
   return TWIN_ROW(flash_block_backward, kFlashBlock, [](Case& c) {
-    const runtime::cpu::FlashAttentionDims d = random_block(c);
+    const runtime::FlashAttentionDims d = random_block(c);
     const HeadSizes q = queries_of(d), k = keys_of(d);
     ops::FlashBlockForward forward{.ctx = c.f32(q.hidden(d.head_dim)),
                                    .lse = c.f32(q.lse()),

@@ -278,7 +278,7 @@ Row attention_context_backward_row() {
 // One random flash-attention case: the fused (seq, micro_batch, heads*3*head_dim) input of
 // lengths across the kernels' tiles, with or without dropout, at a head and sample offset.
 struct FlashCase {
-  runtime::cpu::FlashAttentionDims dims;
+  runtime::FlashAttentionDims dims;
   runtime::Shape hidden(int64_t per_head) const {
     return {dims.seq_len, dims.micro_batch, dims.heads * per_head};
   }
@@ -376,7 +376,7 @@ Row sum_squares_row() {
 Row adamw_step_row() {
   return TWIN_ROW(adamw_step, kReordered, [](Case& c) {
     const int64_t count = c.long_size() * c.small_size();
-    runtime::cpu::AdamWParams hyper;
+    runtime::AdamWParams hyper;
     hyper.lr = c.uniform(1e-3f, 1e-2f);
     hyper.weight_decay = c.coin() ? 0.1f : 0.f;
     hyper.step = c.pick({1, 2, 10});

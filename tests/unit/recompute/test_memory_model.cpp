@@ -61,7 +61,7 @@ TEST_P(Korthikanti, SelectiveCoreAttentionIsSbh34) {
 TEST_P(Korthikanti, FlashHasNoSquareTerm) {
   const PaperShape p = GetParam();
   model::LayerDims dims = bf16_dims(p);
-  dims.attention = model::AttentionBackend::flash;
+  dims.features.attention = model::AttentionBackend::flash;
   const int64_t sbh = p.s * p.b * p.h, lse = 4 * p.a * p.s * p.b / p.t;
   EXPECT_EQ(model::stash_kept_bytes(model::layer_stash_spec(dims, {})),
             10 * sbh + 24 * sbh / p.t + lse + layernorm_stats(p));
