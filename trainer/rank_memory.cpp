@@ -1,6 +1,6 @@
 // The replay of one training step of one rank on the meta device, in the order Trainer runs it:
-// the parameters, master weights, gradients and optimizer state it allocates once, then one
-// step's schedule, gradient reductions, clipping and update. The layout tests compare each
+// what build_rank_state allocates once (as Trainer builds it), then one step's schedule,
+// gradient reductions, clipping and update. The layout tests compare each
 // category with a real run, which keeps this replay and Trainer in step.
 #include "trainer/rank_memory.h"
 
@@ -12,7 +12,7 @@
 #include "runtime/device_scratch.h"
 #include "runtime/meta_device.h"
 #include "trainer/optimizer.h"
-#include "trainer/stage_setup.h"
+#include "trainer/rank_state.h"
 
 namespace trainer {
 namespace {
@@ -48,28 +48,13 @@ int64_t RankMemory::total() const {
 
 RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   parallel::ProcessGroups groups = parallel::replay_groups(config.parallel, world_rank);
-  const StageSetup setup = make_stage_setup(config, groups.coordinates.pp, groups.coordinates.tp,
-                                            groups.tp.get(), groups.cp.get());
   runtime::MetaAllocator allocator;
-  const model::GptConfig& m = config.model;
-  const bool bf16 = uses_bf16(config.train);
-  const model::GptParams params =
-      model::GptParams::allocate(allocator, m, setup.shard, runtime::MemoryCategory::param,
-                                 bf16 ? runtime::DType::bf16 : runtime::DType::f32);
-  model::GptParams master =
-      bf16 ? model::GptParams::allocate(allocator, m, setup.shard, master_weights_category(config))
-           : params;
-  const model::GptParams grads =
-      model::GptParams::allocate(allocator, m, setup.shard, runtime::MemoryCategory::grad);
-  const std::unique_ptr<Optimizer> optimizer =
-      make_optimizer(config, groups, params, master, allocator);
-  if (config.optimizer.distributed && bf16)
-    master = {};  // as Trainer: the optimizer took its parts
-  std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks;
-  for (const StageChunk& chunk : setup.chunks) {
-    chunks.push_back(std::make_unique<recompute::ChunkExecutor>(m, params, grads, chunk.plan,
-                                                                setup.dims, chunk.spec, allocator));
-  }
+  RankState state;
+  build_rank_state(state, config, groups, allocator);
+  const StageSetup& setup = state.setup;
+  const model::GptParams& grads = state.grads;
+  Optimizer* const optimizer = state.optimizer.get();
+  const std::vector<std::unique_ptr<recompute::ChunkExecutor>>& chunks = state.chunks;
 
   allocator.reset_peaks();
   // A device backend's scratch (Note [Device scratch]): its final size, held through the step.

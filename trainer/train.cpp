@@ -98,13 +98,8 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   // on whatever allocator it is given (tests emulate a device on the host).
   create_output_dir();
   open_datasets();
-  setup_ = make_stage_setup(config_, groups_.coordinates.pp, groups_.coordinates.tp,
-                            groups_.tp.get(), groups_.cp.get());
-  allocate_parameters();
-  optimizer_ = make_optimizer(config_, groups_, params_, master_, allocator_);
-  if (config_.optimizer.distributed && has_master_copy()) master_ = {};  // it took its parts
-  build_executors();
-  predicted_comm_ = predict_step_comm_bytes(config_, setup_, params_);
+  build_rank_state(state_, config_, groups_, allocator_, [this](RankState&) { init_weights(); });
+  predicted_comm_ = predict_step_comm_bytes(config_, state_.setup, state_.params);
   predicted_memory_ = predict_rank_memory(config_, groups_.world_rank);
   peak_ = mfu_peak();
   if (groups_.is_logging_rank()) {
@@ -142,34 +137,13 @@ void Trainer::open_datasets() {
   sample_buffer_.resize(static_cast<size_t>(m.seq_length + 1));
 }
 
-void Trainer::allocate_parameters() {
-  const model::GptConfig& m = config_.model;
-  const model::ModelShard& shard = setup_.shard;
-  // bf16 (Megatron's mixed precision): the model reads bf16 weights (`param`); the optimizer
-  // updates fp32 master weights, counted as optimizer state like its moments (12 bytes per
-  // parameter in all), and rewrites the bf16 copy in the same pass. Gradients are fp32.
-  const bool bf16 = uses_bf16(config_.train);
-  const runtime::DType compute_dtype = bf16 ? runtime::DType::bf16 : runtime::DType::f32;
-  params_ = model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::param,
-                                       compute_dtype);
-  master_ = bf16
-                ? model::GptParams::allocate(allocator_, m, shard, master_weights_category(config_))
-                : params_;
+void Trainer::init_weights() {
   if (on_device_) {  // the host copy serves checkpoints and exports; init runs on the device
-    host_params_ =
-        model::GptParams::allocate(host_allocator_, m, shard, runtime::MemoryCategory::comm);
+    host_params_ = model::GptParams::allocate(host_allocator_, config_.model, state_.setup.shard,
+                                              runtime::MemoryCategory::comm);
   }
-  model::init_params(master_, m, config_.train.seed);
+  model::init_params(state_.master, config_.model, config_.train.seed);
   refresh_compute_weights();
-  grads_ = model::GptParams::allocate(allocator_, m, shard, runtime::MemoryCategory::grad);
-  runtime::ops::zero(grads_.flat);
-}
-
-void Trainer::build_executors() {
-  for (const StageChunk& chunk : setup_.chunks) {
-    chunks_.push_back(std::make_unique<recompute::ChunkExecutor>(
-        config_.model, params_, grads_, chunk.plan, setup_.dims, chunk.spec, allocator_));
-  }
 }
 
 PeakRate Trainer::mfu_peak() const {
@@ -208,16 +182,16 @@ void Trainer::start_logging() {
                           : "")
        << ")\n";
   log_ << "batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size << " x "
-       << setup_.num_microbatches << " microbatches x dp " << pc.data << "; "
+       << state_.setup.num_microbatches << " microbatches x dp " << pc.data << "; "
        << t.global_batch_size * m.seq_length << " tokens per step\n";
   log_ << "parallel: tensor " << pc.tensor
        << (pc.sequence_parallel && pc.tensor > 1 ? " (sequence parallel)" : "") << ", pipeline "
        << pc.pipeline
        << (pc.virtual_pipeline > 1 ? " x " + std::to_string(pc.virtual_pipeline) + " virtual" : "")
        << ", context " << pc.context << ", data " << pc.data << "\n";
-  log_ << "recompute (stage 0): " << describe_plan(setup_.plan)
+  log_ << "recompute (stage 0): " << describe_plan(state_.setup.plan)
        << "; activation memory (predicted peak, rank 0) "
-       << format_bytes(setup_.predicted_activation_peak) << "\n";
+       << format_bytes(state_.setup.predicted_activation_peak) << "\n";
   log_ << "peak for MFU: " << format("%.1f", peak_.gflops) << " GFLOP/s (" << peak_.source << ")\n";
   if (entropy_) {
     log_ << "data entropy floor: " << format("%.4f", entropy_->loss_floor(m.seq_length))
@@ -230,11 +204,11 @@ void Trainer::start_logging() {
 Trainer::~Trainer() = default;
 
 void Trainer::refresh_compute_weights() {
-  if (has_master_copy()) runtime::ops::convert(params_.flat, master_.flat);
+  if (has_master_copy()) runtime::ops::convert(state_.params.flat, state_.master.flat);
 }
 
 std::string Trainer::first_nonfinite_gradient() const {
-  for (const model::NamedParam& p : grads_.named) {
+  for (const model::NamedParam& p : state_.grads.named) {
     // A NaN or an infinity anywhere makes the sum of squares non-finite (host or device).
     if (!std::isfinite(runtime::ops::sum_squares({.x = p.tensor, .count = p.tensor.numel()})))
       return p.name;
@@ -246,7 +220,7 @@ recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_
                                                const recompute::ChunkExecutor& chunk) {
   const TrainConfig& t = config_.train;
   // This rank's rows of the sequence (all of it without context parallelism).
-  const parallel::ContextShard shard = setup_.dims.context();
+  const parallel::ContextShard shard = state_.setup.dims.context();
   const int64_t T = shard.local_seq(), B = t.micro_batch_size;
   // Microbatch mb on dp rank r holds global-batch samples [mb*B*dp + r*B, +B) (Megatron order).
   recompute::Microbatch micro;
@@ -297,16 +271,16 @@ parallel::PipelineStep Trainer::pipeline_step(const GptSampler& sampler, int64_t
                                               int64_t step) {
   const TrainConfig& t = config_.train;
   parallel::PipelineStep p;
-  for (const auto& chunk : chunks_) p.chunks.push_back(chunk.get());
+  for (const auto& chunk : state_.chunks) p.chunks.push_back(chunk.get());
   p.pp = groups_.pp.get();
-  p.num_microbatches = setup_.num_microbatches;
+  p.num_microbatches = state_.setup.num_microbatches;
   p.microbatch = [this, &sampler, batch](int64_t mb, int64_t chunk) {
-    return make_microbatch(sampler, batch, mb, *chunks_[static_cast<size_t>(chunk)]);
+    return make_microbatch(sampler, batch, mb, *state_.chunks[static_cast<size_t>(chunk)]);
   };
   p.step = recompute::StepInfo{t.seed, step};
   // Per token of this rank: the gradients are then averaged over the dp x cp replicas.
   p.loss_scale = 1.0f / static_cast<float>((t.global_batch_size / config_.parallel.data) *
-                                           setup_.dims.context().local_seq());
+                                           state_.setup.dims.context().local_seq());
   return p;
 }
 
@@ -318,18 +292,18 @@ StepMetrics Trainer::train_step() {
   ++steps_run_;
   allocator_.reset_peaks();
   const int64_t comm_before = groups_.payload_bytes();
-  for (const auto& chunk : chunks_) chunk->reset_recompute_flops();
-  runtime::ops::zero(grads_.flat);
+  for (const auto& chunk : state_.chunks) chunk->reset_recompute_flops();
+  runtime::ops::zero(state_.grads.flat);
 
   const int64_t batch = skipped_.batch_of_step(step);
   parallel::PipelineStep pipeline = pipeline_step(*train_sampler_, batch, step);
-  pipeline.gradients =
-      optimizer_->start_gradient_reduction(groups_, grads_, config_.parallel.sequence_parallel);
-  double loss_sum = parallel::run_schedule(setup_.schedule, pipeline);
+  pipeline.gradients = state_.optimizer->start_gradient_reduction(
+      groups_, state_.grads, config_.parallel.sequence_parallel);
+  double loss_sum = parallel::run_schedule(state_.setup.schedule, pipeline);
   groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
   groups_.dp->all_reduce_sum(&loss_sum, 1);
   const GradReduceTime reduce_time =
-      optimizer_->reduce_gradients(groups_, grads_, config_.parallel.sequence_parallel);
+      state_.optimizer->reduce_gradients(groups_, state_.grads, config_.parallel.sequence_parallel);
   inject_fault(batch, loss_sum);
 
   StepMetrics m;
@@ -337,7 +311,7 @@ StepMetrics Trainer::train_step() {
   m.grad_reduce_wait_ms = reduce_time.after_backward_s * 1e3;
   m.grad_reduce_in_backward_ms = reduce_time.in_backward_s * 1e3;
   m.loss = loss_sum / static_cast<double>(G * T);
-  m.grad_norm = optimizer_->grad_norm(groups_, grads_, setup_.shard.embedding);
+  m.grad_norm = state_.optimizer->grad_norm(groups_, state_.grads, state_.setup.shard.embedding);
   m.lr = learning_rate(config_.optimizer, t.steps, step);
   if (!guard_step(m)) {
     m.update_skipped = true;
@@ -346,19 +320,19 @@ StepMetrics Trainer::train_step() {
     m.memory = allocator_.stats();
     return m;
   }
-  clip_gradients(grads_, m.grad_norm, config_.optimizer.clip_grad);
-  optimizer_->step(groups_, grads_, config_.optimizer, m.lr, step);
+  clip_gradients(state_.grads, m.grad_norm, config_.optimizer.clip_grad);
+  state_.optimizer->step(groups_, state_.grads, config_.optimizer, m.lr, step);
   step_ = step;
-  runtime::ops::synchronize(params_.flat);  // device ops are asynchronous: time finished work
+  runtime::ops::synchronize(state_.params.flat);  // device ops are asynchronous: time finished work
 
   const double seconds = seconds_since(start);
   m.step_ms = seconds * 1e3;
   m.tokens_per_s = static_cast<double>(G * T) / seconds;
-  for (const auto& chunk : chunks_) m.recompute_flops += chunk->recompute_flops();
-  const int64_t model_flops = setup_.model_flops_per_step;
+  for (const auto& chunk : state_.chunks) m.recompute_flops += chunk->recompute_flops();
+  const int64_t model_flops = state_.setup.model_flops_per_step;
   m.model_tflops = static_cast<double>(model_flops) / seconds / 1e12;
   m.hardware_tflops = static_cast<double>(model_flops + m.recompute_flops) / seconds / 1e12;
-  m.predicted_activation_peak = setup_.predicted_activation_peak;
+  m.predicted_activation_peak = state_.setup.predicted_activation_peak;
   m.predicted_memory = predicted_memory_.peak;
   m.memory = allocator_.stats();
   m.predicted_comm_bytes = predicted_comm_;
@@ -371,8 +345,8 @@ void Trainer::inject_fault(int64_t batch, double& loss_sum) {
   const InjectConfig& inject = config_.train.inject;
   if (inject.step == 0 || batch != inject.step - 1) return;
   loss_sum *= inject.scale_loss;
-  runtime::ops::scale_inplace({.x = grads_.flat,
-                               .count = grads_.flat.numel(),
+  runtime::ops::scale_inplace({.x = state_.grads.flat,
+                               .count = state_.grads.flat.numel(),
                                .scale = static_cast<float>(inject.scale_loss)});
 }
 
@@ -425,10 +399,10 @@ model::GptConfig Trainer::whole_model_config() const {
 }
 
 const model::GptParams& Trainer::host_params() {
-  if (!on_device_) return master_;
-  const runtime::Tensor master = master_.flat.defined()
-                                     ? master_.flat
-                                     : optimizer_->full_state(*groups_.dp, allocator_).master;
+  if (!on_device_) return state_.master;
+  const runtime::Tensor master = state_.master.flat.defined()
+                                     ? state_.master.flat
+                                     : state_.optimizer->full_state(*groups_.dp, allocator_).master;
   runtime::ops::download(host_params_.flat, master);
   return host_params_;
 }
@@ -436,7 +410,7 @@ const model::GptParams& Trainer::host_params() {
 std::unique_ptr<model::GptParams> Trainer::gather(const model::GptParams& local) {
   if (local.flat.device() != runtime::DeviceKind::cpu) {  // gathered from a host copy
     const model::GptParams host = model::GptParams::allocate(
-        host_allocator_, config_.model, setup_.shard, runtime::MemoryCategory::comm);
+        host_allocator_, config_.model, state_.setup.shard, runtime::MemoryCategory::comm);
     runtime::ops::download(host.flat, local.flat);
     return gather(host);
   }

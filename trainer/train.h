@@ -21,6 +21,7 @@
 #include "trainer/mfu_peak.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_memory.h"
+#include "trainer/rank_state.h"
 #include "trainer/run_checks.h"
 #include "trainer/skipped_batches.h"
 #include "trainer/stage_setup.h"
@@ -81,13 +82,13 @@ class Trainer {
   // master weights the optimizer updates (the same tensors in an fp32 run), and a host copy
   // of the master weights, refreshed on each call (collective-free, but over dp when a
   // distributed optimizer holds a bf16 run's master weights).
-  const model::GptParams& params() const { return params_; }
-  const model::GptParams& master_params() const { return master_; }
+  const model::GptParams& params() const { return state_.params; }
+  const model::GptParams& master_params() const { return state_.master; }
   const model::GptParams& host_params();
-  const model::GptParams& grads() const { return grads_; }
-  int64_t predicted_activation_peak() const { return setup_.predicted_activation_peak; }
+  const model::GptParams& grads() const { return state_.grads; }
+  int64_t predicted_activation_peak() const { return state_.setup.predicted_activation_peak; }
   // What this rank's stage runs: chunks, plans, shapes, FLOPs and the memory prediction.
-  const StageSetup& stage_setup() const { return setup_; }
+  const StageSetup& stage_setup() const { return state_.setup; }
   // The whole model's parameters or gradients on world rank 0 (collective; null elsewhere).
   std::unique_ptr<model::GptParams> gather(const model::GptParams& local);
   int64_t step() const { return step_; }
@@ -99,9 +100,9 @@ class Trainer {
   // The constructor's steps, in order.
   void create_output_dir();
   void open_datasets();
-  // Weights (and fp32 master weights in a bf16 run), initialised; gradients, zeroed.
-  void allocate_parameters();
-  void build_executors();
+  // build_rank_state's initialize step: the host copy of the weights on a device, the init of
+  // the master weights and the compute weights from them.
+  void init_weights();
   // The MFU denominator: the device's peak for the precision, or the CPU's (trainer/mfu_peak.h).
   PeakRate mfu_peak() const;
   // A CPU step faster than the peak (a stated clock below the real one) raises the peak to the
@@ -125,13 +126,13 @@ class Trainer {
   void log_step(const StepMetrics& metrics, double seconds_per_step);
   // The "done:" line (steps, time, losses, the data's loss floor) and what was exported.
   void log_summary(const TrainSummary& summary, int64_t first_step);
-  // Whether master_ is a buffer of its own (bf16 runs) rather than params_ itself (or none: a
-  // distributed optimizer holds the master weights of a bf16 run in parts).
+  // Whether state_.master is a buffer of its own (bf16 runs) rather than state_.params itself (or
+  // none: a distributed optimizer holds the master weights of a bf16 run in parts).
   bool has_master_copy() const {
-    return master_.flat.defined() && params_.flat.raw() != master_.flat.raw();
+    return state_.master.flat.defined() && state_.params.flat.raw() != state_.master.flat.raw();
   }
-  // params_ = master_ rounded to the compute dtype, after the master weights were written
-  // (init, resume, init_from); nothing in an fp32 run, where they are the same tensors.
+  // state_.params = state_.master rounded to the compute dtype, after the master weights were
+  // written (init, resume, init_from); nothing in an fp32 run, where they are the same tensors.
   void refresh_compute_weights();
   // The first parameter of this rank whose gradient holds a NaN or an infinity, or "".
   std::string first_nonfinite_gradient() const;
@@ -180,12 +181,7 @@ class Trainer {
   std::unique_ptr<GptSampler> train_sampler_;
   std::unique_ptr<GptSampler> valid_sampler_;
   std::optional<SyntheticEntropy> entropy_;
-  model::GptParams params_;  // what forward/backward read: bf16 or f32
-  model::GptParams master_;  // f32; params_ itself in an fp32 run; none: see has_master_copy
-  model::GptParams grads_;   // f32
-  std::unique_ptr<Optimizer> optimizer_;
-  StageSetup setup_;
-  std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks_;  // one per setup_.chunks
+  RankState state_;  // setup, weights, gradients, optimizer, executors (build_rank_state)
   int64_t predicted_comm_ = 0;              // payload bytes per step, this rank
   RankMemory predicted_memory_;             // every category's peak over a step, this rank
   std::unique_ptr<MetricsWriter> metrics_;  // logging rank, opened by open_run_files
@@ -204,7 +200,7 @@ class Trainer {
   std::unique_ptr<AsyncCheckpointSave> pending_save_;
   bool on_device_ = false;                // the allocator is a device's: host data is uploaded
   runtime::CpuAllocator host_allocator_;  // staging of batches, init, checkpoints, export
-  model::GptParams host_params_;          // host copy of params_ on a device
+  model::GptParams host_params_;          // host copy of state_.params on a device
   std::vector<int32_t> sample_buffer_;
   int64_t step_ = 0;  // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;

@@ -75,8 +75,8 @@ void Trainer::save_checkpoint() {
   // Async saves write from a snapshot (workspace memory) so training can go on;
   // device state is always written from a host snapshot.
   const bool snapshotted = async || on_device_;
-  const int64_t n = params_.flat.numel();
-  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  const int64_t n = state_.params.flat.numel();
+  const OptimizerState full = state_.optimizer->full_state(*groups_.dp, allocator_);
   const runtime::Tensor live[] = {full.master, full.exp_avg, full.exp_avg_sq};
   runtime::Tensor snapshot;
   if (snapshotted) {
@@ -90,7 +90,7 @@ void Trainer::save_checkpoint() {
   }
   std::vector<TensorShard> shards;
   int64_t offset = 0;  // named tensors tile the flat buffer in order
-  for (const model::NamedParam& p : params_.named) {
+  for (const model::NamedParam& p : state_.params.named) {
     const StoredPart part = stored_part(p, config_.model);
     const int64_t begin = std::exchange(offset, offset + p.tensor.numel());
     if (part.elements == 0) continue;
@@ -216,8 +216,8 @@ bool Trainer::resume(const std::string& which) {
 void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::string& step_dir) {
   const CheckpointMeta& meta = reader.meta();
   // Read into host memory (the state itself, or a staging copy for a device).
-  const int64_t n = params_.flat.numel();
-  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  const int64_t n = state_.params.flat.numel();
+  const OptimizerState full = state_.optimizer->full_state(*groups_.dp, allocator_);
   const runtime::Tensor live[] = {full.master, full.exp_avg, full.exp_avg_sq};
   runtime::Tensor staging;
   if (on_device_) {
@@ -227,7 +227,7 @@ void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::s
   float* state[3];
   for (int i = 0; i < 3; ++i) state[i] = on_device_ ? staging.f32() + i * n : live[i].f32();
   int64_t offset = 0;  // named tensors tile the flat buffer in order
-  for (const model::NamedParam& p : params_.named) {
+  for (const model::NamedParam& p : state_.params.named) {
     const StoredPart part = stored_part(p, config_.model);
     for (int i = 0; i < 3; ++i) {
       std::fill(state[i] + offset, state[i] + offset + p.tensor.numel(), 0.f);  // padding rows
@@ -242,7 +242,7 @@ void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::s
     for (int i = 0; i < 3; ++i)
       runtime::ops::upload(live[i].reshape({n}), staging.view(i * n, {n}));
   }
-  optimizer_->load_full_state(full);  // and the compute weights from the master weights
+  state_.optimizer->load_full_state(full);  // and the compute weights from the master weights
   step_ = meta.step;
   last_checkpoint_step_ = meta.step;
   const std::string source = step_dir + "/manifest.json (extra)";
@@ -269,7 +269,7 @@ void Trainer::init_from(const std::string& path) {
       model::GptParams::allocate(scratch, padded, runtime::MemoryCategory::workspace);
   model::init_params(whole, padded, config_.train.seed);
   from_hf_gpt2(read_safetensors(path), whole, padded);
-  const model::GptParams& target = on_device_ ? host_params_ : master_;
+  const model::GptParams& target = on_device_ ? host_params_ : state_.master;
   for (const model::NamedParam& p : target.named) {
     const model::NamedParam* source = whole.find(p.name);
     TRAINER_ASSERT(source != nullptr, "init_from: no " << p.name);
@@ -288,9 +288,9 @@ void Trainer::init_from(const std::string& path) {
                   out + r * cols);
     }
   }
-  const OptimizerState full = optimizer_->full_state(*groups_.dp, allocator_);
+  const OptimizerState full = state_.optimizer->full_state(*groups_.dp, allocator_);
   if (on_device_) runtime::ops::upload(full.master, host_params_.flat);
-  optimizer_->load_full_state(full);  // and the compute weights from the master weights
+  state_.optimizer->load_full_state(full);  // and the compute weights from the master weights
   if (groups_.is_logging_rank()) log_ << "init_from: weights of " << path << "\n";
 }
 

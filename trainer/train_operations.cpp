@@ -59,7 +59,7 @@ Event Trainer::start_event() const {
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016" PRIx64, checkpoint::xxh64(yaml.data(), yaml.size()));
   std::string plan;
-  for (const StageChunk& chunk : setup_.chunks) {
+  for (const StageChunk& chunk : state_.setup.chunks) {
     if (!plan.empty()) plan += "; ";
     plan += describe_plan(chunk.plan);
   }
@@ -75,7 +75,7 @@ Event Trainer::start_event() const {
       .with("virtual_pipeline", pc.virtual_pipeline)
       .with("sequence_parallel", pc.sequence_parallel)
       .with("plan_rank0", plan)
-      .with("predicted_activation_peak_bytes_rank0", setup_.predicted_activation_peak)
+      .with("predicted_activation_peak_bytes_rank0", state_.setup.predicted_activation_peak)
       .with("steps", config_.train.steps);
 }
 

@@ -1,0 +1,37 @@
+// build_rank_state: the allocations every rank makes once, in their one order.
+#include "trainer/rank_state.h"
+
+#include "runtime/ops.h"
+
+namespace trainer {
+
+void build_rank_state(RankState& state, const Config& config, parallel::ProcessGroups& groups,
+                      runtime::Allocator& allocator,
+                      const std::function<void(RankState&)>& initialize) {
+  state.setup = make_stage_setup(config, groups.coordinates.pp, groups.coordinates.tp,
+                                 groups.tp.get(), groups.cp.get());
+  const model::GptConfig& m = config.model;
+  const model::ModelShard& shard = state.setup.shard;
+  // bf16 (Megatron's mixed precision): the model reads bf16 weights (`param`); the optimizer
+  // updates fp32 master weights, counted as optimizer state like its moments (12 bytes per
+  // parameter in all), and rewrites the bf16 copy in the same pass. Gradients are fp32.
+  const bool bf16 = uses_bf16(config.train);
+  state.params = model::GptParams::allocate(allocator, m, shard, runtime::MemoryCategory::param,
+                                            bf16 ? runtime::DType::bf16 : runtime::DType::f32);
+  state.master =
+      bf16 ? model::GptParams::allocate(allocator, m, shard, master_weights_category(config))
+           : state.params;
+  if (initialize) initialize(state);
+  state.grads = model::GptParams::allocate(allocator, m, shard, runtime::MemoryCategory::grad);
+  runtime::ops::zero(state.grads.flat);
+  state.optimizer = make_optimizer(config, groups, state.params, state.master, allocator);
+  const bool master_copy =
+      state.master.flat.defined() && state.master.flat.raw() != state.params.flat.raw();
+  if (config.optimizer.distributed && master_copy) state.master = {};  // it took its parts
+  for (const StageChunk& chunk : state.setup.chunks) {
+    state.chunks.push_back(std::make_unique<recompute::ChunkExecutor>(
+        m, state.params, state.grads, chunk.plan, state.setup.dims, chunk.spec, allocator));
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,43 @@
+// What one rank builds once before its first step, in the order it allocates it: the stage
+// setup, the compute weights, the master weights, the gradients, the optimizer and the chunks'
+// executors. Trainer and the whole-rank memory replay (rank_memory.h) both build it here, so the
+// replay allocates what training allocates by construction.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/gpt_params.h"
+#include "parallel/core/process_groups.h"
+#include "recompute/executor.h"
+#include "trainer/config/config.h"
+#include "trainer/optimizer.h"
+#include "trainer/stage_setup.h"
+
+namespace trainer {
+
+struct RankState {
+  StageSetup setup;
+  model::GptParams params;  // what forward/backward read: bf16 or f32
+  model::GptParams master;  // f32; params itself in an fp32 run; none once a distributed
+                            // optimizer took its parts of a master copy
+  model::GptParams grads;   // f32, zeroed
+  std::unique_ptr<Optimizer> optimizer;
+  // One per setup.chunks; they hold references to params and grads, so a RankState stays put.
+  std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks;
+
+  RankState() = default;
+  RankState(const RankState&) = delete;
+  RankState& operator=(const RankState&) = delete;
+};
+
+// Fills `state` for this rank of `config` (which must outlive it) from `allocator`.
+// `initialize` runs once the weights exist and before anything reads them (Trainer: the init
+// and the host copy; the replay: nothing): a distributed optimizer takes its parts of the
+// master weights when it is made.
+void build_rank_state(RankState& state, const Config& config, parallel::ProcessGroups& groups,
+                      runtime::Allocator& allocator,
+                      const std::function<void(RankState&)>& initialize = {});
+
+}  // namespace trainer
