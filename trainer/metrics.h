@@ -57,8 +57,12 @@ class MetricsWriter {
 
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"
 
-// Columns of per-rank numbers the logging rank gathers each step (one sum of 8-byte doubles,
-// which the communication model counts).
+// Columns of per-rank numbers the logging rank gathers each step: one sum over the world of
+// 8-byte doubles, whose payload rank_metrics_payload_bytes states (a step's measured
+// communication includes it).
 inline constexpr int64_t kRankMetricColumns = 6;
+inline int64_t rank_metrics_payload_bytes(int64_t world_size) {
+  return world_size > 1 ? kRankMetricColumns * world_size * 8 : 0;
+}
 
 }  // namespace trainer

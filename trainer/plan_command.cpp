@@ -15,7 +15,6 @@
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
 #include "trainer/auto_plan.h"
-#include "trainer/comm_model.h"
 #include "trainer/metrics.h"
 #include "trainer/plan_sweep.h"
 #include "trainer/stage_setup.h"
@@ -26,16 +25,14 @@ namespace {
 
 // The payload a rank of the stage hands its communicators per step, and the context ring's share.
 void print_stage_comm(const Config& config, const StageSetup& setup, std::ostream& out) {
-  runtime::MetaAllocator meta;  // the parameters' layout sets the gradient reductions' sizes
-  const model::GptParams params = model::GptParams::allocate(
-      meta, config.model, setup.shard, runtime::MemoryCategory::param,
-      uses_bf16(config.train) ? runtime::DType::bf16 : runtime::DType::f32);
+  const RankMemory rank = predict_rank_memory(config, stage_rank(config.parallel, setup.stage));
   out << "  communication per step (per rank of this stage): "
-      << format_bytes(predict_step_comm_bytes(config, setup, params));
+      << format_bytes(rank.comm_payload_bytes +
+                      rank_metrics_payload_bytes(config.parallel.world_size()));
   const int64_t cp = config.parallel.context;
   if (cp > 1) {
-    out << ", of which the context ring " << format_bytes(predict_step_context_bytes(setup))
-        << " (cp " << cp << ": " << setup.dims.seq << " of " << config.model.seq_length
+    out << ", of which the context ring " << format_bytes(rank.context_payload_bytes) << " (cp "
+        << cp << ": " << setup.dims.seq << " of " << config.model.seq_length
         << " positions per rank)";
   }
   out << "\n";

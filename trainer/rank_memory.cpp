@@ -51,6 +51,7 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   runtime::MetaAllocator allocator;
   RankState state;
   build_rank_state(state, config, groups, allocator);
+  const int64_t payload_before = groups.payload_bytes(), ring_before = groups.cp->payload_bytes();
   const StageSetup& setup = state.setup;
   const model::GptParams& grads = state.grads;
   Optimizer* const optimizer = state.optimizer.get();
@@ -74,13 +75,16 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   step.step = recompute::StepInfo{config.train.seed, 1};
   step.gradients =
       optimizer->start_gradient_reduction(groups, grads, config.parallel.sequence_parallel);
-  parallel::run_schedule(setup.schedule, step);
+  double loss_sum = parallel::run_schedule(setup.schedule, step);
+  all_reduce_step_loss(groups, loss_sum);
   optimizer->reduce_gradients(groups, grads, config.parallel.sequence_parallel);
   const double norm = optimizer->grad_norm(groups, grads, setup.shard.embedding);
   clip_gradients(grads, norm, config.optimizer.clip_grad);
   optimizer->step(groups, grads, config.optimizer, config.optimizer.lr, 1);
 
   RankMemory memory;
+  memory.comm_payload_bytes = groups.payload_bytes() - payload_before;
+  memory.context_payload_bytes = groups.cp->payload_bytes() - ring_before;
   const runtime::AllocatorStats stats = allocator.stats();
   for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories)
     memory.peak[static_cast<size_t>(c)] = stats[c].peak;

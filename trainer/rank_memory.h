@@ -22,6 +22,10 @@ inline constexpr int64_t kNcclBuffersBytes = int64_t{64} << 20;      // per comm
 struct RankMemory {
   std::array<int64_t, runtime::kNumMemoryCategories> peak{};  // bytes, by category
   int64_t device_overhead = 0;  // what no allocator counts (constants above; 0 on the CPU)
+  // The payload the step hands this rank's communicators (Communicator::payload_bytes), as the
+  // replay's communicators counted it, and the context ring's part of it.
+  int64_t comm_payload_bytes = 0;
+  int64_t context_payload_bytes = 0;
 
   int64_t operator[](runtime::MemoryCategory category) const {
     return peak[static_cast<size_t>(category)];
@@ -32,7 +36,8 @@ struct RankMemory {
 };
 
 // World rank `world_rank` of a job of `config`'s shape (the rank's pipeline stage and
-// tensor-parallel place follow from it): the peak of each category during one training step.
+// tensor-parallel place follow from it): the peak of each category during one training step,
+// and the step's communication payload.
 RankMemory predict_rank_memory(const Config& config, int64_t world_rank);
 
 }  // namespace trainer

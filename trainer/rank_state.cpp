@@ -34,4 +34,9 @@ void build_rank_state(RankState& state, const Config& config, parallel::ProcessG
   }
 }
 
+void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum) {
+  groups.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
+  groups.dp->all_reduce_sum(&loss_sum, 1);
+}
+
 }  // namespace trainer

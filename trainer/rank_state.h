@@ -40,4 +40,7 @@ void build_rank_state(RankState& state, const Config& config, parallel::ProcessG
                       runtime::Allocator& allocator,
                       const std::function<void(RankState&)>& initialize = {});
 
+// The step's summed loss on every rank: the last stage holds it, summed over pp, then dp x cp.
+void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum);
+
 }  // namespace trainer

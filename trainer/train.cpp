@@ -18,7 +18,6 @@
 #include "runtime/kernels/cpu/gemm.h"
 #include "runtime/ops.h"
 #include "trainer/auto_plan.h"
-#include "trainer/comm_model.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/mfu_peak.h"
@@ -99,8 +98,9 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   create_output_dir();
   open_datasets();
   build_rank_state(state_, config_, groups_, allocator_, [this](RankState&) { init_weights(); });
-  predicted_comm_ = predict_step_comm_bytes(config_, state_.setup, state_.params);
   predicted_memory_ = predict_rank_memory(config_, groups_.world_rank);
+  predicted_comm_ =
+      predicted_memory_.comm_payload_bytes + rank_metrics_payload_bytes(groups_.world_size());
   peak_ = mfu_peak();
   if (groups_.is_logging_rank()) {
     if (config.recompute.automatic) {
@@ -300,8 +300,7 @@ StepMetrics Trainer::train_step() {
   pipeline.gradients = state_.optimizer->start_gradient_reduction(
       groups_, state_.grads, config_.parallel.sequence_parallel);
   double loss_sum = parallel::run_schedule(state_.setup.schedule, pipeline);
-  groups_.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
-  groups_.dp->all_reduce_sum(&loss_sum, 1);
+  all_reduce_step_loss(groups_, loss_sum);
   const GradReduceTime reduce_time =
       state_.optimizer->reduce_gradients(groups_, state_.grads, config_.parallel.sequence_parallel);
   inject_fault(batch, loss_sum);
@@ -364,7 +363,7 @@ void Trainer::gather_rank_numbers(StepMetrics& m, int64_t comm_bytes) {
   const std::array<int64_t, kRankMetricColumns> mine = {
       m.memory[runtime::MemoryCategory::activation].peak,
       m.predicted_activation_peak,
-      comm_bytes + kRankMetricColumns * n * 8,
+      comm_bytes + rank_metrics_payload_bytes(n),
       predicted_comm_,
       total,
       predicted_total};
@@ -386,8 +385,7 @@ double Trainer::evaluate() {
   for (int64_t batch = 0; batch < t.eval_iters; ++batch) {
     loss_sum += parallel::run_evaluation(pipeline_step(*valid_sampler_, batch, 0));
   }
-  groups_.pp->all_reduce_sum(&loss_sum, 1);
-  groups_.dp->all_reduce_sum(&loss_sum, 1);
+  all_reduce_step_loss(groups_, loss_sum);
   return loss_sum /
          static_cast<double>(t.eval_iters * t.global_batch_size * config_.model.seq_length);
 }
