@@ -9,6 +9,7 @@
 #include "model/tensor_parallel_linear.h"
 #include "parallel/core/ring_attention.h"
 #include "runtime/ops.h"
+#include "runtime/trace.h"
 
 namespace model {
 namespace {
@@ -411,8 +412,11 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
 void layer_rebuild(LayerStash& s, const LayerParams& w, const LayerDims& d,
                    const LayerRecompute& entry, const LayerContext& c,
                    runtime::Allocator& allocator) {
+  const std::vector<ForwardPiece> pieces = rerun_pieces(entry, d.features);
+  if (pieces.empty()) return;
+  const runtime::trace::Scope trace({.name = "recompute", .layer = c.layer});
   const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
-  for (ForwardPiece piece : rerun_pieces(entry, d.features)) {
+  for (ForwardPiece piece : pieces) {
     for (Tensor LayerStash::*member : forward_piece(piece).rebuilds)
       if (maker.find(member) != nullptr) maker.make(s, member, /*rebuild=*/true);
     rerun(piece, s, w, d, c, allocator);

@@ -5,6 +5,7 @@
 
 #include "model/flops.h"
 #include "runtime/ops.h"
+#include "runtime/trace.h"
 
 namespace recompute {
 
@@ -93,6 +94,7 @@ ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const 
   for (int64_t i = 0; i < L; ++i) {
     const size_t li = static_cast<size_t>(i);
     if (plan_.is_full(i) && plan_.group_start(i) == i) state.group_inputs[li] = x;
+    const runtime::trace::Scope trace({.name = "forward", .layer = chunk_.layer_ids[li]});
     Tensor out = output(i + 1);
     model::layer_forward(out, state.layers[li], x, weights(i), train_dims_, plan_.layers[li],
                          layer_context(state.context, i), allocator_);
@@ -131,6 +133,7 @@ void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last,
   Tensor x = state.group_inputs[static_cast<size_t>(first)];
   for (int64_t j = first; j <= last; ++j) {
     const size_t lj = static_cast<size_t>(j);
+    const runtime::trace::Scope trace({.name = "recompute", .layer = chunk_.layer_ids[lj]});
     Tensor out = hidden(j < last);  // the last output is the next group's checkpoint
     model::layer_forward(out, state.layers[lj], x, weights(j), train_dims_, keep_all,
                          layer_context(state.context, j), allocator_);
@@ -141,6 +144,7 @@ void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last,
   state.group_inputs[static_cast<size_t>(first)] = Tensor();
   for (int64_t j = last; j >= first; --j) {
     const size_t lj = static_cast<size_t>(j);
+    const runtime::trace::Scope trace({.name = "backward", .layer = chunk_.layer_ids[lj]});
     dx = model::layer_backward(state.layers[lj], dx, weights(j), gradients(j), train_dims_,
                                keep_all, layer_context(state.context, j), allocator_);
     piece_done(report, GradientPiece::Kind::layer, j);
@@ -165,6 +169,7 @@ Tensor ChunkExecutor::backward_step(float loss_scale, const Tensor& doutput,
       i = first - 1;
     } else {
       recompute_flops_ += model::selective_recompute_flops(train_dims_, plan_.layers[li]);
+      const runtime::trace::Scope trace({.name = "backward", .layer = chunk_.layer_ids[li]});
       dx = model::layer_backward(state.layers[li], dx, weights(i), gradients(i), train_dims_,
                                  plan_.layers[li], layer_context(state.context, i), allocator_);
       piece_done(report, GradientPiece::Kind::layer, i);

@@ -232,7 +232,10 @@ def plot_memory(metrics, events, out_dir):
 
 
 def recompute_share(row):
-    """Recompute FLOPs / model FLOPs of a step (both rates share the step's time)."""
+    """Recompute FLOPs / model FLOPs of a step: the trainer's recompute_share, or (older
+    metrics.jsonl files) from the two rates, which share the step's time."""
+    if row.get("recompute_share") is not None:
+        return row["recompute_share"]
     model, hardware = row.get("model_tflops"), row.get("hardware_tflops")
     if not model or hardware is None:
         return None

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the trainer builds with and its scripts and script tests use
-# (python3, python3-matplotlib for scripts/plot.py, xz), when they are missing.
+# (python3, python3-matplotlib for scripts/plot.py, python3-protobuf for the TensorBoard
+# test's decoder, xz), when they are missing.
 # Idempotent; prints what it does. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libyaml-cpp-dev libopenblas-dev
-          libopenmpi-dev openmpi-bin python3 python3-matplotlib xz-utils)
+          libopenmpi-dev openmpi-bin python3 python3-matplotlib python3-protobuf xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,6 +28,9 @@ void MetricsWriter::write(const StepMetrics& m) {
       .number("grad_reduce_in_backward_ms", m.grad_reduce_in_backward_ms, "%.6g")
       .number("model_tflops", m.model_tflops, "%.6g")
       .number("hardware_tflops", m.hardware_tflops, "%.6g")
+      .number("mfu_percent", m.mfu_percent, "%.6g")
+      .number("hfu_percent", m.hfu_percent, "%.6g")
+      .number("recompute_share", m.recompute_share)
       .integer("recompute_flops", m.recompute_flops)
       .integer("comm_bytes", m.comm_bytes)
       .integer("predicted_comm_bytes", m.predicted_comm_bytes);

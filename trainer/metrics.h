@@ -27,6 +27,10 @@ struct StepMetrics {
   double grad_reduce_in_backward_ms = 0;
   double model_tflops = 0;     // model FLOPs / time (MFU numerator), this rank
   double hardware_tflops = 0;  // (model + recompute FLOPs) / time (HFU numerator), this rank
+  // model_tflops and hardware_tflops as percentages of the MFU denominator (the log line's
+  // MFU and HFU), and recompute FLOPs / model FLOPs, this rank.
+  double mfu_percent = 0, hfu_percent = 0;
+  double recompute_share = 0;
   int64_t recompute_flops = 0;
   int64_t predicted_activation_peak = 0;
   int64_t comm_bytes = 0;  // payload this rank handed to its communicators during the step
@@ -56,6 +60,11 @@ class MetricsWriter {
 };
 
 std::string format_bytes(int64_t bytes);  // "12.3 MiB"
+
+// `tflops` as a percentage of a peak of `peak_gflops` GFLOP/s (MFU, HFU).
+inline double percent_of_peak(double tflops, double peak_gflops) {
+  return peak_gflops > 0 ? 100.0 * tflops * 1e3 / peak_gflops : 0.0;
+}
 
 // Columns of per-rank numbers the logging rank gathers each step: one sum over the world of
 // 8-byte doubles, whose payload rank_metrics_payload_bytes states (a step's measured

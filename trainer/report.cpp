@@ -236,6 +236,11 @@ size_t steady_from(const std::vector<MetricsLine>& metrics) {
 std::vector<double> recompute_shares(const std::vector<MetricsLine>& metrics) {
   std::vector<double> shares;
   for (size_t i = steady_from(metrics); i < metrics.size(); ++i) {
+    const auto share = metrics[i].find("recompute_share");  // metrics.jsonl files that have it
+    if (share != metrics[i].end()) {
+      shares.push_back(share->second);
+      continue;
+    }
     const auto model = metrics[i].find("model_tflops");
     const auto hardware = metrics[i].find("hardware_tflops");
     if (model == metrics[i].end() || hardware == metrics[i].end() || !(model->second > 0)) continue;

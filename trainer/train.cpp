@@ -17,6 +17,7 @@
 #include "parallel/pipeline/schedules.h"
 #include "runtime/kernels/cpu/gemm.h"
 #include "runtime/ops.h"
+#include "runtime/trace.h"
 #include "trainer/auto_plan.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/lr_schedule.h"
@@ -289,6 +290,7 @@ StepMetrics Trainer::train_step() {
   const TrainConfig& t = config_.train;
   const int64_t G = t.global_batch_size, T = config_.model.seq_length;
   const int64_t step = step_ + 1;
+  const runtime::trace::Scope trace({.name = "step", .step = step});
   ++steps_run_;
   allocator_.reset_peaks();
   const int64_t comm_before = groups_.payload_bytes();
@@ -301,8 +303,11 @@ StepMetrics Trainer::train_step() {
       groups_, state_.grads, config_.parallel.sequence_parallel);
   double loss_sum = parallel::run_schedule(state_.setup.schedule, pipeline);
   all_reduce_step_loss(groups_, loss_sum);
-  const GradReduceTime reduce_time =
-      state_.optimizer->reduce_gradients(groups_, state_.grads, config_.parallel.sequence_parallel);
+  const GradReduceTime reduce_time = [&] {
+    const runtime::trace::Scope reduce_trace({.name = "reduce_gradients"});
+    return state_.optimizer->reduce_gradients(groups_, state_.grads,
+                                              config_.parallel.sequence_parallel);
+  }();
   inject_fault(batch, loss_sum);
 
   StepMetrics m;
@@ -319,8 +324,11 @@ StepMetrics Trainer::train_step() {
     m.memory = allocator_.stats();
     return m;
   }
-  clip_gradients(state_.grads, m.grad_norm, config_.optimizer.clip_grad);
-  state_.optimizer->step(groups_, state_.grads, config_.optimizer, m.lr, step);
+  {
+    const runtime::trace::Scope optimizer_trace({.name = "optimizer"});
+    clip_gradients(state_.grads, m.grad_norm, config_.optimizer.clip_grad);
+    state_.optimizer->step(groups_, state_.grads, config_.optimizer, m.lr, step);
+  }
   step_ = step;
   runtime::ops::synchronize(state_.params.flat);  // device ops are asynchronous: time finished work
 
@@ -331,6 +339,12 @@ StepMetrics Trainer::train_step() {
   const int64_t model_flops = state_.setup.model_flops_per_step;
   m.model_tflops = static_cast<double>(model_flops) / seconds / 1e12;
   m.hardware_tflops = static_cast<double>(model_flops + m.recompute_flops) / seconds / 1e12;
+  keep_peak_above(m);
+  m.mfu_percent = percent_of_peak(m.model_tflops, peak_.gflops);
+  m.hfu_percent = percent_of_peak(m.hardware_tflops, peak_.gflops);
+  m.recompute_share =
+      model_flops > 0 ? static_cast<double>(m.recompute_flops) / static_cast<double>(model_flops)
+                      : 0.0;
   m.predicted_activation_peak = state_.setup.predicted_activation_peak;
   m.predicted_memory = predicted_memory_.peak;
   m.memory = allocator_.stats();
@@ -429,9 +443,7 @@ void Trainer::log_step(const StepMetrics& m, double seconds_per_step) {
                 "step %5lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %8.0f tok/s | %7.1f ms"
                 " | MFU %4.1f%% HFU %4.1f%% | act peak %s",
                 static_cast<long long>(m.step), static_cast<long long>(config_.train.steps), m.loss,
-                m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
-                100.0 * m.model_tflops * 1e3 / peak_.gflops,
-                100.0 * m.hardware_tflops * 1e3 / peak_.gflops,
+                m.lr, m.grad_norm, m.tokens_per_s, m.step_ms, m.mfu_percent, m.hfu_percent,
                 format_bytes(m.memory[runtime::MemoryCategory::activation].peak).c_str());
   log_ << line;
   const int64_t measured = m.memory[runtime::MemoryCategory::activation].peak;
@@ -472,7 +484,9 @@ TrainSummary Trainer::run_steps() {
   if (t.guard.action == GuardAction::rewind && !last_checkpoint_step_) save_checkpoint();
   const StopSignals signals;
   while (step_ < t.steps) {
+    begin_step_trace(step_ + 1);
     StepMetrics m = train_step();
+    end_step_trace(m.step);
     if (m.rewind && !rewind(m)) {
       return stop_run(
           summary, StopReason::diverged,
@@ -505,6 +519,7 @@ TrainSummary Trainer::run_steps() {
   }
   if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();
   finish_checkpoints();
+  write_trace();  // a window cut short by the run's end
   summary.seconds = seconds_since(start);
   // Every step run counts, those a rewind ran again included.
   summary.tokens_per_s = static_cast<double>((steps_run_ - first_run) * t.global_batch_size *

@@ -25,6 +25,7 @@
 #include "trainer/run_checks.h"
 #include "trainer/skipped_batches.h"
 #include "trainer/stage_setup.h"
+#include "trainer/tensorboard.h"
 
 namespace trainer {
 
@@ -141,7 +142,8 @@ class Trainer {
 
   // ---- Operating the run (train_operations.cpp; docs/operations.md) ----
   // Opens metrics.jsonl and events.jsonl once (kept through the resumed step, else
-  // truncated) and writes the start event (and the resume event).
+  // truncated) and writes the start event (and the resume event); and the TensorBoard event
+  // file with output.tensorboard.
   void open_run_files();
   // On the logging rank, a line of the ledger (opening the run files first).
   void record_event(const Event& event);
@@ -162,6 +164,12 @@ class Trainer {
   // to stop when a target gate says so.
   std::optional<std::string> observe_step(const StepMetrics& metrics, bool first_of_process,
                                           double seconds_per_step);
+  // train.trace: recording on for the window's steps (begin), off after each (end), and the
+  // trace written to <output.dir>/trace_rank<R>.json after the window's last step, or by
+  // write_trace() when the run ends first (nothing when nothing was recorded).
+  void begin_step_trace(int64_t step);
+  void end_step_trace(int64_t step);
+  void write_trace();
   // Checkpoint (when checkpoint.dir is set), message, end event; the summary to return.
   TrainSummary stop_run(TrainSummary summary, StopReason reason, const std::string& message);
   // Loads the state of the checkpoint `reader` reads (from `step_dir`, named in messages):
@@ -186,7 +194,9 @@ class Trainer {
   RankMemory predicted_memory_;             // every category's peak over a step, this rank
   std::unique_ptr<MetricsWriter> metrics_;  // logging rank, opened by open_run_files
   std::unique_ptr<EventLedger> ledger_;     // logging rank, opened by open_run_files
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // logging rank, output.tensorboard
   bool run_files_open_ = false;
+  bool trace_recorded_ = false;  // slices recorded and not written yet
   std::optional<int64_t> resumed_step_;          // the step resume() loaded, if any
   std::optional<Event> resume_event_;            // written after the start event
   std::optional<int64_t> last_checkpoint_step_;  // the last one this process wrote or read

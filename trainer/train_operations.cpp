@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "runtime/trace.h"
 #include "trainer/checkpoint/format.h"
 #include "trainer/train.h"
 #include "trainer/version.h"
@@ -45,6 +46,8 @@ void Trainer::open_run_files() {
   const std::string& dir = config_.output.dir;
   metrics_ = std::make_unique<MetricsWriter>(dir + "/metrics.jsonl", resumed_step_);
   ledger_ = std::make_unique<EventLedger>(dir + "/events.jsonl", resumed_step_);
+  if (config_.output.tensorboard)
+    tensorboard_ = std::make_unique<TensorBoardWriter>(dir + "/tensorboard", resumed_step_);
   ledger_->write(start_event());
   if (resume_event_) ledger_->write(*resume_event_);
 }
@@ -177,6 +180,10 @@ bool Trainer::rewind(const StepMetrics& m) {
   if (groups_.is_logging_rank()) {
     // The lines after `to` are run again: metrics.jsonl keeps each step once.
     metrics_ = std::make_unique<MetricsWriter>(config_.output.dir + "/metrics.jsonl", to);
+    if (tensorboard_) {  // the old file closes first: its events after `to` go
+      tensorboard_.reset();
+      tensorboard_ = std::make_unique<TensorBoardWriter>(config_.output.dir + "/tensorboard", to);
+    }
     log_ << "rewind " << rewinds << "/" << guard.max_rewinds << ": back to step " << to << " from "
          << step_dir << ", skipping batches " << window.first << "-" << window.last << " (samples "
          << window.first * G << "-" << (window.last + 1) * G - 1 << ")\n";
@@ -208,7 +215,7 @@ std::optional<std::string> Trainer::observe_step(const StepMetrics& m, bool firs
   const TrainConfig& t = config_.train;
   if (groups_.is_logging_rank()) {
     metrics_->write(m);
-    keep_peak_above(m);
+    if (tensorboard_) tensorboard_->write(m);
     if (step_ % t.log_interval == 0 || step_ == t.steps || first_of_process || m.val_loss) {
       log_step(m, seconds_per_step);
     }
@@ -235,8 +242,41 @@ std::optional<std::string> Trainer::observe_step(const StepMetrics& m, bool firs
   return stop;
 }
 
+void Trainer::begin_step_trace(int64_t step) {
+  const TraceConfig& trace = config_.train.trace;
+  if (trace.steps == 0 || step < trace.start_step || step >= trace.start_step + trace.steps) return;
+  runtime::trace::start();
+  trace_recorded_ = true;
+}
+
+void Trainer::end_step_trace(int64_t step) {
+  if (!runtime::trace::recording()) return;
+  runtime::trace::stop();
+  const TraceConfig& trace = config_.train.trace;
+  if (step >= trace.start_step + trace.steps - 1) write_trace();
+}
+
+void Trainer::write_trace() {
+  if (!trace_recorded_) return;
+  trace_recorded_ = false;
+  runtime::trace::stop();
+  const parallel::RankCoordinates& r = groups_.coordinates;
+  const std::string path =
+      config_.output.dir + "/trace_rank" + std::to_string(groups_.world_rank) + ".json";
+  runtime::trace::write_chrome_trace(
+      path, groups_.world_rank,
+      TRAINER_STR("rank " << groups_.world_rank << " (pp " << r.pp << ", tp " << r.tp << ", cp "
+                          << r.cp << ", dp " << r.dp << ")"),
+      runtime::trace::take());
+  if (groups_.is_logging_rank()) {
+    log_ << "trace: steps " << config_.train.trace.start_step << "-" << step_ << " written to "
+         << config_.output.dir << "/trace_rank*.json (scripts/trace_merge.py merges them)\n";
+  }
+}
+
 TrainSummary Trainer::stop_run(TrainSummary summary, StopReason reason,
                                const std::string& message) {
+  write_trace();
   if (!config_.checkpoint.dir.empty()) save_checkpoint();
   finish_checkpoints();
   record_event(Event("end", step_)

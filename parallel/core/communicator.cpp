@@ -68,6 +68,33 @@ void Communicator::do_reduce_scatter_tensor(const Tensor& out, const Tensor& in)
 }
 
 namespace {
+// A request whose wait() is a trace slice (Note [Communication trace]).
+class TracedRequest final : public Request {
+ public:
+  TracedRequest(std::unique_ptr<Request> inner, const runtime::trace::SliceInfo& operation)
+      : inner_(std::move(inner)), operation_(operation) {}
+  void wait() override {
+    const runtime::trace::Scope scope({.name = "wait",
+                                       .lane = runtime::trace::Lane::comm,
+                                       .detail = operation_.name,
+                                       .group = operation_.group,
+                                       .bytes = operation_.bytes});
+    inner_->wait();
+  }
+  bool done() override { return inner_->done(); }
+
+ private:
+  std::unique_ptr<Request> inner_;
+  runtime::trace::SliceInfo operation_;
+};
+}  // namespace
+
+std::unique_ptr<Request> CommTrace::traced(std::unique_ptr<Request> request) const {
+  if (index_ < 0) return request;
+  return std::make_unique<TracedRequest>(std::move(request), *info_);
+}
+
+namespace {
 // A collective on staging copies, which it keeps alive; its wait() uploads the result.
 class StagedCollective final : public Request {
  public:
@@ -244,6 +271,7 @@ std::unique_ptr<Request> SelfCommunicator::do_all_gather_async_tensor(const Tens
 SplitCommunicator::SplitCommunicator(std::unique_ptr<Communicator> host,
                                      std::unique_ptr<Communicator> device)
     : host_(std::move(host)), device_(std::move(device)) {
+  set_group_name(host_->group_name());
   TRAINER_ASSERT(!host_->takes_device_buffers() && device_->takes_device_buffers() &&
                      host_->rank() == device_->rank() && host_->size() == device_->size(),
                  "SplitCommunicator needs a host and a device communicator of one group");

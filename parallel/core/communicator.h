@@ -9,13 +9,15 @@
 // communicators]). Callers use the public methods, which are not virtual and may
 // overload one name; an implementation overrides the private do_* hooks, one
 // distinct name per method and level (`_buffer`, `_tensor`). The non-blocking collectives
-// (`_async`) follow Note [Non-blocking collectives].
+// (`_async`) follow Note [Non-blocking collectives]. Each public method is traced (Note
+// [Communication trace] in comm_trace.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "parallel/core/comm_trace.h"
 #include "runtime/allocator.h"
 #include "runtime/dtype.h"
 #include "runtime/tensor.h"
@@ -65,40 +67,61 @@ class Communicator {
   // In-place sums; `dtype` f32 or bf16 (a bf16 sum adds in f32, rounding per step as
   // the implementation's reduction does).
   void all_reduce_sum(void* data, int64_t count, runtime::DType dtype) {
+    const CommTrace trace("all_reduce", group_name_, count * runtime::dtype_size(dtype));
     do_all_reduce_sum_buffer(data, count, dtype);
   }
-  void all_reduce_sum(double* data, int64_t count) { do_all_reduce_sum_f64_buffer(data, count); }
-  void all_reduce_max(float* data, int64_t count) { do_all_reduce_max_buffer(data, count); }
+  void all_reduce_sum(double* data, int64_t count) {
+    const CommTrace trace("all_reduce", group_name_, count * 8);
+    do_all_reduce_sum_f64_buffer(data, count);
+  }
+  void all_reduce_max(float* data, int64_t count) {
+    const CommTrace trace("all_reduce_max", group_name_, count * 4);
+    do_all_reduce_max_buffer(data, count);
+  }
   // out (size() * count) = concatenation of every rank's in (count); any dtype. In place when
   // `in` is this rank's chunk of `out` (in == out + rank() * count).
   void all_gather(void* out, const void* in, int64_t count, runtime::DType dtype) {
+    const CommTrace trace("all_gather", group_name_, count * runtime::dtype_size(dtype));
     do_all_gather_buffer(out, in, count, dtype);
   }
   // out (count) = sum over ranks of chunk rank() of in (size() * count); f32 or bf16. In place
   // when `out` is this rank's chunk of `in` (out == in + rank() * count; the other chunks of
   // `in` are then left undefined).
   void reduce_scatter(void* out, const void* in, int64_t count, runtime::DType dtype) {
+    const CommTrace trace("reduce_scatter", group_name_,
+                          size() * count * runtime::dtype_size(dtype));
     do_reduce_scatter_buffer(out, in, count, dtype);
   }
-  void broadcast(void* data, int64_t bytes, int root) { do_broadcast(data, bytes, root); }
-  void barrier() { do_barrier(); }
+  void broadcast(void* data, int64_t bytes, int root) {
+    const CommTrace trace("broadcast", group_name_, bytes);
+    do_broadcast(data, bytes, root);
+  }
+  void barrier() {
+    const CommTrace trace("barrier", group_name_, 0);
+    do_barrier();
+  }
   // Point to point; `tag` tells concurrent messages between the same ranks apart.
   // send_async's buffer must stay untouched until the request is waited for.
   std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer, int tag) {
-    return do_send_async_buffer(data, bytes, peer, tag);
+    const CommTrace trace("send", group_name_, bytes);
+    return trace.traced(do_send_async_buffer(data, bytes, peer, tag));
   }
   void recv(void* data, int64_t bytes, int peer, int tag) {
+    const CommTrace trace("recv", group_name_, bytes);
     do_recv_buffer(data, bytes, peer, tag);
   }
   // Non-blocking reduce_scatter and all_gather (Note [Non-blocking collectives]); the same
   // layouts and in-place conventions.
   std::unique_ptr<Request> reduce_scatter_async(void* out, const void* in, int64_t count,
                                                 runtime::DType dtype) {
-    return do_reduce_scatter_async_buffer(out, in, count, dtype);
+    const CommTrace trace("reduce_scatter_async", group_name_,
+                          size() * count * runtime::dtype_size(dtype));
+    return trace.traced(do_reduce_scatter_async_buffer(out, in, count, dtype));
   }
   std::unique_ptr<Request> all_gather_async(void* out, const void* in, int64_t count,
                                             runtime::DType dtype) {
-    return do_all_gather_async_buffer(out, in, count, dtype);
+    const CommTrace trace("all_gather_async", group_name_, count * runtime::dtype_size(dtype));
+    return trace.traced(do_all_gather_async_buffer(out, in, count, dtype));
   }
 
   // f32 shorthands of the buffer methods.
@@ -113,33 +136,52 @@ class Communicator {
   }
 
   // ---- tensor methods (whole tensors, any device) ----
-  void all_reduce_sum(const runtime::Tensor& data) { do_all_reduce_sum_tensor(data); }
-  void all_reduce_max(const runtime::Tensor& data) { do_all_reduce_max_tensor(data); }  // f32
+  void all_reduce_sum(const runtime::Tensor& data) {
+    const CommTrace trace("all_reduce", group_name_, data.nbytes());
+    do_all_reduce_sum_tensor(data);
+  }
+  void all_reduce_max(const runtime::Tensor& data) {  // f32
+    const CommTrace trace("all_reduce_max", group_name_, data.nbytes());
+    do_all_reduce_max_tensor(data);
+  }
   // out holds size() times in's elements.
   void all_gather(const runtime::Tensor& out, const runtime::Tensor& in) {
+    const CommTrace trace("all_gather", group_name_, in.nbytes());
     do_all_gather_tensor(out, in);
   }
   // in holds size() times out's elements.
   void reduce_scatter(const runtime::Tensor& out, const runtime::Tensor& in) {
+    const CommTrace trace("reduce_scatter", group_name_, in.nbytes());
     do_reduce_scatter_tensor(out, in);
   }
   // The tensor must stay untouched until the request is waited for.
   std::unique_ptr<Request> send_async(const runtime::Tensor& data, int peer, int tag) {
-    return do_send_async_tensor(data, peer, tag);
+    const CommTrace trace("send", group_name_, data.nbytes());
+    return trace.traced(do_send_async_tensor(data, peer, tag));
   }
-  void recv(const runtime::Tensor& data, int peer, int tag) { do_recv_tensor(data, peer, tag); }
+  void recv(const runtime::Tensor& data, int peer, int tag) {
+    const CommTrace trace("recv", group_name_, data.nbytes());
+    do_recv_tensor(data, peer, tag);
+  }
   // Non-blocking reduce_scatter and all_gather of tensors (Note [Non-blocking collectives]).
   std::unique_ptr<Request> reduce_scatter_async(const runtime::Tensor& out,
                                                 const runtime::Tensor& in) {
-    return do_reduce_scatter_async_tensor(out, in);
+    const CommTrace trace("reduce_scatter_async", group_name_, in.nbytes());
+    return trace.traced(do_reduce_scatter_async_tensor(out, in));
   }
   std::unique_ptr<Request> all_gather_async(const runtime::Tensor& out, const runtime::Tensor& in) {
-    return do_all_gather_async_tensor(out, in);
+    const CommTrace trace("all_gather_async", group_name_, in.nbytes());
+    return trace.traced(do_all_gather_async_tensor(out, in));
   }
 
   // Bytes this rank has handed to the group since construction: each
   // collective's input buffer, each message sent.
   virtual int64_t payload_bytes() const { return payload_bytes_; }
+
+  // The group's name in traces ("tp", "pp", "dp", ...; Note [Communication trace]); a string
+  // that outlives the communicator (a literal).
+  const char* group_name() const { return group_name_; }
+  void set_group_name(const char* name) { group_name_ = name; }
 
  protected:
   void add_payload(int64_t bytes) { payload_bytes_ += bytes; }
@@ -191,6 +233,7 @@ class Communicator {
                                                               const runtime::Tensor& in);
 
   int64_t payload_bytes_ = 0;
+  const char* group_name_ = "group";
   runtime::CpuAllocator staging_allocator_;  // category comm
 };
 

@@ -27,6 +27,18 @@ int64_t ProcessGroups::payload_bytes() const {
   return total;
 }
 
+namespace {
+// Names the groups in traces (Note [Communication trace]).
+void name_groups(ProcessGroups& g) {
+  const std::pair<std::unique_ptr<Communicator>*, const char*> names[] = {
+      {&g.world, "world"}, {&g.tp, "tp"},        {&g.cp, "cp"},
+      {&g.dp, "dp"},       {&g.pp, "pp"},        {&g.embedding, "embedding"},
+      {&g.model_parallel, "model_parallel"}};
+  for (const auto& [group, name] : names)
+    if (*group) (*group)->set_group_name(name);
+}
+}  // namespace
+
 ProcessGroups ProcessGroups::single() {
   ProcessGroups g;
   g.world = std::make_unique<SelfCommunicator>();
@@ -35,6 +47,7 @@ ProcessGroups ProcessGroups::single() {
   g.dp = std::make_unique<SelfCommunicator>();
   g.pp = std::make_unique<SelfCommunicator>();
   g.model_parallel = std::make_unique<SelfCommunicator>();
+  name_groups(g);
   return g;
 }
 
@@ -82,6 +95,7 @@ ProcessGroups ProcessGroups::from_mpi(const ParallelConfig& config) {
   g.model_parallel = split(replica, r.tp + T * r.pp);
   const bool embedding_stage = r.pp == 0 || r.pp == config.pipeline - 1;
   g.embedding = split(config.pipeline > 1 && embedding_stage ? r.tp + T * replica : -1, r.pp);
+  name_groups(g);
   return g;
 }
 

@@ -10,6 +10,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "runtime/trace.h"
+
 namespace parallel {
 
 std::vector<ScheduleOp> schedule_ops(ScheduleKind kind, int64_t stages, int64_t stage,
@@ -140,6 +142,11 @@ class OpRunner {
   // `last_backward`: no later op of the step runs op.chunk's backward.
   double run(const ScheduleOp& op, bool training, bool last_backward = false) {
     recompute::ChunkExecutor& chunk = *step_.chunks[static_cast<size_t>(op.chunk)];
+    const runtime::trace::Scope trace({.name = !training    ? "evaluate"
+                                               : op.forward ? "forward"
+                                                            : "backward",
+                                       .microbatch = op.microbatch,
+                                       .chunk = op.chunk});
     std::optional<Message> incoming, outgoing;
     for (const Message& m : messages_.of(op, stage_)) (m.send ? outgoing : incoming) = m;
     if (op.forward) {

@@ -38,6 +38,14 @@ struct InjectConfig {
   double scale_loss = 1.0;
 };
 
+// A schedule trace (docs/operations.md, "Schedule trace"): steps start_step ..
+// start_step + steps - 1 are recorded and written to <output.dir>/trace_rank<R>.json by every
+// rank. steps 0: off.
+struct TraceConfig {
+  int64_t start_step = 1;  // 1-based
+  int64_t steps = 0;
+};
+
 struct TrainConfig {
   int64_t steps = 100;            // optimizer steps; 0 is valid (writes the initial model)
   int64_t micro_batch_size = 8;   // samples per forward/backward
@@ -56,6 +64,7 @@ struct TrainConfig {
   std::string init_from;  // HF GPT-2 model.safetensors to start from (not on resume)
   GuardConfig guard;
   InjectConfig inject;  // a test hook; see InjectConfig
+  TraceConfig trace;
   // Device memory per rank, GiB (2^30 bytes), that recompute.auto plans under and `trainer plan`
   // checks against; 0: none.
   double memory_budget_gib = 0.0;
@@ -119,6 +128,7 @@ struct DataConfig {
 struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl, config.yaml, model.safetensors
   bool export_model = true;          // YAML key `export`: write model.safetensors + config.json
+  bool tensorboard = false;          // TensorBoard scalars under <dir>/tensorboard/
 };
 
 // Targets as gates (docs/operations.md, "Targets"), checked every step and agreed across

@@ -182,6 +182,17 @@ struct ConfigSchema<InjectConfig> {
 };
 
 template <>
+struct ConfigSchema<TraceConfig> {
+  static const std::vector<FieldSpec<TraceConfig>>& fields() {
+    static const std::vector<FieldSpec<TraceConfig>> table = {
+        field("start_step", &TraceConfig::start_step),
+        field("steps", &TraceConfig::steps),
+    };
+    return table;
+  }
+};
+
+template <>
 struct ConfigSchema<TrainConfig> {
   static const std::vector<FieldSpec<TrainConfig>>& fields() {
     static const std::vector<FieldSpec<TrainConfig>> table = {
@@ -200,6 +211,7 @@ struct ConfigSchema<TrainConfig> {
         field("init_from", &TrainConfig::init_from),
         field("guard", &TrainConfig::guard),
         field("inject", &TrainConfig::inject),
+        field("trace", &TrainConfig::trace),
         field("memory_budget_gib", &TrainConfig::memory_budget_gib),
     };
     return table;
@@ -278,6 +290,7 @@ struct ConfigSchema<OutputConfig> {
     static const std::vector<FieldSpec<OutputConfig>> table = {
         field("dir", &OutputConfig::dir),
         field("export", &OutputConfig::export_model),
+        field("tensorboard", &OutputConfig::tensorboard),
     };
     return table;
   }

@@ -360,6 +360,18 @@ void validate_targets(const Config& config) {
   }
 }
 
+void validate_trace(const TrainConfig& train) {
+  const TraceConfig& trace = train.trace;
+  check_at_least<int64_t>("train.trace.steps", trace.steps, 0);
+  if (trace.steps == 0) return;
+  check_at_least<int64_t>("train.trace.start_step", trace.start_step, 1);
+  if (trace.start_step > train.steps) {
+    throw ConfigError("train.trace.start_step",
+                      text_of(trace.start_step) + " is beyond train.steps " + text_of(train.steps) +
+                          ", so nothing would be traced");
+  }
+}
+
 }  // namespace
 
 void validate_config(const Config& config, ConfigUse use) {
@@ -397,6 +409,7 @@ void validate_config(const Config& config, ConfigUse use) {
   }
   validate_guard(config);
   validate_targets(config);
+  validate_trace(config.train);
 }
 
 void validate_launch(const Config& config, int64_t world_size) {

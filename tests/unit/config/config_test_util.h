@@ -72,6 +72,8 @@ inline Config non_default_config() {
   config.parallel.backend = parallel::CommBackend::nccl;
   config.output.dir = "runs/x #1";
   config.output.export_model = false;
+  config.output.tensorboard = true;
+  config.train.trace = {.start_step = 3, .steps = 2};
   config.train.guard = {
       .action = GuardAction::skip_step, .loss_spike_factor = 2.5, .window = 20, .max_rewinds = 1};
   config.train.inject = {.step = 9, .scale_loss = 1e3};

@@ -115,7 +115,7 @@ TEST(ConfigParse, RejectsUnknownKeyInSectionAndListsTheKnownOnes) {
       parse_rejected("model:\n  hiden_size: 64\n", kWithData, "model.hiden_size",
                      {"unknown key (known: num_layers, hidden_size,", "attention_backend)"}));
   EXPECT_TRUE(parse_rejected("output: {exports: true}\n", kWithData, "output.exports",
-                             {"unknown key (known: dir, export)"}));
+                             {"unknown key (known: dir, export, tensorboard)"}));
   EXPECT_TRUE(parse_rejected("parallel: {tensor: 1, seq_parallel: true}\n", kWithData,
                              "parallel.seq_parallel", {"unknown key", "sequence_parallel"}));
 }

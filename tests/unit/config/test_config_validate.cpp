@@ -545,6 +545,27 @@ TEST(ValidateOutput, DirNonEmpty) {
   EXPECT_TRUE(rejected(config, "output.dir", {"must not be empty"}));
 }
 
+// ---- trace ----
+
+TEST(ValidateTrace, StepsNonNegative) {
+  Config config = valid_config();
+  config.train.trace.steps = -2;
+  EXPECT_TRUE(rejected(config, "train.trace.steps", {"must be >= 0, got -2"}));
+  config.train.trace.steps = 0;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateTrace, StartStepWithinTheRun) {
+  Config config = valid_config();
+  config.train.steps = 20;
+  config.train.trace = {.start_step = 0, .steps = 3};
+  EXPECT_TRUE(rejected(config, "train.trace.start_step", {"must be >= 1, got 0"}));
+  config.train.trace.start_step = 21;
+  EXPECT_TRUE(rejected(config, "train.trace.start_step", {"21", "train.steps 20"}));
+  config.train.trace.start_step = 20;  // a window past the last step is cut at the run's end
+  EXPECT_TRUE(accepted(config));
+}
+
 // ---- launch ----
 
 TEST(ValidateLaunch, WorldSizeMatchesTheLayout) {

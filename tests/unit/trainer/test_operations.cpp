@@ -21,7 +21,8 @@ using testing_support::read_lines;
 // A metrics.jsonl line without the fields that measure time.
 std::string without_timing(std::string line) {
   for (const char* key : {"tokens_per_s", "step_ms", "grad_reduce_wait_ms",
-                          "grad_reduce_in_backward_ms", "model_tflops", "hardware_tflops"}) {
+                          "grad_reduce_in_backward_ms", "model_tflops", "hardware_tflops",
+                          "mfu_percent", "hfu_percent"}) {
     const size_t begin = line.find(std::string("\"") + key + "\": ");
     const size_t end = line.find(", ", begin);
     if (begin != std::string::npos && end != std::string::npos) line.erase(begin, end + 2 - begin);
