@@ -27,6 +27,11 @@ VocabShard vocab_shard(const GptConfig& config, const LayerDims& d) {
   const int64_t rows = config.padded_vocab(d.tp_size) / d.tp_size, start = d.tp_rank * rows;
   return {start, rows, std::clamp<int64_t>(config.vocab_size - start, 0, rows)};
 }
+// The head's (vocab shard, C) matrix: the tied word embeddings or the untied output layer.
+const Tensor& output_weight(const GptParams& p, const GptConfig& config) {
+  return config.untie_embeddings ? p.output_weight : p.wte;
+}
+
 }  // namespace
 
 StashSpec<EmbeddingStash> embedding_stash_spec(const LayerDims& d) {
@@ -45,15 +50,16 @@ StashSpec<HeadStash> head_stash_spec(const GptConfig& config, const LayerDims& d
   const DType act = d.activation_dtype;
   const int64_t T = d.seq, Ts = d.seq_shard(), B = d.micro_batch, C = d.hidden;
   const int64_t Vs = vocab_shard(config, d).rows;
-  return {
-      {"input", &S::input, {Ts, B, C}, act, keep, /*from_caller=*/true},
-      {"lnf_mean", &S::lnf_mean, {Ts * B}, DType::f32, keep},
-      {"lnf_rstd", &S::lnf_rstd, {Ts * B}, DType::f32, keep},
-      {"lnf_out", &S::lnf_out, {T, B, C}, act, keep},
-      {"logits", &S::logits, {T, B, Vs}, act, keep},
-      {"lse", &S::lse, {T * B}, DType::f32, keep},
-      {"targets", &S::targets, {T, B}, DType::i32, keep, /*from_caller=*/true},
-  };
+  StashSpec<HeadStash> spec = {{"input", &S::input, {Ts, B, C}, act, keep, /*from_caller=*/true}};
+  if (d.features.layernorm())
+    spec.push_back({"lnf_mean", &S::lnf_mean, {Ts * B}, DType::f32, keep});
+  spec.insert(spec.end(),
+              {{"lnf_rstd", &S::lnf_rstd, {Ts * B}, DType::f32, keep},
+               {"lnf_out", &S::lnf_out, {T, B, C}, act, keep},
+               {"logits", &S::logits, {T, B, Vs}, act, keep},
+               {"lse", &S::lse, {T * B}, DType::f32, keep},
+               {"targets", &S::targets, {T, B}, DType::i32, keep, /*from_caller=*/true}});
+  return spec;
 }
 
 void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& tokens,
@@ -85,12 +91,14 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
       runtime::DropoutOp::embedding);
   for (const parallel::RowSegment& run : d.shard_segments()) {  // Note [Context chunks]
     const Tensor rows = out.rows(run.row, run.rows);
-    ops::position_embedding_forward({.out = rows,
-                                     .wpe = p.wpe,
-                                     .seq = run.rows,
-                                     .micro_batch = B,
-                                     .channels = C,
-                                     .seq_offset = run.position});
+    if (!d.features.rope) {  // RoPE: positions enter in each layer's attention instead
+      ops::position_embedding_forward({.out = rows,
+                                       .wpe = p.wpe,
+                                       .seq = run.rows,
+                                       .micro_batch = B,
+                                       .channels = C,
+                                       .seq_offset = run.position});
+    }
     if (d.hidden_dropout == 0.f) continue;
     ops::dropout_hidden_forward({.out = rows,
                                  .mask = s.dropout_mask.rows(run.row, run.rows),
@@ -117,6 +125,7 @@ void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& 
                            .drop_probability = d.hidden_dropout});
   }
   for (const parallel::RowSegment& run : d.shard_segments()) {
+    if (d.features.rope) break;
     ops::position_embedding_backward({.dwpe = g.wpe,
                                       .dout = dout.rows(run.row, run.rows),
                                       .seq = run.rows,
@@ -149,27 +158,38 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
   const StashMaker<HeadStash> maker(head_stash_spec(config, d, keep), allocator);
   s.input = input;
   s.targets = targets;
-  maker.make(s, &HeadStash::lnf_mean);
+  const bool layernorm = d.features.layernorm();
+  if (layernorm) maker.make(s, &HeadStash::lnf_mean);
   maker.make(s, &HeadStash::lnf_rstd);
   maker.make(s, &HeadStash::lnf_out);
   const bool sp = d.sequence_parallel && d.tp_size > 1;
   Tensor normalized =
       sp ? workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype) : s.lnf_out;
-  ops::layernorm_forward({.out = normalized,
-                          .mean = s.lnf_mean,
+  if (layernorm) {
+    ops::layernorm_forward({.out = normalized,
+                            .mean = s.lnf_mean,
+                            .rstd = s.lnf_rstd,
+                            .input = input,
+                            .weight = p.lnf_weight,
+                            .bias = p.lnf_bias,
+                            .rows = rows_shard,
+                            .channels = C,
+                            .eps = d.layernorm_eps});
+  } else {
+    ops::rmsnorm_forward({.out = normalized,
                           .rstd = s.lnf_rstd,
                           .input = input,
                           .weight = p.lnf_weight,
-                          .bias = p.lnf_bias,
                           .rows = rows_shard,
                           .channels = C,
                           .eps = d.layernorm_eps});
+  }
   if (sp) parallel::gather_from_sp_forward(*d.tp, s.lnf_out, normalized);
   normalized = Tensor();
   maker.make(s, &HeadStash::logits);
   ops::linear_forward({.out = s.logits,
                        .input = s.lnf_out,
-                       .weight = p.wte,
+                       .weight = output_weight(p, config),
                        .rows = rows,
                        .in_features = C,
                        .out_features = vocab.rows});
@@ -239,10 +259,10 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g, const
   }
   Tensor dlnf = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
   ops::linear_backward({.dinput = dlnf,
-                        .dweight = g.wte,
+                        .dweight = output_weight(g, config),
                         .dout = dlogits,
                         .input = s.lnf_out,
-                        .weight = p.wte,
+                        .weight = output_weight(p, config),
                         .rows = rows,
                         .in_features = C,
                         .out_features = vocab.rows});
@@ -255,6 +275,18 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g, const
   }
   Tensor dinput = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
   ops::zero(dinput);
+  if (!d.features.layernorm()) {
+    ops::rmsnorm_backward({.dinput = dinput,
+                           .dweight = g.lnf_weight,
+                           .dout = dlnf,
+                           .input = s.input,
+                           .weight = p.lnf_weight,
+                           .rstd = s.lnf_rstd,
+                           .rows = rows_shard,
+                           .channels = C});
+    s = HeadStash();
+    return dinput;
+  }
   ops::layernorm_backward({.dinput = dinput,
                            .dweight = g.lnf_weight,
                            .dbias = g.lnf_bias,

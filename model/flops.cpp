@@ -11,11 +11,11 @@ LayerFlops layer_forward_flops(const LayerDims& d) {
   // This rank's T queries against every key of the sequence (T x cp of them).
   const int64_t BH = d.micro_batch * d.heads, T = d.seq, keys = d.context().seq, D = d.head_dim;
   LayerFlops f;
-  f.qkv = 2 * rows * C * 3 * HD;
+  f.qkv = 2 * rows * C * d.qkv_width();
   f.scores = 2 * BH * T * keys * D;
   f.context = 2 * BH * T * keys * D;
   f.proj = 2 * rows * HD * C;
-  f.fc1 = 2 * rows * C * d.ffn;
+  f.fc1 = 2 * rows * C * d.fc1_width();
   f.fc2 = 2 * rows * d.ffn * C;
   return f;
 }

@@ -10,7 +10,9 @@ namespace model {
 namespace {
 
 // One parameter as the shard holds it: name, global shape, split dimension, its piece and
-// roles, and the view it fills (a member of GptParams, or of its layer's LayerParams).
+// roles, and the view it fills (a member of GptParams, or of its layer's LayerParams). A spec
+// that `extends` the view of the spec before it widens that view over both (SwiGLU's up after
+// its gate: one fc1 matrix).
 struct ParamSpec {
   std::string name;
   runtime::Shape global_shape;
@@ -21,27 +23,31 @@ struct ParamSpec {
   ParamRoles roles;
   Tensor GptParams::*model_view;    // set outside layers
   Tensor LayerParams::*layer_view;  // set in layers
+  bool extends = false;
 };
 
 // Every parameter of `shard`, in flat-buffer order: each piece's parameters back to back.
 std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& shard) {
-  const int64_t C = config.hidden_size, F = config.ffn();
+  const int64_t C = config.hidden_size, F = config.ffn(), Q = config.qkv_rows();
+  const bool bias = config.add_bias_linear;
+  const bool layernorm = config.normalization == Normalization::layernorm;
   std::vector<ParamSpec> specs;
   struct Options {
     bool partial = false;
     ParamRoles roles = {};
+    bool extends = false;
   };
   auto add_model = [&](std::string name, runtime::Shape shape, int shard_dim, ParamPiece piece,
                        Tensor GptParams::*view, Options options = {}) {
     specs.push_back({std::move(name), std::move(shape), shard_dim, options.partial, piece, -1,
                      options.roles, view, nullptr});
   };
-  if (shard.has_word_embeddings()) {
+  const ParamRoles vocab{.tied = !config.untie_embeddings, .vocab_padded = true};
+  if (shard.has_word_embeddings(config)) {
     add_model("embedding.word_embeddings.weight", {config.padded_vocab(shard.tp_size), C}, 0,
-              ParamPiece::word_embeddings, &GptParams::wte,
-              {.roles = {.tied = true, .vocab_padded = true}});
+              ParamPiece::word_embeddings, &GptParams::wte, {.roles = vocab});
   }
-  if (shard.embedding) {
+  if (shard.embedding && config.learned_positions()) {
     add_model("embedding.position_embeddings.weight", {config.positions(), C}, -1,
               ParamPiece::position_embeddings, &GptParams::wpe, {.partial = true});
   }
@@ -50,28 +56,43 @@ std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& sh
     auto add = [&](const char* name, runtime::Shape shape, int shard_dim, Tensor LayerParams::*view,
                    Options options = {}) {
       specs.push_back({p + name, std::move(shape), shard_dim, options.partial, ParamPiece::layer,
-                       static_cast<int64_t>(local), options.roles, nullptr, view});
+                       static_cast<int64_t>(local), options.roles, nullptr, view, options.extends});
     };
     const Options norm_weight{.partial = true, .roles = {.norm = true}}, norm_bias{.partial = true};
-    const Options output{.roles = {.output_projection = true}};
+    const Options output{.roles = {.output_projection = true}}, up{.extends = true};
     add("input_layernorm.weight", {C}, -1, &LayerParams::ln1_weight, norm_weight);
-    add("input_layernorm.bias", {C}, -1, &LayerParams::ln1_bias, norm_bias);
-    add("self_attention.linear_qkv.weight", {3 * C, C}, 0, &LayerParams::qkv_weight);
-    add("self_attention.linear_qkv.bias", {3 * C}, 0, &LayerParams::qkv_bias);
+    if (layernorm) add("input_layernorm.bias", {C}, -1, &LayerParams::ln1_bias, norm_bias);
+    add("self_attention.linear_qkv.weight", {Q, C}, 0, &LayerParams::qkv_weight);
+    if (bias) add("self_attention.linear_qkv.bias", {Q}, 0, &LayerParams::qkv_bias);
     add("self_attention.linear_proj.weight", {C, C}, 1, &LayerParams::proj_weight, output);
-    add("self_attention.linear_proj.bias", {C}, -1, &LayerParams::proj_bias);
+    if (bias) add("self_attention.linear_proj.bias", {C}, -1, &LayerParams::proj_bias);
     add("pre_mlp_layernorm.weight", {C}, -1, &LayerParams::ln2_weight, norm_weight);
-    add("pre_mlp_layernorm.bias", {C}, -1, &LayerParams::ln2_bias, norm_bias);
-    add("mlp.linear_fc1.weight", {F, C}, 0, &LayerParams::fc1_weight);
-    add("mlp.linear_fc1.bias", {F}, 0, &LayerParams::fc1_bias);
+    if (layernorm) add("pre_mlp_layernorm.bias", {C}, -1, &LayerParams::ln2_bias, norm_bias);
+    if (config.swiglu()) {
+      add("mlp.linear_fc1_gate.weight", {F, C}, 0, &LayerParams::fc1_weight);
+      add("mlp.linear_fc1_up.weight", {F, C}, 0, &LayerParams::fc1_weight, up);
+      if (bias) {
+        add("mlp.linear_fc1_gate.bias", {F}, 0, &LayerParams::fc1_bias);
+        add("mlp.linear_fc1_up.bias", {F}, 0, &LayerParams::fc1_bias, up);
+      }
+    } else {
+      add("mlp.linear_fc1.weight", {F, C}, 0, &LayerParams::fc1_weight);
+      if (bias) add("mlp.linear_fc1.bias", {F}, 0, &LayerParams::fc1_bias);
+    }
     add("mlp.linear_fc2.weight", {C, F}, 1, &LayerParams::fc2_weight, output);
-    add("mlp.linear_fc2.bias", {C}, -1, &LayerParams::fc2_bias);
+    if (bias) add("mlp.linear_fc2.bias", {C}, -1, &LayerParams::fc2_bias);
   }
   if (shard.head) {
     add_model("final_layernorm.weight", {C}, -1, ParamPiece::final_norm, &GptParams::lnf_weight,
               {.partial = true, .roles = {.norm = true}});
-    add_model("final_layernorm.bias", {C}, -1, ParamPiece::final_norm, &GptParams::lnf_bias,
-              {.partial = true});
+    if (layernorm) {
+      add_model("final_layernorm.bias", {C}, -1, ParamPiece::final_norm, &GptParams::lnf_bias,
+                {.partial = true});
+    }
+    if (config.untie_embeddings) {
+      add_model("output_layer.weight", {config.padded_vocab(shard.tp_size), C}, 0,
+                ParamPiece::output_layer, &GptParams::output_weight, {.roles = vocab});
+    }
   }
   return specs;
 }
@@ -135,7 +156,13 @@ GptParams GptParams::allocate(runtime::Allocator& allocator, const GptConfig& co
     Tensor& view = spec.layer_view != nullptr
                        ? p.layers[static_cast<size_t>(spec.layer_index)].*spec.layer_view
                        : p.*spec.model_view;
-    view = named.tensor;
+    if (spec.extends) {  // the view of the spec before, widened over this one too
+      runtime::Shape both = shape;
+      both[0] += view.dim(0);
+      view = p.flat.view(offset - view.numel(), both);
+    } else {
+      view = named.tensor;
+    }
     p.named.push_back(std::move(named));
     offset += runtime::shape_numel(shape);
   }

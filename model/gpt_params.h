@@ -21,30 +21,39 @@ using runtime::Tensor;
 struct ModelShard {
   std::vector<int64_t> layers;  // global layer ids, in the order the rank runs them
   bool embedding = true;        // word (vocab-parallel) and position embeddings
-  bool head = true;             // final layernorm and the output head (tied word embeddings)
+  bool head = true;             // final norm and the output head (tied word embeddings, or the
+                                // output layer of an untied model)
   int64_t tp_rank = 0;
   int64_t tp_size = 1;
 
   static ModelShard whole(const GptConfig& config);
-  bool has_word_embeddings() const { return embedding || head; }
+  // Tied: the head multiplies by the word embeddings, so the last stage holds them too.
+  bool has_word_embeddings(const GptConfig& config) const {
+    return embedding || (head && !config.untie_embeddings);
+  }
 };
 
+// A layer's weights. Biases (and LayerNorm's) are undefined where the block has none
+// (add_bias_linear false, RMSNorm). Q = qkv_rows: G kv groups of (group_size + 2) * head_dim
+// rows each, ordered (group, {q heads.., k, v}, head_dim); with G = heads that is
+// (head, {q,k,v}, head_dim). Under SwiGLU fc1 is two parameters, gate then up, adjacent in the
+// flat buffer, which fc1_weight views as one (2F/tp, C) matrix.
 struct LayerParams {
   Tensor ln1_weight, ln1_bias;  // (C)
-  Tensor qkv_weight;            // (3C/tp, C), rows ordered (head, {q,k,v}, head_dim)
-  Tensor qkv_bias;              // (3C/tp)
+  Tensor qkv_weight;            // (Q/tp, C)
+  Tensor qkv_bias;              // (Q/tp)
   Tensor proj_weight;           // (C, C/tp)
   Tensor proj_bias;             // (C)
   Tensor ln2_weight, ln2_bias;  // (C)
-  Tensor fc1_weight;            // (F/tp, C)
-  Tensor fc1_bias;              // (F/tp)
+  Tensor fc1_weight;            // (F/tp, C); SwiGLU (2F/tp, C): [gate; up]
+  Tensor fc1_bias;              // (F/tp); SwiGLU (2F/tp)
   Tensor fc2_weight;            // (C, F/tp)
   Tensor fc2_bias;              // (C)
 };
 
 // The part of the model a parameter belongs to: gradient reduction, pipeline placement and
 // export group parameters by it (never by name).
-enum class ParamPiece { word_embeddings, position_embeddings, layer, final_norm };
+enum class ParamPiece { word_embeddings, position_embeddings, layer, final_norm, output_layer };
 
 // What a parameter is for, beyond its shape: read by init, the gradient sync, the gathers and
 // checkpoints instead of its name.
@@ -74,7 +83,8 @@ struct NamedParam {
 struct GptParams {
   Tensor flat;                      // every parameter of the shard, back to back
   Tensor wte;                       // (padded vocab / tp, C), tied with the output head
-  Tensor wpe;                       // (positions, C)
+  Tensor wpe;                       // (positions, C); none with RoPE
+  Tensor output_weight;             // (padded vocab / tp, C) of an untied head
   std::vector<LayerParams> layers;  // parallel to ModelShard::layers
   Tensor lnf_weight, lnf_bias;      // (C)
   std::vector<NamedParam> named;    // in flat-buffer order; each piece's parameters adjacent

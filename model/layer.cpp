@@ -17,11 +17,16 @@ namespace {
 namespace ops = runtime::ops;
 using runtime::DropoutOp;
 
-// Temporaries of the activations' type (f32 on the host, bf16 on a device) per head
-// (B, H, T, last); those of hidden states are model/tensor_parallel_linear.h's.
+// Temporaries of the activations' type (f32 on the host, bf16 on a device) per query head
+// (B, H, T, last) and per key/value head; those of hidden states are
+// model/tensor_parallel_linear.h's.
 Tensor per_head(const LayerDims& d, int64_t last, runtime::Allocator& allocator) {
   return Tensor::empty(allocator, {d.micro_batch, d.heads, d.seq, last}, d.activation_dtype,
                        runtime::MemoryCategory::workspace);
+}
+Tensor per_kv_head(const LayerDims& d, runtime::Allocator& allocator) {  // (B, Hkv, T, D)
+  return Tensor::empty(allocator, {d.micro_batch, d.kv_heads(), d.seq, d.head_dim},
+                       d.activation_dtype, runtime::MemoryCategory::workspace);
 }
 
 runtime::DropoutKey key(const LayerContext& c, DropoutOp op) {
@@ -57,8 +62,19 @@ constexpr NormedLinear kPreMlpLayernormFc1{&LayerStash::residual,    &LayerStash
 
 // --- forward pieces: forward runs them; backward reruns the ones a plan entry dropped -------
 
+// The block's normalization: LayerNorm (mean, rstd, bias) or RMSNorm (rstd only).
 void layernorm_forward(LayerStash& s, const LayerParams& w, const NormedLinear& block,
                        const LayerDims& d) {
+  if (!d.features.layernorm()) {
+    ops::rmsnorm_forward({.out = s.*block.normalized,
+                          .rstd = s.*block.rstd,
+                          .input = s.*block.input,
+                          .weight = w.*block.ln_weight,
+                          .rows = d.seq_shard() * d.micro_batch,
+                          .channels = d.hidden,
+                          .eps = d.layernorm_eps});
+    return;
+  }
   ops::layernorm_forward({.out = s.*block.normalized,
                           .mean = s.*block.mean,
                           .rstd = s.*block.rstd,
@@ -70,6 +86,34 @@ void layernorm_forward(LayerStash& s, const LayerParams& w, const NormedLinear& 
                           .eps = d.layernorm_eps});
 }
 
+// Rotary positions on the q and k heads of qkv (T, B, qkv_width), in place, one call per run of
+// consecutive global positions (Note [Context chunks]); `backward` rotates a gradient back.
+void rope(const Tensor& qkv, const LayerDims& d, bool backward) {
+  if (!d.features.rope) return;
+  for (const parallel::RowSegment& run : d.context().segments(0, d.seq)) {
+    const Tensor rows = qkv.rows(run.row, run.rows);
+    if (backward) {
+      ops::rope_backward({.dqkv = rows,
+                          .seq = run.rows,
+                          .micro_batch = d.micro_batch,
+                          .kv_heads = d.kv_heads(),
+                          .group_size = d.features.group_size,
+                          .head_dim = d.head_dim,
+                          .seq_offset = run.position,
+                          .base = d.features.rotary_base});
+    } else {
+      ops::rope_forward({.qkv = rows,
+                         .seq = run.rows,
+                         .micro_batch = d.micro_batch,
+                         .kv_heads = d.kv_heads(),
+                         .group_size = d.features.group_size,
+                         .head_dim = d.head_dim,
+                         .seq_offset = run.position,
+                         .base = d.features.rotary_base});
+    }
+  }
+}
+
 // probs = causal_softmax(q k^T / sqrt(D)); with attention dropout also mask, probs_drop.
 void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerContext& c) {
   const int64_t BH = d.micro_batch * d.heads, T = d.seq;
@@ -79,7 +123,8 @@ void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerConte
                                  .batch_heads = BH,
                                  .seq = T,
                                  .head_dim = d.head_dim,
-                                 .scale = attention_scale(d)});
+                                 .scale = attention_scale(d),
+                                 .group_size = d.features.group_size});
   ops::causal_softmax_forward({.probs = s.probs, .scores = s.probs, .batch_heads = BH, .seq = T});
   if (d.attention_dropout > 0.f) {
     ops::dropout_attention_forward({.out = s.probs_drop,
@@ -109,7 +154,8 @@ runtime::FlashAttentionDims flash_dims(const LayerDims& d, const LayerContext& c
           .sample_offset = c.sample_offset,
           .scale = attention_scale(d),
           .dropout_prob = d.attention_dropout,
-          .dropout_key = key(c, DropoutOp::attention_probs)};
+          .dropout_key = key(c, DropoutOp::attention_probs),
+          .group_size = d.features.group_size};
 }
 
 // ctx (T, B, H*D) = attention(qkv), and its row log-sum-exp lse (B, H, T), in one pass; under
@@ -127,7 +173,7 @@ void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerConte
       {.ctx = s.ctx, .lse = s.lse, .qkv = s.qkv, .dims = flash_dims(d, c)});
 }
 
-// ctx (T, B, H*D) = core attention of qkv (T, B, 3*H*D), which it consumes (releases). Unfused:
+// ctx (T, B, H*D) = core attention of qkv (T, B, qkv_width), which it consumes (releases). Unfused:
 // per-head q, k, v, the probabilities and the context products; flash: one fused pass.
 void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const LayerContext& c,
                        runtime::Allocator& allocator) {
@@ -137,7 +183,7 @@ void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const Lay
     return;
   }
   const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim;
-  ops::split_qkv_heads(  // q, k, v (B, H, T, D)
+  ops::split_qkv_heads(  // q (B, H, T, D), k, v (B, Hkv, T, D)
       {.q = s.q,
        .k = s.k,
        .v = s.v,
@@ -145,7 +191,8 @@ void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const Lay
        .seq = T,
        .micro_batch = B,
        .heads = H,
-       .head_dim = D});
+       .head_dim = D,
+       .group_size = d.features.group_size});
   qkv = Tensor();
   core_attn_probs_forward(s, d, c);              // probs (B, H, T, T)
   Tensor ctx_heads = per_head(d, D, allocator);  // (B, H, T, D)
@@ -154,7 +201,8 @@ void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const Lay
                                   .v = s.v,
                                   .batch_heads = B * H,
                                   .seq = T,
-                                  .head_dim = D});
+                                  .head_dim = D,
+                                  .group_size = d.features.group_size});
   ops::merge_heads(  // ctx (T, B, H*D)
       {.ctx = s.ctx,
        .ctx_heads = ctx_heads,
@@ -166,10 +214,16 @@ void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const Lay
 
 void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d,
                  runtime::Allocator& allocator) {
-  column_parallel_linear(s.fc1_out, s.ln2_out, w.fc1_weight, w.fc1_bias, d.ffn, d, allocator);
+  column_parallel_linear(s.fc1_out, s.ln2_out, w.fc1_weight, w.fc1_bias, d.fc1_width(), d,
+                         allocator);
 }
 
 void act_forward(LayerStash& s, const LayerDims& d) {
+  if (d.features.swiglu) {
+    ops::swiglu_forward(
+        {.out = s.gelu_out, .input = s.fc1_out, .rows = d.seq * d.micro_batch, .ffn = d.ffn});
+    return;
+  }
   ops::gelu_forward(
       {.out = s.gelu_out, .input = s.fc1_out, .count = s.fc1_out.numel(), .kind = d.features.gelu});
 }
@@ -260,6 +314,17 @@ void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const Laye
                         .out_features = out_features});
   dout = Tensor();
   const Tensor dnormalized = column_parallel_input_grad(dnormalized_full, d, allocator);
+  if (!d.features.layernorm()) {
+    ops::rmsnorm_backward({.dinput = dresidual,
+                           .dweight = g.*block.ln_weight,
+                           .dout = dnormalized,
+                           .input = s.*block.input,
+                           .weight = w.*block.ln_weight,
+                           .rstd = s.*block.rstd,
+                           .rows = d.seq_shard() * d.micro_batch,
+                           .channels = d.hidden});
+    return;
+  }
   ops::layernorm_backward({.dinput = dresidual,
                            .dweight = g.*block.ln_weight,
                            .dbias = g.*block.ln_bias,
@@ -294,6 +359,22 @@ Tensor fc2_act_backward(const Tensor& dout, const LayerStash& s, const LayerPara
   return dffn;
 }
 
+// fc2's row_parallel_linear and the SwiGLU, in reverse: returns dfc1 (T, B, 2F) (=), the
+// gradient of [gate | up]; fc2's dweight, dbias go to g (+=).
+Tensor fc2_swiglu_backward(const Tensor& dout, const LayerStash& s, const LayerParams& w,
+                           const LayerParams& g, const LayerDims& d,
+                           runtime::Allocator& allocator) {
+  Tensor dact = row_parallel_linear_backward(g.fc2_weight, g.fc2_bias, dout, s.gelu_out,
+                                             w.fc2_weight, d.ffn, d, allocator);  // (T, B, F)
+  Tensor dfc1 = full_sequence(d, d.fc1_width(), allocator);
+  ops::swiglu_backward({.dinput = dfc1,
+                        .dout = dact,
+                        .input = s.fc1_out,
+                        .rows = d.seq * d.micro_batch,
+                        .ffn = d.ffn});
+  return dfc1;
+}
+
 // core_attn_probs_forward: dq, dk (=) from dprobs, which it overwrites on the way.
 void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& dprobs,
                               const LayerStash& s, const LayerDims& d) {
@@ -315,15 +396,16 @@ void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                                   .batch_heads = BH,
                                   .seq = T,
                                   .head_dim = d.head_dim,
-                                  .scale = attention_scale(d)});
+                                  .scale = attention_scale(d),
+                                  .group_size = d.features.group_size});
 }
 
-// core_attn_forward: returns dqkv (T, B, 3*H*D) (=) from dctx, which it consumes (releases).
+// core_attn_forward: returns dqkv (T, B, qkv_width) (=) from dctx, which it consumes (releases).
 Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                           const LayerContext& c, runtime::Allocator& allocator) {
   const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim;
   if (d.features.flash()) {
-    Tensor dqkv = full_sequence(d, 3 * H * D, allocator);
+    Tensor dqkv = full_sequence(d, d.qkv_width(), allocator);
     if (d.cp_size > 1) {
       parallel::ring_attention_backward(*d.cp,
                                         {.dqkv = dqkv,
@@ -354,8 +436,8 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                     .head_dim = D});
   dctx = Tensor();
   Tensor dprobs = per_head(d, T, allocator);
-  Tensor dq = per_head(d, D, allocator), dk = per_head(d, D, allocator);
-  Tensor dv = per_head(d, D, allocator);
+  Tensor dq = per_head(d, D, allocator), dk = per_kv_head(d, allocator);
+  Tensor dv = per_kv_head(d, allocator);
   ops::attention_context_backward({.dprobs = dprobs,
                                    .dv = dv,
                                    .dctx_heads = dctx_heads,
@@ -363,11 +445,12 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                                    .v = s.v,
                                    .batch_heads = B * H,
                                    .seq = T,
-                                   .head_dim = D});
+                                   .head_dim = D,
+                                   .group_size = d.features.group_size});
   dctx_heads = Tensor();
   core_attn_probs_backward(dq, dk, dprobs, s, d);
   dprobs = Tensor();
-  Tensor dqkv = full_sequence(d, 3 * H * D, allocator);
+  Tensor dqkv = full_sequence(d, d.qkv_width(), allocator);
   ops::merge_qkv_heads({.dqkv = dqkv,
                         .dq = dq,
                         .dk = dk,
@@ -375,7 +458,8 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                         .seq = T,
                         .micro_batch = B,
                         .heads = H,
-                        .head_dim = D});
+                        .head_dim = D,
+                        .group_size = d.features.group_size});
   return dqkv;
 }
 
@@ -391,9 +475,10 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
 
   // attention: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
   layernorm_forward(s, w, kInputLayernormQkv, d);  // ln1_out (Ts, B, C)
-  // (T, B, 3*H*D): the flash stash keeps it; the unfused attention splits it into q, k, v
-  Tensor qkv = d.features.flash() ? s.qkv : full_sequence(d, 3 * HD, allocator);
-  column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, 3 * HD, d, allocator);
+  // (T, B, qkv_width): the flash stash keeps it; the unfused attention splits it into q, k, v
+  Tensor qkv = d.features.flash() ? s.qkv : full_sequence(d, d.qkv_width(), allocator);
+  column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, d.qkv_width(), d, allocator);
+  rope(qkv, d, /*backward=*/false);            // rotated q and k: what attention and its stash read
   core_attn_forward(s, qkv, d, c, allocator);  // ctx (T, B, H*D)
   Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
   dropout_add(s.residual, input, proj, s.attn_out_mask, d, c, DropoutOp::attention_out);
@@ -439,9 +524,15 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
   // mlp, in reverse: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
   Tensor dfc2 = sequence_shard(d, d.hidden, allocator);
   dropout_add_backward(dfc2, dout, s.mlp_out_mask, d);
-  Tensor dffn = fc2_act_backward(dfc2, s, w, g, d, allocator);  // (T, B, F); fc1's dbias too
-  layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, allocator,
-                            LinearBiasGrad::taken);
+  if (d.features.swiglu) {
+    Tensor dfc1 = fc2_swiglu_backward(dfc2, s, w, g, d, allocator);  // (T, B, 2F)
+    layernorm_linear_backward(dresidual, dfc1, s, w, g, kPreMlpLayernormFc1, d.fc1_width(), d,
+                              allocator);
+  } else {
+    Tensor dffn = fc2_act_backward(dfc2, s, w, g, d, allocator);  // (T, B, F); fc1's dbias too
+    layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, allocator,
+                              LinearBiasGrad::taken);
+  }
 
   // attention, in reverse: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
   Tensor& dinput = dresidual;  // the skip path hands it on (=); ln1's backward adds to it (+=)
@@ -449,8 +540,9 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
   dropout_add_backward(dproj, dresidual, s.attn_out_mask, d);
   Tensor dctx = row_parallel_linear_backward(g.proj_weight, g.proj_bias, dproj, s.ctx,
                                              w.proj_weight, HD, d, allocator);  // (T, B, H*D)
-  Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);                   // (T, B, 3*H*D)
-  layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, 3 * HD, d, allocator);
+  Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);                   // (T, B, qkv_width)
+  rope(dqkv, d, /*backward=*/true);
+  layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, d.qkv_width(), d, allocator);
   s = LayerStash();
   return dinput;
 }

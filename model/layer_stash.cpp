@@ -9,7 +9,13 @@ namespace model {
 BlockFeatures block_features(const GptConfig& config) {
   return {.attention = config.attention_backend,
           .gelu = config.activation == Activation::gelu ? runtime::GeluKind::erf
-                                                        : runtime::GeluKind::tanh};
+                                                        : runtime::GeluKind::tanh,
+          .norm = config.normalization,
+          .swiglu = config.swiglu(),
+          .rope = !config.learned_positions(),
+          .rotary_base = config.rotary_base,
+          .group_size = config.group_size(),
+          .linear_bias = config.add_bias_linear};
 }
 
 LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training) {
@@ -60,17 +66,19 @@ StashSpec<LayerStash> layer_stash_spec(const LayerDims& d, const LayerRecompute&
     const bool kept = !full && !drops(entry, d.features, member);
     spec.push_back({name, member, std::move(shape), dtype, kept, member == &S::input});
   };
+  const int64_t Hkv = d.kv_heads();
+  const bool layernorm = d.features.layernorm();
   add("input", &S::input, {Ts, B, C}, act);
-  add("ln1_mean", &S::ln1_mean, {Ts * B}, DType::f32);
+  if (layernorm) add("ln1_mean", &S::ln1_mean, {Ts * B}, DType::f32);
   add("ln1_rstd", &S::ln1_rstd, {Ts * B}, DType::f32);
   add("ln1_out", &S::ln1_out, {Ts, B, C}, act);
   if (d.features.flash()) {
-    add("qkv", &S::qkv, {T, B, H * 3 * D}, act);
+    add("qkv", &S::qkv, {T, B, d.qkv_width()}, act);
     add("lse", &S::lse, {B, H, T}, DType::f32);
   } else {
     add("q", &S::q, {B, H, T, D}, act);
-    add("k", &S::k, {B, H, T, D}, act);
-    add("v", &S::v, {B, H, T, D}, act);
+    add("k", &S::k, {B, Hkv, T, D}, act);
+    add("v", &S::v, {B, Hkv, T, D}, act);
     add("probs", &S::probs, {B, H, T, T}, act);
     if (d.attention_dropout > 0.f) {
       add("attn_mask", &S::attn_mask, {B, H, T, T}, DType::u8);
@@ -80,11 +88,11 @@ StashSpec<LayerStash> layer_stash_spec(const LayerDims& d, const LayerRecompute&
   add("ctx", &S::ctx, {T, B, H * D}, act);
   if (d.hidden_dropout > 0.f) add("attn_out_mask", &S::attn_out_mask, {Ts, B, C}, DType::u8);
   add("residual", &S::residual, {Ts, B, C}, act);
-  add("ln2_mean", &S::ln2_mean, {Ts * B}, DType::f32);
+  if (layernorm) add("ln2_mean", &S::ln2_mean, {Ts * B}, DType::f32);
   add("ln2_rstd", &S::ln2_rstd, {Ts * B}, DType::f32);
   add("ln2_out", &S::ln2_out, {Ts, B, C}, act);
-  add("fc1_out", &S::fc1_out, {T, B, F}, act);
-  add("gelu_out", &S::gelu_out, {T, B, F}, act);
+  add("fc1_out", &S::fc1_out, {T, B, d.fc1_width()}, act);
+  add(d.features.swiglu ? "swiglu_out" : "gelu_out", &S::gelu_out, {T, B, F}, act);
   if (d.hidden_dropout > 0.f) add("mlp_out_mask", &S::mlp_out_mask, {Ts, B, C}, DType::u8);
   return spec;
 }

@@ -22,9 +22,16 @@ using runtime::Tensor;
 // config, so one layer serves every block the config can describe.
 struct BlockFeatures {
   AttentionBackend attention = AttentionBackend::unfused;
-  runtime::GeluKind gelu = runtime::GeluKind::tanh;
+  runtime::GeluKind gelu = runtime::GeluKind::tanh;  // the activation unless swiglu
+  Normalization norm = Normalization::layernorm;     // rmsnorm: no mean, no bias
+  bool swiglu = false;  // fc1 = [gate | up] (2 x ffn wide), act = silu(gate) * up
+  bool rope = false;    // rotary positions on q and k (no position embedding)
+  float rotary_base = 10000.f;
+  int64_t group_size = 1;   // query heads per key/value head (grouped-query attention)
+  bool linear_bias = true;  // biases in qkv, proj, fc1, fc2
 
   bool flash() const { return attention == AttentionBackend::flash; }
+  bool layernorm() const { return norm == Normalization::layernorm; }
 };
 
 // The features of this config's blocks.
@@ -56,6 +63,11 @@ struct LayerDims {
 
   // Rows of the hidden states this rank holds, and the first of them among the `seq` rows.
   int64_t seq_shard() const { return sequence_parallel ? seq / tp_size : seq; }
+  int64_t kv_heads() const { return heads / features.group_size; }  // local
+  // The fused QKV activations' width (Note [Grouped-query attention], runtime/op_args.h): per kv head its
+  // group_size query heads, its key and its value.
+  int64_t qkv_width() const { return kv_heads() * (features.group_size + 2) * head_dim; }
+  int64_t fc1_width() const { return features.swiglu ? 2 * ffn : ffn; }
   int64_t shard_first_row() const { return sequence_parallel ? tp_rank * seq_shard() : 0; }
   int64_t head_offset() const { return tp_rank * heads; }
   // The unsharded sequence and this rank's place in it.
@@ -83,25 +95,25 @@ LayerDims with_context_parallel(LayerDims dims, parallel::Communicator* cp, int6
 struct LayerStash {
   // Ts = T / tp with sequence parallelism, else T.
   Tensor input;          // (Ts, B, C)   layer input = input_layernorm input
-  Tensor ln1_mean;       // (Ts*B) f32
+  Tensor ln1_mean;       // (Ts*B) f32, LayerNorm only
   Tensor ln1_rstd;       // (Ts*B) f32
   Tensor ln1_out;        // (Ts, B, C)   qkv input (gathered to T)
   Tensor q;              // (B, H, T, D)  unfused
-  Tensor k;              // (B, H, T, D)  unfused
-  Tensor v;              // (B, H, T, D)  unfused
+  Tensor k;              // (B, Hkv, T, D)  unfused; Hkv = H / group_size
+  Tensor v;              // (B, Hkv, T, D)  unfused
   Tensor probs;          // (B, H, T, T) softmax output  unfused
   Tensor attn_mask;      // (B, H, T, T) u8, with attention dropout  unfused
   Tensor probs_drop;     // (B, H, T, T) context input, with attention dropout  unfused
-  Tensor qkv;            // (T, B, H*3*D) flash: q, k, v of each head side by side
+  Tensor qkv;            // (T, B, qkv_width) flash: each kv group's q heads, k, v (rotated)
   Tensor lse;            // (B, H, T) f32 flash: log-sum-exp of each row of scores
   Tensor ctx;            // (T, B, H*D)  proj input (flash: the attention output O)
   Tensor attn_out_mask;  // (Ts, B, C) u8, with hidden dropout
   Tensor residual;       // (Ts, B, C)   pre_mlp_layernorm input
-  Tensor ln2_mean;       // (Ts*B) f32
+  Tensor ln2_mean;       // (Ts*B) f32, LayerNorm only
   Tensor ln2_rstd;       // (Ts*B) f32
   Tensor ln2_out;        // (Ts, B, C)   fc1 input (gathered to T)
-  Tensor fc1_out;        // (T, B, F)    GELU input
-  Tensor gelu_out;       // (T, B, F)    fc2 input
+  Tensor fc1_out;        // (T, B, F)    GELU input; SwiGLU: (T, B, 2F) [gate | up]
+  Tensor gelu_out;       // (T, B, F)    fc2 input: the activation's output (GELU or SwiGLU)
   Tensor mlp_out_mask;   // (Ts, B, C) u8, with hidden dropout
 };
 

@@ -71,7 +71,8 @@ Tensor row_parallel_linear(const Tensor& input, const Tensor& weight, const Tens
   } else {
     parallel::reduce_from_tp_forward(*d.tp, out);
   }
-  ops::add_bias({.out = out, .bias = bias, .rows = d.seq_shard() * d.micro_batch, .cols = C});
+  if (bias.defined())
+    ops::add_bias({.out = out, .bias = bias, .rows = d.seq_shard() * d.micro_batch, .cols = C});
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include "runtime/trace.h"
 #include "trainer/auto_plan.h"
 #include "trainer/export/hf_gpt2.h"
+#include "trainer/export/hf_llama.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/mfu_peak.h"
 #include "trainer/stop_signals.h"
@@ -526,10 +527,13 @@ TrainSummary Trainer::run_steps() {
                                              config_.model.seq_length) /
                          std::max(summary.seconds, 1e-9);
   if (config_.output.export_model) {
+    // GPT-2 blocks as GPT2LMHeadModel, Llama blocks as LlamaForCausalLM.
+    const auto write =
+        config_.model.architecture == model::Architecture::llama ? export_hf_llama : export_hf_gpt2;
     if (groups_.world_size() == 1) {
-      export_hf_gpt2(config_.output.dir, host_params(), config_.model);
+      write(config_.output.dir, host_params(), config_.model);
     } else if (const auto full = gather(host_params())) {
-      export_hf_gpt2(config_.output.dir, *full, whole_model_config());
+      write(config_.output.dir, *full, whole_model_config());
     }
   }
   record_event(Event("end", step_)

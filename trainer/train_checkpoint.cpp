@@ -12,6 +12,7 @@
 
 #include "runtime/ops.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/config/fields.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/train.h"
@@ -64,6 +65,25 @@ std::string model_mismatch(const model::GptConfig& a, const model::GptConfig& b)
   check("ffn_hidden_size", a.ffn(), b.ffn());
   check("vocab_size", a.vocab_size, b.vocab_size);
   check("max_position_embeddings", a.positions(), b.positions());
+  check("num_query_groups", a.query_groups(), b.query_groups());
+  auto check_flag = [&](const char* name, auto x, auto y, const char* x_text, const char* y_text) {
+    if (x != y)
+      out += TRAINER_STR("model." << name << " " << x_text << " in the checkpoint, " << y_text
+                                  << " now; ");
+  };
+  auto names = [](auto value) { return std::string(config_detail::enum_name(value)); };
+  check_flag("architecture", a.architecture, b.architecture, names(a.architecture).c_str(),
+             names(b.architecture).c_str());
+  check_flag("normalization", a.normalization, b.normalization, names(a.normalization).c_str(),
+             names(b.normalization).c_str());
+  check_flag("activation", a.activation, b.activation, names(a.activation).c_str(),
+             names(b.activation).c_str());
+  check_flag("position_embedding", a.position_embedding, b.position_embedding,
+             names(a.position_embedding).c_str(), names(b.position_embedding).c_str());
+  check_flag("add_bias_linear", a.add_bias_linear, b.add_bias_linear,
+             a.add_bias_linear ? "true" : "false", b.add_bias_linear ? "true" : "false");
+  check_flag("untie_embeddings", a.untie_embeddings, b.untie_embeddings,
+             a.untie_embeddings ? "true" : "false", b.untie_embeddings ? "true" : "false");
   return out;
 }
 

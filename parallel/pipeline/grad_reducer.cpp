@@ -61,6 +61,7 @@ void GradReducer::add_pieces() {
   auto piece_for = [&](const model::NamedParam& p) -> Piece& {
     switch (p.piece) {
       case model::ParamPiece::final_norm:
+      case model::ParamPiece::output_layer:
         return pieces_.front();
       case model::ParamPiece::layer:
         return pieces_[static_cast<size_t>(p.layer_index + 1)];

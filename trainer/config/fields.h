@@ -238,9 +238,27 @@ struct ValueCodec<T> {
 
 // ---- the config's enums ----
 template <>
+struct EnumNames<model::Architecture> {
+  static constexpr std::array<std::pair<std::string_view, model::Architecture>, 2> entries{
+      {{"gpt2", model::Architecture::gpt2}, {"llama", model::Architecture::llama}}};
+};
+template <>
+struct EnumNames<model::Normalization> {
+  static constexpr std::array<std::pair<std::string_view, model::Normalization>, 2> entries{
+      {{"layernorm", model::Normalization::layernorm},
+       {"rmsnorm", model::Normalization::rmsnorm}}};
+};
+template <>
 struct EnumNames<model::Activation> {
-  static constexpr std::array<std::pair<std::string_view, model::Activation>, 2> entries{
-      {{"gelu_tanh", model::Activation::gelu_tanh}, {"gelu", model::Activation::gelu}}};
+  static constexpr std::array<std::pair<std::string_view, model::Activation>, 3> entries{
+      {{"gelu_tanh", model::Activation::gelu_tanh},
+       {"gelu", model::Activation::gelu},
+       {"swiglu", model::Activation::swiglu}}};
+};
+template <>
+struct EnumNames<model::PositionEmbedding> {
+  static constexpr std::array<std::pair<std::string_view, model::PositionEmbedding>, 2> entries{
+      {{"learned", model::PositionEmbedding::learned}, {"rope", model::PositionEmbedding::rope}}};
 };
 template <>
 struct EnumNames<model::AttentionBackend> {

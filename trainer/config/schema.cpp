@@ -138,9 +138,11 @@ struct ConfigSchema<model::GptConfig> {
   static const std::vector<FieldSpec<model::GptConfig>>& fields() {
     using model::GptConfig;
     static const std::vector<FieldSpec<GptConfig>> table = {
+        field("architecture", &GptConfig::architecture),
         field("num_layers", &GptConfig::num_layers),
         field("hidden_size", &GptConfig::hidden_size),
         field("num_attention_heads", &GptConfig::num_attention_heads),
+        field("num_query_groups", &GptConfig::num_query_groups),
         field("ffn_hidden_size", &GptConfig::ffn_hidden_size),
         field("seq_length", &GptConfig::seq_length),
         field("max_position_embeddings", &GptConfig::max_position_embeddings),
@@ -150,7 +152,12 @@ struct ConfigSchema<model::GptConfig> {
         field("attention_dropout", &GptConfig::attention_dropout),
         field("init_method_std", &GptConfig::init_method_std),
         field("layernorm_epsilon", &GptConfig::layernorm_epsilon),
+        field("normalization", &GptConfig::normalization),
         field("activation", &GptConfig::activation),
+        field("position_embedding", &GptConfig::position_embedding),
+        field("rotary_base", &GptConfig::rotary_base),
+        field("add_bias_linear", &GptConfig::add_bias_linear),
+        field("untie_embeddings", &GptConfig::untie_embeddings),
         field("attention_backend", &GptConfig::attention_backend),
     };
     return table;

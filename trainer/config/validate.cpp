@@ -75,6 +75,22 @@ void validate_model(const model::GptConfig& model) {
                                                " is not divisible by model.num_attention_heads " +
                                                text_of(model.num_attention_heads));
   }
+  check_at_least<int64_t>("model.num_query_groups", model.num_query_groups, 0);
+  if (model.num_attention_heads % model.query_groups() != 0) {
+    throw ConfigError("model.num_query_groups", "model.num_attention_heads " +
+                                                    text_of(model.num_attention_heads) +
+                                                    " is not divisible by model.num_query_groups " +
+                                                    text_of(model.query_groups()));
+  }
+  if (!model.learned_positions() && model.head_dim() % 2 != 0) {
+    throw ConfigError("model.position_embedding",
+                      "rope needs an even head dim; model.hidden_size " +
+                          text_of(model.hidden_size) + " / model.num_attention_heads " +
+                          text_of(model.num_attention_heads) + " = " + text_of(model.head_dim()));
+  }
+  if (!(model.rotary_base > 1.f)) {
+    throw ConfigError("model.rotary_base", "must be > 1, got " + text_of(model.rotary_base));
+  }
   if (model.attention_backend == model::AttentionBackend::flash &&
       model.head_dim() > runtime::kFlashMaxHeadDim) {
     throw ConfigError("model.attention_backend",
@@ -239,6 +255,12 @@ void validate_context_parallel(const parallel::ParallelConfig& parallel,
 
 void validate_parallel_layout(const parallel::ParallelConfig& parallel,
                               const model::GptConfig& model) {
+  if (model.query_groups() % parallel.tensor != 0) {
+    throw ConfigError("model.num_query_groups",
+                      text_of(model.query_groups()) +
+                          " key/value heads are not divisible by parallel.tensor " +
+                          text_of(parallel.tensor) + " (tensor parallelism splits whole groups)");
+  }
   if (model.num_attention_heads % parallel.tensor != 0) {
     throw ConfigError("model.num_attention_heads", text_of(model.num_attention_heads) +
                                                        " is not divisible by parallel.tensor " +
@@ -401,6 +423,19 @@ void validate_config(const Config& config, ConfigUse use) {
       config.recompute, config.model.num_layers,
       parallel::stage_layer_chunks(config.parallel, config.model.num_layers));
   if (config.output.dir.empty()) throw ConfigError("output.dir", "must not be empty");
+  const std::string hf_mismatch = model::hf_family_mismatch(config.model);
+  const char* hf_class = config.model.architecture == model::Architecture::llama
+                             ? "LlamaForCausalLM"
+                             : "GPT2LMHeadModel";
+  if (config.output.export_model && !hf_mismatch.empty()) {
+    throw ConfigError("output.export", std::string("the export writes ") + hf_class +
+                                           ", which has no place for " + hf_mismatch +
+                                           "; set output.export false");
+  }
+  if (!config.train.init_from.empty() && config.model.architecture != model::Architecture::gpt2) {
+    throw ConfigError("train.init_from",
+                      "imports GPT2LMHeadModel weights only; model.architecture is llama");
+  }
   check_at_least<int64_t>("checkpoint.interval", config.checkpoint.interval, 0);
   check_at_least<int64_t>("train.max_skipped_steps", config.train.max_skipped_steps, 0);
   if (config.checkpoint.interval > 0 && config.checkpoint.dir.empty()) {

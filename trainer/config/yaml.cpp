@@ -93,9 +93,18 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
     throw ConfigError(source, "the top level must be a map of sections (model, train, ...), got " +
                                   config_detail::describe(root));
   }
+  // model.architecture sets the defaults the other fields override: read once to learn it
+  // (the file, then the overrides), then again over that architecture's defaults.
   Config config;
   config_detail::read_config(root, config);
   for (const std::string& text : overrides) apply_override(text, config);
+  if (config.model.architecture != model::Architecture::gpt2) {
+    const model::Architecture architecture = config.model.architecture;
+    config = Config();
+    config.model = model::architecture_defaults(architecture);
+    config_detail::read_config(root, config);
+    for (const std::string& text : overrides) apply_override(text, config);
+  }
   if (config.train.precision == Precision::automatic) {  // written out (config.yaml) resolved
     config.train.precision = uses_bf16(config.train) ? Precision::bf16 : Precision::fp32;
   }

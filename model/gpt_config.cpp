@@ -1,0 +1,38 @@
+// The architecture presets of GptConfig.
+#include "model/gpt_config.h"
+
+namespace model {
+
+GptConfig architecture_defaults(Architecture architecture) {
+  GptConfig config;
+  config.architecture = architecture;
+  if (architecture == Architecture::llama) {
+    config.normalization = Normalization::rmsnorm;
+    config.activation = Activation::swiglu;
+    config.position_embedding = PositionEmbedding::rope;
+    config.add_bias_linear = false;
+    config.untie_embeddings = true;
+    config.hidden_dropout = 0.f;
+    config.attention_dropout = 0.f;
+  }
+  return config;
+}
+
+std::string hf_family_mismatch(const GptConfig& c) {
+  const bool llama = c.architecture == Architecture::llama;
+  if ((c.normalization == Normalization::rmsnorm) != llama)
+    return llama ? "model.normalization layernorm" : "model.normalization rmsnorm";
+  if (c.swiglu() != llama)
+    return llama ? "model.activation (not swiglu)" : "model.activation swiglu";
+  if (c.learned_positions() == llama)
+    return llama ? "model.position_embedding learned" : "model.position_embedding rope";
+  if (c.add_bias_linear == llama)
+    return llama ? "model.add_bias_linear true" : "model.add_bias_linear false";
+  if (c.untie_embeddings != llama)
+    return llama ? "model.untie_embeddings false" : "model.untie_embeddings true";
+  if (!llama && c.query_groups() != c.num_attention_heads)
+    return "model.num_query_groups " + std::to_string(c.num_query_groups);
+  return "";
+}
+
+}  // namespace model

@@ -1,0 +1,173 @@
+// HF Llama export: one table row per parameter kind, naming its HF tensor and the transform.
+#include "trainer/export/hf_llama.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "runtime/error.h"
+
+namespace trainer {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+enum class Transform {
+  copy,        // the same matrix
+  vocab_rows,  // the first vocab_size rows (padding dropped)
+  split_qkv,   // (group, {q heads.., k, v}, head_dim) rows -> q_proj, k_proj, v_proj
+};
+
+struct HfRule {
+  const char* ours;  // the parameter's name, "{i}" for the layer index
+  const char* hf;    // the HF tensor's name; split_qkv: "{qkv}" for q, k, v
+  Transform transform;
+};
+
+const std::vector<HfRule>& hf_llama_rules() {
+  static const std::vector<HfRule> rules = {
+      {"embedding.word_embeddings.weight", "model.embed_tokens.weight", Transform::vocab_rows},
+      {"layers.{i}.input_layernorm.weight", "model.layers.{i}.input_layernorm.weight",
+       Transform::copy},
+      {"layers.{i}.self_attention.linear_qkv.weight",
+       "model.layers.{i}.self_attn.{qkv}_proj.weight", Transform::split_qkv},
+      {"layers.{i}.self_attention.linear_proj.weight", "model.layers.{i}.self_attn.o_proj.weight",
+       Transform::copy},
+      {"layers.{i}.pre_mlp_layernorm.weight", "model.layers.{i}.post_attention_layernorm.weight",
+       Transform::copy},
+      {"layers.{i}.mlp.linear_fc1_gate.weight", "model.layers.{i}.mlp.gate_proj.weight",
+       Transform::copy},
+      {"layers.{i}.mlp.linear_fc1_up.weight", "model.layers.{i}.mlp.up_proj.weight",
+       Transform::copy},
+      {"layers.{i}.mlp.linear_fc2.weight", "model.layers.{i}.mlp.down_proj.weight",
+       Transform::copy},
+      {"final_layernorm.weight", "model.norm.weight", Transform::copy},
+      {"output_layer.weight", "lm_head.weight", Transform::vocab_rows},
+  };
+  return rules;
+}
+
+std::string replaced(std::string text, const std::string& key, const std::string& value) {
+  const size_t at = text.find(key);
+  return at == std::string::npos ? text : text.replace(at, key.size(), value);
+}
+
+// The rule of a parameter name, and the layer index it names ("" outside layers).
+std::pair<const HfRule*, std::string> rule_of(const std::string& name) {
+  std::string pattern = name, layer;
+  if (name.rfind("layers.", 0) == 0) {
+    const size_t dot = name.find('.', 7);
+    layer = name.substr(7, dot - 7);
+    pattern = "layers.{i}" + name.substr(dot);
+  }
+  for (const HfRule& rule : hf_llama_rules())
+    if (pattern == rule.ours) return {&rule, layer};
+  return {nullptr, layer};
+}
+
+SafetensorsEntry f32_entry(const std::string& name, const Shape& shape, const float* values) {
+  SafetensorsEntry entry{name, "F32", shape, {}};
+  const size_t bytes = static_cast<size_t>(runtime::shape_numel(shape)) * sizeof(float);
+  entry.data.resize(bytes);
+  std::memcpy(entry.data.data(), values, bytes);
+  return entry;
+}
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
+}  // namespace
+
+std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
+                                          const model::GptConfig& config) {
+  TRAINER_ASSERT(config.architecture == model::Architecture::llama &&
+                     model::hf_family_mismatch(config).empty(),
+                 "not a LlamaForCausalLM block");
+  TRAINER_ASSERT(params.flat.device() == runtime::DeviceKind::cpu &&
+                     params.flat.dtype() == runtime::DType::f32 &&
+                     params.flat.numel() == model::GptParams::count(config),
+                 "HF Llama export needs the whole model, host f32");
+  const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
+  std::vector<SafetensorsEntry> entries;
+  for (const model::NamedParam& p : params.named) {
+    const auto [rule, layer] = rule_of(p.name);
+    TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
+    const std::string hf = replaced(rule->hf, "{i}", layer);
+    const float* values = p.tensor.f32();
+    switch (rule->transform) {
+      case Transform::copy:
+        entries.push_back(f32_entry(hf, p.global_shape, values));
+        break;
+      case Transform::vocab_rows:
+        entries.push_back(f32_entry(hf, {config.vocab_size, C}, values));
+        break;
+      case Transform::split_qkv: {
+        const int64_t groups = config.query_groups();
+        std::vector<float> q, k, v;
+        for (int64_t g = 0; g < groups; ++g) {
+          for (int64_t j = 0; j < r + 2; ++j) {
+            std::vector<float>& into = j < r ? q : j == r ? k : v;
+            const float* rows = values + (g * (r + 2) + j) * D * C;
+            into.insert(into.end(), rows, rows + D * C);
+          }
+        }
+        entries.push_back(f32_entry(replaced(hf, "{qkv}", "q"), {groups * r * D, C}, q.data()));
+        entries.push_back(f32_entry(replaced(hf, "{qkv}", "k"), {groups * D, C}, k.data()));
+        entries.push_back(f32_entry(replaced(hf, "{qkv}", "v"), {groups * D, C}, v.data()));
+        break;
+      }
+    }
+  }
+  return entries;
+}
+
+std::string hf_llama_config_json(const model::GptConfig& config) {
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"architectures", "[\n    \"LlamaForCausalLM\"\n  ]"},
+      {"attention_bias", "false"},
+      {"attention_dropout", number(config.attention_dropout)},
+      {"head_dim", std::to_string(config.head_dim())},
+      {"hidden_act", "\"silu\""},
+      {"hidden_size", std::to_string(config.hidden_size)},
+      {"initializer_range", number(config.init_method_std)},
+      {"intermediate_size", std::to_string(config.ffn())},
+      {"max_position_embeddings", std::to_string(config.positions())},
+      {"mlp_bias", "false"},
+      {"model_type", "\"llama\""},
+      {"num_attention_heads", std::to_string(config.num_attention_heads)},
+      {"num_hidden_layers", std::to_string(config.num_layers)},
+      {"num_key_value_heads", std::to_string(config.query_groups())},
+      {"rms_norm_eps", number(config.layernorm_epsilon)},
+      {"rope_scaling", "null"},
+      {"rope_theta", number(config.rotary_base)},
+      {"tie_word_embeddings", "false"},
+      {"torch_dtype", "\"float32\""},
+      {"vocab_size", std::to_string(config.vocab_size)},
+  };
+  std::string json = "{\n";
+  for (size_t i = 0; i < fields.size(); ++i)
+    json += "  \"" + fields[i].first + "\": " + fields[i].second +
+            (i + 1 < fields.size() ? ",\n" : "\n");
+  return json + "}\n";
+}
+
+void export_hf_llama(const std::string& dir, const model::GptParams& params,
+                     const model::GptConfig& config) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    throw runtime::InputError(dir + ": cannot create the export directory: " + error.message());
+  const std::filesystem::path base(dir);
+  write_safetensors((base / "model.safetensors").string(), to_hf_llama(params, config),
+                    {{"format", "pt"}});
+  AtomicFileWriter config_file((base / "config.json").string());
+  config_file.write(hf_llama_config_json(config));
+  config_file.commit();
+}
+
+}  // namespace trainer
