@@ -19,6 +19,16 @@ namespace runtime::ops {
 // head_dim); batch_heads = micro_batch * heads. Attention scores and probabilities are
 // (batch_heads, seq, seq), causal: row i attends to columns j <= i.
 
+// Note [Grouped-query attention]
+// H query heads share G = H / r key/value heads, r = group_size (r = 1: multi-head attention;
+// r = H: multi-query attention). The fused qkv activations are grouped by kv head: group g
+// holds [q heads g*r .. g*r+r-1 (r*D features) | k_g (D) | v_g (D)], so a position has
+// G * (r + 2) * D features, and r = 1 is the (head, {q, k, v}, D) layout bit for bit. Query head
+// h reads kv head h / r; per-head tensors of k and v (and their gradients) hold the G kv heads
+// only (batch_heads / r of them, flattened index bh / r), never copies. A kv head's gradient is
+// the sum over its r query heads in increasing order, by one writer (no atomics): deterministic.
+// Dropout coordinates are those of the query head (Note [Dropout RNG]).
+
 // ---- linear layers and layernorm ----
 
 // out = input weight^T + bias.
@@ -134,28 +144,31 @@ struct CausalSoftmaxBackward {
   int64_t seq;
 };
 
-// qkv, features per head laid out (heads, 3, head_dim), split into per-head q, k, v.
+// qkv, grouped by kv head (Note [Grouped-query attention]; group_size 1: (heads, 3, head_dim)),
+// split into per-head q and per-kv-head k, v. kv_heads = heads / group_size.
 struct SplitQkvHeads {
   Tensor q;    // (micro_batch, heads, seq, head_dim) =
-  Tensor k;    // (micro_batch, heads, seq, head_dim) =
-  Tensor v;    // (micro_batch, heads, seq, head_dim) =
-  Tensor qkv;  // (seq, micro_batch, heads * 3 * head_dim)
+  Tensor k;    // (micro_batch, kv_heads, seq, head_dim) =
+  Tensor v;    // (micro_batch, kv_heads, seq, head_dim) =
+  Tensor qkv;  // (seq, micro_batch, kv_heads * (group_size + 2) * head_dim)
   int64_t seq;
   int64_t micro_batch;
-  int64_t heads;
+  int64_t heads;  // query heads
   int64_t head_dim;
+  int64_t group_size = 1;  // query heads per kv head
 };
 
 // The inverse of SplitQkvHeads, on gradients.
 struct MergeQkvHeads {
-  Tensor dqkv;  // (seq, micro_batch, heads * 3 * head_dim) =
+  Tensor dqkv;  // (seq, micro_batch, kv_heads * (group_size + 2) * head_dim) =
   Tensor dq;    // (micro_batch, heads, seq, head_dim)
-  Tensor dk;    // (micro_batch, heads, seq, head_dim)
-  Tensor dv;    // (micro_batch, heads, seq, head_dim)
+  Tensor dk;    // (micro_batch, kv_heads, seq, head_dim)
+  Tensor dv;    // (micro_batch, kv_heads, seq, head_dim)
   int64_t seq;
   int64_t micro_batch;
-  int64_t heads;
+  int64_t heads;  // query heads
   int64_t head_dim;
+  int64_t group_size = 1;  // query heads per kv head
 };
 
 // Per-head context back to hidden states.
@@ -178,38 +191,45 @@ struct SplitHeads {
   int64_t head_dim;
 };
 
+// The products below take batch_heads query heads; k and v (dk and dv) hold batch_heads /
+// group_size kv heads, query head bh reading kv head bh / group_size (Note [Grouped-query
+// attention]); dk and dv sum a kv head's query heads in increasing order.
+
 // scores = scale * q k^T per head; entries above the diagonal may hold anything.
 struct AttentionScoresForward {
   Tensor scores;  // (batch_heads, seq, seq) =
   Tensor q;       // (batch_heads, seq, head_dim)
-  Tensor k;       // (batch_heads, seq, head_dim)
+  Tensor k;       // (batch_heads / group_size, seq, head_dim)
   int64_t batch_heads;
   int64_t seq;
   int64_t head_dim;
   float scale;
+  int64_t group_size = 1;  // query heads per kv head
 };
 
 // dq = scale * dscores k, dk = scale * dscores^T q; dscores is 0 above the diagonal.
 struct AttentionScoresBackward {
   Tensor dq;       // (batch_heads, seq, head_dim) =
-  Tensor dk;       // (batch_heads, seq, head_dim) =
+  Tensor dk;       // (batch_heads / group_size, seq, head_dim) =
   Tensor dscores;  // (batch_heads, seq, seq)
   Tensor q;        // (batch_heads, seq, head_dim)
-  Tensor k;        // (batch_heads, seq, head_dim)
+  Tensor k;        // (batch_heads / group_size, seq, head_dim)
   int64_t batch_heads;
   int64_t seq;
   int64_t head_dim;
   float scale;
+  int64_t group_size = 1;  // query heads per kv head
 };
 
 // ctx_heads = probs v; probs causal (exactly 0 above the diagonal, not read there).
 struct AttentionContextForward {
   Tensor ctx_heads;  // (batch_heads, seq, head_dim) =
   Tensor probs;      // (batch_heads, seq, seq)
-  Tensor v;          // (batch_heads, seq, head_dim)
+  Tensor v;          // (batch_heads / group_size, seq, head_dim)
   int64_t batch_heads;
   int64_t seq;
   int64_t head_dim;
+  int64_t group_size = 1;  // query heads per kv head
 };
 
 // dprobs = dctx_heads v^T on and below the diagonal; entries above it are unspecified (the
@@ -217,31 +237,34 @@ struct AttentionContextForward {
 // dctx_heads. probs causal, as above.
 struct AttentionContextBackward {
   Tensor dprobs;      // (batch_heads, seq, seq) =
-  Tensor dv;          // (batch_heads, seq, head_dim) =
+  Tensor dv;          // (batch_heads / group_size, seq, head_dim) =
   Tensor dctx_heads;  // (batch_heads, seq, head_dim)
   Tensor probs;       // (batch_heads, seq, seq)
-  Tensor v;           // (batch_heads, seq, head_dim)
+  Tensor v;           // (batch_heads / group_size, seq, head_dim)
   int64_t batch_heads;
   int64_t seq;
   int64_t head_dim;
+  int64_t group_size = 1;  // query heads per kv head
 };
 
 // FlashAttention-2 on the fused qkv projection, causal: the fused twin of split_qkv_heads ->
 // attention_scores -> causal_softmax -> dropout_attention -> attention_context -> merge_heads,
 // drawing the same dropout masks (Note [Dropout RNG]); keeps only ctx (the output O) and the
-// row log-sum-exp. Per head h, qkv holds q, k, v at features [h*3*D, h*3*D + 3*D).
+// row log-sum-exp. qkv is grouped by kv head (Note [Grouped-query attention]): with r =
+// dims.group_size and G = heads / r, qkv_width = G*(r+2)*head_dim (heads*3*head_dim for r = 1,
+// head h's q, k, v at features [h*3*D, h*3*D + 3*D)).
 struct FlashAttentionForward {
   Tensor ctx;  // (seq, micro_batch, heads*head_dim) =
   Tensor lse;  // (micro_batch, heads, seq) f32 =: log of the row's sum of exp(scaled scores)
-  Tensor qkv;  // (seq, micro_batch, heads*3*head_dim)
+  Tensor qkv;  // (seq, micro_batch, qkv_width)
   FlashAttentionDims dims;
 };
 
 // dqkv from dctx, recomputing the tiles from the forward's qkv, ctx and lse.
 struct FlashAttentionBackward {
-  Tensor dqkv;  // (seq, micro_batch, heads*3*head_dim) =
+  Tensor dqkv;  // (seq, micro_batch, qkv_width) =
   Tensor dctx;  // (seq, micro_batch, heads*head_dim)
-  Tensor qkv;   // (seq, micro_batch, heads*3*head_dim)
+  Tensor qkv;   // (seq, micro_batch, qkv_width)
   Tensor ctx;   // (seq, micro_batch, heads*head_dim)
   Tensor lse;   // (micro_batch, heads, seq) f32
   FlashAttentionDims dims;
@@ -252,15 +275,17 @@ struct FlashAttentionBackward {
 // f32 on every device, except the merged ctx flash_block_backward reads (activation dtype: the
 // layer's output, converted once after the merge).
 
-// kv = the k and v features of qkv: head h's k at [h*2*D, h*2*D + D), v at [h*2*D + D,
-// h*2*D + 2*D) (the travelling key/value block of ring attention).
+// kv = the k and v features of qkv: kv head g's k at [g*2*D, g*2*D + D), v at [g*2*D + D,
+// g*2*D + 2*D) (the travelling key/value block of ring attention: kv_heads = heads /
+// group_size of them, Note [Grouped-query attention]; qkv_width = kv_heads*(group_size+2)*D).
 struct PackKv {
-  Tensor kv;   // (rows, micro_batch, heads*2*head_dim) =
-  Tensor qkv;  // (rows, micro_batch, heads*3*head_dim)
+  Tensor kv;   // (rows, micro_batch, kv_heads*2*head_dim) =
+  Tensor qkv;  // (rows, micro_batch, qkv_width)
   int64_t rows;
   int64_t micro_batch;
-  int64_t heads;
+  int64_t heads;  // query heads
   int64_t head_dim;
+  int64_t group_size = 1;  // query heads per kv head
 };
 
 // One block: the queries of qkv (dims.seq_len rows; only q is read) over the keys and values
@@ -270,8 +295,8 @@ struct PackKv {
 struct FlashBlockForward {
   Tensor ctx;  // (seq_len, micro_batch, heads*head_dim) =, f32: normalised over the block
   Tensor lse;  // (micro_batch, heads, seq_len) =, f32: log-sum-exp over the block's keys
-  Tensor qkv;  // (seq_len, micro_batch, heads*3*head_dim)
-  Tensor kv;   // (kv_len, micro_batch, heads*2*head_dim)
+  Tensor qkv;  // (seq_len, micro_batch, qkv_width)
+  Tensor kv;   // (kv_len, micro_batch, kv_heads*2*head_dim)
   FlashAttentionDims dims;
 };
 
@@ -294,24 +319,26 @@ struct FlashMerge {
 // per-block terms, so the sums over blocks are the whole attention's gradient.
 struct FlashBlockBackward {
   Tensor dq;    // (seq_len, micro_batch, heads*head_dim) +=, f32
-  Tensor dkv;   // (kv_len, micro_batch, heads*2*head_dim) +=, f32: head h's dk, then dv
+  Tensor dkv;   // (kv_len, micro_batch, kv_heads*2*head_dim) +=, f32: kv head g's dk, then dv
   Tensor dctx;  // (seq_len, micro_batch, heads*head_dim)
-  Tensor qkv;   // (seq_len, micro_batch, heads*3*head_dim)
-  Tensor kv;    // (kv_len, micro_batch, heads*2*head_dim)
+  Tensor qkv;   // (seq_len, micro_batch, qkv_width)
+  Tensor kv;    // (kv_len, micro_batch, kv_heads*2*head_dim)
   Tensor ctx;   // (seq_len, micro_batch, heads*head_dim): the merged output
   Tensor lse;   // (micro_batch, heads, seq_len) f32: the merged log-sum-exp
   FlashAttentionDims dims;
 };
 
-// dqkv from the f32 accumulators: head h's dq, then its dk and dv (dkv's layout).
+// dqkv from the f32 accumulators in qkv's grouped layout: kv head g's query heads' dq, then
+// its dk and dv (dkv's layout).
 struct AssembleQkvGrad {
-  Tensor dqkv;  // (rows, micro_batch, heads*3*head_dim) =
+  Tensor dqkv;  // (rows, micro_batch, qkv_width) =
   Tensor dq;    // (rows, micro_batch, heads*head_dim), f32
-  Tensor dkv;   // (rows, micro_batch, heads*2*head_dim), f32
+  Tensor dkv;   // (rows, micro_batch, kv_heads*2*head_dim), f32
   int64_t rows;
   int64_t micro_batch;
-  int64_t heads;
+  int64_t heads;  // query heads
   int64_t head_dim;
+  int64_t group_size = 1;  // query heads per kv head
 };
 
 // ---- GELU and dropout ----

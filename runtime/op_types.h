@@ -30,13 +30,15 @@ inline constexpr int64_t kFlashMaxHeadDim = 128;
 // defaults of kv_len, q_position, kv_position and full_len (queries and keys are the same
 // positions 0..seq_len-1); the block kernels of flash_block.h take a query block and a key
 // block anywhere in an unsharded sequence of full_len positions (Note [Flash blocks],
-// runtime/kernels/cpu/flash_block.h).
+// runtime/kernels/cpu/flash_block.h). group_size > 1 is grouped-query attention (Note
+// [Grouped-query attention] in runtime/op_args.h): heads / group_size kv heads, query head h
+// reading kv head h / group_size.
 struct FlashAttentionDims {
   int64_t seq_len = 0;        // T: query rows, >= 1
   int64_t micro_batch = 0;    // B, >= 1
-  int64_t heads = 0;          // H: heads on this rank, >= 1
+  int64_t heads = 0;          // H: query heads on this rank, >= 1
   int64_t head_dim = 0;       // D, 1..128
-  int64_t head_offset = 0;    // global index of local head 0 (tensor parallelism)
+  int64_t head_offset = 0;    // global index of local query head 0 (tensor parallelism)
   int64_t sample_offset = 0;  // global-batch index of local sample 0
   float scale = 0.f;          // softmax scale, usually 1 / sqrt(D)
   float dropout_prob = 0.f;   // attention-probability dropout p in [0, 1)
@@ -46,6 +48,7 @@ struct FlashAttentionDims {
   int64_t kv_position = 0;    // global position of key row 0: key j masked for query i iff
                               // kv_position + j > q_position + i
   int64_t full_len = 0;       // L, the unsharded sequence (dropout coordinates); 0: seq_len
+  int64_t group_size = 1;     // query heads per kv head; heads % group_size == 0
 };
 
 }  // namespace runtime

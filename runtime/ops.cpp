@@ -192,12 +192,12 @@ void vocab_shard_cross_entropy_backward(const VocabShardCrossEntropyBackward& ar
 
 void split_qkv_heads(const SplitQkvHeads& args) {
   cpu::split_qkv_heads(args.q.f32(), args.k.f32(), args.v.f32(), args.qkv.f32(), args.seq,
-                       args.micro_batch, args.heads, args.head_dim);
+                       args.micro_batch, args.heads, args.head_dim, args.group_size);
 }
 
 void merge_qkv_heads(const MergeQkvHeads& args) {
   cpu::merge_qkv_heads(args.dqkv.f32(), args.dq.f32(), args.dk.f32(), args.dv.f32(), args.seq,
-                       args.micro_batch, args.heads, args.head_dim);
+                       args.micro_batch, args.heads, args.head_dim, args.group_size);
 }
 
 void merge_heads(const MergeHeads& args) {
@@ -212,24 +212,24 @@ void split_heads(const SplitHeads& args) {
 
 void attention_scores_forward(const AttentionScoresForward& args) {
   cpu::attention_scores_forward(args.scores.f32(), args.q.f32(), args.k.f32(), args.batch_heads,
-                                args.seq, args.head_dim, args.scale);
+                                args.seq, args.head_dim, args.scale, args.group_size);
 }
 
 void attention_scores_backward(const AttentionScoresBackward& args) {
   cpu::attention_scores_backward(args.dq.f32(), args.dk.f32(), args.dscores.f32(), args.q.f32(),
                                  args.k.f32(), args.batch_heads, args.seq, args.head_dim,
-                                 args.scale);
+                                 args.scale, args.group_size);
 }
 
 void attention_context_forward(const AttentionContextForward& args) {
   cpu::attention_context_forward(args.ctx_heads.f32(), args.probs.f32(), args.v.f32(),
-                                 args.batch_heads, args.seq, args.head_dim);
+                                 args.batch_heads, args.seq, args.head_dim, args.group_size);
 }
 
 void attention_context_backward(const AttentionContextBackward& args) {
   cpu::attention_context_backward(args.dprobs.f32(), args.dv.f32(), args.dctx_heads.f32(),
                                   args.probs.f32(), args.v.f32(), args.batch_heads, args.seq,
-                                  args.head_dim);
+                                  args.head_dim, args.group_size);
 }
 
 void flash_attention_forward(const FlashAttentionForward& args) {
@@ -243,7 +243,7 @@ void flash_attention_backward(const FlashAttentionBackward& args) {
 
 void pack_kv(const PackKv& args) {
   cpu::pack_kv(args.kv.f32(), args.qkv.f32(),
-               {args.rows, args.micro_batch, args.heads, args.head_dim});
+               {args.rows, args.micro_batch, args.heads, args.head_dim, args.group_size});
 }
 
 void flash_block_forward(const FlashBlockForward& args) {
@@ -263,7 +263,7 @@ void flash_block_backward(const FlashBlockBackward& args) {
 
 void assemble_qkv_grad(const AssembleQkvGrad& args) {
   cpu::assemble_qkv_grad(args.dqkv.f32(), args.dq.f32(), args.dkv.f32(),
-                         {args.rows, args.micro_batch, args.heads, args.head_dim});
+                         {args.rows, args.micro_batch, args.heads, args.head_dim, args.group_size});
 }
 
 void add(const Add& args) {

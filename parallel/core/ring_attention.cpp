@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "runtime/error.h"
 #include "runtime/ops.h"
 
 namespace parallel {
@@ -16,7 +17,8 @@ using runtime::MemoryCategory;
 constexpr int kKeyValueTag = 1;
 constexpr int kGradientTag = 2;
 
-// The shapes every step shares: rows of a chunk, and the packed key/value width.
+// The shapes every step shares: rows of a chunk, and the widths of the query-head tensors and
+// of the packed key/value blocks (kv heads only, Note [Grouped-query attention]).
 struct Ring {
   const runtime::FlashAttentionDims& dims;
   const ContextShard& shard;
@@ -25,9 +27,19 @@ struct Ring {
   int64_t previous() const { return (shard.rank + shard.size - 1) % shard.size; }
   // The block of rank r - step.
   int64_t holder(int64_t step) const { return (shard.rank - step + shard.size) % shard.size; }
-  int64_t width(int64_t per_head) const { return dims.heads * per_head * dims.head_dim; }
-  runtime::Shape rows(int64_t count, int64_t per_head) const {
-    return {count, dims.micro_batch, width(per_head)};
+  int64_t kv_heads() const {
+    TRAINER_ASSERT(
+        dims.group_size >= 1 && dims.heads % dims.group_size == 0,
+        "ring attention: group_size " << dims.group_size << " must divide heads " << dims.heads);
+    return dims.heads / dims.group_size;
+  }
+  // (count, B, H*D): ctx, dq.
+  runtime::Shape query_rows(int64_t count) const {
+    return {count, dims.micro_batch, dims.heads * dims.head_dim};
+  }
+  // (count, B, G*2*D): kv, dkv.
+  runtime::Shape key_value_rows(int64_t count) const {
+    return {count, dims.micro_batch, kv_heads() * 2 * dims.head_dim};
   }
   // The flash block of local query chunk `q` against chunk `k` of the block's holder.
   runtime::FlashAttentionDims block(int64_t q, int64_t holder, int64_t k) const {
@@ -53,16 +65,17 @@ Tensor workspace(runtime::Allocator& allocator, const runtime::Shape& shape, DTy
   return Tensor::empty(allocator, shape, dtype, MemoryCategory::workspace);
 }
 
-// The local rows' keys and values, packed (Tl, B, H*2*D).
+// The local rows' keys and values, packed (Tl, B, G*2*D).
 Tensor pack_key_values(const Ring& ring, const Tensor& qkv, runtime::Allocator& allocator) {
   const int64_t rows = 2 * ring.chunk();
-  Tensor kv = workspace(allocator, ring.rows(rows, 2), qkv.dtype());
+  Tensor kv = workspace(allocator, ring.key_value_rows(rows), qkv.dtype());
   ops::pack_kv({.kv = kv,
                 .qkv = qkv,
                 .rows = rows,
                 .micro_batch = ring.dims.micro_batch,
                 .heads = ring.dims.heads,
-                .head_dim = ring.dims.head_dim});
+                .head_dim = ring.dims.head_dim,
+                .group_size = ring.dims.group_size});
   return kv;
 }
 
@@ -128,8 +141,8 @@ void ring_attention_forward(Communicator& cp, const RingAttentionForward& args,
                             runtime::Allocator& allocator) {
   const Ring ring{args.dims, args.shard};
   const int64_t c = ring.chunk(), steps = args.shard.size;
-  ForwardState state{workspace(allocator, ring.rows(2 * c, 1), DType::f32),
-                     workspace(allocator, ring.rows(c, 1), DType::f32),
+  ForwardState state{workspace(allocator, ring.query_rows(2 * c), DType::f32),
+                     workspace(allocator, ring.query_rows(c), DType::f32),
                      workspace(allocator, {args.dims.micro_batch, args.dims.heads, c}, DType::f32)};
   Tensor kv = pack_key_values(ring, args.qkv, allocator);
   for (int64_t step = 0; step < steps; ++step) {
@@ -150,10 +163,10 @@ void ring_attention_backward(Communicator& cp, const RingAttentionBackward& args
                              runtime::Allocator& allocator) {
   const Ring ring{args.dims, args.shard};
   const int64_t c = ring.chunk(), steps = args.shard.size;
-  const Tensor dq = workspace(allocator, ring.rows(2 * c, 1), DType::f32);
+  const Tensor dq = workspace(allocator, ring.query_rows(2 * c), DType::f32);
   ops::zero(dq);
   Tensor kv = pack_key_values(ring, args.qkv, allocator);
-  Tensor dkv = workspace(allocator, ring.rows(2 * c, 2), DType::f32);
+  Tensor dkv = workspace(allocator, ring.key_value_rows(2 * c), DType::f32);
   ops::zero(dkv);
   for (int64_t step = 0; step < steps; ++step) {
     const bool last = step + 1 == steps;
@@ -181,7 +194,8 @@ void ring_attention_backward(Communicator& cp, const RingAttentionBackward& args
                           .rows = 2 * c,
                           .micro_batch = args.dims.micro_batch,
                           .heads = args.dims.heads,
-                          .head_dim = args.dims.head_dim});
+                          .head_dim = args.dims.head_dim,
+                          .group_size = args.dims.group_size});
 }
 
 }  // namespace parallel

@@ -28,20 +28,22 @@ using runtime::Tensor;
 // travels the f32 gradient of that block, to which each rank adds the contribution of its
 // own queries; after N hops (the last one back to the owner) every block's gradient is
 // complete at its owner. dq is summed locally in f32. Payload per layer and microbatch:
-// forward (N - 1) key/value blocks; backward (N - 1) key/value blocks and N gradient blocks.
+// forward (N - 1) key/value blocks; backward (N - 1) key/value blocks and N gradient blocks. A
+// block holds the kv heads only (Note [Grouped-query attention] in runtime/op_args.h): with
+// group_size r, 1/r of the bytes of a block of every query head.
 
 struct RingAttentionForward {
   Tensor ctx;  // (Tl, B, H*D) activation dtype =: the attention output of the local rows
   Tensor lse;  // (2, B, H, Tl / 2) f32 =: the merged log-sum-exp of local chunk 0, then 1
-  Tensor qkv;  // (Tl, B, H*3*D) activation dtype: this rank's rows
-  // seq_len = Tl (the local rows); heads, head_dim, the head and sample offsets, scale and
-  // dropout as for flash_attention_forward; the positions are set per block here.
+  Tensor qkv;  // (Tl, B, G*(r+2)*D) activation dtype: this rank's rows (G = H / r kv heads)
+  // seq_len = Tl (the local rows); heads, head_dim, group_size, the head and sample offsets,
+  // scale and dropout as for flash_attention_forward; the positions are set per block here.
   runtime::FlashAttentionDims dims;
   ContextShard shard;
 };
 
 struct RingAttentionBackward {
-  Tensor dqkv;  // (Tl, B, H*3*D) activation dtype =
+  Tensor dqkv;  // (Tl, B, G*(r+2)*D) activation dtype =
   Tensor dctx;  // (Tl, B, H*D)
   Tensor qkv;   // the forward's
   Tensor ctx;   // the forward's output

@@ -1,11 +1,14 @@
 // Core attention on the host: head split/merge copies and the four batched products,
 // computed by one register-tiled kernel (OpenMP over heads) that skips the causal zeros.
-// Deterministic: every output element is summed by one thread, over k in increasing order.
+// Deterministic: every output element is summed by one thread, over k in increasing order; a
+// kv head's dk and dv by one thread over its query heads in increasing order.
 #include "runtime/kernels/cpu/attention.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "runtime/error.h"
 
 namespace runtime::cpu {
 namespace {
@@ -45,7 +48,8 @@ inline void store_vec(float* p, VecF v) {
 }
 
 // Operands of one product: A(i, k) = a[i * a_row + k * a_k], B(k, n) = b[k * ldb + n],
-// C(i, n) = c[i * ldc + n].
+// C(i, n) = c[i * ldc + n]; C = alpha A B, or C += alpha A B when accumulate (the later query
+// heads of a kv head's gradient).
 struct Operands {
   const float* a;
   int64_t a_row;
@@ -55,6 +59,7 @@ struct Operands {
   float* c;
   int64_t ldc;
   float alpha;
+  bool accumulate = false;
 };
 
 // C[i0, i0 + Rows) x [n0, n0 + Vectors * kVectorFloats) =
@@ -80,7 +85,11 @@ inline void tile_full(const Operands& op, int64_t i0, int64_t n0, int64_t k0, in
   for (int r = 0; r < Rows; ++r) {
     float* c_row = op.c + (i0 + r) * op.ldc + n0;
 #pragma GCC unroll 8
-    for (int v = 0; v < Vectors; ++v) store_vec(c_row + v * kVectorFloats, op.alpha * acc[r][v]);
+    for (int v = 0; v < Vectors; ++v) {
+      VecF out = op.alpha * acc[r][v];
+      if (op.accumulate) out = load_vec(c_row + v * kVectorFloats) + out;
+      store_vec(c_row + v * kVectorFloats, out);
+    }
   }
 }
 
@@ -100,7 +109,8 @@ inline void tile_tail(const Operands& op, int64_t i0, int64_t n0, int64_t cols, 
   }
   for (int r = 0; r < Rows; ++r) {
     float* c_row = op.c + (i0 + r) * op.ldc + n0;
-    for (int64_t n = 0; n < cols; ++n) c_row[n] = op.alpha * acc[r][n];
+    for (int64_t n = 0; n < cols; ++n)
+      c_row[n] = op.accumulate ? c_row[n] + op.alpha * acc[r][n] : op.alpha * acc[r][n];
   }
 }
 
@@ -181,36 +191,49 @@ float* thread_scratch(int64_t floats) {
   return scratch.data();
 }
 
+// Query heads per kv head r, checked: r >= 1 divides `heads` (H, or BH for the products).
+int64_t checked_group(int64_t heads, int64_t group_size, const char* op) {
+  TRAINER_ASSERT(group_size >= 1 && heads % group_size == 0,
+                 op << ": group_size " << group_size << " must divide " << heads << " heads");
+  return group_size;
+}
+
 }  // namespace
 
 void split_qkv_heads(float* q, float* k, float* v, const float* qkv, int64_t T, int64_t B,
-                     int64_t H, int64_t D) {
+                     int64_t H, int64_t D, int64_t group_size) {
+  const int64_t r = checked_group(H, group_size, "split_qkv_heads"), G = H / r;
+  const int64_t width = (r + 2) * D;  // features of one group
   const size_t head_bytes = static_cast<size_t>(D) * sizeof(float);
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < B * H; ++bh) {
-    const int64_t b = bh / H, h = bh % H;
+    const int64_t b = bh / H, g = bh % H / r, member = bh % r, kv_head = bh / r;
     for (int64_t t = 0; t < T; ++t) {
-      const float* src = qkv + ((t * B + b) * H + h) * 3 * D;
-      const int64_t dst = (bh * T + t) * D;
-      std::memcpy(q + dst, src, head_bytes);
-      std::memcpy(k + dst, src + D, head_bytes);
-      std::memcpy(v + dst, src + 2 * D, head_bytes);
+      const float* group = qkv + ((t * B + b) * G + g) * width;
+      std::memcpy(q + (bh * T + t) * D, group + member * D, head_bytes);
+      if (member != 0) continue;  // the group's first query head copies its k and v
+      const int64_t dst = (kv_head * T + t) * D;
+      std::memcpy(k + dst, group + r * D, head_bytes);
+      std::memcpy(v + dst, group + (r + 1) * D, head_bytes);
     }
   }
 }
 
 void merge_qkv_heads(float* dqkv, const float* dq, const float* dk, const float* dv, int64_t T,
-                     int64_t B, int64_t H, int64_t D) {
+                     int64_t B, int64_t H, int64_t D, int64_t group_size) {
+  const int64_t r = checked_group(H, group_size, "merge_qkv_heads"), G = H / r;
+  const int64_t width = (r + 2) * D;
   const size_t head_bytes = static_cast<size_t>(D) * sizeof(float);
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t b = 0; b < B; ++b) {
-      for (int64_t h = 0; h < H; ++h) {
-        float* dst = dqkv + ((t * B + b) * H + h) * 3 * D;
-        const int64_t src = ((b * H + h) * T + t) * D;
-        std::memcpy(dst, dq + src, head_bytes);
-        std::memcpy(dst + D, dk + src, head_bytes);
-        std::memcpy(dst + 2 * D, dv + src, head_bytes);
+      for (int64_t g = 0; g < G; ++g) {
+        float* dst = dqkv + ((t * B + b) * G + g) * width;
+        for (int64_t member = 0; member < r; ++member)
+          std::memcpy(dst + member * D, dq + ((b * H + g * r + member) * T + t) * D, head_bytes);
+        const int64_t src = ((b * G + g) * T + t) * D;
+        std::memcpy(dst + r * D, dk + src, head_bytes);
+        std::memcpy(dst + (r + 1) * D, dv + src, head_bytes);
       }
     }
   }
@@ -237,55 +260,70 @@ void split_heads(float* ctx_heads, const float* ctx, int64_t T, int64_t B, int64
 }
 
 void attention_scores_forward(float* scores, const float* q, const float* k, int64_t BH, int64_t T,
-                              int64_t D, float scale) {
+                              int64_t D, float scale, int64_t group_size) {
+  const int64_t r = checked_group(BH, group_size, "attention_scores_forward");
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < BH; ++bh) {
     float* k_t = thread_scratch(T * D);  // (D, T)
-    transpose(k_t, k + bh * T * D, T, D);
+    transpose(k_t, k + bh / r * T * D, T, D);
     const Operands op{q + bh * T * D, D, 1, k_t, T, scores + bh * T * T, T, scale};
     causal_product(op, T, T, D, Causal::lower_columns);
   }
 }
 
+// One task per kv head: its query heads' dq in turn, and its dk summed over them in order.
 void attention_scores_backward(float* dq, float* dk, const float* dscores, const float* q,
-                               const float* k, int64_t BH, int64_t T, int64_t D, float scale) {
+                               const float* k, int64_t BH, int64_t T, int64_t D, float scale,
+                               int64_t group_size) {
+  const int64_t r = checked_group(BH, group_size, "attention_scores_backward");
 #pragma omp parallel for schedule(static)
-  for (int64_t bh = 0; bh < BH; ++bh) {
-    const float* ds = dscores + bh * T * T;
-    // dq(T, D) = scale * dscores k; row i sums j <= i.
-    const Operands dq_op{ds, T, 1, k + bh * T * D, D, dq + bh * T * D, D, scale};
-    causal_product(dq_op, T, D, T, Causal::lower_k);
-    // dk(T, D) = scale * dscores^T q; row j sums i >= j.
-    const Operands dk_op{ds, 1, T, q + bh * T * D, D, dk + bh * T * D, D, scale};
-    causal_product(dk_op, T, D, T, Causal::upper_k);
+  for (int64_t kv_head = 0; kv_head < BH / r; ++kv_head) {
+    for (int64_t member = 0; member < r; ++member) {
+      const int64_t bh = kv_head * r + member;
+      const float* ds = dscores + bh * T * T;
+      // dq(T, D) = scale * dscores k; row i sums j <= i.
+      const Operands dq_op{ds, T, 1, k + kv_head * T * D, D, dq + bh * T * D, D, scale};
+      causal_product(dq_op, T, D, T, Causal::lower_k);
+      // dk(T, D) (+)= scale * dscores^T q; row j sums i >= j.
+      const Operands dk_op{ds, 1, T, q + bh * T * D, D, dk + kv_head * T * D, D, scale, member > 0};
+      causal_product(dk_op, T, D, T, Causal::upper_k);
+    }
   }
 }
 
 void attention_context_forward(float* ctx_heads, const float* probs, const float* v, int64_t BH,
-                               int64_t T, int64_t D) {
+                               int64_t T, int64_t D, int64_t group_size) {
+  const int64_t r = checked_group(BH, group_size, "attention_context_forward");
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < BH; ++bh) {
-    const Operands op{probs + bh * T * T, T, 1, v + bh * T * D, D, ctx_heads + bh * T * D, D, 1.f};
+    const float* v_head = v + bh / r * T * D;
+    const Operands op{probs + bh * T * T, T, 1, v_head, D, ctx_heads + bh * T * D, D, 1.f};
     causal_product(op, T, D, T, Causal::lower_k);
   }
 }
 
+// One task per kv head, as attention_scores_backward.
 void attention_context_backward(float* dprobs, float* dv, const float* dctx_heads,
                                 const float* probs, const float* v, int64_t BH, int64_t T,
-                                int64_t D) {
+                                int64_t D, int64_t group_size) {
+  const int64_t r = checked_group(BH, group_size, "attention_context_backward");
 #pragma omp parallel for schedule(static)
-  for (int64_t bh = 0; bh < BH; ++bh) {
-    const float* dctx = dctx_heads + bh * T * D;
-    float* dp = dprobs + bh * T * T;
-    // dprobs(T, T) = dctx v^T on j <= i, then 0 above the diagonal.
+  for (int64_t kv_head = 0; kv_head < BH / r; ++kv_head) {
     float* v_t = thread_scratch(T * D);  // (D, T)
-    transpose(v_t, v + bh * T * D, T, D);
-    const Operands dp_op{dctx, D, 1, v_t, T, dp, T, 1.f};
-    causal_product(dp_op, T, T, D, Causal::lower_columns);
-    for (int64_t i = 0; i < T; ++i) std::fill(dp + i * T + i + 1, dp + (i + 1) * T, 0.f);
-    // dv(T, D) = probs^T dctx; row j sums i >= j.
-    const Operands dv_op{probs + bh * T * T, 1, T, dctx, D, dv + bh * T * D, D, 1.f};
-    causal_product(dv_op, T, D, T, Causal::upper_k);
+    transpose(v_t, v + kv_head * T * D, T, D);
+    for (int64_t member = 0; member < r; ++member) {
+      const int64_t bh = kv_head * r + member;
+      const float* dctx = dctx_heads + bh * T * D;
+      float* dp = dprobs + bh * T * T;
+      // dprobs(T, T) = dctx v^T on j <= i, then 0 above the diagonal.
+      const Operands dp_op{dctx, D, 1, v_t, T, dp, T, 1.f};
+      causal_product(dp_op, T, T, D, Causal::lower_columns);
+      for (int64_t i = 0; i < T; ++i) std::fill(dp + i * T + i + 1, dp + (i + 1) * T, 0.f);
+      // dv(T, D) (+)= probs^T dctx; row j sums i >= j.
+      const Operands dv_op{probs + bh * T * T,   1, T,   dctx,      D,
+                           dv + kv_head * T * D, D, 1.f, member > 0};
+      causal_product(dv_op, T, D, T, Causal::upper_k);
+    }
   }
 }
 

@@ -38,11 +38,14 @@ namespace {
 // P = exp(S - m'); l = exp(m - m') l + sum_j P; O = exp(m - m') O + (P * F) V; m = m'.
 // Then ctx = O / l and lse = m + log(l). l sums the probabilities before dropout, as the
 // unfused softmax normalises before the dropout kernel.
-// Backward: one task per (sample, head), so that dQ, dK and dV are each summed by one thread:
-// Delta_i = dO_i . O_i (which equals rowsum(dP * P) of the unfused softmax backward). For each
-// key tile j, for each query tile i on or below the diagonal: P = exp(S - lse), 0 where
-// masked; dP = dO V^T; dS = P * (dP * F - Delta); dV_j += (P * F)^T dO; dK_j += dS^T Q;
-// dQ_i += dS K. dK and dQ are multiplied by scale once, when they are written.
+// Backward: one task per (sample, kv head), so that dQ, dK and dV are each summed by one
+// thread: for each of the kv head's query heads in increasing order (one, without grouped-query
+// attention), Delta_i = dO_i . O_i (which equals rowsum(dP * P) of the unfused softmax
+// backward); for each key tile j, for each query tile i on or below the diagonal: P =
+// exp(S - lse), 0 where masked; dP = dO V^T; dS = P * (dP * F - Delta); dV_j += (P * F)^T dO;
+// dK_j += dS^T Q; dQ_i += dS K. dK and dQ are multiplied by scale once, when they are written.
+// Query heads share a kv head's K and V (Note [Grouped-query attention]): the forward's tasks
+// read them through the query head's kv head, and dK, dV sum the group's query heads in order.
 //
 // Dropout (Note [Dropout RNG]): the probability of query i and key j of local head h and
 // sample b is element e = ((head_offset + h) * L + q_position + i) * L + kv_position + j of
@@ -222,14 +225,15 @@ Geometry make_geometry(const Operands& in) {
                   dims.micro_batch * dims.heads * dims.head_dim};
 }
 
+// Query head bh (= b * H + h) and its kv head bh / group_size.
 Head make_head(const Operands& in, int64_t bh) {
   const FlashAttentionDims& dims = in.dims;
-  const int64_t b = bh / dims.heads, h = bh % dims.heads;
+  const int64_t b = bh / dims.heads, h = bh % dims.heads, kv_head = bh / dims.group_size;
   const uint64_t L = static_cast<uint64_t>(dims.full_len);
   const uint64_t global_head = static_cast<uint64_t>(dims.head_offset + h);
-  return Head{in.q.data + bh * in.q.head_stride,
-              in.k.data + bh * in.k.head_stride,
-              in.v.data + bh * in.v.head_stride,
+  return Head{in.q.head(bh),
+              in.k.head(kv_head),
+              in.v.head(kv_head),
               bh * dims.head_dim,
               bh * dims.seq_len,
               (global_head * L + static_cast<uint64_t>(dims.q_position)) * L +
@@ -455,9 +459,9 @@ void forward_query_tile(ForwardScratch& s, float* ctx, float* lse, const Head& h
   }
 }
 
-// One thread's copies of one head for the backward (padded_T, padded_Tk: the query and key
-// rows rounded up to whole query and key tiles; rows and columns past them and D are zero) and
-// its tiles.
+// One thread's copies of one kv head and one of its query heads for the backward (padded_T,
+// padded_Tk: the query and key rows rounded up to whole query and key tiles; rows and columns
+// past them and D are zero) and its tiles.
 struct BackwardScratch {
   std::vector<float> queries_t;  // (padded_T / kQueryTile, D, kQueryTile): q^T by query tiles
   std::vector<float> dout_t;     // (padded_T / kQueryTile, D, kQueryTile): dO^T by query tiles
@@ -468,8 +472,8 @@ struct BackwardScratch {
   std::vector<float> delta;      // (padded_T): Delta = dO . O
   std::vector<float> probs;      // (kKeyTile, kQueryTile): P^T, then (P * F)^T
   std::vector<float> dprobs;     // (kKeyTile, kQueryTile): dP^T, then dS^T
-  std::vector<float> dkeys;      // (kKeyTile, padded_dim): dK / scale of the key tile
-  std::vector<float> dvalues;    // (kKeyTile, padded_dim): dV of the key tile
+  std::vector<float> dkeys;      // (padded_Tk, padded_dim): dK / scale, summed over query heads
+  std::vector<float> dvalues;    // (padded_Tk, padded_dim): dV, summed over query heads
 
   explicit BackwardScratch(const Geometry& g) {
     const int64_t tile = std::max(kQueryTile, kKeyTile);
@@ -478,16 +482,16 @@ struct BackwardScratch {
     queries_t.resize(size(g.D, padded_T));
     dout_t.resize(size(g.D, padded_T));
     for (auto* v : {&queries, &dout, &dqueries}) v->resize(size(padded_T, g.padded_dim));
-    keys.resize(size(padded_Tk, g.padded_dim));
+    for (auto* v : {&keys, &dkeys, &dvalues}) v->resize(size(padded_Tk, g.padded_dim));
     delta.resize(size(padded_T, 1));
     for (auto* v : {&probs, &dprobs}) v->resize(size(kKeyTile, kQueryTile));
-    for (auto* v : {&dkeys, &dvalues}) v->resize(size(kKeyTile, g.padded_dim));
   }
 };
 
-// Copies q, k and dO of one head into the scratch (padding stays zero) and computes Delta.
-void load_head(BackwardScratch& s, const float* dctx, const float* ctx, const Head& head,
-               const Geometry& g) {
+// Copies q and dO of one query head into the scratch (padding stays zero), computes Delta and
+// clears dQ.
+void load_queries(BackwardScratch& s, const float* dctx, const float* ctx, const Head& head,
+                  const Geometry& g) {
   const int64_t Dp = g.padded_dim;
   const size_t row_bytes = static_cast<size_t>(g.D) * sizeof(float);
   for (int64_t t = 0; t < g.T; ++t) {
@@ -505,9 +509,17 @@ void load_head(BackwardScratch& s, const float* dctx, const float* ctx, const He
     }
     s.delta[t] = static_cast<float>(dot);
   }
+  std::fill(s.dqueries.begin(), s.dqueries.end(), 0.f);
+}
+
+// Copies k of one kv head into the scratch and clears dK and dV.
+void load_keys(BackwardScratch& s, const Head& head, const Geometry& g) {
+  const int64_t Dp = g.padded_dim;
+  const size_t row_bytes = static_cast<size_t>(g.D) * sizeof(float);
   for (int64_t j = 0; j < g.Tk; ++j)
     std::memcpy(s.keys.data() + j * Dp, head.k + j * g.k_row, row_bytes);
-  std::fill(s.dqueries.begin(), s.dqueries.end(), 0.f);
+  std::fill(s.dkeys.begin(), s.dkeys.end(), 0.f);
+  std::fill(s.dvalues.begin(), s.dvalues.end(), 0.f);
 }
 
 // P^T = exp(S^T - lse) on the visible keys of each lane, 0 where masked or query >= T.
@@ -556,9 +568,11 @@ void backward_tile(BackwardScratch& s, const float* lse, const Head& head, const
   }
   // dV += (P F)^T dO, dK += dS^T Q (tiles read as A by rows), dQ += dS K (tile read through
   // strides).
-  product(Product{P, kQueryTile, 1, s.dout.data() + i0 * Dp, Dp, s.dvalues.data(), Dp, 1.f, true},
+  product(Product{P, kQueryTile, 1, s.dout.data() + i0 * Dp, Dp, s.dvalues.data() + j0 * Dp, Dp,
+                  1.f, true},
           keys, Dp, queries);
-  product(Product{dP, kQueryTile, 1, s.queries.data() + i0 * Dp, Dp, s.dkeys.data(), Dp, 1.f, true},
+  product(Product{dP, kQueryTile, 1, s.queries.data() + i0 * Dp, Dp, s.dkeys.data() + j0 * Dp, Dp,
+                  1.f, true},
           keys, Dp, queries);
   product(Product{dP, 1, kQueryTile, s.keys.data() + j0 * Dp, Dp, s.dqueries.data() + i0 * Dp, Dp,
                   1.f, true},
@@ -574,31 +588,33 @@ void write_gradient(float* dst, const float* src, float scale, int64_t D, bool a
   }
 }
 
-// dq, dk, dv of one head: key tiles in order, each over the query tiles from the first that
-// sees it on.
-void backward_head(BackwardScratch& s, const Gradients& out, const float* dctx, const float* ctx,
-                   const float* lse, const Operands& in, int64_t bh, const Geometry& g,
-                   const Dropout& dropout) {
-  const Head head = make_head(in, bh);
-  load_head(s, dctx, ctx, head, g);
-  const int64_t Dp = g.padded_dim;
+// dq of each query head of kv head `kv_head` and the kv head's dk, dv: the query heads in
+// increasing order, and for each the key tiles in order, each over the query tiles from the
+// first that sees it on.
+void backward_kv_head(BackwardScratch& s, const Gradients& out, const float* dctx, const float* ctx,
+                      const float* lse, const Operands& in, int64_t kv_head, const Geometry& g,
+                      const Dropout& dropout) {
+  const int64_t r = in.dims.group_size, Dp = g.padded_dim;
   const float scale = in.dims.scale;
-  for (int64_t j0 = 0; j0 < g.Tk; j0 += kKeyTile) {
-    std::fill(s.dkeys.begin(), s.dkeys.end(), 0.f);
-    std::fill(s.dvalues.begin(), s.dvalues.end(), 0.f);
-    const int64_t first_query = std::max<int64_t>(0, j0 - g.shift);  // the first to see key j0
-    for (int64_t i0 = first_query / kQueryTile * kQueryTile; i0 < g.T; i0 += kQueryTile)
-      backward_tile(s, lse, head, g, in.dims, dropout, i0, j0);
-    for (int64_t j = 0; j < std::min(kKeyTile, g.Tk - j0); ++j) {
-      float* dk = out.dk.data + bh * out.dk.head_stride + (j0 + j) * out.dk.row_stride;
-      float* dv = out.dv.data + bh * out.dv.head_stride + (j0 + j) * out.dv.row_stride;
-      write_gradient(dk, s.dkeys.data() + j * Dp, scale, g.D, out.accumulate);
-      write_gradient(dv, s.dvalues.data() + j * Dp, 1.f, g.D, out.accumulate);
+  load_keys(s, make_head(in, kv_head * r), g);
+  for (int64_t bh = kv_head * r; bh < (kv_head + 1) * r; ++bh) {
+    const Head head = make_head(in, bh);
+    load_queries(s, dctx, ctx, head, g);
+    for (int64_t j0 = 0; j0 < g.Tk; j0 += kKeyTile) {
+      const int64_t first_query = std::max<int64_t>(0, j0 - g.shift);  // the first to see j0
+      for (int64_t i0 = first_query / kQueryTile * kQueryTile; i0 < g.T; i0 += kQueryTile)
+        backward_tile(s, lse, head, g, in.dims, dropout, i0, j0);
+    }
+    for (int64_t t = 0; t < g.T; ++t) {
+      float* dq = out.dq.head(bh) + t * out.dq.row_stride;
+      write_gradient(dq, s.dqueries.data() + t * Dp, scale, g.D, out.accumulate);
     }
   }
-  for (int64_t t = 0; t < g.T; ++t) {
-    float* dq = out.dq.data + bh * out.dq.head_stride + t * out.dq.row_stride;
-    write_gradient(dq, s.dqueries.data() + t * Dp, scale, g.D, out.accumulate);
+  for (int64_t j = 0; j < g.Tk; ++j) {
+    float* dk = out.dk.head(kv_head) + j * out.dk.row_stride;
+    float* dv = out.dv.head(kv_head) + j * out.dv.row_stride;
+    write_gradient(dk, s.dkeys.data() + j * Dp, scale, g.D, out.accumulate);
+    write_gradient(dv, s.dvalues.data() + j * Dp, 1.f, g.D, out.accumulate);
   }
 }
 
@@ -611,6 +627,8 @@ FlashAttentionDims resolve(const FlashAttentionDims& dims) {
   TRAINER_ASSERT(r.seq_len >= 1 && r.kv_len >= 1 && r.micro_batch >= 1 && r.heads >= 1,
                  "flash attention needs seq_len, kv_len, micro_batch and heads >= 1; got "
                      << r.seq_len << ", " << r.kv_len << ", " << r.micro_batch << ", " << r.heads);
+  TRAINER_ASSERT(r.group_size >= 1 && r.heads % r.group_size == 0,
+                 "flash attention group_size " << r.group_size << " must divide heads " << r.heads);
   TRAINER_ASSERT(r.head_dim >= 1 && r.head_dim <= kMaxHeadDim,
                  "flash attention head_dim " << r.head_dim << " outside 1.." << kMaxHeadDim);
   TRAINER_ASSERT(r.dropout_prob >= 0.f && r.dropout_prob < 1.f,
@@ -650,13 +668,13 @@ void backward(const Gradients& out, const float* dctx, const float* ctx, const f
               const Operands& in) {
   const Geometry g = make_geometry(in);
   const Dropout dropout = make_dropout(in.dims);
-  const int64_t heads = in.dims.micro_batch * in.dims.heads;
+  const int64_t kv_heads = in.dims.micro_batch * in.dims.heads / in.dims.group_size;
 #pragma omp parallel
   {
     BackwardScratch scratch(g);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < heads; ++bh)
-      backward_head(scratch, out, dctx, ctx, lse, in, bh, g, dropout);
+    for (int64_t kv_head = 0; kv_head < kv_heads; ++kv_head)
+      backward_kv_head(scratch, out, dctx, ctx, lse, in, kv_head, g, dropout);
   }
 }
 
@@ -664,34 +682,39 @@ void backward(const Gradients& out, const float* dctx, const float* ctx, const f
 
 namespace {
 
-// The whole-sequence operands: q, k, v side by side in qkv (T, B, H*3*D).
-flash_tiles::Operands whole_sequence(const float* qkv, const FlashAttentionDims& dims) {
+// The whole-sequence dims, resolved: no block.
+FlashAttentionDims whole_sequence(const FlashAttentionDims& dims) {
   TRAINER_ASSERT((dims.kv_len == 0 || dims.kv_len == dims.seq_len) && dims.q_position == 0 &&
                      dims.kv_position == 0 && (dims.full_len == 0 || dims.full_len == dims.seq_len),
                  "flash_attention over the whole sequence takes no block (kv_len "
                      << dims.kv_len << ", q_position " << dims.q_position << ", kv_position "
                      << dims.kv_position << ", full_len " << dims.full_len
                      << "): use the flash block kernels");
-  const int64_t D = dims.head_dim, row = dims.micro_batch * dims.heads * 3 * D;
-  return {flash_tiles::resolve(dims),
-          {qkv, 3 * D, row},
-          {qkv + D, 3 * D, row},
-          {qkv + 2 * D, 3 * D, row}};
+  return flash_tiles::resolve(dims);
+}
+
+// The whole-sequence operands: q, k, v of each group side by side in qkv (T, B, G*(r+2)*D).
+flash_tiles::Operands whole_sequence_operands(const float* qkv, const FlashAttentionDims& d) {
+  using flash_tiles::QkvPart;
+  return {d, flash_tiles::qkv_rows(qkv, d, QkvPart::q), flash_tiles::qkv_rows(qkv, d, QkvPart::k),
+          flash_tiles::qkv_rows(qkv, d, QkvPart::v)};
 }
 
 }  // namespace
 
 void flash_attention_forward(float* ctx, float* lse, const float* qkv,
                              const FlashAttentionDims& dims) {
-  flash_tiles::forward(ctx, lse, whole_sequence(qkv, dims));
+  flash_tiles::forward(ctx, lse, whole_sequence_operands(qkv, whole_sequence(dims)));
 }
 
 void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
                               const float* lse, const FlashAttentionDims& dims) {
-  const int64_t D = dims.head_dim, row = dims.micro_batch * dims.heads * 3 * D;
-  const flash_tiles::Gradients out{
-      {dqkv, 3 * D, row}, {dqkv + D, 3 * D, row}, {dqkv + 2 * D, 3 * D, row}, false};
-  flash_tiles::backward(out, dctx, ctx, lse, whole_sequence(qkv, dims));
+  using flash_tiles::QkvPart;
+  const FlashAttentionDims d = whole_sequence(dims);
+  const flash_tiles::Gradients out{flash_tiles::qkv_rows(dqkv, d, QkvPart::q),
+                                   flash_tiles::qkv_rows(dqkv, d, QkvPart::k),
+                                   flash_tiles::qkv_rows(dqkv, d, QkvPart::v), false};
+  flash_tiles::backward(out, dctx, ctx, lse, whole_sequence_operands(qkv, d));
 }
 
 }  // namespace runtime::cpu

@@ -35,39 +35,45 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-// q of qkv (T, B, H*3*D) and k, v of kv (kv_len, B, H*2*D).
+// q of qkv (T, B, G*(r+2)*D) and k, v of kv (kv_len, B, G*2*D); d resolved.
 flash_tiles::Operands block_operands(const float* qkv, const float* kv,
-                                     const FlashAttentionDims& dims) {
-  const FlashAttentionDims resolved = flash_tiles::resolve(dims);
-  const int64_t D = dims.head_dim, BH = dims.micro_batch * dims.heads;
-  return {resolved, {qkv, 3 * D, BH * 3 * D}, {kv, 2 * D, BH * 2 * D}, {kv + D, 2 * D, BH * 2 * D}};
+                                     const FlashAttentionDims& d) {
+  const int64_t D = d.head_dim, kv_row = d.micro_batch * (d.heads / d.group_size) * 2 * D;
+  return {d,
+          flash_tiles::qkv_rows(qkv, d, flash_tiles::QkvPart::q),
+          {kv, 2 * D, kv_row},
+          {kv + D, 2 * D, kv_row}};
 }
 
-void check_sizes(const FlashRows& sizes, const char* op) {
+// The (row, sample, kv head) positions of `sizes`, checked.
+int64_t group_positions(const FlashRows& sizes, const char* op) {
   TRAINER_ASSERT(
-      sizes.rows >= 0 && sizes.micro_batch >= 1 && sizes.heads >= 1 && sizes.head_dim >= 1,
+      sizes.rows >= 0 && sizes.micro_batch >= 1 && sizes.heads >= 1 && sizes.head_dim >= 1 &&
+          sizes.group_size >= 1 && sizes.heads % sizes.group_size == 0,
       op << ": rows " << sizes.rows << ", micro_batch " << sizes.micro_batch << ", heads "
-         << sizes.heads << ", head_dim " << sizes.head_dim);
+         << sizes.heads << ", head_dim " << sizes.head_dim << ", group_size " << sizes.group_size);
+  return sizes.rows * sizes.micro_batch * (sizes.heads / sizes.group_size);
 }
 
 }  // namespace
 
 void pack_kv(float* kv, const float* qkv, const FlashRows& sizes) {
-  check_sizes(sizes, "pack_kv");
-  const int64_t D = sizes.head_dim, positions = sizes.rows * sizes.micro_batch * sizes.heads;
+  const int64_t positions = group_positions(sizes, "pack_kv");
+  const int64_t D = sizes.head_dim, r = sizes.group_size, group = (r + 2) * D;
   const size_t bytes = static_cast<size_t>(2 * D) * sizeof(float);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < positions; ++p) std::memcpy(kv + p * 2 * D, qkv + p * 3 * D + D, bytes);
+  for (int64_t p = 0; p < positions; ++p)
+    std::memcpy(kv + p * 2 * D, qkv + p * group + r * D, bytes);
 }
 
 void flash_block_forward(float* ctx, float* lse, const float* qkv, const float* kv,
                          const FlashAttentionDims& dims) {
-  flash_tiles::forward(ctx, lse, block_operands(qkv, kv, dims));
+  flash_tiles::forward(ctx, lse, block_operands(qkv, kv, flash_tiles::resolve(dims)));
 }
 
 void flash_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
                  const FlashRows& sizes) {
-  check_sizes(sizes, "flash_merge");
+  group_positions(sizes, "flash_merge");
   const int64_t T = sizes.rows, H = sizes.heads, D = sizes.head_dim;
   const int64_t BH = sizes.micro_batch * H;
 #pragma omp parallel for schedule(static)
@@ -92,20 +98,21 @@ void flash_merge(float* ctx, float* lse, const float* ctx_block, const float* ls
 void flash_block_backward(float* dq, float* dkv, const float* dctx, const float* qkv,
                           const float* kv, const float* ctx, const float* lse,
                           const FlashAttentionDims& dims) {
-  const int64_t D = dims.head_dim, BH = dims.micro_batch * dims.heads;
+  const FlashAttentionDims d = flash_tiles::resolve(dims);
+  const int64_t D = d.head_dim, BH = d.micro_batch * d.heads, kv_row = BH / d.group_size * 2 * D;
   const flash_tiles::Gradients out{
-      {dq, D, BH * D}, {dkv, 2 * D, BH * 2 * D}, {dkv + D, 2 * D, BH * 2 * D}, true};
-  flash_tiles::backward(out, dctx, ctx, lse, block_operands(qkv, kv, dims));
+      {dq, D, BH * D}, {dkv, 2 * D, kv_row}, {dkv + D, 2 * D, kv_row}, true};
+  flash_tiles::backward(out, dctx, ctx, lse, block_operands(qkv, kv, d));
 }
 
 void assemble_qkv_grad(float* dqkv, const float* dq, const float* dkv, const FlashRows& sizes) {
-  check_sizes(sizes, "assemble_qkv_grad");
-  const int64_t D = sizes.head_dim, positions = sizes.rows * sizes.micro_batch * sizes.heads;
-  const size_t q_bytes = static_cast<size_t>(D) * sizeof(float);
+  const int64_t positions = group_positions(sizes, "assemble_qkv_grad");
+  const int64_t D = sizes.head_dim, r = sizes.group_size, group = (r + 2) * D;
+  const size_t head_bytes = static_cast<size_t>(D) * sizeof(float);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < positions; ++p) {
-    std::memcpy(dqkv + p * 3 * D, dq + p * D, q_bytes);
-    std::memcpy(dqkv + p * 3 * D + D, dkv + p * 2 * D, 2 * q_bytes);
+  for (int64_t p = 0; p < positions; ++p) {  // a group: its query heads' dq, then dk and dv
+    std::memcpy(dqkv + p * group, dq + p * r * D, static_cast<size_t>(r) * head_bytes);
+    std::memcpy(dqkv + p * group + r * D, dkv + p * 2 * D, 2 * head_bytes);
   }
 }
 

@@ -9,21 +9,24 @@
 
 namespace runtime::cpu {
 
-// The sizes of a [s, b, h] tensor of per-head features: (rows, micro_batch, heads * width),
-// width D, 2D or 3D by tensor.
+// The sizes of [s, b, h] tensors of per-head features: H = heads query heads of D features
+// (ctx, dq: (rows, B, H*D); lse: (B, H, rows)), G = heads / group_size kv heads (kv, dkv:
+// (rows, B, G*2*D)), and qkv, dqkv (rows, B, G*(r+2)*D) grouped by kv head, r = group_size
+// (Note [Grouped-query attention] in runtime/op_args.h; r = 1: (rows, B, H*3*D)).
 struct FlashRows {
   int64_t rows;
   int64_t micro_batch;
   int64_t heads;
   int64_t head_dim;
+  int64_t group_size = 1;
 };
 
-// kv (rows, B, H*2*D) (=): the k and v features of qkv (rows, B, H*3*D), head h's k at
-// [h*2D, h*2D + D) and v at [h*2D + D, h*2D + 2D).
+// kv (rows, B, G*2*D) (=): the k and v features of qkv (rows, B, G*(r+2)*D), kv head g's k at
+// [g*2D, g*2D + D) and v at [g*2D + D, g*2D + 2D).
 void pack_kv(float* kv, const float* qkv, const FlashRows& sizes);
 
-// ctx (T, B, H*D) (=) and lse (B, H, T) (=) of the queries of qkv (T, B, H*3*D; only q read)
-// over the keys and values of kv (kv_len, B, H*2*D), causal on the global positions
+// ctx (T, B, H*D) (=) and lse (B, H, T) (=) of the queries of qkv (T, B, G*(r+2)*D; only q read)
+// over the keys and values of kv (kv_len, B, G*2*D), causal on the global positions
 // dims.q_position + i and dims.kv_position + j, dropout on the coordinates of the unsharded
 // (B, H, full_len, full_len) probabilities. A query with no visible key: ctx 0, lse -inf.
 void flash_block_forward(float* ctx, float* lse, const float* qkv, const float* kv,
@@ -35,7 +38,7 @@ void flash_block_forward(float* ctx, float* lse, const float* qkv, const float* 
 void flash_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
                  const FlashRows& sizes);
 
-// dq (T, B, H*D) (+=) and dkv (kv_len, B, H*2*D) (+=, kv's layout) of one block, from dctx
+// dq (T, B, H*D) (+=) and dkv (kv_len, B, G*2*D) (+=, kv's layout) of one block, from dctx
 // (T, B, H*D) and the MERGED ctx and lse of the queries (over every block they see): the
 // block's terms of FlashAttention-2's backward, P = exp(S - lse) and Delta = rowsum(dO * O),
 // so the sum over a query's blocks is the gradient of its whole attention.
@@ -43,7 +46,7 @@ void flash_block_backward(float* dq, float* dkv, const float* dctx, const float*
                           const float* kv, const float* ctx, const float* lse,
                           const FlashAttentionDims& dims);
 
-// dqkv (rows, B, H*3*D) (=) from dq (rows, B, H*D) and dkv (rows, B, H*2*D).
+// dqkv (rows, B, G*(r+2)*D) (=) from dq (rows, B, H*D) and dkv (rows, B, G*2*D).
 void assemble_qkv_grad(float* dqkv, const float* dq, const float* dkv, const FlashRows& sizes);
 
 }  // namespace runtime::cpu

@@ -1,6 +1,9 @@
-// Attention products as cublasGemmStridedBatchedEx calls (one GEMM per head, batched), fp32
+// Attention products as cublasGemmStridedBatchedEx calls (one GEMM per kv head, batched), fp32
 // compute (CUBLAS_COMPUTE_32F: no TF32 for f32 operands). Row-major products are issued to
-// column-major cuBLAS by swapping the operands (Note [Row-major GEMM]).
+// column-major cuBLAS by swapping the operands (Note [Row-major GEMM]). A kv head's r query
+// heads are consecutive (T, *) matrices, i.e. one (r T, *) matrix (Note [Grouped-query
+// attention]): products by query head stack them along M, dk and dv sum them along K = r T in
+// one GEMM (no atomics, cuBLAS' fixed order); r = 1 is one GEMM per head.
 #include <climits>
 
 #include "runtime/error.h"
@@ -61,54 +64,57 @@ void batched_gemm(Element* c, int64_t ldc, int64_t stride_c, RowMajor a, RowMajo
       checked_int(batch, "batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void check_dims(int64_t BH, int64_t T, int64_t D) {
-  TRAINER_ASSERT(BH >= 0 && T >= 0 && D >= 0,
-                 "attention GEMM BH=" << BH << " T=" << T << " D=" << D);
+// The kv heads BH / r, checked.
+int64_t check_dims(int64_t BH, int64_t T, int64_t D, int64_t r) {
+  TRAINER_ASSERT(BH >= 0 && T >= 0 && D >= 0 && r >= 1 && BH % r == 0,
+                 "attention GEMM BH=" << BH << " T=" << T << " D=" << D << " group_size=" << r);
+  return BH / r;
 }
 
 template <typename Element>
 void scores_forward(Element* scores, const Element* q, const Element* k, int64_t BH, int64_t T,
-                    int64_t D, float scale, CublasHandle& cublas, cudaStream_t stream) {
-  check_dims(BH, T, D);
-  // scores(T, T) = scale * q(T, D) k(T, D)^T
-  batched_gemm(scores, T, T * T, RowMajor{q, D, T * D, false}, RowMajor{k, D, T * D, true}, T, T, D,
-               scale, BH, cublas, stream);
+                    int64_t D, float scale, int64_t r, CublasHandle& cublas, cudaStream_t stream) {
+  const int64_t kv_heads = check_dims(BH, T, D, r);
+  // scores(r T, T) = scale * q(r T, D) k(T, D)^T
+  batched_gemm(scores, T, r * T * T, RowMajor{q, D, r * T * D, false}, RowMajor{k, D, T * D, true},
+               r * T, T, D, scale, kv_heads, cublas, stream);
 }
 
 template <typename Element>
 void scores_backward(Element* dq, Element* dk, const Element* dscores, const Element* q,
-                     const Element* k, int64_t BH, int64_t T, int64_t D, float scale,
+                     const Element* k, int64_t BH, int64_t T, int64_t D, float scale, int64_t r,
                      CublasHandle& cublas, cudaStream_t stream) {
-  check_dims(BH, T, D);
-  // dq(T, D) = scale * dscores(T, T) k(T, D)
-  batched_gemm(dq, D, T * D, RowMajor{dscores, T, T * T, false}, RowMajor{k, D, T * D, false}, T, D,
-               T, scale, BH, cublas, stream);
-  // dk(T, D) = scale * dscores(T, T)^T q(T, D)
-  batched_gemm(dk, D, T * D, RowMajor{dscores, T, T * T, true}, RowMajor{q, D, T * D, false}, T, D,
-               T, scale, BH, cublas, stream);
+  const int64_t kv_heads = check_dims(BH, T, D, r);
+  // dq(r T, D) = scale * dscores(r T, T) k(T, D)
+  batched_gemm(dq, D, r * T * D, RowMajor{dscores, T, r * T * T, false},
+               RowMajor{k, D, T * D, false}, r * T, D, T, scale, kv_heads, cublas, stream);
+  // dk(T, D) = scale * dscores(r T, T)^T q(r T, D)
+  batched_gemm(dk, D, T * D, RowMajor{dscores, T, r * T * T, true},
+               RowMajor{q, D, r * T * D, false}, T, D, r * T, scale, kv_heads, cublas, stream);
 }
 
 template <typename Element>
 void context_forward(Element* ctx_heads, const Element* probs, const Element* v, int64_t BH,
-                     int64_t T, int64_t D, CublasHandle& cublas, cudaStream_t stream) {
-  check_dims(BH, T, D);
-  // ctx(T, D) = probs(T, T) v(T, D)
-  batched_gemm(ctx_heads, D, T * D, RowMajor{probs, T, T * T, false}, RowMajor{v, D, T * D, false},
-               T, D, T, 1.f, BH, cublas, stream);
+                     int64_t T, int64_t D, int64_t r, CublasHandle& cublas, cudaStream_t stream) {
+  const int64_t kv_heads = check_dims(BH, T, D, r);
+  // ctx(r T, D) = probs(r T, T) v(T, D)
+  batched_gemm(ctx_heads, D, r * T * D, RowMajor{probs, T, r * T * T, false},
+               RowMajor{v, D, T * D, false}, r * T, D, T, 1.f, kv_heads, cublas, stream);
 }
 
 template <typename Element>
 void context_backward(Element* dprobs, Element* dv, const Element* dctx_heads, const Element* probs,
-                      const Element* v, int64_t BH, int64_t T, int64_t D, CublasHandle& cublas,
-                      cudaStream_t stream) {
-  check_dims(BH, T, D);
-  // dprobs(T, T) = dctx(T, D) v(T, D)^T, every entry: those above the diagonal are left as the
-  // product gives them (the causal softmax backward reads only j <= i and writes 0 above it).
-  batched_gemm(dprobs, T, T * T, RowMajor{dctx_heads, D, T * D, false}, RowMajor{v, D, T * D, true},
-               T, T, D, 1.f, BH, cublas, stream);
-  // dv(T, D) = probs(T, T)^T dctx(T, D)
-  batched_gemm(dv, D, T * D, RowMajor{probs, T, T * T, true}, RowMajor{dctx_heads, D, T * D, false},
-               T, D, T, 1.f, BH, cublas, stream);
+                      const Element* v, int64_t BH, int64_t T, int64_t D, int64_t r,
+                      CublasHandle& cublas, cudaStream_t stream) {
+  const int64_t kv_heads = check_dims(BH, T, D, r);
+  // dprobs(r T, T) = dctx(r T, D) v(T, D)^T, every entry: those above the diagonal are left as
+  // the product gives them (the causal softmax backward reads only j <= i and writes 0 above it).
+  batched_gemm(dprobs, T, r * T * T, RowMajor{dctx_heads, D, r * T * D, false},
+               RowMajor{v, D, T * D, true}, r * T, T, D, 1.f, kv_heads, cublas, stream);
+  // dv(T, D) = probs(r T, T)^T dctx(r T, D)
+  batched_gemm(dv, D, T * D, RowMajor{probs, T, r * T * T, true},
+               RowMajor{dctx_heads, D, r * T * D, false}, T, D, r * T, 1.f, kv_heads, cublas,
+               stream);
 }
 
 }  // namespace
@@ -135,51 +141,54 @@ cublasHandle_t CublasHandle::on_stream(cudaStream_t stream) {
 }
 
 void attention_scores_forward(float* scores, const float* q, const float* k, int64_t BH, int64_t T,
-                              int64_t D, float scale, CublasHandle& cublas, cudaStream_t stream) {
-  scores_forward(scores, q, k, BH, T, D, scale, cublas, stream);
-}
-
-void attention_scores_forward(__nv_bfloat16* scores, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                              int64_t BH, int64_t T, int64_t D, float scale, CublasHandle& cublas,
+                              int64_t D, float scale, int64_t group_size, CublasHandle& cublas,
                               cudaStream_t stream) {
-  scores_forward(scores, q, k, BH, T, D, scale, cublas, stream);
+  scores_forward(scores, q, k, BH, T, D, scale, group_size, cublas, stream);
 }
 
 void attention_scores_backward(float* dq, float* dk, const float* dscores, const float* q,
                                const float* k, int64_t BH, int64_t T, int64_t D, float scale,
-                               CublasHandle& cublas, cudaStream_t stream) {
-  scores_backward(dq, dk, dscores, q, k, BH, T, D, scale, cublas, stream);
-}
-
-void attention_scores_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, const __nv_bfloat16* dscores,
-                               const __nv_bfloat16* q, const __nv_bfloat16* k, int64_t BH,
-                               int64_t T, int64_t D, float scale, CublasHandle& cublas,
-                               cudaStream_t stream) {
-  scores_backward(dq, dk, dscores, q, k, BH, T, D, scale, cublas, stream);
+                               int64_t group_size, CublasHandle& cublas, cudaStream_t stream) {
+  scores_backward(dq, dk, dscores, q, k, BH, T, D, scale, group_size, cublas, stream);
 }
 
 void attention_context_forward(float* ctx_heads, const float* probs, const float* v, int64_t BH,
-                               int64_t T, int64_t D, CublasHandle& cublas, cudaStream_t stream) {
-  context_forward(ctx_heads, probs, v, BH, T, D, cublas, stream);
-}
-
-void attention_context_forward(__nv_bfloat16* ctx_heads, const __nv_bfloat16* probs,
-                               const __nv_bfloat16* v, int64_t BH, int64_t T, int64_t D,
-                               CublasHandle& cublas, cudaStream_t stream) {
-  context_forward(ctx_heads, probs, v, BH, T, D, cublas, stream);
+                               int64_t T, int64_t D, int64_t group_size, CublasHandle& cublas,
+                               cudaStream_t stream) {
+  context_forward(ctx_heads, probs, v, BH, T, D, group_size, cublas, stream);
 }
 
 void attention_context_backward(float* dprobs, float* dv, const float* dctx_heads,
                                 const float* probs, const float* v, int64_t BH, int64_t T,
-                                int64_t D, CublasHandle& cublas, cudaStream_t stream) {
-  context_backward(dprobs, dv, dctx_heads, probs, v, BH, T, D, cublas, stream);
+                                int64_t D, int64_t group_size, CublasHandle& cublas,
+                                cudaStream_t stream) {
+  context_backward(dprobs, dv, dctx_heads, probs, v, BH, T, D, group_size, cublas, stream);
+}
+
+void attention_scores_forward(__nv_bfloat16* scores, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                              int64_t BH, int64_t T, int64_t D, float scale, int64_t group_size,
+                              CublasHandle& cublas, cudaStream_t stream) {
+  scores_forward(scores, q, k, BH, T, D, scale, group_size, cublas, stream);
+}
+
+void attention_scores_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, const __nv_bfloat16* dscores,
+                               const __nv_bfloat16* q, const __nv_bfloat16* k, int64_t BH,
+                               int64_t T, int64_t D, float scale, int64_t group_size,
+                               CublasHandle& cublas, cudaStream_t stream) {
+  scores_backward(dq, dk, dscores, q, k, BH, T, D, scale, group_size, cublas, stream);
+}
+
+void attention_context_forward(__nv_bfloat16* ctx_heads, const __nv_bfloat16* probs,
+                               const __nv_bfloat16* v, int64_t BH, int64_t T, int64_t D,
+                               int64_t group_size, CublasHandle& cublas, cudaStream_t stream) {
+  context_forward(ctx_heads, probs, v, BH, T, D, group_size, cublas, stream);
 }
 
 void attention_context_backward(__nv_bfloat16* dprobs, __nv_bfloat16* dv,
                                 const __nv_bfloat16* dctx_heads, const __nv_bfloat16* probs,
                                 const __nv_bfloat16* v, int64_t BH, int64_t T, int64_t D,
-                                CublasHandle& cublas, cudaStream_t stream) {
-  context_backward(dprobs, dv, dctx_heads, probs, v, BH, T, D, cublas, stream);
+                                int64_t group_size, CublasHandle& cublas, cudaStream_t stream) {
+  context_backward(dprobs, dv, dctx_heads, probs, v, BH, T, D, group_size, cublas, stream);
 }
 
 }  // namespace runtime::cuda

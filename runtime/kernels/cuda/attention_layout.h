@@ -1,5 +1,6 @@
 // Head split/merge copies of core attention on the device: the CUDA twins of the layout
-// functions of runtime/kernels/cpu/attention.h (QKV features per head as (H, 3, D)).
+// functions of runtime/kernels/cpu/attention.h (QKV features grouped by kv head, r =
+// group_size query heads each, G = H / r: (G, r + 2, D); (H, 3, D) for r = 1).
 // Every function assigns (=) and is an exact copy, in f32 or bf16; outputs never alias inputs.
 #pragma once
 
@@ -10,18 +11,19 @@
 
 namespace runtime::cuda {
 
-// qkv(T, B, H*3*D) -> q, k, v each (B, H, T, D) (=).
+// qkv(T, B, G*(r+2)*D) -> q (B, H, T, D), k, v (B, G, T, D) (=).
 void split_qkv_heads(float* q, float* k, float* v, const float* qkv, int64_t T, int64_t B,
-                     int64_t H, int64_t D, cudaStream_t stream);
+                     int64_t H, int64_t D, int64_t group_size, cudaStream_t stream);
 void split_qkv_heads(__nv_bfloat16* q, __nv_bfloat16* k, __nv_bfloat16* v, const __nv_bfloat16* qkv,
-                     int64_t T, int64_t B, int64_t H, int64_t D, cudaStream_t stream);
+                     int64_t T, int64_t B, int64_t H, int64_t D, int64_t group_size,
+                     cudaStream_t stream);
 
-// Inverse: dqkv(T, B, H*3*D) from dq, dk, dv (B, H, T, D) (=).
+// Inverse: dqkv(T, B, G*(r+2)*D) from dq (B, H, T, D), dk, dv (B, G, T, D) (=).
 void merge_qkv_heads(float* dqkv, const float* dq, const float* dk, const float* dv, int64_t T,
-                     int64_t B, int64_t H, int64_t D, cudaStream_t stream);
+                     int64_t B, int64_t H, int64_t D, int64_t group_size, cudaStream_t stream);
 void merge_qkv_heads(__nv_bfloat16* dqkv, const __nv_bfloat16* dq, const __nv_bfloat16* dk,
                      const __nv_bfloat16* dv, int64_t T, int64_t B, int64_t H, int64_t D,
-                     cudaStream_t stream);
+                     int64_t group_size, cudaStream_t stream);
 
 // ctx(T, B, H*D) from per-head ctx_heads(B, H, T, D) (=).
 void merge_heads(float* ctx, const float* ctx_heads, int64_t T, int64_t B, int64_t H, int64_t D,

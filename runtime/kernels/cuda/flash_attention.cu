@@ -158,8 +158,9 @@ __device__ void key_major_gradients(float (&st)[kN8][4], float (&dpt)[kN8][4],
   }
 }
 
-// dK and dV of one CTA's 64 keys (blockIdx.y, the first block first) of one sample and head
-// (blockIdx.x), over the query steps from the first query that sees them on.
+// dK and dV of one CTA's 64 keys (blockIdx.y, the first block first) of one sample and kv head
+// (blockIdx.x), over its query heads in increasing order and for each over the query steps from
+// the first query that sees them on.
 template <class Element, class Grad, int kHeadDim>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dkdv_kernel(BackwardArgs<Element, Grad> args) {
@@ -176,50 +177,55 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* staging = reinterpret_cast<float*>(smem + Smem::kStaging) +
                    warp * kWarpRows * staging_stride<kQueryStep>();
   const Geometry& geo = args.geo;
-  const Head head = head_of(geo, blockIdx.x);
+  const int kv_head = blockIdx.x;
   const int j0 = blockIdx.y * kBlockRows;
   const int key0 = j0 + warp * kWarpRows;  // the key of the warp's first row
-  load_tile<Element, kBlockRows, kHeadDim>(k_tile, args.k + head.kv, geo.kv_row, j0, geo.Tk, geo);
-  load_tile<Element, kBlockRows, kHeadDim>(v_tile, args.v + head.kv, geo.kv_row, j0, geo.Tk, geo);
+  const int64_t kv = int64_t{kv_head} * geo.kv_head;
+  load_tile<Element, kBlockRows, kHeadDim>(k_tile, args.k + kv, geo.kv_row, j0, geo.Tk, geo);
+  load_tile<Element, kBlockRows, kHeadDim>(v_tile, args.v + kv, geo.kv_row, j0, geo.Tk, geo);
   const SmemMatrix<Element, true> k{k_tile + warp * kWarpRows * kStride, kStride};
   const SmemMatrix<Element, true> v{v_tile + warp * kWarpRows * kStride, kStride};
   float dk[kHeadDim / 8][4] = {}, dv[kHeadDim / 8][4] = {};
   const int first_query = max(0, j0 - geo.shift);  // the first query that sees key j0
-  for (int i0 = first_query / kQueryStep * kQueryStep; i0 < geo.T; i0 += kQueryStep) {
-    __syncthreads();  // every warp is done with the previous step's tiles
-    load_tile<Element, kQueryStep, kHeadDim>(q_tile, args.q + head.q, geo.q_row, i0, geo.T, geo);
-    load_tile<Element, kQueryStep, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0,
-                                             geo.T, geo);
-    if (threadIdx.x < kQueryStep) {
-      const int i = i0 + threadIdx.x;
-      lse_step[threadIdx.x] = i < geo.T ? args.lse[head.rows + i] : 0.f;
-      delta_step[threadIdx.x] = i < geo.T ? args.delta[head.rows + i] : 0.f;
+#pragma unroll 1
+  for (int bh = kv_head * geo.group; bh < (kv_head + 1) * geo.group; ++bh) {
+    const Head head = head_of(geo, bh);
+    for (int i0 = first_query / kQueryStep * kQueryStep; i0 < geo.T; i0 += kQueryStep) {
+      __syncthreads();  // every warp is done with the previous step's tiles
+      load_tile<Element, kQueryStep, kHeadDim>(q_tile, args.q + head.q, geo.q_row, i0, geo.T, geo);
+      load_tile<Element, kQueryStep, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0,
+                                               geo.T, geo);
+      if (threadIdx.x < kQueryStep) {
+        const int i = i0 + threadIdx.x;
+        lse_step[threadIdx.x] = i < geo.T ? args.lse[head.rows + i] : 0.f;
+        delta_step[threadIdx.x] = i < geo.T ? args.delta[head.rows + i] : 0.f;
+      }
+      __syncthreads();
+      // The warp's keys all follow the step's queries, or lie past the keys.
+      if (key0 > i0 + kQueryStep - 1 + geo.shift || key0 >= geo.Tk) continue;
+      float st[kQueryStep / 8][4] = {}, dpt[kQueryStep / 8][4] = {};
+      warp_product<kQueryStep / 8, kHeadDim>(st, k, SmemMatrix<Element, true>{q_tile, kStride},
+                                             lane);
+      warp_product<kQueryStep / 8, kHeadDim>(dpt, v, SmemMatrix<Element, true>{dout_tile, kStride},
+                                             lane);
+#pragma unroll
+      for (int n = 0; n < kQueryStep / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[n][e] *= args.scale;
+      const uint32_t keep = args.dropout.active ? keep_bits_key_major<kQueryStep / 8>(
+                                                      args.dropout, head, geo, key0, i0, lane)
+                                                : 0u;
+      key_major_gradients(st, dpt, lse_step, delta_step, args.dropout, keep, geo, key0, i0, lane);
+      warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
+          dv, st, SmemMatrix<Element, false>{dout_tile, kStride}, lane, staging);
+      warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
+          dk, dpt, SmemMatrix<Element, false>{q_tile, kStride}, lane, staging);
     }
-    __syncthreads();
-    // The warp's keys all follow the step's queries, or lie past the keys.
-    if (key0 > i0 + kQueryStep - 1 + geo.shift || key0 >= geo.Tk) continue;
-    float st[kQueryStep / 8][4] = {}, dpt[kQueryStep / 8][4] = {};
-    warp_product<kQueryStep / 8, kHeadDim>(st, k, SmemMatrix<Element, true>{q_tile, kStride}, lane);
-    warp_product<kQueryStep / 8, kHeadDim>(dpt, v, SmemMatrix<Element, true>{dout_tile, kStride},
-                                           lane);
-#pragma unroll
-    for (int n = 0; n < kQueryStep / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[n][e] *= args.scale;
-    const uint32_t keep = args.dropout.active ? keep_bits_key_major<kQueryStep / 8>(
-                                                    args.dropout, head, geo, key0, i0, lane)
-                                              : 0u;
-    key_major_gradients(st, dpt, lse_step, delta_step, args.dropout, keep, geo, key0, i0, lane);
-    warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
-        dv, st, SmemMatrix<Element, false>{dout_tile, kStride}, lane, staging);
-    warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
-        dk, dpt, SmemMatrix<Element, false>{q_tile, kStride}, lane, staging);
   }
   const float dk_scale[2] = {args.scale, args.scale}, dv_scale[2] = {1.f, 1.f};
-  store_rows(args.dk + head.dkv, geo.dkv_row, dk, dk_scale, key0, geo.Tk, args.accumulate, geo,
-             lane);
-  store_rows(args.dv + head.dkv, geo.dkv_row, dv, dv_scale, key0, geo.Tk, args.accumulate, geo,
-             lane);
+  const int64_t dkv = int64_t{kv_head} * geo.dkv_head;
+  store_rows(args.dk + dkv, geo.dkv_row, dk, dk_scale, key0, geo.Tk, args.accumulate, geo, lane);
+  store_rows(args.dv + dkv, geo.dkv_row, dv, dv_scale, key0, geo.Tk, args.accumulate, geo, lane);
 }
 
 // One dQ step, elementwise: dp := dS = P (dP F - Delta) for the warp's queries row0 + row and
@@ -318,6 +324,8 @@ cpu::FlashAttentionDims checked_dims(const cpu::FlashAttentionDims& dims) {
     unsupported(TRAINER_STR("seq_len, kv_len, micro_batch and heads must be >= 1; got "
                             << d.seq_len << ", " << d.kv_len << ", " << d.micro_batch << ", "
                             << d.heads));
+  if (d.group_size < 1 || d.heads % d.group_size != 0)
+    unsupported(TRAINER_STR("group_size " << d.group_size << " must divide heads " << d.heads));
   if (d.head_dim < 1 || d.head_dim > kMaxHeadDim)
     unsupported(TRAINER_STR("head_dim " << d.head_dim << " is outside 1.." << kMaxHeadDim
                                         << " (hidden_size / num_attention_heads)"));
@@ -354,21 +362,32 @@ cpu::FlashAttentionDims whole_sequence_dims(const cpu::FlashAttentionDims& dims)
   return checked_dims(dims);
 }
 
-// Where q, k, v and their gradients live: element strides of a row and of a (sample, head).
+// Where q, k, v and their gradients live: element strides of a row, of a kv group and of a
+// query head within it (q, dq), of a kv head (k, v, dk, dv).
 struct Layout {
-  int64_t q_row, q_head, kv_row, kv_head, dq_row, dq_head, dkv_row, dkv_head;
+  int64_t q_row, q_group, q_head, kv_row, kv_head, dq_row, dq_group, dq_head, dkv_row, dkv_head;
 };
 
-// The whole sequence: q, k, v (and dq, dk, dv) side by side in qkv (and dqkv).
+// A grouped qkv (Note [Grouped-query attention]): (T, B, G*(r+2)*D), a group's r queries
+// before its k and v.
+int64_t qkv_group(const cpu::FlashAttentionDims& d) {
+  return (d.group_size + 2) * d.head_dim;
+}
+int64_t kv_groups(const cpu::FlashAttentionDims& d) {
+  return d.micro_batch * (d.heads / d.group_size);
+}
+
+// The whole sequence: q, k, v (and dq, dk, dv) of each group side by side in qkv (and dqkv).
 Layout whole_sequence_layout(const cpu::FlashAttentionDims& d) {
-  const int64_t row = d.micro_batch * d.heads * 3 * d.head_dim, head = 3 * d.head_dim;
-  return Layout{row, head, row, head, row, head, row, head};
+  const int64_t group = qkv_group(d), row = kv_groups(d) * group, D = d.head_dim;
+  return Layout{row, group, D, row, group, row, group, D, row, group};
 }
 
 // A block: q in qkv, k and v in kv, dq alone, dk and dv in dkv.
 Layout block_layout(const cpu::FlashAttentionDims& d) {
-  const int64_t heads = d.micro_batch * d.heads, D = d.head_dim;
-  return Layout{heads * 3 * D, 3 * D, heads * 2 * D, 2 * D, heads * D, D, heads * 2 * D, 2 * D};
+  const int64_t D = d.head_dim, kv_row = kv_groups(d) * 2 * D;
+  return Layout{kv_groups(d) * qkv_group(d), qkv_group(d),     D, kv_row, 2 * D,
+                d.micro_batch * d.heads * D, d.group_size * D, D, kv_row, 2 * D};
 }
 
 // `operands` are the tensors tiles are loaded from (whole 16-byte chunks of them when they
@@ -385,13 +404,16 @@ Geometry make_geometry(const cpu::FlashAttentionDims& d, const Layout& layout,
   geo.Tk = static_cast<int>(d.kv_len);
   geo.D = static_cast<int>(d.head_dim);
   geo.H = static_cast<int>(d.heads);
+  geo.group = static_cast<int>(d.group_size);
   geo.shift = static_cast<int>(d.q_position - d.kv_position);
   geo.q_position = d.q_position;
   geo.q_row = layout.q_row;
+  geo.q_group = layout.q_group;
   geo.q_head = layout.q_head;
   geo.kv_row = layout.kv_row;
   geo.kv_head = layout.kv_head;
   geo.dq_row = layout.dq_row;
+  geo.dq_group = layout.dq_group;
   geo.dq_head = layout.dq_head;
   geo.dkv_row = layout.dkv_row;
   geo.dkv_head = layout.dkv_head;
@@ -410,9 +432,10 @@ DropoutRule make_dropout(const cpu::FlashAttentionDims& d) {
                      1.0f / (1.0f - d.dropout_prob), d.dropout_key};
 }
 
-// One CTA per (sample and head, block of 64 of `rows` rows).
-dim3 row_block_grid(const cpu::FlashAttentionDims& d, int64_t rows) {
-  return dim3(static_cast<unsigned>(d.micro_batch * d.heads),
+// One CTA per (sample and head, block of 64 of `rows` rows): query heads, or kv heads
+// (`heads` = the kv groups).
+dim3 row_block_grid(int64_t heads, int64_t rows) {
+  return dim3(static_cast<unsigned>(heads),
               static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows));
 }
 
@@ -451,8 +474,8 @@ void launch_forward(Out* ctx, float* lse, const ForwardInputs<Element>& in, cons
     constexpr size_t kBytes = ForwardSmem<Element, kHeadDim>::kBytes;
     const auto kernel = flash_forward_kernel<Element, Out, kHeadDim>;
     allow_smem(reinterpret_cast<const void*>(kernel), kBytes, "the flash forward");
-    kernel<<<row_block_grid(dims, dims.seq_len), kFlashThreads, kBytes, stream>>>(
-        ctx, lse, in, geo, dims.scale, make_dropout(dims));
+    kernel<<<row_block_grid(dims.micro_batch * dims.heads, dims.seq_len), kFlashThreads, kBytes,
+             stream>>>(ctx, lse, in, geo, dims.scale, make_dropout(dims));
     TRAINER_CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -480,9 +503,11 @@ void launch_backward(BackwardArgs<Element, Grad> args, const Element* ctx,
     const auto dq = flash_dq_kernel<Element, Grad, kHeadDim>;
     allow_smem(reinterpret_cast<const void*>(dkdv), kKeyValueBytes, "the flash dK/dV kernel");
     allow_smem(reinterpret_cast<const void*>(dq), kQueryBytes, "the flash dQ kernel");
-    dkdv<<<row_block_grid(dims, dims.kv_len), kFlashThreads, kKeyValueBytes, stream>>>(args);
+    dkdv<<<row_block_grid(kv_groups(dims), dims.kv_len), kFlashThreads, kKeyValueBytes, stream>>>(
+        args);
     TRAINER_CUDA_CHECK(cudaGetLastError());
-    dq<<<row_block_grid(dims, dims.seq_len), kFlashThreads, kQueryBytes, stream>>>(args);
+    dq<<<row_block_grid(dims.micro_batch * dims.heads, dims.seq_len), kFlashThreads, kQueryBytes,
+         stream>>>(args);
     TRAINER_CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -492,8 +517,8 @@ void whole_forward(Element* ctx, float* lse, const Element* qkv,
                    const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
   const cpu::FlashAttentionDims d = whole_sequence_dims(dims);
   const Geometry geo = make_geometry<Element>(d, whole_sequence_layout(d), {qkv});
-  launch_forward(ctx, lse, ForwardInputs<Element>{qkv, qkv + d.head_dim, qkv + 2 * d.head_dim}, geo,
-                 d, stream);
+  const int64_t k = d.group_size * d.head_dim, v = k + d.head_dim;  // a group's k and v
+  launch_forward(ctx, lse, ForwardInputs<Element>{qkv, qkv + k, qkv + v}, geo, d, stream);
 }
 
 template <class Element>
@@ -501,14 +526,14 @@ void whole_backward(Element* dqkv, const Element* dctx, const Element* qkv, cons
                     const float* lse, const cpu::FlashAttentionDims& dims, void* scratch,
                     cudaStream_t stream) {
   const cpu::FlashAttentionDims d = whole_sequence_dims(dims);
-  const int64_t D = d.head_dim;
+  const int64_t k = d.group_size * d.head_dim, v = k + d.head_dim;  // a group's k and v
   const BackwardArgs<Element, Element> args{
-      dqkv,         dqkv + D,
-      dqkv + 2 * D, dctx,
-      qkv,          qkv + D,
-      qkv + 2 * D,  lse,
-      nullptr,      make_geometry<Element>(d, whole_sequence_layout(d), {qkv, dctx}),
-      d.scale,      make_dropout(d),
+      dqkv,     dqkv + k,
+      dqkv + v, dctx,
+      qkv,      qkv + k,
+      qkv + v,  lse,
+      nullptr,  make_geometry<Element>(d, whole_sequence_layout(d), {qkv, dctx}),
+      d.scale,  make_dropout(d),
       false};
   launch_backward(args, ctx, d, scratch, stream);
 }

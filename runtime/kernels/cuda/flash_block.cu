@@ -15,22 +15,27 @@ namespace {
 
 using namespace ::runtime::cuda::device;  // device_common.cuh
 
-// (sample, head) positions of a [s, b, h] tensor: rows * B * H.
-int64_t positions(const cpu::FlashRows& sizes) {
+// The (row, sample, kv head) positions of a [s, b, h] tensor: rows * B * heads / group_size
+// (Note [Grouped-query attention]); query positions for group_size 1.
+int64_t group_positions(const cpu::FlashRows& sizes) {
   TRAINER_ASSERT(
-      sizes.rows >= 0 && sizes.micro_batch >= 1 && sizes.heads >= 1 && sizes.head_dim >= 1,
+      sizes.rows >= 0 && sizes.micro_batch >= 1 && sizes.heads >= 1 && sizes.head_dim >= 1 &&
+          sizes.group_size >= 1 && sizes.heads % sizes.group_size == 0,
       "flash block layout: rows " << sizes.rows << ", micro_batch " << sizes.micro_batch
-                                  << ", heads " << sizes.heads << ", head_dim " << sizes.head_dim);
-  return sizes.rows * sizes.micro_batch * sizes.heads;
+                                  << ", heads " << sizes.heads << ", head_dim " << sizes.head_dim
+                                  << ", group_size " << sizes.group_size);
+  return sizes.rows * sizes.micro_batch * (sizes.heads / sizes.group_size);
 }
 
-// kv element i: position i / 2D, feature i % 2D of k then v, at D + i % 2D of qkv's position.
+// kv element i: group position i / 2D, feature i % 2D of k then v, at r*D + i % 2D of the
+// group's (r + 2) * D features in qkv.
 template <class T>
-__global__ void pack_kv_kernel(T* kv, const T* qkv, int64_t count, int64_t head_dim) {
-  const int64_t width = 2 * head_dim;
+__global__ void pack_kv_kernel(T* kv, const T* qkv, int64_t count, int64_t head_dim,
+                               int64_t group_size) {
+  const int64_t width = 2 * head_dim, group = (group_size + 2) * head_dim;
   for (int64_t i = grid_start<int64_t>(); i < count; i += grid_step<int64_t>()) {
     const int64_t position = i / width, feature = i % width;
-    kv[i] = qkv[position * 3 * head_dim + head_dim + feature];
+    kv[i] = qkv[position * group + group_size * head_dim + feature];
   }
 }
 
@@ -55,34 +60,36 @@ __global__ void flash_merge_kernel(float* ctx, float* lse, const float* ctx_bloc
   }
 }
 
-// dqkv element i: position i / 3D; features [0, D) from dq, [D, 3D) from dkv.
+// dqkv element i: group position i / (r+2)D; features [0, rD) from the group's query heads'
+// dq, [rD, (r+2)D) from dkv.
 template <class T>
 __global__ void assemble_qkv_grad_kernel(T* dqkv, const float* dq, const float* dkv, int64_t count,
-                                         int64_t head_dim) {
-  const int64_t width = 3 * head_dim;
+                                         int64_t head_dim, int64_t group_size) {
+  const int64_t queries = group_size * head_dim, width = queries + 2 * head_dim;
   for (int64_t i = grid_start<int64_t>(); i < count; i += grid_step<int64_t>()) {
     const int64_t position = i / width, feature = i % width;
-    const float value = feature < head_dim ? dq[position * head_dim + feature]
-                                           : dkv[position * 2 * head_dim + feature - head_dim];
+    const float value = feature < queries ? dq[position * queries + feature]
+                                          : dkv[position * 2 * head_dim + feature - queries];
     dqkv[i] = from_float<T>(value);
   }
 }
 
 template <class T>
 void launch_pack_kv(T* kv, const T* qkv, const cpu::FlashRows& sizes, cudaStream_t stream) {
-  const int64_t count = positions(sizes) * 2 * sizes.head_dim;
+  const int64_t count = group_positions(sizes) * 2 * sizes.head_dim;
   if (count == 0) return;
-  pack_kv_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(kv, qkv, count, sizes.head_dim);
+  pack_kv_kernel<T>
+      <<<grid_for(count), kThreads, 0, stream>>>(kv, qkv, count, sizes.head_dim, sizes.group_size);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
 template <class T>
 void launch_assemble(T* dqkv, const float* dq, const float* dkv, const cpu::FlashRows& sizes,
                      cudaStream_t stream) {
-  const int64_t count = positions(sizes) * 3 * sizes.head_dim;
+  const int64_t count = group_positions(sizes) * (sizes.group_size + 2) * sizes.head_dim;
   if (count == 0) return;
-  assemble_qkv_grad_kernel<T>
-      <<<grid_for(count), kThreads, 0, stream>>>(dqkv, dq, dkv, count, sizes.head_dim);
+  assemble_qkv_grad_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(
+      dqkv, dq, dkv, count, sizes.head_dim, sizes.group_size);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -98,7 +105,8 @@ void pack_kv(__nv_bfloat16* kv, const __nv_bfloat16* qkv, const cpu::FlashRows& 
 
 void flash_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
                  const cpu::FlashRows& sizes, cudaStream_t stream) {
-  const int64_t rows_total = positions(sizes);
+  group_positions(sizes);                                                   // checks the sizes
+  const int64_t rows_total = sizes.rows * sizes.micro_batch * sizes.heads;  // of lse
   if (rows_total == 0) return;
   flash_merge_kernel<<<grid_for(rows_total), kThreads, 0, stream>>>(
       ctx, lse, ctx_block, lse_block, rows_total, sizes.rows, sizes.micro_batch * sizes.heads,

@@ -34,8 +34,10 @@ namespace runtime::cuda::device::flash {
 // (running max m, running sum l, O rescaled), P * F (dropout) and O += (P F) V, with P F read
 // from the accumulators as the MMA's A operand (rounded to bf16 first, as FlashAttention-2
 // does; the f32 path stages it through shared memory). ctx = O / l, lse = m + log l.
-// Backward: Delta = rowsum(dO * O), a warp per row. dK/dV: a CTA per (sample and head, 64
-// keys), each warp 16 keys, over query steps of 32 from the diagonal on: S^T = scale K Q^T,
+// Backward: Delta = rowsum(dO * O), a warp per row. dK/dV: a CTA per (sample and kv head, 64
+// keys), each warp 16 keys, over the kv head's query heads in increasing order (Note
+// [Grouped-query attention] in runtime/op_args.h; one without it) and for each over query
+// steps of 32 from the diagonal on: S^T = scale K Q^T,
 // P^T = exp(S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T F - Delta), dV += (P^T F) dO and
 // dK += dS^T Q, P^T F and dS^T read from the accumulators: key-major tiles need no transpose.
 // dQ: a CTA per (sample and head, 64 queries), over key tiles of 64 up to the diagonal: S, P,
@@ -65,8 +67,9 @@ namespace runtime::cuda::device::flash {
 // at the first query that sees the CTA's first key. The lone key is that of global query 0.
 //
 // Determinism. Every output element belongs to one lane of one CTA and is summed in a fixed
-// order (k steps, then tiles, then a fixed butterfly over the 4 lanes of a row); dK/dV and dQ
-// are separate kernels, so nothing is summed across CTAs and there are no atomics.
+// order (k steps, then tiles, then query heads, then a fixed butterfly over the 4 lanes of a
+// row); dK/dV and dQ are separate kernels, so nothing is summed across CTAs and there are no
+// atomics.
 
 constexpr int kWarps = 4;
 constexpr int kFlashThreads = kWarps * kWarpThreads;  // 128
@@ -81,28 +84,32 @@ constexpr int kDeltaThreads = 256;  // the Delta kernel: a warp per row
 
 // ---- shapes and coordinates ----
 
-// Sizes and coordinates of one call, as the kernels take them. Queries and their gradient
-// live in rows of q_row elements, bh * q_head apart per (sample, head); keys, values and
-// theirs in rows of kv_row, kv_head apart (qkv itself for the whole sequence; qkv and kv for a
-// block, whose gradients dq and dkv have their own strides).
+// Sizes and coordinates of one call, as the kernels take them. Query head bh = b * H + h is
+// member bh % group of kv head bh / group (Note [Grouped-query attention]). Queries and their
+// gradient live in rows of q_row elements, (bh / group) * q_group + (bh % group) * q_head from
+// row 0; keys, values and theirs in rows of kv_row, kv_head apart per kv head (qkv itself for
+// the whole sequence; qkv and kv for a block, whose gradients dq and dkv have their own
+// strides).
 struct Geometry {
-  int T;                      // query rows (seq_len)
-  int Tk;                     // key rows (kv_len)
-  int D;                      // head_dim
-  int H;                      // local heads
-  int shift;                  // q_position - kv_position: key j is visible to query i iff
-                              // j <= i + shift (0 for the whole sequence)
-  int64_t q_position;         // global position of query 0 (the query of one key is global 0)
-  int64_t q_row, q_head;      // of q (in qkv)
-  int64_t kv_row, kv_head;    // of k and v
-  int64_t dq_row, dq_head;    // of dq
-  int64_t dkv_row, dkv_head;  // of dk and dv
-  int64_t ctx_row;            // of ctx and dctx: B*H*D
-  int64_t head_offset;        // global index of local head 0
-  int64_t sample_offset;      // global index of local sample 0
-  uint64_t full_len;          // L: the dropout coordinates' row length
-  uint64_t first_position;    // q_position * L + kv_position
-  bool vector_loads;          // tiles load 16 bytes at a time (D and the operands allow it)
+  int T;                              // query rows (seq_len)
+  int Tk;                             // key rows (kv_len)
+  int D;                              // head_dim
+  int H;                              // local query heads
+  int group;                          // query heads per kv head (group_size)
+  int shift;                          // q_position - kv_position: key j is visible to query i
+                                      // iff j <= i + shift (0 for the whole sequence)
+  int64_t q_position;                 // global position of query 0 (the query of one key is
+                                      // global 0)
+  int64_t q_row, q_group, q_head;     // of q (in qkv)
+  int64_t kv_row, kv_head;            // of k and v
+  int64_t dq_row, dq_group, dq_head;  // of dq
+  int64_t dkv_row, dkv_head;          // of dk and dv
+  int64_t ctx_row;                    // of ctx and dctx: B*H*D
+  int64_t head_offset;                // global index of local head 0
+  int64_t sample_offset;              // global index of local sample 0
+  uint64_t full_len;                  // L: the dropout coordinates' row length
+  uint64_t first_position;            // q_position * L + kv_position
+  bool vector_loads;                  // tiles load 16 bytes at a time (D and the operands allow it)
 };
 
 // The dropout of one call (Note [Dropout RNG]); the host computes threshold and keep_scale.
@@ -113,12 +120,12 @@ struct DropoutRule {
   DropoutKey key;
 };
 
-// One (sample, head): where it lives in the tensors and in the dropout coordinates.
+// One (sample, query head): where it lives in the tensors and in the dropout coordinates.
 struct Head {
   int64_t q;               // its row 0 in q
-  int64_t kv;              // in k and v
+  int64_t kv;              // its kv head's in k and v
   int64_t dq;              // in dq
-  int64_t dkv;             // in dk and dv
+  int64_t dkv;             // its kv head's in dk and dv
   int64_t ctx;             // position 0 in ctx and dctx
   int64_t rows;            // position 0 in lse and Delta: (b * H + h) * T
   uint64_t first_element;  // dropout element of (query 0, key 0): ((head_offset + h) * L +
@@ -128,11 +135,12 @@ struct Head {
 
 __device__ inline Head head_of(const Geometry& geo, int bh) {
   const int b = bh / geo.H, h = bh % geo.H;
+  const int kv_head = bh / geo.group, member = bh % geo.group;
   Head head;
-  head.q = int64_t{bh} * geo.q_head;
-  head.kv = int64_t{bh} * geo.kv_head;
-  head.dq = int64_t{bh} * geo.dq_head;
-  head.dkv = int64_t{bh} * geo.dkv_head;
+  head.q = int64_t{kv_head} * geo.q_group + int64_t{member} * geo.q_head;
+  head.kv = int64_t{kv_head} * geo.kv_head;
+  head.dq = int64_t{kv_head} * geo.dq_group + int64_t{member} * geo.dq_head;
+  head.dkv = int64_t{kv_head} * geo.dkv_head;
   head.ctx = int64_t{bh} * geo.D;
   head.rows = int64_t{bh} * geo.T;
   head.first_element =
