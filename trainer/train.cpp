@@ -174,8 +174,13 @@ void Trainer::start_logging() {
   const TrainConfig& t = config_.train;
   const parallel::ParallelConfig& pc = config_.parallel;
   std::ofstream(config_.output.dir + "/config.yaml") << to_yaml(config_);
-  log_ << "model: " << m.num_layers << " layers, hidden " << m.hidden_size << ", heads "
-       << m.num_attention_heads << ", seq " << m.seq_length << ", vocab " << m.vocab_size
+  const bool llama = m.architecture == model::Architecture::llama;
+  log_ << "model: " << (llama ? "llama, " : "") << m.num_layers << " layers, hidden "
+       << m.hidden_size << ", heads " << m.num_attention_heads
+       << (llama ? " (" + std::to_string(m.query_groups()) + " kv), ffn " +
+                       std::to_string(m.ffn()) + ", rope base " + format("%g", m.rotary_base)
+                 : std::string())
+       << ", seq " << m.seq_length << ", vocab " << m.vocab_size
        << " (padded " << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m)
        << " parameters, " << model::attention_backend_name(m.attention_backend) << " attention\n";
   log_ << "data: " << config_.data.path << " (" << dataset_->num_tokens() << " tokens; "

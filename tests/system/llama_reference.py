@@ -1,0 +1,195 @@
+"""An independent Llama reference: Hugging Face LlamaForCausalLM's math in float64 numpy, written
+from the HF tensors the trainer exports (not from the trainer's layer code), trained with
+torch.optim.AdamW's update and clip_grad_norm_ on the same batches. Prints one JSON object per
+step: {"step", "loss", "grad_norm"}.
+
+usage: llama_reference.py MODEL_DIR DATA_PREFIX STEPS MICRO_BATCH LR WEIGHT_DECAY CLIP
+  MODEL_DIR: model.safetensors + config.json (the initial weights); DATA_PREFIX.bin: uint16
+  tokens. Batch k of the run is samples [k*G, (k+1)*G), sample i = tokens[i*S : i*S + S + 1].
+"""
+import json
+import struct
+import sys
+
+import numpy as np
+
+DTYPES = {"F32": np.float32, "F16": np.float16, "U16": np.uint16}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+        data = f.read()
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        array = np.frombuffer(data[begin:end], dtype=DTYPES[entry["dtype"]])
+        tensors[name] = array.reshape(entry["shape"]).astype(np.float64)
+    return tensors
+
+
+def rms_forward(x, w, eps):
+    r = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    return w * (x * r), r
+
+
+def rms_backward(dy, x, w, r):
+    g = dy * w
+    dw = (dy * x * r).reshape(-1, x.shape[-1]).sum(0)
+    dx = r * g - x * r ** 3 * (g * x).mean(-1, keepdims=True)
+    return dx, dw
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], -1)
+
+
+def rotate_half_transposed(x):  # the transpose of rotate_half: [x2, -x1]
+    half = x.shape[-1] // 2
+    return np.concatenate([x[..., half:], -x[..., :half]], -1)
+
+
+class Llama:
+    def __init__(self, tensors, config):
+        self.p = tensors
+        self.c = config
+        self.H = config["num_attention_heads"]
+        self.G = config["num_key_value_heads"]
+        self.D = config["hidden_size"] // self.H
+        self.L = config["num_hidden_layers"]
+        self.eps = config["rms_norm_eps"]
+        inv_freq = 1.0 / (config["rope_theta"] ** (np.arange(0, self.D, 2, dtype=np.float64)
+                                                   / self.D))
+        self.inv_freq = inv_freq
+
+    def rope_tables(self, T):
+        angles = np.outer(np.arange(T, dtype=np.float64), self.inv_freq)
+        emb = np.concatenate([angles, angles], -1)  # (T, D)
+        return np.cos(emb), np.sin(emb)
+
+    def loss_and_grads(self, tokens, targets):
+        p, B, T = self.p, tokens.shape[0], tokens.shape[1]
+        H, G, D, r = self.H, self.G, self.D, self.H // self.G
+        cos, sin = self.rope_tables(T)
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        grads = {name: np.zeros_like(value) for name, value in p.items()}
+        x = p["model.embed_tokens.weight"][tokens]  # (B, T, C)
+        saved = []
+        for i in range(self.L):
+            pre = f"model.layers.{i}."
+            h = x
+            n1, r1 = rms_forward(h, p[pre + "input_layernorm.weight"], self.eps)
+            q = (n1 @ p[pre + "self_attn.q_proj.weight"].T).reshape(B, T, H, D).transpose(0, 2, 1, 3)
+            k = (n1 @ p[pre + "self_attn.k_proj.weight"].T).reshape(B, T, G, D).transpose(0, 2, 1, 3)
+            v = (n1 @ p[pre + "self_attn.v_proj.weight"].T).reshape(B, T, G, D).transpose(0, 2, 1, 3)
+            qr = q * cos + rotate_half(q) * sin
+            kr = k * cos + rotate_half(k) * sin
+            kx, vx = np.repeat(kr, r, axis=1), np.repeat(v, r, axis=1)  # HF repeat_kv
+            scores = qr @ kx.transpose(0, 1, 3, 2) / np.sqrt(D) + mask
+            scores -= scores.max(-1, keepdims=True)
+            probs = np.exp(scores)
+            probs /= probs.sum(-1, keepdims=True)
+            ctx = (probs @ vx).transpose(0, 2, 1, 3).reshape(B, T, H * D)
+            x = h + ctx @ p[pre + "self_attn.o_proj.weight"].T
+            h2 = x
+            n2, r2 = rms_forward(h2, p[pre + "post_attention_layernorm.weight"], self.eps)
+            gate = n2 @ p[pre + "mlp.gate_proj.weight"].T
+            up = n2 @ p[pre + "mlp.up_proj.weight"].T
+            sig = 1.0 / (1.0 + np.exp(-gate))
+            act = gate * sig * up
+            x = h2 + act @ p[pre + "mlp.down_proj.weight"].T
+            saved.append((h, n1, r1, qr, kr, v, kx, vx, probs, ctx, h2, n2, r2, gate, up, sig, act))
+        nf, rf = rms_forward(x, p["model.norm.weight"], self.eps)
+        logits = nf @ p["lm_head.weight"].T  # (B, T, V)
+        logits -= logits.max(-1, keepdims=True)
+        e = np.exp(logits)
+        softmax = e / e.sum(-1, keepdims=True)
+        N = B * T
+        picked = np.take_along_axis(softmax, targets[..., None], -1)[..., 0]
+        loss = -np.log(picked).mean()
+
+        dlogits = softmax.copy()
+        np.put_along_axis(dlogits, targets[..., None], np.take_along_axis(dlogits, targets[..., None], -1) - 1.0, -1)
+        dlogits /= N
+        grads["lm_head.weight"] += dlogits.reshape(N, -1).T @ nf.reshape(N, -1)
+        dnf = dlogits @ p["lm_head.weight"]
+        dx, dw = rms_backward(dnf, x, p["model.norm.weight"], rf)
+        grads["model.norm.weight"] += dw
+        for i in reversed(range(self.L)):
+            pre = f"model.layers.{i}."
+            (h, n1, r1, qr, kr, v, kx, vx, probs, ctx, h2, n2, r2, gate, up, sig, act) = saved[i]
+            # mlp
+            grads[pre + "mlp.down_proj.weight"] += dx.reshape(N, -1).T @ act.reshape(N, -1)
+            dact = dx @ p[pre + "mlp.down_proj.weight"]
+            dgate = dact * up * (sig + gate * sig * (1.0 - sig))
+            dup = dact * gate * sig
+            grads[pre + "mlp.gate_proj.weight"] += dgate.reshape(N, -1).T @ n2.reshape(N, -1)
+            grads[pre + "mlp.up_proj.weight"] += dup.reshape(N, -1).T @ n2.reshape(N, -1)
+            dn2 = dgate @ p[pre + "mlp.gate_proj.weight"] + dup @ p[pre + "mlp.up_proj.weight"]
+            dh2, dw = rms_backward(dn2, h2, p[pre + "post_attention_layernorm.weight"], r2)
+            grads[pre + "post_attention_layernorm.weight"] += dw
+            dx = dx + dh2
+            # attention
+            grads[pre + "self_attn.o_proj.weight"] += dx.reshape(N, -1).T @ ctx.reshape(N, -1)
+            dctx = (dx @ p[pre + "self_attn.o_proj.weight"]).reshape(B, T, H, D).transpose(0, 2, 1, 3)
+            dprobs = dctx @ vx.transpose(0, 1, 3, 2)
+            dvx = probs.transpose(0, 1, 3, 2) @ dctx
+            dscores = probs * (dprobs - (dprobs * probs).sum(-1, keepdims=True))
+            dqr = dscores @ kx / np.sqrt(D)
+            dkx = dscores.transpose(0, 1, 3, 2) @ qr / np.sqrt(D)
+            r = H // G
+            dkr = dkx.reshape(B, G, r, T, D).sum(2)
+            dv = dvx.reshape(B, G, r, T, D).sum(2)
+            dq = dqr * cos + rotate_half_transposed(dqr * sin)
+            dk = dkr * cos + rotate_half_transposed(dkr * sin)
+            dq2 = dq.transpose(0, 2, 1, 3).reshape(N, H * D)
+            dk2 = dk.transpose(0, 2, 1, 3).reshape(N, G * D)
+            dv2 = dv.transpose(0, 2, 1, 3).reshape(N, G * D)
+            n1f = n1.reshape(N, -1)
+            grads[pre + "self_attn.q_proj.weight"] += dq2.T @ n1f
+            grads[pre + "self_attn.k_proj.weight"] += dk2.T @ n1f
+            grads[pre + "self_attn.v_proj.weight"] += dv2.T @ n1f
+            dn1 = (dq2 @ p[pre + "self_attn.q_proj.weight"] + dk2 @ p[pre + "self_attn.k_proj.weight"]
+                   + dv2 @ p[pre + "self_attn.v_proj.weight"]).reshape(B, T, -1)
+            dh, dw = rms_backward(dn1, h, p[pre + "input_layernorm.weight"], r1)
+            grads[pre + "input_layernorm.weight"] += dw
+            dx = dx + dh
+        np.add.at(grads["model.embed_tokens.weight"], tokens, dx)
+        return loss, grads
+
+
+def main():
+    model_dir, data_prefix = sys.argv[1], sys.argv[2]
+    steps, micro_batch = int(sys.argv[3]), int(sys.argv[4])
+    lr, weight_decay, clip = float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+    config = json.load(open(model_dir + "/config.json"))
+    tensors = read_safetensors(model_dir + "/model.safetensors")
+    model = Llama(tensors, config)
+    tokens = np.fromfile(data_prefix + ".bin", dtype=np.uint16).astype(np.int64)
+    S = config["max_position_embeddings"]
+    beta1, beta2, eps = 0.9, 0.95, 1e-8
+    m = {k: np.zeros_like(v) for k, v in tensors.items()}
+    v2 = {k: np.zeros_like(v) for k, v in tensors.items()}
+    for step in range(1, steps + 1):
+        first = (step - 1) * micro_batch
+        batch = np.stack([tokens[i * S:i * S + S + 1] for i in range(first, first + micro_batch)])
+        loss, grads = model.loss_and_grads(batch[:, :-1], batch[:, 1:])
+        norm = np.sqrt(sum((g * g).sum() for g in grads.values()))
+        coef = clip / (norm + 1e-6)
+        for name, value in tensors.items():
+            g = grads[name] * (coef if coef < 1.0 else 1.0)
+            if value.ndim >= 2:
+                value *= 1.0 - lr * weight_decay
+            m[name] = beta1 * m[name] + (1 - beta1) * g
+            v2[name] = beta2 * v2[name] + (1 - beta2) * g * g
+            denom = np.sqrt(v2[name]) / np.sqrt(1 - beta2 ** step) + eps
+            value -= lr / (1 - beta1 ** step) * m[name] / denom
+        print(json.dumps({"step": step, "loss": float(loss), "grad_norm": float(norm)}))
+
+
+if __name__ == "__main__":
+    main()
