@@ -29,7 +29,7 @@ namespace runtime::ops {
 // the sum over its r query heads in increasing order, by one writer (no atomics): deterministic.
 // Dropout coordinates are those of the query head (Note [Dropout RNG]).
 
-// ---- linear layers and layernorm ----
+// ---- linear layers, layernorm and RMSNorm ----
 
 // out = input weight^T + bias.
 struct LinearForward {
@@ -120,6 +120,38 @@ struct LayernormBackward {
   Tensor weight;   // (channels)
   Tensor mean;     // (rows), from the forward
   Tensor rstd;     // (rows), from the forward
+  int64_t rows;
+  int64_t channels;
+};
+
+// Note [RMSNorm rounding]
+// Hugging Face's LlamaRMSNorm: statistics in fp32 whatever the dtype, rstd = 1 / sqrt(mean(x^2)
+// + eps), out = weight * (x * rstd), the product x * rstd rounded to the activation dtype before
+// the weight multiplies (`weight * hidden.to(input_dtype)`). The host computes in f32, where that
+// rounding is the identity; the CUDA bf16 kernels round there, and their dweight sums dout times
+// the rounded product (the exact gradient of what the forward computed), while dinput passes
+// through the rounding as through the identity, as autograd's cast does.
+
+// out = weight * (input * rstd), row by row (Note [RMSNorm rounding]).
+struct RmsnormForward {
+  Tensor out;     // (rows, channels) =
+  Tensor rstd;    // (rows) =, f32
+  Tensor input;   // (rows, channels)
+  Tensor weight;  // (channels)
+  int64_t rows;
+  int64_t channels;
+  float eps;
+};
+
+// dinput += the input gradient (the residual's gradient may be passed in, as LayernormBackward);
+// dweight += its sum over rows.
+struct RmsnormBackward {
+  Tensor dinput;   // (rows, channels) +=
+  Tensor dweight;  // (channels) +=, f32
+  Tensor dout;     // (rows, channels)
+  Tensor input;    // (rows, channels)
+  Tensor weight;   // (channels)
+  Tensor rstd;     // (rows) f32, from the forward
   int64_t rows;
   int64_t channels;
 };
@@ -247,6 +279,43 @@ struct AttentionContextBackward {
   int64_t group_size = 1;  // query heads per kv head
 };
 
+// Note [Rotary layout]
+// Rotary position embedding (Hugging Face LlamaRotaryEmbedding and apply_rotary_pos_emb, the
+// rotate_half convention), in place on the fused qkv activations (seq, micro_batch, width),
+// whose features are grouped by key/value head: group g holds [q heads g*r .. g*r+r-1 (r *
+// head_dim) | k (head_dim) | v (head_dim)], width = kv_heads * (group_size + 2) * head_dim,
+// r = group_size. The q heads and the k head of every group are rotated, v is left as it is.
+// Row t (for every sample) is at global position seq_offset + t. For each rotated head vector
+// x of head_dim D (even) and i < D/2: inv_freq_i = base^(-2i/D) in f32 (Note [Rotary
+// frequencies], runtime/rotary.h), angle = position * inv_freq_i in f32, c = cos(angle),
+// s = sin(angle); x'_i = x_i c - x_{i+D/2} s, x'_{i+D/2} = x_{i+D/2} c + x_i s. The backward
+// applies the inverse rotation (the transpose: angle -> -angle) to the gradient, in place.
+
+// qkv's q and k heads rotated by their positions, in place (Note [Rotary layout]).
+struct RopeForward {
+  Tensor qkv;  // (seq, micro_batch, kv_heads * (group_size + 2) * head_dim), in place
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t kv_heads;
+  int64_t group_size;  // query heads per key/value head (1: multi-head attention)
+  int64_t head_dim;
+  int64_t seq_offset;  // global position of row 0
+  float base;          // rotary base theta (10000 for Llama-2, 500000 for Llama-3)
+};
+
+// The gradient through RopeForward's rotation, in place: the inverse rotation of dqkv's q and k
+// heads (Note [Rotary layout]).
+struct RopeBackward {
+  Tensor dqkv;  // same layout, in place: the gradient through the rotation
+  int64_t seq;
+  int64_t micro_batch;
+  int64_t kv_heads;
+  int64_t group_size;
+  int64_t head_dim;
+  int64_t seq_offset;
+  float base;
+};
+
 // FlashAttention-2 on the fused qkv projection, causal: the fused twin of split_qkv_heads ->
 // attention_scores -> causal_softmax -> dropout_attention -> attention_context -> merge_heads,
 // drawing the same dropout masks (Note [Dropout RNG]); keeps only ctx (the output O) and the
@@ -341,7 +410,7 @@ struct AssembleQkvGrad {
   int64_t group_size = 1;  // query heads per kv head
 };
 
-// ---- GELU and dropout ----
+// ---- GELU, SwiGLU and dropout ----
 
 // out = gelu(input); out may alias input.
 struct GeluForward {
@@ -358,6 +427,24 @@ struct GeluBackward {
   Tensor input;   // (count)
   int64_t count;
   GeluKind kind;
+};
+
+// SwiGLU: input rows hold [gate | up] (each `ffn` wide); out = silu(gate) * up, silu(g) =
+// g / (1 + exp(-g)).
+struct SwigluForward {
+  Tensor out;    // (rows, ffn) =
+  Tensor input;  // (rows, 2 * ffn): gate then up
+  int64_t rows;
+  int64_t ffn;
+};
+
+// dgate = dout * up * silu'(gate), dup = dout * silu(gate); dinput may alias input.
+struct SwigluBackward {
+  Tensor dinput;  // (rows, 2 * ffn) =: dgate then dup
+  Tensor dout;    // (rows, ffn)
+  Tensor input;   // (rows, 2 * ffn)
+  int64_t rows;
+  int64_t ffn;
 };
 
 // Hidden-state dropout with the Philox mask of the global coordinates (Note [Dropout RNG]):

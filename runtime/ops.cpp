@@ -18,7 +18,10 @@
 #include "runtime/kernels/cpu/gelu.h"
 #include "runtime/kernels/cpu/gemm.h"
 #include "runtime/kernels/cpu/layernorm.h"
+#include "runtime/kernels/cpu/rmsnorm.h"
+#include "runtime/kernels/cpu/rope.h"
 #include "runtime/kernels/cpu/softmax.h"
+#include "runtime/kernels/cpu/swiglu.h"
 #include "runtime/kernels/cpu/vocab_parallel.h"
 #include "runtime/meta_device.h"
 
@@ -89,6 +92,16 @@ void layernorm_backward(const LayernormBackward& args) {
                           args.rows, args.channels);
 }
 
+void rmsnorm_forward(const RmsnormForward& args) {
+  cpu::rmsnorm_forward(args.out.f32(), args.rstd.f32(), args.input.f32(), args.weight.f32(),
+                       args.rows, args.channels, args.eps);
+}
+
+void rmsnorm_backward(const RmsnormBackward& args) {
+  cpu::rmsnorm_backward(args.dinput.f32(), args.dweight.f32(), args.dout.f32(), args.input.f32(),
+                        args.weight.f32(), args.rstd.f32(), args.rows, args.channels);
+}
+
 void causal_softmax_forward(const CausalSoftmaxForward& args) {
   cpu::causal_softmax_forward(args.probs.f32(), args.scores.f32(), args.batch_heads, args.seq);
 }
@@ -104,6 +117,14 @@ void gelu_forward(const GeluForward& args) {
 
 void gelu_backward(const GeluBackward& args) {
   cpu::gelu_backward(args.dinput.f32(), args.dout.f32(), args.input.f32(), args.count, args.kind);
+}
+
+void swiglu_forward(const SwigluForward& args) {
+  cpu::swiglu_forward(args.out.f32(), args.input.f32(), args.rows, args.ffn);
+}
+
+void swiglu_backward(const SwigluBackward& args) {
+  cpu::swiglu_backward(args.dinput.f32(), args.dout.f32(), args.input.f32(), args.rows, args.ffn);
 }
 
 void dropout_hidden_forward(const DropoutHiddenForward& args) {
@@ -208,6 +229,16 @@ void merge_heads(const MergeHeads& args) {
 void split_heads(const SplitHeads& args) {
   cpu::split_heads(args.ctx_heads.f32(), args.ctx.f32(), args.seq, args.micro_batch, args.heads,
                    args.head_dim);
+}
+
+void rope_forward(const RopeForward& args) {
+  cpu::rope_forward(args.qkv.f32(), {args.seq, args.micro_batch, args.kv_heads, args.group_size,
+                                     args.head_dim, args.seq_offset, args.base});
+}
+
+void rope_backward(const RopeBackward& args) {
+  cpu::rope_backward(args.dqkv.f32(), {args.seq, args.micro_batch, args.kv_heads,
+                                       args.group_size, args.head_dim, args.seq_offset, args.base});
 }
 
 void attention_scores_forward(const AttentionScoresForward& args) {

@@ -26,10 +26,14 @@ namespace runtime::ops {
   OP(void, gelu_linear_backward, GeluLinearBackward, dweight)                           \
   OP(void, layernorm_forward, LayernormForward, out)                                    \
   OP(void, layernorm_backward, LayernormBackward, dinput)                               \
+  OP(void, rmsnorm_forward, RmsnormForward, out)                                        \
+  OP(void, rmsnorm_backward, RmsnormBackward, dinput)                                   \
   OP(void, causal_softmax_forward, CausalSoftmaxForward, probs)                         \
   OP(void, causal_softmax_backward, CausalSoftmaxBackward, dscores)                     \
   OP(void, gelu_forward, GeluForward, out)                                              \
   OP(void, gelu_backward, GeluBackward, dinput)                                         \
+  OP(void, swiglu_forward, SwigluForward, out)                                          \
+  OP(void, swiglu_backward, SwigluBackward, dinput)                                     \
   OP(void, dropout_hidden_forward, DropoutHiddenForward, out)                           \
   OP(void, dropout_attention_forward, DropoutAttentionForward, out)                     \
   OP(void, dropout_backward, DropoutBackward, dinput)                                   \
@@ -49,6 +53,8 @@ namespace runtime::ops {
   OP(void, merge_qkv_heads, MergeQkvHeads, dqkv)                                        \
   OP(void, merge_heads, MergeHeads, ctx)                                                \
   OP(void, split_heads, SplitHeads, ctx_heads)                                          \
+  OP(void, rope_forward, RopeForward, qkv)                                              \
+  OP(void, rope_backward, RopeBackward, dqkv)                                           \
   OP(void, attention_scores_forward, AttentionScoresForward, scores)                    \
   OP(void, attention_scores_backward, AttentionScoresBackward, dq)                      \
   OP(void, attention_context_forward, AttentionContextForward, ctx_heads)               \

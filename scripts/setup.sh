@@ -6,7 +6,8 @@
 set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libyaml-cpp-dev libopenblas-dev
-          libopenmpi-dev openmpi-bin python3 python3-matplotlib python3-protobuf xz-utils)
+          libopenmpi-dev openmpi-bin python3 python3-matplotlib python3-numpy python3-protobuf
+          xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,5 +1,6 @@
-// The CUDA backend's entries, one per ops:: function (cuda_ops.cu, cuda_attention_ops.cu), and
-// what they share: the registered context, the argument checks and typed pointers.
+// The CUDA backend's entries, one per ops:: function (cuda_ops.cu, cuda_attention_ops.cu,
+// cuda_llama_ops.cu), and what they share: the registered context, the argument checks and
+// typed pointers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,9 +19,9 @@ namespace runtime::cuda::device_op {
 // Note [CUDA op dtypes]
 // In one call, activations and weights share one type, f32 or bf16 (the "activation type",
 // set by the first such tensor the op lists). Parameter gradients are f32 whatever that type
-// is (linear dweight/dbias, layernorm dweight/dbias, dwte, dwpe: they accumulate over
-// micro-batches); so are layernorm mean/rstd and every cross-entropy loss, lse and per-row
-// statistic. Dropout masks are u8, token ids and targets i32. A call breaking these rules, or
+// is (linear dweight/dbias, layernorm dweight/dbias, RMSNorm dweight, dwte, dwpe: they
+// accumulate over micro-batches); so are layernorm mean/rstd, RMSNorm rstd and every
+// cross-entropy loss, lse and per-row statistic. Dropout masks are u8, token ids and targets i32. A call breaking these rules, or
 // passing a host tensor or one smaller than its shape arguments say, fails TRAINER_ASSERT with
 // the operator, every argument's dtype and the first problem.
 

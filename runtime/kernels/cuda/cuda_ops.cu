@@ -1,7 +1,7 @@
 // The ops::Backend of CUDA tensors: each entry (cuda_op_entries.h; the attention ones in
-// cuda_attention_ops.cu) checks its tensors (Note [CUDA op dtypes]) and launches the
-// runtime::cuda kernel on the registered context's stream. Kernels the CUDA side lacked
-// (vocab_shard_finish) are here, and the CudaContext.
+// cuda_attention_ops.cu, the Llama-family ones in cuda_llama_ops.cu) checks its tensors (Note
+// [CUDA op dtypes]) and launches the runtime::cuda kernel on the registered context's stream.
+// Kernels the CUDA side lacked (vocab_shard_finish) are here, and the CudaContext.
 #include <cuda_bf16.h>
 
 #include <algorithm>

@@ -5,6 +5,7 @@
 #include "runtime/kernels/cuda/embedding.h"
 #include "runtime/kernels/cuda/flash_attention.h"
 #include "runtime/kernels/cuda/layernorm.h"
+#include "runtime/kernels/cuda/rmsnorm.h"
 #include "runtime/kernels/cuda/scratch_sizes.h"
 
 namespace runtime::cuda::scratch_bytes {
@@ -19,6 +20,10 @@ size_t gelu_linear_backward(const ops::GeluLinearBackward& args) {
 
 size_t layernorm_backward(const ops::LayernormBackward& args) {
   return layernorm_backward_scratch_bytes(args.rows, args.channels);
+}
+
+size_t rmsnorm_backward(const ops::RmsnormBackward& args) {
+  return rmsnorm_backward_scratch_bytes(args.rows, args.channels);
 }
 
 size_t embedding_backward(const ops::EmbeddingBackward& args) {
@@ -43,6 +48,7 @@ const ScratchSizes& table() {
     s.linear_backward = &linear_backward;
     s.gelu_linear_backward = &gelu_linear_backward;
     s.layernorm_backward = &layernorm_backward;
+    s.rmsnorm_backward = &rmsnorm_backward;
     s.embedding_backward = &embedding_backward;
     s.flash_attention_backward = &flash_attention_backward;
     s.flash_block_backward = &flash_block_backward;

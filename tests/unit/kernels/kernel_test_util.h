@@ -1,7 +1,7 @@
 // Helpers shared by the CPU kernel tests: seeded random data, tolerance and bitwise
-// comparisons, OpenMP thread-count switching and the thread-count determinism check, and a
-// central finite-difference check of a directional derivative. Header-only; every test file
-// includes it.
+// comparisons, OpenMP thread-count switching and the thread-count determinism check, a central
+// finite-difference check of a directional derivative, and element-wise central differences in
+// double. Header-only; every test file includes it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -106,6 +106,30 @@ void expect_directional_derivative(const Loss& loss, const std::vector<float>& x
   const double numeric = (loss(plus) - loss(minus)) / (2 * h);
   EXPECT_GT(std::fabs(analytic), 1e-3) << what << ": slope too small to test anything";
   EXPECT_NEAR(numeric, analytic, rtol * std::max(1.0, std::fabs(analytic))) << what;
+}
+
+// The gradient of loss (a function of a double vector) at x, element by element, by central
+// differences in double with step h.
+template <class Loss>
+std::vector<double> central_differences(const Loss& loss, const std::vector<double>& x,
+                                        double h = 1e-5) {
+  std::vector<double> probe = x, gradient(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    probe[i] = x[i] + h;
+    const double up = loss(probe);
+    probe[i] = x[i] - h;
+    const double down = loss(probe);
+    probe[i] = x[i];
+    gradient[i] = (up - down) / (2 * h);
+  }
+  return gradient;
+}
+
+inline double weighted_sum_double(const std::vector<double>& values,
+                                  const std::vector<float>& weights) {
+  double s = 0.0;
+  for (size_t i = 0; i < values.size(); ++i) s += values[i] * weights[i];
+  return s;
 }
 
 inline double weighted_sum(const std::vector<float>& values, const std::vector<float>& weights) {

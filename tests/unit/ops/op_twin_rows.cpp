@@ -382,7 +382,8 @@ const std::vector<Row>& rows() {
   static const std::vector<Row> all = [] {
     std::vector<Row> out;
     for (auto part :
-         {layer_rows, loss_and_attention_rows, flash_block_rows, vector_rows, memory_rows}) {
+         {layer_rows, llama_rows, loss_and_attention_rows, flash_block_rows, vector_rows,
+          memory_rows}) {
       for (Row& row : part()) out.push_back(std::move(row));
     }
     return out;

@@ -93,10 +93,12 @@ Row op_row(const char* op, Result (*run)(const Args&), Tolerance tolerance, Buil
              }};
 }
 
-// The rows, by file: op_twin_rows.cpp (layers), op_twin_rows_loss.cpp (loss, attention,
-// vectors, the optimizer), op_twin_rows_flash_block.cpp (ring attention's blocks),
-// op_twin_rows_memory.cpp (memory operators).
+// The rows, by file: op_twin_rows.cpp (layers), op_twin_rows_llama.cpp (the Llama-family
+// blocks), op_twin_rows_loss.cpp (loss, attention, vectors, the optimizer),
+// op_twin_rows_flash_block.cpp (ring attention's blocks), op_twin_rows_memory.cpp (memory
+// operators).
 std::vector<Row> layer_rows();
+std::vector<Row> llama_rows();
 std::vector<Row> loss_and_attention_rows();
 std::vector<Row> flash_block_rows();
 std::vector<Row> vector_rows();

@@ -1,0 +1,68 @@
+// RMS normalization over channels. Forward assigns out and rstd; backward adds into dinp and
+// dweight (+=). Row statistics are reduced in double, and dweight column by column over rows in
+// order: deterministic for any thread count.
+#include "runtime/kernels/cpu/rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/kernels/cpu/vector_math.h"
+
+namespace runtime::cpu {
+namespace {
+
+constexpr int64_t kParamColumnBlock = 64;  // columns per thread task in dweight
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t rows,
+                     int64_t channels, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = inp + r * channels;
+    const double mean_square =
+        detail::ordered_sum(channels, [x](int64_t c) { return double{x[c]} * double{x[c]}; }) /
+        static_cast<double>(channels);
+    const float s = static_cast<float>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
+    float* y = out + r * channels;
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c) y[c] = weight[c] * (x[c] * s);
+    rstd[r] = s;
+  }
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int64_t rows, int64_t channels) {
+  // d xhat_i / d x_j = s (delta_ij - xhat_i xhat_j / C), so dinp += s (g - xhat mean(g xhat)).
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = inp + r * channels;
+    const float* dy = dout + r * channels;
+    const float s = rstd[r];
+    const double g_xhat_mean =
+        detail::ordered_sum(
+            channels, [=](int64_t c) { return double{dy[c] * weight[c]} * double{x[c] * s}; }) /
+        static_cast<double>(channels);
+    const float b = static_cast<float>(g_xhat_mean);
+    float* dx = dinp + r * channels;
+#pragma omp simd
+    for (int64_t c = 0; c < channels; ++c) dx[c] += (dy[c] * weight[c] - (x[c] * s) * b) * s;
+  }
+  // dweight += sum_rows dout * xhat: by column blocks, rows in order.
+  const int64_t blocks = (channels + kParamColumnBlock - 1) / kParamColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t c0 = block * kParamColumnBlock;
+    const int64_t width = std::min(kParamColumnBlock, channels - c0);
+    double dw[kParamColumnBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* x = inp + r * channels + c0;
+      const float* dy = dout + r * channels + c0;
+      const float s = rstd[r];
+      for (int64_t c = 0; c < width; ++c) dw[c] += double{dy[c] * (x[c] * s)};
+    }
+    for (int64_t c = 0; c < width; ++c) dweight[c0 + c] += static_cast<float>(dw[c]);
+  }
+}
+
+}  // namespace runtime::cpu

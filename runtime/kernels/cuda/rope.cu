@@ -1,0 +1,107 @@
+// Rotary position embedding, in place: one block per row (one position) in a grid-stride loop.
+// The block's threads compute the row's D/2 cos and sin once into shared memory (Note [Rotary
+// frequencies] in runtime/rotary.h: the same f32 angles as the host), then rotate every element
+// pair of the row's q and k heads, consecutive threads on consecutive pairs.
+#include <algorithm>
+
+#include "runtime/error.h"
+#include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device_common.cuh"
+#include "runtime/kernels/cuda/rope.h"
+#include "runtime/rotary.h"
+
+namespace runtime::cuda {
+namespace {
+
+using namespace ::runtime::cuda::device;  // device_common.cuh
+
+constexpr int kMaxHalf = static_cast<int>(kRopeMaxHeadDim / 2);
+
+// A row's features in the kernel's index type (Note [Index width]): pairs = micro_batch *
+// kv_heads * rotated_heads * half element pairs, each rotated head at b * width + g *
+// group_width + h * head_dim.
+template <class Index>
+struct RowShape {
+  Index pairs;
+  Index half;
+  Index rotated_heads;  // group_size + 1: the q heads, then the k head
+  Index kv_heads;
+  Index head_dim;
+  Index group_width;  // (group_size + 2) * head_dim
+  Index width;        // kv_heads * group_width
+};
+
+// sign 1: the forward rotation (+angle); -1: the backward (-angle).
+template <class T, class Index>
+__global__ void __launch_bounds__(kThreads)
+    rope_kernel(T* qkv, RowShape<Index> shape, int64_t seq, int64_t micro_batch, int64_t seq_offset,
+                float base, float sign) {
+  __shared__ float inv_freq[kMaxHalf], cosines[kMaxHalf], sines[kMaxHalf];
+  const Index half = shape.half;
+  for (Index i = threadIdx.x; i < half; i += blockDim.x)
+    inv_freq[i] =
+        rotary_inv_freq(static_cast<int64_t>(i), static_cast<int64_t>(shape.head_dim), base);
+  for (int64_t t = blockIdx.x; t < seq; t += gridDim.x) {
+    __syncthreads();  // inv_freq written; the previous row's cos and sin read
+    for (Index i = threadIdx.x; i < half; i += blockDim.x) {
+      const float angle = rotary_angle(seq_offset + t, inv_freq[i]);
+      cosines[i] = cosf(angle);
+      sines[i] = sign * sinf(angle);
+    }
+    __syncthreads();
+    T* row = qkv + t * micro_batch * static_cast<int64_t>(shape.width);
+    for (Index e = threadIdx.x; e < shape.pairs; e += blockDim.x) {
+      const Index i = e % half;
+      Index rest = e / half;
+      const Index h = rest % shape.rotated_heads;
+      rest /= shape.rotated_heads;
+      const Index g = rest % shape.kv_heads, b = rest / shape.kv_heads;
+      T* x = row + b * shape.width + g * shape.group_width + h * shape.head_dim;
+      const float first = to_float(x[i]), second = to_float(x[i + half]);
+      x[i] = from_float<T>(first * cosines[i] - second * sines[i]);
+      x[i + half] = from_float<T>(second * cosines[i] + first * sines[i]);
+    }
+  }
+}
+
+template <class T>
+void launch(T* qkv, const RopeDims& d, float sign, cudaStream_t stream) {
+  TRAINER_ASSERT(d.seq >= 0 && d.micro_batch >= 0 && d.kv_heads >= 0 && d.group_size >= 1 &&
+                     d.head_dim >= 2 && d.head_dim % 2 == 0 && d.head_dim <= kRopeMaxHeadDim,
+                 "rope of seq " << d.seq << ", micro_batch " << d.micro_batch << ", kv_heads "
+                                << d.kv_heads << ", group_size " << d.group_size << ", head_dim "
+                                << d.head_dim << " (even, 2.." << kRopeMaxHeadDim << ")");
+  const int64_t half = d.head_dim / 2, rotated_heads = d.group_size + 1;
+  const int64_t group_width = (d.group_size + 2) * d.head_dim, width = d.kv_heads * group_width;
+  const int64_t pairs = d.micro_batch * d.kv_heads * rotated_heads * half;
+  if (d.seq == 0 || pairs == 0) return;
+  const unsigned grid = static_cast<unsigned>(std::min(d.seq, kMaxBlocks));
+  with_index_type(d.micro_batch * width, [&](auto index) {
+    using Index = decltype(index);
+    const RowShape<Index> shape{static_cast<Index>(pairs),         static_cast<Index>(half),
+                                static_cast<Index>(rotated_heads), static_cast<Index>(d.kv_heads),
+                                static_cast<Index>(d.head_dim),    static_cast<Index>(group_width),
+                                static_cast<Index>(width)};
+    rope_kernel<T, Index><<<grid, kThreads, 0, stream>>>(qkv, shape, d.seq, d.micro_batch,
+                                                         d.seq_offset, d.base, sign);
+  });
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void rope_forward(float* qkv, const RopeDims& dims, cudaStream_t stream) {
+  launch(qkv, dims, 1.f, stream);
+}
+void rope_forward(__nv_bfloat16* qkv, const RopeDims& dims, cudaStream_t stream) {
+  launch(qkv, dims, 1.f, stream);
+}
+
+void rope_backward(float* dqkv, const RopeDims& dims, cudaStream_t stream) {
+  launch(dqkv, dims, -1.f, stream);
+}
+void rope_backward(__nv_bfloat16* dqkv, const RopeDims& dims, cudaStream_t stream) {
+  launch(dqkv, dims, -1.f, stream);
+}
+
+}  // namespace runtime::cuda

@@ -1,0 +1,39 @@
+// The rotary embedding's frequencies (Note [Rotary layout] in runtime/op_args.h), header-only and
+// host/device-callable so that the CPU and CUDA kernels rotate by the very same f32 angles.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#if !defined(TRAINER_HOST_DEVICE)
+#if defined(__CUDACC__)
+#define TRAINER_HOST_DEVICE __host__ __device__
+#else
+#define TRAINER_HOST_DEVICE
+#endif
+#endif
+
+namespace runtime {
+
+// Note [Rotary frequencies]
+// Hugging Face computes inv_freq_i = 1 / (base ** (arange(0, D, 2) / D)) in f32: the exponent
+// 2i/D rounded to f32, the power in f32, its reciprocal in f32. Here the exponent and the
+// reciprocal are IEEE f32 operations, bit-identical on every device; the power alone is taken
+// in double and rounded to f32 once, because f32 pow differs by an ulp between libm and CUDA,
+// and at position 100000 one ulp of a frequency near 0.5 moves the angle by 3e-3 rad. The angle
+// is then position * inv_freq_i, one f32 product (positions are exact in f32 below 2^24), and
+// cos and sin are the accurate f32 functions of that angle (no fast math).
+TRAINER_HOST_DEVICE inline float rotary_inv_freq(int64_t pair, int64_t head_dim, float base) {
+  const float exponent = static_cast<float>(2 * pair) / static_cast<float>(head_dim);
+  const float power =
+      static_cast<float>(pow(static_cast<double>(base), static_cast<double>(exponent)));
+  return 1.f / power;
+}
+
+// The f32 angle of frequency inv_freq at `position`.
+TRAINER_HOST_DEVICE inline float rotary_angle(int64_t position, float inv_freq) {
+  return static_cast<float>(position) * inv_freq;
+}
+
+}  // namespace runtime

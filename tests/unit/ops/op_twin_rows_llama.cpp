@@ -1,0 +1,146 @@
+// The twin rows of the Llama-family blocks' operators: RMSNorm, SwiGLU and the rotary embedding
+// (Note [Rotary layout]), each over odd sizes (channels and widths that are no multiple of a
+// warp or a vector pack, and some that are, to reach the packed paths) and, for the rotary
+// embedding, every group size and positions far past the first.
+#include <utility>
+#include <vector>
+
+#include "runtime/ops.h"
+#include "tests/unit/ops/twin_row.h"
+
+namespace op_twins {
+namespace {
+
+namespace ops = runtime::ops;
+
+// (rows, channels) of RMSNorm: many rows (past the 256 row chunks of the CUDA dweight) of few
+// channels, or few rows of many channels (past a block of 256 threads times a pack).
+std::pair<int64_t, int64_t> norm_rows_and_channels(Case& c) {
+  if (c.coin()) return {c.pick({1, 33, 70, 1031}), c.pick({1, 7, 33, 100, 129, 256})};
+  return {c.pick({1, 3, 7, 33, 70}), c.pick({100, 129, 256, 1031, 4099})};
+}
+
+// The weight of a norm: a tensor of its own, or a view that is not 16-byte aligned.
+Tensor norm_weight(Case& c, int64_t channels) {
+  return c.pick({0, 0, 1}) == 0 ? c.act({channels}) : c.misaligned_act({channels});
+}
+
+float norm_eps(Case& c) {
+  return c.coin() ? 1e-5f : 1e-6f;
+}
+
+Row rmsnorm_forward_row() {
+  return TWIN_ROW(rmsnorm_forward, kReordered, [](Case& c) {
+    const auto [rows, channels] = norm_rows_and_channels(c);
+    return ops::RmsnormForward{.out = c.act({rows, channels}),
+                               .rstd = c.f32({rows}),
+                               .input = c.act({rows, channels}, -2.f, 2.f),
+                               .weight = norm_weight(c, channels),
+                               .rows = rows,
+                               .channels = channels,
+                               .eps = norm_eps(c)};
+  });
+}
+
+Row rmsnorm_backward_row() {
+  return TWIN_ROW(rmsnorm_backward, kReordered, [](Case& c) {
+    const auto [rows, channels] = norm_rows_and_channels(c);
+    ops::RmsnormForward forward{.out = c.act({rows, channels}),
+                                .rstd = c.f32({rows}),
+                                .input = c.act({rows, channels}, -2.f, 2.f),
+                                .weight = norm_weight(c, channels),
+                                .rows = rows,
+                                .channels = channels,
+                                .eps = norm_eps(c)};
+    ops::rmsnorm_forward(forward);  // statistics that belong to the input
+    return ops::RmsnormBackward{.dinput = c.act({rows, channels}),
+                                .dweight = c.f32({channels}),
+                                .dout = c.act({rows, channels}),
+                                .input = forward.input,
+                                .weight = forward.weight,
+                                .rstd = forward.rstd,
+                                .rows = rows,
+                                .channels = channels};
+  });
+}
+
+// (rows, ffn) of SwiGLU.
+std::pair<int64_t, int64_t> swiglu_shape(Case& c) {
+  return {c.pick({1, 3, 7, 33, 70}), c.pick({1, 7, 33, 100, 129, 256, 1031})};
+}
+
+Row swiglu_forward_row() {
+  return TWIN_ROW(swiglu_forward, kReordered, [](Case& c) {
+    const auto [rows, ffn] = swiglu_shape(c);
+    return ops::SwigluForward{.out = c.act({rows, ffn}),
+                              .input = c.act({rows, 2 * ffn}, -4.f, 4.f),
+                              .rows = rows,
+                              .ffn = ffn};
+  });
+}
+
+Row swiglu_backward_row() {
+  return TWIN_ROW(swiglu_backward, kReordered, [](Case& c) {
+    const auto [rows, ffn] = swiglu_shape(c);
+    const Tensor input = c.act({rows, 2 * ffn}, -4.f, 4.f);
+    return ops::SwigluBackward{.dinput = c.coin() ? input : c.act({rows, 2 * ffn}),
+                               .dout = c.act({rows, ffn}),
+                               .input = input,
+                               .rows = rows,
+                               .ffn = ffn};
+  });
+}
+
+// The shape of one rotary call (Note [Rotary layout]).
+struct RopeShape {
+  int64_t seq, micro_batch, kv_heads, group_size, head_dim, seq_offset;
+  float base;
+  int64_t width() const { return kv_heads * (group_size + 2) * head_dim; }
+};
+
+RopeShape rope_shape(Case& c) {
+  return RopeShape{.seq = c.pick({1, 3, 7, 33}),
+                   .micro_batch = c.pick({1, 2, 3}),
+                   .kv_heads = c.pick({1, 2, 3}),
+                   .group_size = c.pick({1, 2, 4}),
+                   .head_dim = c.pick({8, 14, 32, 64, 96, 128}),
+                   .seq_offset = c.pick({0, 5, 4097, 100000}),
+                   .base = c.coin() ? 10000.f : 500000.f};
+}
+
+Row rope_forward_row() {
+  return TWIN_ROW(rope_forward, kReordered, [](Case& c) {
+    const RopeShape s = rope_shape(c);
+    return ops::RopeForward{.qkv = c.act({s.seq, s.micro_batch, s.width()}),
+                            .seq = s.seq,
+                            .micro_batch = s.micro_batch,
+                            .kv_heads = s.kv_heads,
+                            .group_size = s.group_size,
+                            .head_dim = s.head_dim,
+                            .seq_offset = s.seq_offset,
+                            .base = s.base};
+  });
+}
+
+Row rope_backward_row() {
+  return TWIN_ROW(rope_backward, kReordered, [](Case& c) {
+    const RopeShape s = rope_shape(c);
+    return ops::RopeBackward{.dqkv = c.act({s.seq, s.micro_batch, s.width()}),
+                             .seq = s.seq,
+                             .micro_batch = s.micro_batch,
+                             .kv_heads = s.kv_heads,
+                             .group_size = s.group_size,
+                             .head_dim = s.head_dim,
+                             .seq_offset = s.seq_offset,
+                             .base = s.base};
+  });
+}
+
+}  // namespace
+
+std::vector<Row> llama_rows() {
+  return {rmsnorm_forward_row(), rmsnorm_backward_row(), swiglu_forward_row(),
+          swiglu_backward_row(), rope_forward_row(),     rope_backward_row()};
+}
+
+}  // namespace op_twins
