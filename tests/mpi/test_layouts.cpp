@@ -89,10 +89,38 @@ int64_t real_elements(const model::NamedParam& p, const model::GptConfig& config
   return p.roles.vocab_padded ? config.vocab_size * config.hidden_size : p.tensor.numel();
 }
 
-TEST(Layouts, MatchOneProcessWithin1e5) {
+// The Llama block in a subset of the layouts (4 query heads sharing 2 key/value heads: under
+// tp2 each rank holds one whole group), against a one-process Llama run.
+const std::vector<std::string>& llama() {
+  static const std::vector<std::string> base = {
+      "model.architecture=llama", "model.num_query_groups=2", "model.ffn_hidden_size=48"};
+  return base;
+}
+
+const std::vector<Layout>& llama_layouts() {
+  static const std::vector<Layout> all = [] {
+    std::vector<Layout> layouts = {
+        {2, "llama tp2 sp", {"parallel.tensor=2", "parallel.sequence_parallel=true"}},
+        {2, "llama pp2 interleaved", {"parallel.pipeline=2", "parallel.virtual_pipeline=2"}},
+        {2, "llama cp2 flash", {"parallel.context=2", kFlash}},
+        {2, "llama dp2 distributed", {"parallel.data=2", "optimizer.distributed=true"}},
+        {4,
+         "llama tp2 cp2 sp flash",
+         {"parallel.tensor=2", "parallel.context=2", "parallel.sequence_parallel=true", kFlash}},
+    };
+    for (Layout& layout : layouts)
+      layout.overrides.insert(layout.overrides.begin(), llama().begin(), llama().end());
+    return layouts;
+  }();
+  return all;
+}
+
+// Every layout of `layouts` with this world size against one process of `base`: losses and
+// step-1 gradients within 1e-5, every rank's payload and activation peak as predicted.
+void match_one_process(const std::vector<std::string>& base, const std::vector<Layout>& layouts) {
   mpi_test::SharedData shared;
   constexpr int kSteps = 3;
-  const trainer::Config reference_config = mpi_test::config_for(shared, {});
+  const trainer::Config reference_config = mpi_test::config_for(shared, base);
   std::vector<double> reference_loss;
   std::vector<std::vector<float>> reference_grads;  // flat, per step
   std::unique_ptr<mpi_test::Run> reference;
@@ -104,9 +132,13 @@ TEST(Layouts, MatchOneProcessWithin1e5) {
       reference_grads.emplace_back(g.f32(), g.f32() + g.numel());
     }
   }
-  for (const Layout& layout : layouts()) {
+  for (const Layout& layout : layouts) {
     if (layout.ranks != world_size()) continue;
-    mpi_test::Run run(mpi_test::config_for(shared, layout.overrides), true);
+    const trainer::Config config = mpi_test::config_for(shared, layout.overrides);
+    mpi_test::Run run(config, true);
+    // A distributed optimizer's ranks each hold only their reduced shard of the gradients: the
+    // losses after its updates carry the comparison.
+    const bool whole_grads = !config.optimizer.distributed;
     double worst_loss = 0, worst_grad = 0, later_grad = 0;
     std::string worst_tensor;
     for (int s = 0; s < kSteps; ++s) {
@@ -123,6 +155,7 @@ TEST(Layouts, MatchOneProcessWithin1e5) {
       const auto full = run.trainer->gather(run.trainer->grads());
       if (world_rank() != 0) continue;
       worst_loss = std::max(worst_loss, std::abs(loss - reference_loss[s]) / reference_loss[s]);
+      if (!whole_grads) continue;
       // The reference's gradients of this step, viewed by name.
       std::vector<float> saved(reference_grads[s]);
       const model::GptParams& ref = reference->trainer->grads();
@@ -149,6 +182,14 @@ TEST(Layouts, MatchOneProcessWithin1e5) {
   }
 }
 
+TEST(Layouts, MatchOneProcessWithin1e5) {
+  match_one_process({}, layouts());
+}
+
+TEST(Layouts, LlamaMatchesOneProcessWithin1e5) {
+  match_one_process(llama(), llama_layouts());
+}
+
 // Every memory category's measured peak on this rank against the whole-rank model's.
 void expect_every_category_predicted(const trainer::Config& config,
                                      const trainer::StepMetrics& metrics, const std::string& what) {
@@ -161,7 +202,7 @@ void expect_every_category_predicted(const trainer::Config& config,
 }
 
 // Every plan gives the same gradients, and every rank's every memory category is predicted.
-TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
+void every_plan_bit_identical(const std::vector<Layout>& layouts) {
   mpi_test::SharedData shared;
   const std::vector<std::vector<std::string>> plans = {
       {"recompute.granularity=none"},
@@ -170,7 +211,7 @@ TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
       {"recompute.granularity=selective", "recompute.modules=[core_attn, act, layernorm, mlp]"},
       {"recompute.granularity=selective", "recompute.modules=[core_attn]"},
   };
-  for (const Layout& layout : layouts()) {
+  for (const Layout& layout : layouts) {
     if (layout.ranks != world_size()) continue;
     std::vector<float> reference;
     for (const auto& plan : plans) {
@@ -190,6 +231,14 @@ TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
       }
     }
   }
+}
+
+TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
+  every_plan_bit_identical(layouts());
+}
+
+TEST(Layouts, LlamaEveryRecomputePlanGivesBitIdenticalGradients) {
+  every_plan_bit_identical(llama_layouts());
 }
 
 // bf16 on the emulated device (tests/support/emulated_device.h: f32 arithmetic per op, bf16
@@ -410,11 +459,12 @@ TEST(Layouts, PipelineStagesHoldTheirMicrobatchesAsPredicted) {
 
 namespace {
 
-TEST(Layouts, CheckpointResumesBitExactAndReshardsToOneProcess) {
-  if (world_size() == 8) GTEST_SKIP() << "covered by 2 (data) and 4 (tensor x pipeline) ranks";
+// A checkpoint of this world's layout resumes bit for bit, and one process of `base` loads it.
+void resume_and_reshard(const std::vector<std::string>& base) {
   mpi_test::SharedData shared;
   // 2 ranks: data-parallel replicas (only dp rank 0 writes); 4: tensor 2 x pipeline 2.
-  std::vector<std::string> layout = {"checkpoint.dir=" + shared.out("ckpt")};
+  std::vector<std::string> layout = base;
+  layout.push_back("checkpoint.dir=" + shared.out("ckpt"));
   if (world_size() == 2) layout.push_back("parallel.data=2");
   if (world_size() == 4) layout.insert(layout.end(), {"parallel.tensor=2", "parallel.pipeline=2"});
   double continued = 0;
@@ -435,13 +485,26 @@ TEST(Layouts, CheckpointResumesBitExactAndReshardsToOneProcess) {
   // One process loads the tp2 x pp2 shards (vocabulary padded differently).
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) {
-    mpi_test::Run single(mpi_test::config_for(shared, {"checkpoint.dir=" + shared.out("ckpt")}),
-                         false);
+    std::vector<std::string> one = base;
+    one.push_back("checkpoint.dir=" + shared.out("ckpt"));
+    mpi_test::Run single(mpi_test::config_for(shared, one), false);
     EXPECT_TRUE(single.trainer->resume("auto"));
     const double loss = single.trainer->train_step().loss;
     EXPECT_LT(std::abs(loss - continued) / continued, 1e-5) << loss << " vs " << continued;
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(Layouts, CheckpointResumesBitExactAndReshardsToOneProcess) {
+  if (world_size() == 8) GTEST_SKIP() << "covered by 2 (data) and 4 (tensor x pipeline) ranks";
+  resume_and_reshard({});
+}
+
+// Llama's shards (whole kv groups of the fused QKV, each rank's gate and up rows, the untied
+// output layer) reshard from tensor 2 x pipeline 2 to one process.
+TEST(Layouts, LlamaCheckpointReshardsFromTp2Pp2ToOneProcess) {
+  if (world_size() != 4) GTEST_SKIP() << "a tp2 x pp2 layout on 4 ranks";
+  resume_and_reshard(llama());
 }
 
 // A context-parallel checkpoint (cp2 on 2 ranks) resumes bit for bit under cp2, and loads into

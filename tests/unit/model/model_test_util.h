@@ -23,13 +23,31 @@ inline model::GptConfig tiny_config(float dropout = 0.1f) {
   return c;
 }
 
+// The tiny model as a Llama block: RMSNorm, SwiGLU, RoPE, 4 query heads sharing 2 key/value
+// heads, no biases, an untied head (dropout kept, so the plans' masks are exercised).
+inline model::GptConfig tiny_llama_config(float dropout = 0.1f) {
+  model::GptConfig c = model::architecture_defaults(model::Architecture::llama);
+  const model::GptConfig gpt = tiny_config(dropout);
+  c.num_layers = gpt.num_layers;
+  c.hidden_size = gpt.hidden_size;
+  c.num_attention_heads = 4;
+  c.num_query_groups = 2;
+  c.ffn_hidden_size = 24;
+  c.seq_length = gpt.seq_length;
+  c.vocab_size = gpt.vocab_size;
+  c.make_vocab_size_divisible_by = gpt.make_vocab_size_divisible_by;
+  c.hidden_dropout = dropout;
+  c.attention_dropout = dropout;
+  return c;
+}
+
 struct TinyModel {
   model::GptConfig config;
   int64_t micro_batch = 2;
   runtime::CpuAllocator allocator;
   model::GptParams params;
   model::GptParams grads;
-  std::vector<int32_t> tokens;   // (micro_batch, seq + 1) samples, row per sample
+  std::vector<int32_t> tokens;  // (micro_batch, seq + 1) samples, row per sample
 
   explicit TinyModel(const model::GptConfig& c, int64_t batch = 2, uint64_t seed = 7)
       : config(c), micro_batch(batch) {
@@ -59,9 +77,7 @@ struct TinyModel {
     return mb;
   }
 
-  float loss_scale() const {
-    return 1.0f / static_cast<float>(micro_batch * config.seq_length);
-  }
+  float loss_scale() const { return 1.0f / static_cast<float>(micro_batch * config.seq_length); }
 
   // One training forward + backward under `plan`; returns the mean loss and
   // leaves the gradients in `grads` (zeroed first).

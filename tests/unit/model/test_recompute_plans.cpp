@@ -67,11 +67,15 @@ std::vector<NamedPlan> all_plans(int64_t L) {
   };
 }
 
-// (dropout, attention backend)
-class RecomputePlans : public ::testing::TestWithParam<std::tuple<float, model::AttentionBackend>> {
+// (dropout, attention backend, architecture)
+class RecomputePlans : public ::testing::TestWithParam<
+                           std::tuple<float, model::AttentionBackend, model::Architecture>> {
  protected:
   model::GptConfig config() const {
-    model::GptConfig c = testing_support::tiny_config(std::get<0>(GetParam()));
+    const float dropout = std::get<0>(GetParam());
+    model::GptConfig c = std::get<2>(GetParam()) == model::Architecture::llama
+                             ? testing_support::tiny_llama_config(dropout)
+                             : testing_support::tiny_config(dropout);
     c.attention_backend = std::get<1>(GetParam());
     return c;
   }
@@ -109,7 +113,9 @@ TEST_P(RecomputePlans, MeasuredActivationPeakEqualsMemoryModel) {
 INSTANTIATE_TEST_SUITE_P(DropoutAndBackend, RecomputePlans,
                          ::testing::Combine(::testing::Values(0.0f, 0.1f),
                                             ::testing::Values(model::AttentionBackend::unfused,
-                                                              model::AttentionBackend::flash)));
+                                                              model::AttentionBackend::flash),
+                                            ::testing::Values(model::Architecture::gpt2,
+                                                              model::Architecture::llama)));
 
 // Flash attention computes what the unfused attention computes (the same dropout masks), in
 // another floating-point order: loss and every gradient agree to float rounding.

@@ -76,6 +76,30 @@ TEST(RankMemory, EveryCategoryEqualsTheReplayOnTheEmulatedDeviceInBf16) {
   }
 }
 
+// The Llama block (RMSNorm keeps no mean, SwiGLU's fc1 is twice as wide, GQA's k and v are a
+// group's, an untied head): every category as the replay predicts, host f32 with dropout and
+// the emulated device in bf16.
+TEST(RankMemory, LlamaEveryCategoryEqualsTheReplay) {
+  const CorpusDir dir;
+  const std::vector<std::string> llama = {"model.architecture=llama", "model.num_attention_heads=4",
+                                          "model.num_query_groups=2", "model.ffn_hidden_size=64",
+                                          "model.num_layers=3"};
+  for (const char* attention : {"unfused", "flash"}) {
+    for (const auto& preset : presets()) {
+      std::vector<std::string> overrides = llama;
+      overrides.insert(overrides.end(), preset.begin(), preset.end());
+      overrides.push_back(std::string("model.attention_backend=") + attention);
+      std::vector<std::string> host = overrides, device = overrides;
+      host.insert(host.end(), {"model.hidden_dropout=0.1", "model.attention_dropout=0.1"});
+      device.insert(device.end(), {"train.device=cuda", "train.precision=bf16"});
+      expect_categories_equal<testing_support::InProcessRun>(
+          dir.config("run", host), std::string("llama host ") + attention + ", " + preset.back());
+      expect_categories_equal<DeviceRun>(
+          dir.config("run", device), std::string("llama bf16 ") + attention + ", " + preset.back());
+    }
+  }
+}
+
 // The replay needs no dataset, no device and no peers: a 175B-shaped rank of an 8x8x16 job.
 TEST(RankMemory, PlansAnyShapeWithoutDataOrDevice) {
   Config config = parse_config(
