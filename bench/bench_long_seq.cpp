@@ -41,6 +41,19 @@ std::vector<Preset> presets() {
       list.push_back(preset);
     }
   }
+  // The same shape as a Llama block (RMSNorm, SwiGLU 688 wide, RoPE, 4 heads sharing 2 kv
+  // heads, untied head) under flash with recompute: what GQA and the wider MLP do to the
+  // longest sequence.
+  const std::vector<std::string> llama = {"model.architecture=llama", "model.num_query_groups=2",
+                                          "model.ffn_hidden_size=688",
+                                          "model.attention_backend=flash"};
+  for (const auto& [name, recompute] :
+       {std::pair{"llama flash selective core_attn", selective},
+        std::pair{"llama flash full uniform 1", full}}) {
+    Preset preset{name, llama};
+    preset.overrides.insert(preset.overrides.end(), recompute.begin(), recompute.end());
+    list.push_back(preset);
+  }
   return list;
 }
 
