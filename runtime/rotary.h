@@ -23,8 +23,8 @@ namespace runtime {
 // are the same IEEE f32 operations, and the power is taken in double and rounded to f32 once
 // (the correctly rounded f32 power but in vanishingly rare cases). The frequencies are computed
 // on the host only, by rotary_inv_freq (the CUDA kernel takes them as an argument), because one
-// ulp of a frequency matters: at position 100000 it moves the angle of a frequency near 0.5 by
-// 3e-3 rad, and f32 pow differs by an ulp between libm and CUDA. The angle is then position *
+// ulp of a frequency matters (6e-8 in [0.5, 1), which at position 100000 moves the angle by
+// 6e-3 rad) and f32 pow differs by an ulp between libm and CUDA. The angle is then position *
 // inv_freq_i, one f32 product on every device (positions are exact in f32 below 2^24), and cos
 // and sin are the accurate f32 functions of that angle (no fast math).
 inline float rotary_inv_freq(int64_t pair, int64_t head_dim, float base) {
