@@ -286,10 +286,11 @@ struct AttentionContextBackward {
 // head_dim) | k (head_dim) | v (head_dim)], width = kv_heads * (group_size + 2) * head_dim,
 // r = group_size. The q heads and the k head of every group are rotated, v is left as it is.
 // Row t (for every sample) is at global position seq_offset + t. For each rotated head vector
-// x of head_dim D (even) and i < D/2: inv_freq_i = base^(-2i/D) in f32 (Note [Rotary
-// frequencies], runtime/rotary.h), angle = position * inv_freq_i in f32, c = cos(angle),
-// s = sin(angle); x'_i = x_i c - x_{i+D/2} s, x'_{i+D/2} = x_{i+D/2} c + x_i s. The backward
-// applies the inverse rotation (the transpose: angle -> -angle) to the gradient, in place.
+// x of head_dim D (even; at most 512 on CUDA) and i < D/2: inv_freq_i = base^(-2i/D) in f32
+// (Note [Rotary frequencies], runtime/rotary.h), angle = position * inv_freq_i in f32,
+// c = cos(angle), s = sin(angle); x'_i = x_i c - x_{i+D/2} s, x'_{i+D/2} = x_{i+D/2} c + x_i s.
+// The backward applies the inverse rotation (the transpose: angle -> -angle) to the gradient,
+// in place.
 
 // qkv's q and k heads rotated by their positions, in place (Note [Rotary layout]).
 struct RopeForward {

@@ -237,8 +237,8 @@ void rope_forward(const RopeForward& args) {
 }
 
 void rope_backward(const RopeBackward& args) {
-  cpu::rope_backward(args.dqkv.f32(), {args.seq, args.micro_batch, args.kv_heads,
-                                       args.group_size, args.head_dim, args.seq_offset, args.base});
+  cpu::rope_backward(args.dqkv.f32(), {args.seq, args.micro_batch, args.kv_heads, args.group_size,
+                                       args.head_dim, args.seq_offset, args.base});
 }
 
 void attention_scores_forward(const AttentionScoresForward& args) {

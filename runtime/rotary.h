@@ -1,5 +1,6 @@
-// The rotary embedding's frequencies (Note [Rotary layout] in runtime/op_args.h), header-only and
-// host/device-callable so that the CPU and CUDA kernels rotate by the very same f32 angles.
+// The rotary embedding's frequencies and angles (Note [Rotary layout] in runtime/op_args.h),
+// header-only; the angle is host/device-callable, so that the CPU and CUDA kernels rotate by the
+// very same f32 angles.
 #pragma once
 
 #include <math.h>
@@ -18,13 +19,15 @@ namespace runtime {
 
 // Note [Rotary frequencies]
 // Hugging Face computes inv_freq_i = 1 / (base ** (arange(0, D, 2) / D)) in f32: the exponent
-// 2i/D rounded to f32, the power in f32, its reciprocal in f32. Here the exponent and the
-// reciprocal are IEEE f32 operations, bit-identical on every device; the power alone is taken
-// in double and rounded to f32 once, because f32 pow differs by an ulp between libm and CUDA,
-// and at position 100000 one ulp of a frequency near 0.5 moves the angle by 3e-3 rad. The angle
-// is then position * inv_freq_i, one f32 product (positions are exact in f32 below 2^24), and
-// cos and sin are the accurate f32 functions of that angle (no fast math).
-TRAINER_HOST_DEVICE inline float rotary_inv_freq(int64_t pair, int64_t head_dim, float base) {
+// 2i/D rounded to f32, the power, its reciprocal in f32. Here the exponent and the reciprocal
+// are the same IEEE f32 operations, and the power is taken in double and rounded to f32 once
+// (the correctly rounded f32 power but in vanishingly rare cases). The frequencies are computed
+// on the host only, by rotary_inv_freq (the CUDA kernel takes them as an argument), because one
+// ulp of a frequency matters (6e-8 in [0.5, 1), which at position 100000 moves the angle by
+// 6e-3 rad) and f32 pow differs by an ulp between libm and CUDA. The angle is then position *
+// inv_freq_i, one f32 product on every device (positions are exact in f32 below 2^24), and cos
+// and sin are the accurate f32 functions of that angle (no fast math).
+inline float rotary_inv_freq(int64_t pair, int64_t head_dim, float base) {
   const float exponent = static_cast<float>(2 * pair) / static_cast<float>(head_dim);
   const float power =
       static_cast<float>(pow(static_cast<double>(base), static_cast<double>(exponent)));

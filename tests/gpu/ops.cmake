@@ -14,7 +14,8 @@ set(kernel_path_sources
   ${CMAKE_CURRENT_LIST_DIR}/test_gpu_dropout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_gpu_embedding.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_gpu_flash_block.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_layernorm.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_layernorm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_rmsnorm.cpp)
 trainer_gpu_test(test_gpu_kernel_paths SOURCES ${kernel_path_sources} LIBS runtime)
 # tests/host_cuda runs the same sources.
 set_property(GLOBAL PROPERTY TRAINER_GPU_KERNEL_PATH_SOURCES ${kernel_path_sources})

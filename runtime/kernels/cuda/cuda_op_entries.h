@@ -21,9 +21,9 @@ namespace runtime::cuda::device_op {
 // set by the first such tensor the op lists). Parameter gradients are f32 whatever that type
 // is (linear dweight/dbias, layernorm dweight/dbias, RMSNorm dweight, dwte, dwpe: they
 // accumulate over micro-batches); so are layernorm mean/rstd, RMSNorm rstd and every
-// cross-entropy loss, lse and per-row statistic. Dropout masks are u8, token ids and targets i32. A call breaking these rules, or
-// passing a host tensor or one smaller than its shape arguments say, fails TRAINER_ASSERT with
-// the operator, every argument's dtype and the first problem.
+// cross-entropy loss, lse and per-row statistic. Dropout masks are u8, token ids and targets i32. A
+// call breaking these rules, or passing a host tensor or one smaller than its shape arguments say,
+// fails TRAINER_ASSERT with the operator, every argument's dtype and the first problem.
 
 // The registered context (register_cuda_backend); asserts that there is one.
 CudaContext& context();

@@ -1,7 +1,8 @@
 // Rotary position embedding, in place: one block per row (one position) in a grid-stride loop.
-// The block's threads compute the row's D/2 cos and sin once into shared memory (Note [Rotary
-// frequencies] in runtime/rotary.h: the same f32 angles as the host), then rotate every element
-// pair of the row's q and k heads, consecutive threads on consecutive pairs.
+// The host computes the D/2 frequencies (Note [Rotary frequencies] in runtime/rotary.h: the
+// function the CPU kernel calls, so both rotate by the same f32 angles) and passes them by
+// value; the block's threads compute the row's cos and sin once into shared memory, then rotate
+// every element pair of the row's q and k heads, consecutive threads on consecutive pairs.
 #include <algorithm>
 
 #include "runtime/error.h"
@@ -31,20 +32,22 @@ struct RowShape {
   Index width;        // kv_heads * group_width
 };
 
+// inv_freq_i for i < D/2, from the host: a kernel argument (indexed in its constant bank).
+struct Frequencies {
+  float inv_freq[kMaxHalf];
+};
+
 // sign 1: the forward rotation (+angle); -1: the backward (-angle).
 template <class T, class Index>
 __global__ void __launch_bounds__(kThreads)
-    rope_kernel(T* qkv, RowShape<Index> shape, int64_t seq, int64_t micro_batch, int64_t seq_offset,
-                float base, float sign) {
-  __shared__ float inv_freq[kMaxHalf], cosines[kMaxHalf], sines[kMaxHalf];
+    rope_kernel(T* qkv, RowShape<Index> shape, Frequencies frequencies, int64_t seq,
+                int64_t micro_batch, int64_t seq_offset, float sign) {
+  __shared__ float cosines[kMaxHalf], sines[kMaxHalf];
   const Index half = shape.half;
-  for (Index i = threadIdx.x; i < half; i += blockDim.x)
-    inv_freq[i] =
-        rotary_inv_freq(static_cast<int64_t>(i), static_cast<int64_t>(shape.head_dim), base);
   for (int64_t t = blockIdx.x; t < seq; t += gridDim.x) {
-    __syncthreads();  // inv_freq written; the previous row's cos and sin read
+    __syncthreads();  // the previous row's cos and sin read
     for (Index i = threadIdx.x; i < half; i += blockDim.x) {
-      const float angle = rotary_angle(seq_offset + t, inv_freq[i]);
+      const float angle = rotary_angle(seq_offset + t, frequencies.inv_freq[i]);
       cosines[i] = cosf(angle);
       sines[i] = sign * sinf(angle);
     }
@@ -75,6 +78,9 @@ void launch(T* qkv, const RopeDims& d, float sign, cudaStream_t stream) {
   const int64_t group_width = (d.group_size + 2) * d.head_dim, width = d.kv_heads * group_width;
   const int64_t pairs = d.micro_batch * d.kv_heads * rotated_heads * half;
   if (d.seq == 0 || pairs == 0) return;
+  Frequencies frequencies{};
+  for (int64_t i = 0; i < half; ++i)
+    frequencies.inv_freq[i] = rotary_inv_freq(i, d.head_dim, d.base);
   const unsigned grid = static_cast<unsigned>(std::min(d.seq, kMaxBlocks));
   with_index_type(d.micro_batch * width, [&](auto index) {
     using Index = decltype(index);
@@ -82,8 +88,8 @@ void launch(T* qkv, const RopeDims& d, float sign, cudaStream_t stream) {
                                 static_cast<Index>(rotated_heads), static_cast<Index>(d.kv_heads),
                                 static_cast<Index>(d.head_dim),    static_cast<Index>(group_width),
                                 static_cast<Index>(width)};
-    rope_kernel<T, Index><<<grid, kThreads, 0, stream>>>(qkv, shape, d.seq, d.micro_batch,
-                                                         d.seq_offset, d.base, sign);
+    rope_kernel<T, Index><<<grid, kThreads, 0, stream>>>(qkv, shape, frequencies, d.seq,
+                                                         d.micro_batch, d.seq_offset, sign);
   });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }

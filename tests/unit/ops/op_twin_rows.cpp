@@ -381,9 +381,8 @@ std::vector<Row> layer_rows() {
 const std::vector<Row>& rows() {
   static const std::vector<Row> all = [] {
     std::vector<Row> out;
-    for (auto part :
-         {layer_rows, llama_rows, loss_and_attention_rows, flash_block_rows, vector_rows,
-          memory_rows}) {
+    for (auto part : {layer_rows, llama_rows, loss_and_attention_rows, flash_block_rows,
+                      vector_rows, memory_rows}) {
       for (Row& row : part()) out.push_back(std::move(row));
     }
     return out;
