@@ -7,6 +7,9 @@
 // batches. The guard's loss window and rewind count travel in meta.extra too.
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <ostream>
 #include <utility>
 
@@ -14,6 +17,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/fields.h"
 #include "trainer/export/hf_gpt2.h"
+#include "trainer/export/hf_llama.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/train.h"
 
@@ -288,7 +292,17 @@ void Trainer::init_from(const std::string& path) {
   const model::GptParams whole =
       model::GptParams::allocate(scratch, padded, runtime::MemoryCategory::workspace);
   model::init_params(whole, padded, config_.train.seed);
-  from_hf_gpt2(read_safetensors(path), whole, padded);
+  if (padded.architecture == model::Architecture::llama) {
+    // config.json beside the weights, when there, must describe this model.
+    const std::filesystem::path json = std::filesystem::path(path).parent_path() / "config.json";
+    if (std::ifstream in{json}) {
+      const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      check_hf_llama_config(text, json.string(), padded);
+    }
+    from_hf_llama(read_safetensors(path), whole, padded);
+  } else {
+    from_hf_gpt2(read_safetensors(path), whole, padded);
+  }
   const model::GptParams& target = on_device_ ? host_params_ : state_.master;
   for (const model::NamedParam& p : target.named) {
     const model::NamedParam* source = whole.find(p.name);

@@ -55,4 +55,27 @@ print(f"{sys.argv[3]}: loss {ref[0]['loss']:.6f} -> {ref[-1]['loss']:.6f} over {
 PY
     fail "$backend: the trainer and the reference disagree"
 done
+# The export imported back (train.init_from, another seed): the same losses bit for bit, and a
+# config.json that asks for what the trainer does not do is refused, naming the field.
+"$trainer" train --config "$dir/run.yaml" --set train.steps=3 --set train.seed=99 \
+  --set train.init_from="$dir/init_unfused/model.safetensors" --set output.dir="$dir/imported" \
+  > "$dir/imported.log" 2>&1 || { cat "$dir/imported.log"; fail "the import run failed"; }
+"$python" - "$dir/unfused/metrics.jsonl" "$dir/imported/metrics.jsonl" <<'PY' ||
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])][:3]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+assert a == b, (a, b)
+print("init_from the LlamaForCausalLM export: the same 3 losses bit for bit")
+PY
+  fail "the imported weights do not give the same losses"
+sed -i 's/"rope_scaling": null/"rope_scaling": {"type": "linear", "factor": 2.0}/' \
+  "$dir/init_unfused/config.json"
+if "$trainer" train --config "$dir/run.yaml" --set train.steps=1 \
+    --set train.init_from="$dir/init_unfused/model.safetensors" --set output.dir="$dir/refused" \
+    > "$dir/refused.log" 2>&1; then
+  fail "a config.json with rope_scaling was accepted"
+fi
+grep -q "config.json: rope_scaling is set" "$dir/refused.log" ||
+  { cat "$dir/refused.log"; fail "the refusal does not name rope_scaling"; }
+echo "rope_scaling refused: $(grep -o 'rope_scaling is set.*' "$dir/refused.log")"
 echo PASS

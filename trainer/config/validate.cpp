@@ -432,9 +432,9 @@ void validate_config(const Config& config, ConfigUse use) {
                                            ", which has no place for " + hf_mismatch +
                                            "; set output.export false");
   }
-  if (!config.train.init_from.empty() && config.model.architecture != model::Architecture::gpt2) {
-    throw ConfigError("train.init_from",
-                      "imports GPT2LMHeadModel weights only; model.architecture is llama");
+  if (!config.train.init_from.empty() && !hf_mismatch.empty()) {
+    throw ConfigError("train.init_from", std::string("imports ") + hf_class +
+                                             " weights, which have no place for " + hf_mismatch);
   }
   check_at_least<int64_t>("checkpoint.interval", config.checkpoint.interval, 0);
   check_at_least<int64_t>("train.max_skipped_steps", config.train.max_skipped_steps, 0);

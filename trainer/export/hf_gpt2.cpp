@@ -77,21 +77,6 @@ SafetensorsEntry f32_entry(const std::string& name, const Shape& shape, const fl
   return entry;
 }
 
-float half_to_float(uint16_t bits) {
-  const int exponent = bits >> 10 & 0x1f;
-  const int mantissa = bits & 0x3ff;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
-  } else if (exponent == 31) {
-    magnitude =
-        mantissa ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
-  }
-  return bits & 0x8000 ? -magnitude : magnitude;
-}
-
 // Looks tensors up by HF name, checks them, widens them to f32, and remembers what it used.
 class Importer {
  public:
@@ -139,27 +124,7 @@ class Importer {
   }
 
   static std::vector<float> widen(const SafetensorsEntry& entry) {
-    const size_t numel = static_cast<size_t>(runtime::shape_numel(entry.shape));
-    std::vector<float> values(numel);
-    if (entry.dtype == "F32") {
-      TRAINER_ASSERT(entry.data.size() == numel * 4, "validated by read_safetensors");
-      std::memcpy(values.data(), entry.data.data(), numel * 4);
-      return values;
-    }
-    if (entry.dtype != "BF16" && entry.dtype != "F16")
-      throw InputError("tensor '" + entry.name + "' has dtype " + entry.dtype +
-                       ", expected F32, BF16 or F16");
-    TRAINER_ASSERT(entry.data.size() == numel * 2, "validated by read_safetensors");
-    for (size_t i = 0; i < numel; ++i) {
-      const uint16_t bits = static_cast<uint16_t>(entry.data[2 * i] | entry.data[2 * i + 1] << 8);
-      if (entry.dtype == "BF16") {
-        const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-        std::memcpy(&values[i], &wide, sizeof wide);
-      } else {
-        values[i] = half_to_float(bits);
-      }
-    }
-    return values;
+    return safetensors_f32_values(entry);
   }
 
   const SafetensorsFile& file_;

@@ -1,13 +1,19 @@
-// HF Llama export: one table row per parameter kind, naming its HF tensor and the transform.
+// HF Llama export and import: one table row per parameter kind, naming its HF tensor and the
+// transform, read in both directions.
 #include "trainer/export/hf_llama.h"
 
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <utility>
 
 #include "runtime/error.h"
+#include "trainer/export/json_object.h"
 
 namespace trainer {
 namespace {
@@ -81,7 +87,132 @@ std::string number(double value) {
   return text;
 }
 
+// The rows of `values` (rows, C) from `first_row` as one block of `rows` rows.
+void copy_rows(float* out, const std::vector<float>& values, int64_t first_row, int64_t rows,
+               int64_t C) {
+  std::copy(values.begin() + first_row * C, values.begin() + (first_row + rows) * C, out);
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// An HF tensor's f32 values, its shape checked (`min_rows`: at least that many rows).
+std::vector<float> take(const SafetensorsFile& file, const std::string& name, const Shape& shape,
+                        int64_t min_rows = -1) {
+  const auto it = file.tensors.find(name);
+  if (it == file.tensors.end()) throw runtime::InputError("missing tensor '" + name + "'");
+  const SafetensorsEntry& entry = it->second;
+  const bool fits = min_rows < 0 ? entry.shape == shape
+                                 : entry.shape.size() == 2 && entry.shape[0] >= min_rows &&
+                                       entry.shape[1] == shape[1];
+  if (!fits) {
+    throw runtime::InputError("tensor '" + name + "' has shape " + shape_text(entry.shape) +
+                              ", the config needs " + (min_rows < 0 ? "" : "at least ") +
+                              shape_text(shape));
+  }
+  return safetensors_f32_values(entry);
+}
+
 }  // namespace
+
+void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
+                   const model::GptConfig& config) {
+  TRAINER_ASSERT(params.flat.device() == runtime::DeviceKind::cpu &&
+                     params.flat.dtype() == runtime::DType::f32 &&
+                     params.flat.numel() == model::GptParams::count(config),
+                 "HF Llama import needs the whole model, host f32");
+  const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
+  const int64_t groups = config.query_groups(), V = config.vocab_size;
+  std::set<std::string> used;
+  // Every tensor is read and checked before any parameter is written.
+  std::vector<std::pair<float*, std::vector<float>>> writes;
+  for (const model::NamedParam& p : params.named) {
+    const auto [rule, layer] = rule_of(p.name);
+    TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
+    const std::string hf = replaced(rule->hf, "{i}", layer);
+    std::vector<float> values(static_cast<size_t>(p.tensor.numel()), 0.f);
+    switch (rule->transform) {
+      case Transform::copy:
+        values = take(file, hf, p.global_shape);
+        used.insert(hf);
+        break;
+      case Transform::vocab_rows:  // padding rows stay 0
+        copy_rows(values.data(), take(file, hf, {V, C}, V), 0, V, C);
+        used.insert(hf);
+        break;
+      case Transform::split_qkv: {
+        const std::string q = replaced(hf, "{qkv}", "q"), k = replaced(hf, "{qkv}", "k"),
+                          v = replaced(hf, "{qkv}", "v");
+        const std::vector<float> qs = take(file, q, {groups * r * D, C});
+        const std::vector<float> ks = take(file, k, {groups * D, C});
+        const std::vector<float> vs = take(file, v, {groups * D, C});
+        used.insert({q, k, v});
+        float* out = values.data();
+        for (int64_t g = 0; g < groups; ++g) {
+          copy_rows(out, qs, g * r * D, r * D, C), out += r * D * C;
+          copy_rows(out, ks, g * D, D, C), out += D * C;
+          copy_rows(out, vs, g * D, D, C), out += D * C;
+        }
+        break;
+      }
+    }
+    writes.emplace_back(p.tensor.f32(), std::move(values));
+  }
+  for (const auto& [name, entry] : file.tensors) {
+    const bool buffer = name.size() > 22 && name.substr(name.size() - 22) == ".rotary_emb.inv_freq";
+    if (!used.count(name) && !buffer)
+      throw runtime::InputError("unexpected tensor '" + name +
+                                "': the config has no parameter for it");
+  }
+  for (auto& [out, values] : writes) std::copy(values.begin(), values.end(), out);
+}
+
+void check_hf_llama_config(const std::string& json_text, const std::string& source,
+                           const model::GptConfig& config) {
+  const YAML::Node root =
+      load_json_object(json_text, source, "not JSON", "not a JSON object (LlamaConfig)");
+  auto fail = [&](const std::string& field, const std::string& why) {
+    throw runtime::InputError(source + ": " + field + " " + why);
+  };
+  auto text = [&](const char* field) {
+    const YAML::Node node = root[field];
+    return node && !node.IsNull() && node.IsScalar() ? node.Scalar() : std::string();
+  };
+  const std::string model_type = text("model_type");
+  if (!model_type.empty() && model_type != "llama" && model_type != "mistral")
+    fail("model_type", "\"" + model_type + "\" is not a Llama-family model");
+  auto must_be = [&](const char* field, int64_t expected, const char* ours) {
+    const std::string value = text(field);
+    if (!value.empty() && value != std::to_string(expected))
+      fail(field, value + " differs from " + ours + " " + std::to_string(expected));
+  };
+  must_be("hidden_size", config.hidden_size, "model.hidden_size");
+  must_be("num_hidden_layers", config.num_layers, "model.num_layers");
+  must_be("num_attention_heads", config.num_attention_heads, "model.num_attention_heads");
+  must_be("num_key_value_heads", config.query_groups(), "model.num_query_groups");
+  must_be("intermediate_size", config.ffn(), "model.ffn_hidden_size");
+  must_be("head_dim", config.head_dim(), "model.hidden_size / model.num_attention_heads");
+  for (const char* field : {"rope_scaling", "sliding_window"}) {
+    const YAML::Node node = root[field];
+    if (node && !node.IsNull()) fail(field, "is set; the trainer implements plain RoPE only");
+  }
+  for (const char* field : {"attention_bias", "mlp_bias", "tie_word_embeddings"})
+    if (text(field) == "true") fail(field, "is true; Llama blocks here have none");
+  const std::string act = text("hidden_act");
+  if (!act.empty() && act != "silu") fail("hidden_act", "\"" + act + "\" is not silu (SwiGLU)");
+  const std::string theta = text("rope_theta");
+  if (!theta.empty() && std::abs(std::stod(theta) - config.rotary_base) >
+                            1e-6 * std::abs(static_cast<double>(config.rotary_base)))
+    fail("rope_theta", theta + " differs from model.rotary_base " + number(config.rotary_base));
+  const std::string eps = text("rms_norm_eps");
+  if (!eps.empty() && std::abs(std::stod(eps) - config.layernorm_epsilon) >
+                          1e-3 * static_cast<double>(config.layernorm_epsilon))
+    fail("rms_norm_eps",
+         eps + " differs from model.layernorm_epsilon " + number(config.layernorm_epsilon));
+}
 
 std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
                                           const model::GptConfig& config) {

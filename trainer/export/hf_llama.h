@@ -1,7 +1,8 @@
-// Export of a Llama-family model to Hugging Face LlamaForCausalLM tensors and config.json, by a
+// A Llama-family model to and from Hugging Face LlamaForCausalLM tensors and config.json, by one
 // name -> transform table (hf_llama.cpp): most tensors are copied as they are; the word
-// embeddings and the output layer drop their vocabulary padding; the fused QKV rows, grouped by
-// key/value head, split into q_proj, k_proj and v_proj. Host f32 only.
+// embeddings and the output layer drop their vocabulary padding (zero again on import); the
+// fused QKV rows, grouped by key/value head, split into q_proj, k_proj and v_proj and back.
+// Host f32 only; errors in the input are runtime::InputError naming the tensor or field.
 #pragma once
 
 #include <string>
@@ -16,6 +17,19 @@ namespace trainer {
 // The model as LlamaForCausalLM state dict tensors, F32 (params: the whole model, host f32).
 std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
                                           const model::GptConfig& config);
+
+// The inverse: fills `params` (the whole model of `config`, host f32) from HF tensors (F32, BF16
+// or F16). Every parameter's tensor must be there with its shape (the vocabulary may have more
+// rows than config.vocab_size: the first are taken); a tensor with no parameter is an error,
+// except the rotary buffers HF may save (*.rotary_emb.inv_freq).
+void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
+                   const model::GptConfig& config);
+
+// Checks a LlamaConfig config.json against `config`: the shape fields must agree, and what the
+// trainer does not implement (rope_scaling, biases, a tied head, another activation, sliding
+// windows) is an error naming the field and its value. `source` names the file in errors.
+void check_hf_llama_config(const std::string& json_text, const std::string& source,
+                           const model::GptConfig& config);
 
 // config.json for transformers' LlamaConfig (keys sorted, indented by 2).
 std::string hf_llama_config_json(const model::GptConfig& config);

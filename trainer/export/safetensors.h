@@ -34,6 +34,10 @@ int64_t safetensors_dtype_size(std::string_view dtype);
 void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
                        const std::map<std::string, std::string>& metadata);
 
+// A tensor's values as f32: F32 as they are, BF16 and F16 widened exactly. InputError naming the
+// tensor for any other dtype.
+std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry);
+
 // Reads and validates a whole file: size >= 8, header length <= min(file size - 8, 100 MB),
 // header is a JSON object, every entry has a known dtype, a shape and in-range data_offsets
 // whose length matches the shape, no two entries overlap.
