@@ -12,8 +12,10 @@ namespace runtime::cpu {
 using runtime::FlashAttentionDims;
 using runtime::kFlashMaxHeadDim;
 
-// qkv (T, B, H*3*D): head h's q, k, v are features [h*3*D, h*3*D + 3*D), as split_qkv_heads
-// reads them. ctx (T, B, H*D) (=): head h at [h*D, h*D + D), as merge_heads writes it.
+// qkv (T, B, G*(r+2)*D), grouped by kv head as split_qkv_heads reads it (r = group_size query
+// heads per kv head, G = H / r; Note [Grouped-query attention] in runtime/op_args.h): for r = 1
+// head h's q, k, v are features [h*3*D, h*3*D + 3*D). ctx (T, B, H*D) (=): query head h at
+// [h*D, h*D + D), as merge_heads writes it.
 // lse (B, H, T) (=): per query, the natural log of the sum of exp over the scaled causal
 // scores (before dropout). Dropout draws the bits dropout_attention_forward draws for the
 // (B, H, T, T) probabilities with the same head_offset, sample_offset, p and key.
@@ -22,7 +24,8 @@ using runtime::kFlashMaxHeadDim;
 void flash_attention_forward(float* ctx, float* lse, const float* qkv,
                              const FlashAttentionDims& dims);
 
-// dqkv (T, B, H*3*D) (=) from dctx (T, B, H*D) and the forward's qkv, ctx and lse.
+// dqkv (T, B, G*(r+2)*D) (=) from dctx (T, B, H*D) and the forward's qkv, ctx and lse; a kv
+// head's dk, dv sum its query heads in increasing order.
 void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
                               const float* lse, const FlashAttentionDims& dims);
 

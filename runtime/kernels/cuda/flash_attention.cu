@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int warp = threadIdx.x / kWarpThreads, lane = threadIdx.x % kWarpThreads;
   float* staging = reinterpret_cast<float*>(smem + Smem::kStaging) +
                    warp * kWarpRows * staging_stride<kKeyTile>();
-  const Head head = head_of(geo, blockIdx.x);
+  const Head head = head_of(geo, blockIdx.x, blockIdx.z);
   const int i0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int row0 = i0 + warp * kWarpRows;  // the query of the warp's first row
   load_tile<Element, kBlockRows, kHeadDim>(q_tile, in.q + head.q, geo.q_row, i0, geo.T, geo);
@@ -158,11 +158,24 @@ __device__ void key_major_gradients(float (&st)[kN8][4], float (&dpt)[kN8][4],
   }
 }
 
+// The blocks per multiprocessor the dK/dV kernel's launch bounds ask of the compiler. bf16: the
+// blocks its registers gave it before the loop over a kv head's query heads (unbounded, the
+// compiler spends more on that loop: 168 registers at head_dim 64, one block fewer). f32 (the
+// precision reference): 2 at head_dim 64, where 3 spills. scripts/kernel_resources.py checks.
+template <class Element, int kHeadDim>
+constexpr int dkdv_min_blocks() {
+  if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
+    return kHeadDim == 32 ? 5 : kHeadDim == 64 ? 4 : 2;
+  } else {
+    return kHeadDim == 32 ? 4 : 2;
+  }
+}
+
 // dK and dV of one CTA's 64 keys (blockIdx.y, the first block first) of one sample and kv head
 // (blockIdx.x), over its query heads in increasing order and for each over the query steps from
 // the first query that sees them on.
 template <class Element, class Grad, int kHeadDim>
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHeadDim>()))
     flash_dkdv_kernel(BackwardArgs<Element, Grad> args) {
   using Smem = KeyValueSmem<Element, kHeadDim>;
   constexpr int kStride = tile_stride<Element, kHeadDim>();
@@ -187,40 +200,41 @@ __global__ void __launch_bounds__(kFlashThreads)
   const SmemMatrix<Element, true> v{v_tile + warp * kWarpRows * kStride, kStride};
   float dk[kHeadDim / 8][4] = {}, dv[kHeadDim / 8][4] = {};
   const int first_query = max(0, j0 - geo.shift);  // the first query that sees key j0
-#pragma unroll 1
-  for (int bh = kv_head * geo.group; bh < (kv_head + 1) * geo.group; ++bh) {
-    const Head head = head_of(geo, bh);
-    for (int i0 = first_query / kQueryStep * kQueryStep; i0 < geo.T; i0 += kQueryStep) {
-      __syncthreads();  // every warp is done with the previous step's tiles
-      load_tile<Element, kQueryStep, kHeadDim>(q_tile, args.q + head.q, geo.q_row, i0, geo.T, geo);
-      load_tile<Element, kQueryStep, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0,
-                                               geo.T, geo);
-      if (threadIdx.x < kQueryStep) {
-        const int i = i0 + threadIdx.x;
-        lse_step[threadIdx.x] = i < geo.T ? args.lse[head.rows + i] : 0.f;
-        delta_step[threadIdx.x] = i < geo.T ? args.delta[head.rows + i] : 0.f;
-      }
-      __syncthreads();
-      // The warp's keys all follow the step's queries, or lie past the keys.
-      if (key0 > i0 + kQueryStep - 1 + geo.shift || key0 >= geo.Tk) continue;
-      float st[kQueryStep / 8][4] = {}, dpt[kQueryStep / 8][4] = {};
-      warp_product<kQueryStep / 8, kHeadDim>(st, k, SmemMatrix<Element, true>{q_tile, kStride},
-                                             lane);
-      warp_product<kQueryStep / 8, kHeadDim>(dpt, v, SmemMatrix<Element, true>{dout_tile, kStride},
-                                             lane);
-#pragma unroll
-      for (int n = 0; n < kQueryStep / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st[n][e] *= args.scale;
-      const uint32_t keep = args.dropout.active ? keep_bits_key_major<kQueryStep / 8>(
-                                                      args.dropout, head, geo, key0, i0, lane)
-                                                : 0u;
-      key_major_gradients(st, dpt, lse_step, delta_step, args.dropout, keep, geo, key0, i0, lane);
-      warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
-          dv, st, SmemMatrix<Element, false>{dout_tile, kStride}, lane, staging);
-      warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
-          dk, dpt, SmemMatrix<Element, false>{q_tile, kStride}, lane, staging);
+  const int first_step = first_query / kQueryStep * kQueryStep;
+  const int steps = max(0, geo.T - first_step + kQueryStep - 1) / kQueryStep;  // per query head
+  // One loop over (query head, step) in that order: its head recomputed per step, nothing of a
+  // query head stays live across the steps.
+  for (int step = 0; step < geo.group * steps; ++step) {
+    const Head head = head_of(geo, kv_head, step / steps);
+    const int i0 = first_step + step % steps * kQueryStep;
+    __syncthreads();  // every warp is done with the previous step's tiles
+    load_tile<Element, kQueryStep, kHeadDim>(q_tile, args.q + head.q, geo.q_row, i0, geo.T, geo);
+    load_tile<Element, kQueryStep, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0,
+                                             geo.T, geo);
+    if (threadIdx.x < kQueryStep) {
+      const int i = i0 + threadIdx.x;
+      lse_step[threadIdx.x] = i < geo.T ? args.lse[head.rows + i] : 0.f;
+      delta_step[threadIdx.x] = i < geo.T ? args.delta[head.rows + i] : 0.f;
     }
+    __syncthreads();
+    // The warp's keys all follow the step's queries, or lie past the keys.
+    if (key0 > i0 + kQueryStep - 1 + geo.shift || key0 >= geo.Tk) continue;
+    float st[kQueryStep / 8][4] = {}, dpt[kQueryStep / 8][4] = {};
+    warp_product<kQueryStep / 8, kHeadDim>(st, k, SmemMatrix<Element, true>{q_tile, kStride}, lane);
+    warp_product<kQueryStep / 8, kHeadDim>(dpt, v, SmemMatrix<Element, true>{dout_tile, kStride},
+                                           lane);
+#pragma unroll
+    for (int n = 0; n < kQueryStep / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[n][e] *= args.scale;
+    const uint32_t keep = args.dropout.active ? keep_bits_key_major<kQueryStep / 8>(
+                                                    args.dropout, head, geo, key0, i0, lane)
+                                              : 0u;
+    key_major_gradients(st, dpt, lse_step, delta_step, args.dropout, keep, geo, key0, i0, lane);
+    warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
+        dv, st, SmemMatrix<Element, false>{dout_tile, kStride}, lane, staging);
+    warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
+        dk, dpt, SmemMatrix<Element, false>{q_tile, kStride}, lane, staging);
   }
   const float dk_scale[2] = {args.scale, args.scale}, dv_scale[2] = {1.f, 1.f};
   const int64_t dkv = int64_t{kv_head} * geo.dkv_head;
@@ -263,7 +277,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
   float* staging = reinterpret_cast<float*>(smem + Smem::kStaging) +
                    warp * kWarpRows * staging_stride<kKeyTile>();
   const Geometry& geo = args.geo;
-  const Head head = head_of(geo, blockIdx.x);
+  const Head head = head_of(geo, blockIdx.x, blockIdx.z);
   const int i0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int row0 = i0 + warp * kWarpRows;  // the query of the warp's first row
   load_tile<Element, kBlockRows, kHeadDim>(q_tile, args.q + head.q, geo.q_row, i0, geo.T, geo);
@@ -326,6 +340,9 @@ cpu::FlashAttentionDims checked_dims(const cpu::FlashAttentionDims& dims) {
                             << d.heads));
   if (d.group_size < 1 || d.heads % d.group_size != 0)
     unsupported(TRAINER_STR("group_size " << d.group_size << " must divide heads " << d.heads));
+  if (d.group_size > kMaxBlocksZ)
+    unsupported(
+        TRAINER_STR("group_size " << d.group_size << " is over the grid's " << kMaxBlocksZ));
   if (d.head_dim < 1 || d.head_dim > kMaxHeadDim)
     unsupported(TRAINER_STR("head_dim " << d.head_dim << " is outside 1.." << kMaxHeadDim
                                         << " (hidden_size / num_attention_heads)"));
@@ -432,11 +449,12 @@ DropoutRule make_dropout(const cpu::FlashAttentionDims& d) {
                      1.0f / (1.0f - d.dropout_prob), d.dropout_key};
 }
 
-// One CTA per (sample and head, block of 64 of `rows` rows): query heads, or kv heads
-// (`heads` = the kv groups).
-dim3 row_block_grid(int64_t heads, int64_t rows) {
-  return dim3(static_cast<unsigned>(heads),
-              static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows));
+// One CTA per (sample and kv head: x, block of 64 of `rows` rows: y, and query head of the kv
+// head: z, `members` of them: group_size, or 1 for the dK/dV kernel, which loops over them).
+dim3 row_block_grid(const cpu::FlashAttentionDims& d, int64_t rows, int64_t members) {
+  return dim3(static_cast<unsigned>(kv_groups(d)),
+              static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows),
+              static_cast<unsigned>(members));
 }
 
 // Lets `kernel` take `bytes` of dynamic smem, or throws when the device has fewer.
@@ -474,8 +492,8 @@ void launch_forward(Out* ctx, float* lse, const ForwardInputs<Element>& in, cons
     constexpr size_t kBytes = ForwardSmem<Element, kHeadDim>::kBytes;
     const auto kernel = flash_forward_kernel<Element, Out, kHeadDim>;
     allow_smem(reinterpret_cast<const void*>(kernel), kBytes, "the flash forward");
-    kernel<<<row_block_grid(dims.micro_batch * dims.heads, dims.seq_len), kFlashThreads, kBytes,
-             stream>>>(ctx, lse, in, geo, dims.scale, make_dropout(dims));
+    kernel<<<row_block_grid(dims, dims.seq_len, dims.group_size), kFlashThreads, kBytes, stream>>>(
+        ctx, lse, in, geo, dims.scale, make_dropout(dims));
     TRAINER_CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -503,11 +521,10 @@ void launch_backward(BackwardArgs<Element, Grad> args, const Element* ctx,
     const auto dq = flash_dq_kernel<Element, Grad, kHeadDim>;
     allow_smem(reinterpret_cast<const void*>(dkdv), kKeyValueBytes, "the flash dK/dV kernel");
     allow_smem(reinterpret_cast<const void*>(dq), kQueryBytes, "the flash dQ kernel");
-    dkdv<<<row_block_grid(kv_groups(dims), dims.kv_len), kFlashThreads, kKeyValueBytes, stream>>>(
-        args);
+    dkdv<<<row_block_grid(dims, dims.kv_len, 1), kFlashThreads, kKeyValueBytes, stream>>>(args);
     TRAINER_CUDA_CHECK(cudaGetLastError());
-    dq<<<row_block_grid(dims.micro_batch * dims.heads, dims.seq_len), kFlashThreads, kQueryBytes,
-         stream>>>(args);
+    dq<<<row_block_grid(dims, dims.seq_len, dims.group_size), kFlashThreads, kQueryBytes, stream>>>(
+        args);
     TRAINER_CUDA_CHECK(cudaGetLastError());
   });
 }

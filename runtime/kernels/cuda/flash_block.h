@@ -11,7 +11,8 @@
 
 namespace runtime::cuda {
 
-// kv (rows, B, H*2*D) (=) = the k and v features of qkv (rows, B, H*3*D).
+// kv (rows, B, G*2*D) (=) = the k and v features of qkv (rows, B, G*(r+2)*D), sizes.group_size
+// = r query heads per kv head, G = heads / r.
 void pack_kv(float* kv, const float* qkv, const cpu::FlashRows& sizes, cudaStream_t stream);
 void pack_kv(__nv_bfloat16* kv, const __nv_bfloat16* qkv, const cpu::FlashRows& sizes,
              cudaStream_t stream);
@@ -21,7 +22,7 @@ void pack_kv(__nv_bfloat16* kv, const __nv_bfloat16* qkv, const cpu::FlashRows& 
 void flash_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
                  const cpu::FlashRows& sizes, cudaStream_t stream);
 
-// dqkv (rows, B, H*3*D) (=) from dq (rows, B, H*D) and dkv (rows, B, H*2*D), both f32.
+// dqkv (rows, B, G*(r+2)*D) (=) from dq (rows, B, H*D) and dkv (rows, B, G*2*D), both f32.
 void assemble_qkv_grad(float* dqkv, const float* dq, const float* dkv, const cpu::FlashRows& sizes,
                        cudaStream_t stream);
 void assemble_qkv_grad(__nv_bfloat16* dqkv, const float* dq, const float* dkv,

@@ -79,6 +79,7 @@ constexpr int kKeyTile = 64;                          // keys per step of the fo
 constexpr int kQueryStep = 32;                        // queries per step of dK/dV
 constexpr int kMaxHeadDim = static_cast<int>(::runtime::cpu::kFlashMaxHeadDim);
 constexpr int64_t kMaxBlocksY = 65535;  // gridDim.y: row blocks of one head
+constexpr int64_t kMaxBlocksZ = 65535;  // gridDim.z: query heads of one kv head
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kDeltaThreads = 256;  // the Delta kernel: a warp per row
 
@@ -133,9 +134,10 @@ struct Head {
   uint64_t sample;         // global sample index
 };
 
-__device__ inline Head head_of(const Geometry& geo, int bh) {
-  const int b = bh / geo.H, h = bh % geo.H;
-  const int kv_head = bh / geo.group, member = bh % geo.group;
+// Query head `member` of kv head `kv_head` (of sample b = bh / H: query head bh = kv_head *
+// group + member).
+__device__ inline Head head_of(const Geometry& geo, int kv_head, int member) {
+  const int bh = kv_head * geo.group + member, b = bh / geo.H, h = bh % geo.H;
   Head head;
   head.q = int64_t{kv_head} * geo.q_group + int64_t{member} * geo.q_head;
   head.kv = int64_t{kv_head} * geo.kv_head;

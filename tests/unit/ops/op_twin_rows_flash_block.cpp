@@ -1,6 +1,7 @@
 // Twin rows of the ring attention block operators (Note [Flash blocks]): pack_kv, a flash block
 // (diagonal, fully visible, or with queries that see no key), the log-sum-exp merge, a block's
-// backward from a merged output, and the assembly of dqkv; tolerances as Note [Twin tolerance].
+// backward from a merged output, and the assembly of dqkv, with 1, 2 or 4 query heads per kv
+// head (Note [Grouped-query attention]); tolerances as Note [Twin tolerance].
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -17,28 +18,48 @@ namespace ops = runtime::ops;
 constexpr Tolerance kFlashBlock{1e-5, 2e-2};
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-// The sizes of one [s, b, h] tensor of per-head features.
+// Query heads per kv head (Note [Grouped-query attention]); 1: multi-head attention.
+int64_t random_group(Case& c) {
+  return c.pick({1, 2, 4});
+}
+
+// The sizes of [s, b, h] tensors of per-head features: heads query heads (ctx, dq, lse),
+// heads / group_size kv heads (kv, dkv) and the grouped qkv.
 struct HeadSizes {
-  int64_t rows, micro_batch, heads, head_dim;
+  int64_t rows, micro_batch, heads, head_dim, group_size = 1;
   runtime::Shape hidden(int64_t per_head) const { return {rows, micro_batch, heads * per_head}; }
+  runtime::Shape key_values() const {
+    return {rows, micro_batch, heads / group_size * 2 * head_dim};
+  }
+  runtime::Shape qkv() const {
+    return {rows, micro_batch, heads / group_size * (group_size + 2) * head_dim};
+  }
   runtime::Shape lse() const { return {micro_batch, heads, rows}; }
 };
 HeadSizes random_sizes(Case& c) {
   return {c.pick({1, 7, 33, 129}), c.pick({1, 2}), c.pick({1, 3}), c.pick({1, 8, 33, 64, 128})};
 }
+HeadSizes random_grouped_sizes(Case& c) {
+  HeadSizes s = random_sizes(c);
+  s.group_size = random_group(c);
+  s.heads *= s.group_size;
+  return s;
+}
 
 // A random block: a diagonal one, or query and key blocks anywhere in the sequence (keys all
 // before the queries, overlapping them, or after some: rows that see no key).
 runtime::FlashAttentionDims random_block(Case& c) {
+  const int64_t group_size = random_group(c);
   runtime::FlashAttentionDims d{.seq_len = c.pick({1, 7, 33, 65, 129}),
                                 .micro_batch = c.pick({1, 2}),
-                                .heads = c.pick({1, 3}),
+                                .heads = c.pick({1, 3}) * group_size,
                                 .head_dim = c.pick({1, 8, 33, 64, 128}),
                                 .head_offset = c.pick({0, 5}),
                                 .sample_offset = c.pick({0, 3}),
                                 .scale = c.uniform(.1f, 1.f),
                                 .dropout_prob = c.coin() ? 0.f : 0.1f,
-                                .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u}};
+                                .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u},
+                                .group_size = group_size};
   d.q_position = c.pick({0, 40, 200});
   if (c.coin()) {
     d.kv_len = d.seq_len;
@@ -52,21 +73,22 @@ runtime::FlashAttentionDims random_block(Case& c) {
 }
 
 HeadSizes queries_of(const runtime::FlashAttentionDims& d) {
-  return {d.seq_len, d.micro_batch, d.heads, d.head_dim};
+  return {d.seq_len, d.micro_batch, d.heads, d.head_dim, d.group_size};
 }
 HeadSizes keys_of(const runtime::FlashAttentionDims& d) {
-  return {d.kv_len, d.micro_batch, d.heads, d.head_dim};
+  return {d.kv_len, d.micro_batch, d.heads, d.head_dim, d.group_size};
 }
 
 Row pack_kv_row() {
   return TWIN_ROW(pack_kv, kExact, [](Case& c) {
-    const HeadSizes s = random_sizes(c);
-    return ops::PackKv{.kv = c.act(s.hidden(2 * s.head_dim)),
-                       .qkv = c.act(s.hidden(3 * s.head_dim)),
+    const HeadSizes s = random_grouped_sizes(c);
+    return ops::PackKv{.kv = c.act(s.key_values()),
+                       .qkv = c.act(s.qkv()),
                        .rows = s.rows,
                        .micro_batch = s.micro_batch,
                        .heads = s.heads,
-                       .head_dim = s.head_dim};
+                       .head_dim = s.head_dim,
+                       .group_size = s.group_size};
   });
 }
 
@@ -76,8 +98,8 @@ Row flash_block_forward_row() {
     const HeadSizes q = queries_of(d), k = keys_of(d);
     return ops::FlashBlockForward{.ctx = c.f32(q.hidden(d.head_dim)),
                                   .lse = c.f32(q.lse()),
-                                  .qkv = c.act(q.hidden(3 * d.head_dim), -2.f, 2.f),
-                                  .kv = c.act(k.hidden(2 * d.head_dim), -2.f, 2.f),
+                                  .qkv = c.act(q.qkv(), -2.f, 2.f),
+                                  .kv = c.act(k.key_values(), -2.f, 2.f),
                                   .dims = d};
   });
 }
@@ -111,16 +133,18 @@ Row flash_block_backward_row() {
     const HeadSizes q = queries_of(d), k = keys_of(d);
     ops::FlashBlockForward forward{.ctx = c.f32(q.hidden(d.head_dim)),
                                    .lse = c.f32(q.lse()),
-                                   .qkv = c.act(q.hidden(3 * d.head_dim), -2.f, 2.f),
-                                   .kv = c.act(k.hidden(2 * d.head_dim), -2.f, 2.f),
+                                   .qkv = c.act(q.qkv(), -2.f, 2.f),
+                                   .kv = c.act(k.key_values(), -2.f, 2.f),
                                    .dims = d};
     ops::flash_block_forward(forward);  // the ctx and lse of this block
     const Tensor ctx = c.act(q.hidden(d.head_dim));
     std::copy_n(forward.ctx.f32(), ctx.numel(), ctx.f32());
     c.settle(ctx);
+    const Tensor dctx = c.act(q.hidden(d.head_dim));
+    if (d.q_position == 0) zero_lone_key_rows(dctx, d);  // Note [Lone key in the twins]
     return ops::FlashBlockBackward{.dq = c.f32(q.hidden(d.head_dim)),
-                                   .dkv = c.f32(k.hidden(2 * d.head_dim)),
-                                   .dctx = c.act(q.hidden(d.head_dim)),
+                                   .dkv = c.f32(k.key_values()),
+                                   .dctx = dctx,
                                    .qkv = forward.qkv,
                                    .kv = forward.kv,
                                    .ctx = ctx,
@@ -131,14 +155,15 @@ Row flash_block_backward_row() {
 
 Row assemble_qkv_grad_row() {
   return TWIN_ROW(assemble_qkv_grad, kExact, [](Case& c) {
-    const HeadSizes s = random_sizes(c);
-    return ops::AssembleQkvGrad{.dqkv = c.act(s.hidden(3 * s.head_dim)),
+    const HeadSizes s = random_grouped_sizes(c);
+    return ops::AssembleQkvGrad{.dqkv = c.act(s.qkv()),
                                 .dq = c.f32(s.hidden(s.head_dim)),
-                                .dkv = c.f32(s.hidden(2 * s.head_dim)),
+                                .dkv = c.f32(s.key_values()),
                                 .rows = s.rows,
                                 .micro_batch = s.micro_batch,
                                 .heads = s.heads,
-                                .head_dim = s.head_dim};
+                                .head_dim = s.head_dim,
+                                .group_size = s.group_size};
   });
 }
 

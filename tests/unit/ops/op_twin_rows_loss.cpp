@@ -137,43 +137,63 @@ std::vector<Row> cross_entropy_rows() {
           vocab_shard_cross_entropy_backward_row()};
 }
 
-// The sizes of per-head tensors (micro_batch, heads, seq, head_dim).
+// Query heads per kv head of a grouped-query case (Note [Grouped-query attention]): 1 is
+// multi-head attention.
+int64_t random_group(Case& c) {
+  return c.pick({1, 2, 4});
+}
+
+// The sizes of per-head tensors (micro_batch, heads, seq, head_dim): heads query heads,
+// heads / group_size kv heads.
 struct Heads {
-  int64_t seq, micro_batch, heads, head_dim;
+  int64_t seq, micro_batch, heads, head_dim, group_size = 1;
   runtime::Shape per_head() const { return {micro_batch, heads, seq, head_dim}; }
+  runtime::Shape per_kv_head() const { return {micro_batch, heads / group_size, seq, head_dim}; }
   runtime::Shape hidden(int64_t per_head_features) const {
     return {seq, micro_batch, heads * per_head_features};
+  }
+  // The grouped qkv: (seq, micro_batch, kv_heads * (group_size + 2) * head_dim).
+  runtime::Shape qkv() const {
+    return {seq, micro_batch, heads / group_size * (group_size + 2) * head_dim};
   }
 };
 Heads random_heads(Case& c) {
   return {c.size(), c.small_size(), c.small_size(), c.pick({1, 3, 7, 33})};
 }
+Heads random_grouped_heads(Case& c) {
+  Heads h = random_heads(c);
+  h.group_size = random_group(c);
+  h.heads *= h.group_size;
+  return h;
+}
 
 Row split_qkv_heads_row() {
   return TWIN_ROW(split_qkv_heads, kExact, [](Case& c) {
-    const Heads h = random_heads(c);
+    const Heads h = random_grouped_heads(c);
     return ops::SplitQkvHeads{.q = c.act(h.per_head()),
-                              .k = c.act(h.per_head()),
-                              .v = c.act(h.per_head()),
-                              .qkv = c.act(h.hidden(3 * h.head_dim)),
+                              .k = c.act(h.per_kv_head()),
+                              .v = c.act(h.per_kv_head()),
+                              .qkv = c.act(h.qkv()),
                               .seq = h.seq,
                               .micro_batch = h.micro_batch,
                               .heads = h.heads,
-                              .head_dim = h.head_dim};
+                              .head_dim = h.head_dim,
+                              .group_size = h.group_size};
   });
 }
 
 Row merge_qkv_heads_row() {
   return TWIN_ROW(merge_qkv_heads, kExact, [](Case& c) {
-    const Heads h = random_heads(c);
-    return ops::MergeQkvHeads{.dqkv = c.act(h.hidden(3 * h.head_dim)),
+    const Heads h = random_grouped_heads(c);
+    return ops::MergeQkvHeads{.dqkv = c.act(h.qkv()),
                               .dq = c.act(h.per_head()),
-                              .dk = c.act(h.per_head()),
-                              .dv = c.act(h.per_head()),
+                              .dk = c.act(h.per_kv_head()),
+                              .dv = c.act(h.per_kv_head()),
                               .seq = h.seq,
                               .micro_batch = h.micro_batch,
                               .heads = h.heads,
-                              .head_dim = h.head_dim};
+                              .head_dim = h.head_dim,
+                              .group_size = h.group_size};
   });
 }
 
@@ -205,14 +225,17 @@ std::vector<Row> head_layout_rows() {
   return {split_qkv_heads_row(), merge_qkv_heads_row(), merge_heads_row(), split_heads_row()};
 }
 
-// The sizes of the attention products: (batch_heads, seq, seq) and (batch_heads, seq, head_dim).
+// The sizes of the attention products: (batch_heads, seq, seq) and (batch_heads, seq, head_dim)
+// of the query heads, (batch_heads / group_size, seq, head_dim) of the kv heads.
 struct Products {
-  int64_t batch_heads, seq, head_dim;
+  int64_t batch_heads, seq, head_dim, group_size;
   runtime::Shape scores() const { return {batch_heads, seq, seq}; }
   runtime::Shape per_head() const { return {batch_heads, seq, head_dim}; }
+  runtime::Shape per_kv_head() const { return {batch_heads / group_size, seq, head_dim}; }
 };
 Products random_products(Case& c) {
-  return {c.pick({1, 3, 7, 21}), c.size(), c.pick({1, 3, 7, 33})};
+  const int64_t kv_heads = c.pick({1, 3, 7, 21}), group_size = random_group(c);
+  return {kv_heads * group_size, c.size(), c.pick({1, 3, 7, 33}), group_size};
 }
 
 Row attention_scores_forward_row() {
@@ -222,11 +245,12 @@ Row attention_scores_forward_row() {
         const Products p = random_products(c);
         return ops::AttentionScoresForward{.scores = c.act(p.scores()),
                                            .q = c.act(p.per_head()),
-                                           .k = c.act(p.per_head()),
+                                           .k = c.act(p.per_kv_head()),
                                            .batch_heads = p.batch_heads,
                                            .seq = p.seq,
                                            .head_dim = p.head_dim,
-                                           .scale = c.uniform(.1f, 1.f)};
+                                           .scale = c.uniform(.1f, 1.f),
+                                           .group_size = p.group_size};
       },
       &ops::AttentionScoresForward::scores);
 }
@@ -235,14 +259,15 @@ Row attention_scores_backward_row() {
   return TWIN_ROW(attention_scores_backward, kReordered, [](Case& c) {
     const Products p = random_products(c);
     return ops::AttentionScoresBackward{.dq = c.act(p.per_head()),
-                                        .dk = c.act(p.per_head()),
+                                        .dk = c.act(p.per_kv_head()),
                                         .dscores = c.causal(c.act(p.scores()), p.seq),
                                         .q = c.act(p.per_head()),
-                                        .k = c.act(p.per_head()),
+                                        .k = c.act(p.per_kv_head()),
                                         .batch_heads = p.batch_heads,
                                         .seq = p.seq,
                                         .head_dim = p.head_dim,
-                                        .scale = c.uniform(.1f, 1.f)};
+                                        .scale = c.uniform(.1f, 1.f),
+                                        .group_size = p.group_size};
   });
 }
 
@@ -251,10 +276,11 @@ Row attention_context_forward_row() {
     const Products p = random_products(c);
     return ops::AttentionContextForward{.ctx_heads = c.act(p.per_head()),
                                         .probs = c.causal(c.act(p.scores(), 0.f, 1.f), p.seq),
-                                        .v = c.act(p.per_head()),
+                                        .v = c.act(p.per_kv_head()),
                                         .batch_heads = p.batch_heads,
                                         .seq = p.seq,
-                                        .head_dim = p.head_dim};
+                                        .head_dim = p.head_dim,
+                                        .group_size = p.group_size};
   });
 }
 
@@ -264,37 +290,45 @@ Row attention_context_backward_row() {
       [](Case& c) {
         const Products p = random_products(c);
         return ops::AttentionContextBackward{.dprobs = c.act(p.scores()),
-                                             .dv = c.act(p.per_head()),
+                                             .dv = c.act(p.per_kv_head()),
                                              .dctx_heads = c.act(p.per_head()),
                                              .probs = c.causal(c.act(p.scores(), 0.f, 1.f), p.seq),
-                                             .v = c.act(p.per_head()),
+                                             .v = c.act(p.per_kv_head()),
                                              .batch_heads = p.batch_heads,
                                              .seq = p.seq,
-                                             .head_dim = p.head_dim};
+                                             .head_dim = p.head_dim,
+                                             .group_size = p.group_size};
       },
       &ops::AttentionContextBackward::dprobs);
 }
 
-// One random flash-attention case: the fused (seq, micro_batch, heads*3*head_dim) input of
-// lengths across the kernels' tiles, with or without dropout, at a head and sample offset.
+// One random flash-attention case: the fused grouped qkv (seq, micro_batch, kv_heads *
+// (group_size + 2) * head_dim) of lengths across the kernels' tiles, 1, 2 or 4 query heads per
+// kv head, with or without dropout, at a head and sample offset.
 struct FlashCase {
   runtime::FlashAttentionDims dims;
   runtime::Shape hidden(int64_t per_head) const {
     return {dims.seq_len, dims.micro_batch, dims.heads * per_head};
   }
+  runtime::Shape qkv() const {
+    const int64_t kv_heads = dims.heads / dims.group_size;
+    return {dims.seq_len, dims.micro_batch, kv_heads * (dims.group_size + 2) * dims.head_dim};
+  }
   runtime::Shape rows() const { return {dims.micro_batch, dims.heads, dims.seq_len}; }
 };
 FlashCase random_flash(Case& c) {
   FlashCase f;
+  const int64_t group_size = random_group(c);
   f.dims = {.seq_len = c.pick({1, 7, 33, 65, 129}),
             .micro_batch = c.pick({1, 2}),
-            .heads = c.pick({1, 3}),
+            .heads = c.pick({1, 3}) * group_size,
             .head_dim = c.pick({1, 8, 33, 64, 128}),
             .head_offset = c.pick({0, 5}),
             .sample_offset = c.pick({0, 3}),
             .scale = c.uniform(.1f, 1.f),
             .dropout_prob = c.coin() ? 0.f : 0.1f,
-            .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u}};
+            .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u},
+            .group_size = group_size};
   return f;
 }
 
@@ -311,7 +345,7 @@ Row flash_attention_forward_row() {
     const FlashCase f = random_flash(c);
     return ops::FlashAttentionForward{.ctx = c.act(f.hidden(f.dims.head_dim)),
                                       .lse = c.f32(f.rows()),
-                                      .qkv = c.act(f.hidden(3 * f.dims.head_dim), -2.f, 2.f),
+                                      .qkv = c.act(f.qkv(), -2.f, 2.f),
                                       .dims = f.dims};
   });
 }
@@ -321,12 +355,14 @@ Row flash_attention_backward_row() {
     const FlashCase f = random_flash(c);
     ops::FlashAttentionForward forward{.ctx = c.act(f.hidden(f.dims.head_dim)),
                                        .lse = c.f32(f.rows()),
-                                       .qkv = c.act(f.hidden(3 * f.dims.head_dim), -2.f, 2.f),
+                                       .qkv = c.act(f.qkv(), -2.f, 2.f),
                                        .dims = f.dims};
     ops::flash_attention_forward(forward);  // the ctx and lse of this qkv
     c.settle(forward.ctx);
-    return ops::FlashAttentionBackward{.dqkv = c.act(f.hidden(3 * f.dims.head_dim)),
-                                       .dctx = c.act(f.hidden(f.dims.head_dim)),
+    const Tensor dctx = c.act(f.hidden(f.dims.head_dim));
+    zero_lone_key_rows(dctx, f.dims);  // Note [Lone key in the twins]
+    return ops::FlashAttentionBackward{.dqkv = c.act(f.qkv()),
+                                       .dctx = dctx,
                                        .qkv = forward.qkv,
                                        .ctx = forward.ctx,
                                        .lse = forward.lse,

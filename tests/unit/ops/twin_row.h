@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -103,6 +104,17 @@ std::vector<Row> loss_and_attention_rows();
 std::vector<Row> flash_block_rows();
 std::vector<Row> vector_rows();
 std::vector<Row> memory_rows();
+
+// Note [Lone key in the twins]
+// Global query 0 sees one key, so its softmax is the constant 1 and its dS exactly 0: the device
+// writes that 0 (Note [Flash attention on CUDA]), the host the rounding of dP F - Delta, which
+// with a bf16 ctx (Delta taken from the rounded output) reaches about 2^-8 of |dO| |O| summed
+// over head_dim, and a case whose only query is query 0 (seq_len 1) has no larger gradient to
+// measure it against. So the flash backward rows give query 0 a zero output gradient: both sides
+// then add exactly 0 through it. dctx: (seq, micro_batch, heads * head_dim), row 0 = query 0.
+inline void zero_lone_key_rows(const Tensor& dctx, const runtime::FlashAttentionDims& dims) {
+  std::fill_n(dctx.f32(), dims.micro_batch * dims.heads * dims.head_dim, 0.f);
+}
 
 // A compute row: TWIN_ROW(op, tolerance, build[, causal_output]).
 #define TWIN_ROW(op, ...) ::op_twins::op_row(#op, &::runtime::ops::op, __VA_ARGS__)
