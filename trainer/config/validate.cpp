@@ -255,16 +255,16 @@ void validate_context_parallel(const parallel::ParallelConfig& parallel,
 
 void validate_parallel_layout(const parallel::ParallelConfig& parallel,
                               const model::GptConfig& model) {
+  if (model.num_attention_heads % parallel.tensor != 0) {
+    throw ConfigError("model.num_attention_heads", text_of(model.num_attention_heads) +
+                                                       " is not divisible by parallel.tensor " +
+                                                       text_of(parallel.tensor));
+  }
   if (model.query_groups() % parallel.tensor != 0) {
     throw ConfigError("model.num_query_groups",
                       text_of(model.query_groups()) +
                           " key/value heads are not divisible by parallel.tensor " +
                           text_of(parallel.tensor) + " (tensor parallelism splits whole groups)");
-  }
-  if (model.num_attention_heads % parallel.tensor != 0) {
-    throw ConfigError("model.num_attention_heads", text_of(model.num_attention_heads) +
-                                                       " is not divisible by parallel.tensor " +
-                                                       text_of(parallel.tensor));
   }
   if (model.ffn() % parallel.tensor != 0) {
     throw ConfigError(

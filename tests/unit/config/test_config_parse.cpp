@@ -113,7 +113,7 @@ TEST(ConfigParse, RejectsUnknownTopLevelSection) {
 TEST(ConfigParse, RejectsUnknownKeyInSectionAndListsTheKnownOnes) {
   EXPECT_TRUE(
       parse_rejected("model:\n  hiden_size: 64\n", kWithData, "model.hiden_size",
-                     {"unknown key (known: num_layers, hidden_size,", "attention_backend)"}));
+                     {"unknown key (known: architecture, num_layers, hidden_size,", "attention_backend)"}));
   EXPECT_TRUE(parse_rejected("output: {exports: true}\n", kWithData, "output.exports",
                              {"unknown key (known: dir, export, tensorboard)"}));
   EXPECT_TRUE(parse_rejected("parallel: {tensor: 1, seq_parallel: true}\n", kWithData,

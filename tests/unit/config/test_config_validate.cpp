@@ -498,8 +498,8 @@ TEST(ValidateParallel, ContextNeedsSeqLengthDivisibleByTwiceContext) {
   config.model.attention_backend = model::AttentionBackend::flash;
   config.model.seq_length = 36;
   config.parallel.context = 4;
-  EXPECT_TRUE(rejected(config, "model.seq_length",
-                       {"36 is not divisible by 2 x parallel.context 4 = 8"}));
+  EXPECT_TRUE(
+      rejected(config, "model.seq_length", {"36 is not divisible by 2 x parallel.context 4 = 8"}));
   config.model.seq_length = 40;
   EXPECT_TRUE(accepted(config));
 }
@@ -613,6 +613,74 @@ TEST(ValidatePlanner, BudgetIsNonNegativeAndFinite) {
   EXPECT_TRUE(rejected(config, "train.memory_budget_gib", {"must be >= 0 (0: no budget), got -1"}));
   config.train.memory_budget_gib = 0;
   EXPECT_TRUE(accepted(config));
+}
+
+// Llama's fields: heads per kv group, whole groups per tensor-parallel rank, an even head dim
+// for RoPE, a rotary base above 1, and an export (or import) only of the HF class's blocks.
+Config llama_config() {
+  Config config = valid_config();
+  const model::GptConfig shape = config.model;
+  config.model = model::architecture_defaults(model::Architecture::llama);
+  config.model.num_layers = shape.num_layers;
+  config.model.hidden_size = 64;
+  config.model.num_attention_heads = 8;
+  config.model.num_query_groups = 2;
+  config.model.seq_length = shape.seq_length;
+  config.model.vocab_size = shape.vocab_size;
+  return config;
+}
+
+TEST(ValidateLlama, GroupsDivideHeadsAndTensorParallelismSplitsWholeGroups) {
+  Config config = llama_config();
+  EXPECT_TRUE(accepted(config));
+  config.model.num_query_groups = 3;
+  EXPECT_TRUE(
+      rejected(config, "model.num_query_groups",
+               {"model.num_attention_heads 8 is not divisible by model.num_query_groups 3"}));
+  config.model.num_query_groups = 2;
+  config.parallel.tensor = 4;
+  EXPECT_TRUE(rejected(config, "model.num_query_groups",
+                       {"2 key/value heads are not divisible by parallel.tensor 4"}));
+  config.parallel.tensor = 2;
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateLlama, RopeNeedsAnEvenHeadDimAndABaseAboveOne) {
+  Config config = llama_config();
+  config.model.hidden_size = 72;  // head dim 9
+  EXPECT_TRUE(rejected(config, "model.position_embedding", {"rope needs an even head dim", "= 9"}));
+  config.model.hidden_size = 64;
+  config.model.rotary_base = 1.0f;
+  EXPECT_TRUE(rejected(config, "model.rotary_base", {"must be > 1, got 1"}));
+}
+
+TEST(ValidateLlama, TheExportAndTheImportTakeOnlyTheirClassesBlocks) {
+  Config config = llama_config();
+  config.output.export_model = true;
+  config.model.add_bias_linear = true;
+  EXPECT_TRUE(rejected(config, "output.export",
+                       {"LlamaForCausalLM", "model.add_bias_linear true", "output.export false"}));
+  config.output.export_model = false;
+  EXPECT_TRUE(accepted(config));
+  config.train.init_from = "weights.safetensors";
+  EXPECT_TRUE(rejected(config, "train.init_from", {"LlamaForCausalLM", "model.add_bias_linear"}));
+  Config gpt = valid_config();
+  gpt.output.export_model = true;
+  gpt.model.normalization = model::Normalization::rmsnorm;
+  EXPECT_TRUE(rejected(gpt, "output.export", {"GPT2LMHeadModel", "model.normalization rmsnorm"}));
+}
+
+TEST(ValidateLlama, ArchitectureSetsDefaultsTheConfigsFieldsOverride) {
+  const Config config = parse_config(
+      "model: {architecture: llama, hidden_size: 64, num_attention_heads: 4,\n"
+      "        normalization: layernorm}\noutput: {export: false}\n",
+      "test", {"model.untie_embeddings=false"}, ConfigUse::plan);
+  EXPECT_EQ(config.model.architecture, model::Architecture::llama);
+  EXPECT_EQ(config.model.normalization, model::Normalization::layernorm);  // the file's
+  EXPECT_FALSE(config.model.untie_embeddings);                             // the override's
+  EXPECT_TRUE(config.model.swiglu());                                      // llama's default
+  EXPECT_FALSE(config.model.learned_positions());
+  EXPECT_FALSE(config.model.add_bias_linear);
 }
 
 }  // namespace
