@@ -91,25 +91,15 @@ void layernorm_forward(LayerStash& s, const LayerParams& w, const NormedLinear& 
 void rope(const Tensor& qkv, const LayerDims& d, bool backward) {
   if (!d.features.rope) return;
   for (const parallel::RowSegment& run : d.context().segments(0, d.seq)) {
-    const Tensor rows = qkv.rows(run.row, run.rows);
+    // RopeForward and RopeBackward: the same fields in the same order (tensor, sizes, place).
+    auto args = [&]<class Args>(Args) {
+      return Args{qkv.rows(run.row, run.rows), run.rows, d.micro_batch, d.kv_heads(),
+                  d.features.group_size, d.head_dim, run.position, d.features.rotary_base};
+    };
     if (backward) {
-      ops::rope_backward({.dqkv = rows,
-                          .seq = run.rows,
-                          .micro_batch = d.micro_batch,
-                          .kv_heads = d.kv_heads(),
-                          .group_size = d.features.group_size,
-                          .head_dim = d.head_dim,
-                          .seq_offset = run.position,
-                          .base = d.features.rotary_base});
+      ops::rope_backward(args(runtime::ops::RopeBackward{}));
     } else {
-      ops::rope_forward({.qkv = rows,
-                         .seq = run.rows,
-                         .micro_batch = d.micro_batch,
-                         .kv_heads = d.kv_heads(),
-                         .group_size = d.features.group_size,
-                         .head_dim = d.head_dim,
-                         .seq_offset = run.position,
-                         .base = d.features.rotary_base});
+      ops::rope_forward(args(runtime::ops::RopeForward{}));
     }
   }
 }

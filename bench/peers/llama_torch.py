@@ -76,7 +76,7 @@ def main():
             n = rms(x, b.ln2)
             x = x + (F.silu(n @ b.gate.t()) * (n @ b.up.t())) @ b.down.t()
         logits = rms(x, norm) @ head.t()
-        return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+        return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
 
     optimizer = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.01)
     data = torch.randint(0, V, (B, T + 1))
