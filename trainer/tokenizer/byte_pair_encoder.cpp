@@ -1,0 +1,128 @@
+// The BPE merge loop, by scan (short pieces) and by heap (long ones), and its per-thread cache.
+// Rules: both searches merge the lowest-ranked pair, leftmost on ties, one merge at a time, which is
+// what tiktoken and Hugging Face's BPE model do; the heap skips entries a merge made stale.
+#include "trainer/tokenizer/byte_pair_encoder.h"
+
+#include <queue>
+
+namespace trainer::tokenizer {
+namespace {
+
+constexpr uint32_t kNoRule = ~uint32_t{0};
+constexpr size_t kScanMaxBytes = 48;  // above this the heap's O(n log n) wins
+
+uint32_t pair_rank(const BytePairModel& model, int32_t left, int32_t right) {
+  const MergeRule* rule = model.merges.find(left, right);
+  return rule == nullptr ? kNoRule : rule->rank;
+}
+
+void merge_by_scan(const BytePairModel& model, std::vector<int32_t>& parts) {
+  std::vector<uint32_t> ranks(parts.size(), kNoRule);  // ranks[i]: the pair (parts[i], parts[i + 1])
+  for (size_t i = 0; i + 1 < parts.size(); ++i) ranks[i] = pair_rank(model, parts[i], parts[i + 1]);
+  while (parts.size() > 1) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < parts.size(); ++i) {
+      if (ranks[i] < ranks[best]) best = i;
+    }
+    if (ranks[best] == kNoRule) break;
+    parts[best] = model.merges.find(parts[best], parts[best + 1])->merged;
+    parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    ranks[best] = best + 1 < parts.size() ? pair_rank(model, parts[best], parts[best + 1]) : kNoRule;
+    if (best > 0) ranks[best - 1] = pair_rank(model, parts[best - 1], parts[best]);
+  }
+}
+
+// A candidate merge of the part at `left` with its right neighbour, valid while both still hold
+// the tokens it was made from.
+struct Candidate {
+  uint32_t rank;
+  uint32_t left;  // position of the left part; smaller = further left
+  int32_t left_token;
+  int32_t right_token;
+  bool operator>(const Candidate& other) const {
+    return rank != other.rank ? rank > other.rank : left > other.left;
+  }
+};
+
+void merge_by_heap(const BytePairModel& model, std::vector<int32_t>& parts) {
+  const size_t count = parts.size();
+  constexpr uint32_t kNone = ~uint32_t{0};
+  std::vector<uint32_t> next(count), previous(count);
+  std::vector<bool> alive(count, true);
+  for (size_t i = 0; i < count; ++i) {
+    next[i] = i + 1 < count ? static_cast<uint32_t>(i + 1) : kNone;
+    previous[i] = i > 0 ? static_cast<uint32_t>(i - 1) : kNone;
+  }
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  auto push = [&](uint32_t left) {
+    if (left == kNone || next[left] == kNone) return;
+    const uint32_t rank = pair_rank(model, parts[left], parts[next[left]]);
+    if (rank != kNoRule) heap.push({rank, left, parts[left], parts[next[left]]});
+  };
+  for (uint32_t i = 0; i + 1 < count; ++i) push(i);
+  while (!heap.empty()) {
+    const Candidate top = heap.top();
+    heap.pop();
+    const uint32_t right = next[top.left];
+    if (!alive[top.left] || right == kNone || parts[top.left] != top.left_token ||
+        parts[right] != top.right_token) {
+      continue;  // stale: a neighbour merged since this candidate was pushed
+    }
+    parts[top.left] = model.merges.find(top.left_token, top.right_token)->merged;
+    alive[right] = false;
+    next[top.left] = next[right];
+    if (next[right] != kNone) previous[next[right]] = top.left;
+    push(previous[top.left]);
+    push(top.left);
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (alive[i]) parts[kept++] = parts[i];
+  }
+  parts.resize(kept);
+}
+
+}  // namespace
+
+void encode_piece(const BytePairModel& model, std::string_view piece, std::vector<int32_t>* out,
+                  MergeSearch search) {
+  if (piece.empty()) return;
+  if (!model.whole_pieces.empty()) {
+    if (const auto found = model.whole_pieces.find(piece); found != model.whole_pieces.end()) {
+      out->push_back(found->second);
+      return;
+    }
+  }
+  std::vector<int32_t> parts(piece.size());
+  for (size_t i = 0; i < piece.size(); ++i) {
+    parts[i] = model.byte_tokens[static_cast<unsigned char>(piece[i])];
+  }
+  if (search == MergeSearch::automatic) {
+    search = piece.size() <= kScanMaxBytes ? MergeSearch::scan : MergeSearch::heap;
+  }
+  if (search == MergeSearch::scan) {
+    merge_by_scan(model, parts);
+  } else {
+    merge_by_heap(model, parts);
+  }
+  out->insert(out->end(), parts.begin(), parts.end());
+}
+
+void CachedBytePairEncoder::encode(std::string_view piece, std::vector<int32_t>* out) {
+  if (piece.size() > kMaxCachedPieceBytes) {
+    encode_piece(model_, piece, out);
+    return;
+  }
+  if (const auto found = cache_.find(piece); found != cache_.end()) {
+    out->insert(out->end(), found->second.begin(), found->second.end());
+    return;
+  }
+  const size_t first = out->size();
+  encode_piece(model_, piece, out);
+  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+  cache_.emplace(std::string(piece),
+                 std::vector<int32_t>(out->begin() + static_cast<std::ptrdiff_t>(first), out->end()));
+}
+
+}  // namespace trainer::tokenizer
