@@ -3,6 +3,8 @@
 // what tiktoken and Hugging Face's BPE model do; the heap skips entries a merge made stale.
 #include "trainer/tokenizer/byte_pair_encoder.h"
 
+#include <algorithm>
+#include <cstring>
 #include <queue>
 
 namespace trainer::tokenizer {
@@ -109,20 +111,37 @@ void encode_piece(const BytePairModel& model, std::string_view piece, std::vecto
   out->insert(out->end(), parts.begin(), parts.end());
 }
 
+CachedBytePairEncoder::CachedBytePairEncoder(const BytePairModel& model)
+    : model_(model), slots_(kSlots) {}
+
 void CachedBytePairEncoder::encode(std::string_view piece, std::vector<int32_t>* out) {
-  if (piece.size() > kMaxCachedPieceBytes) {
+  if (piece.size() > kMaxPieceBytes) {
     encode_piece(model_, piece, out);
     return;
   }
-  if (const auto found = cache_.find(piece); found != cache_.end()) {
-    out->insert(out->end(), found->second.begin(), found->second.end());
+  uint64_t hash = 0x9E3779B97F4A7C15ull ^ piece.size();
+  for (size_t i = 0; i < piece.size(); i += 8) {
+    uint64_t chunk = 0;
+    std::memcpy(&chunk, piece.data() + i, std::min<size_t>(8, piece.size() - i));
+    hash = (hash ^ chunk) * 0xFF51AFD7ED558CCDull;
+    hash ^= hash >> 32;
+  }
+  Slot& slot = slots_[hash & (kSlots - 1)];
+  if (slot.hash == hash && slot.piece_bytes == piece.size() &&
+      std::memcmp(slot.piece, piece.data(), piece.size()) == 0) {
+    out->insert(out->end(), slot.tokens, slot.tokens + slot.token_count);
     return;
   }
   const size_t first = out->size();
   encode_piece(model_, piece, out);
-  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-  cache_.emplace(std::string(piece),
-                 std::vector<int32_t>(out->begin() + static_cast<std::ptrdiff_t>(first), out->end()));
+  const size_t count = out->size() - first;
+  if (count <= kMaxPieceTokens) {
+    slot.hash = hash;
+    slot.piece_bytes = static_cast<uint8_t>(piece.size());
+    slot.token_count = static_cast<uint8_t>(count);
+    std::memcpy(slot.piece, piece.data(), piece.size());
+    std::copy(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(), slot.tokens);
+  }
 }
 
 }  // namespace trainer::tokenizer

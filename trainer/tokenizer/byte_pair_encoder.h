@@ -37,17 +37,26 @@ enum class MergeSearch { automatic, scan, heap };
 void encode_piece(const BytePairModel& model, std::string_view piece, std::vector<int32_t>* out,
                   MergeSearch search = MergeSearch::automatic);
 
-// A per-thread cache of the tokens of frequent pieces in front of encode_piece.
+// A per-thread cache of the tokens of frequent pieces in front of encode_piece: a direct-mapped
+// table of short pieces with their tokens stored inline (no allocation; a colliding piece simply
+// replaces the older one, which only costs a recomputation).
 class CachedBytePairEncoder {
  public:
-  explicit CachedBytePairEncoder(const BytePairModel& model) : model_(model) {}
+  explicit CachedBytePairEncoder(const BytePairModel& model);
   void encode(std::string_view piece, std::vector<int32_t>* out);
 
  private:
-  static constexpr size_t kMaxCachedPieceBytes = 32;
-  static constexpr size_t kMaxCacheEntries = 1 << 16;  // cleared when full
+  static constexpr size_t kMaxPieceBytes = 24;
+  static constexpr size_t kMaxPieceTokens = 7;
+  static constexpr size_t kSlots = size_t{1} << 16;  // 4 MiB per thread
+  struct Slot {
+    uint64_t hash = 0;
+    uint8_t piece_bytes = 0;  // 0: empty
+    uint8_t token_count = 0;
+    char piece[kMaxPieceBytes];
+    int32_t tokens[kMaxPieceTokens];
+  };
   const BytePairModel& model_;
-  StringMap<std::vector<int32_t>> cache_;
+  std::vector<Slot> slots_;
 };
-
 }  // namespace trainer::tokenizer
