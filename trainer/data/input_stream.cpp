@@ -24,8 +24,8 @@ bool ends_with(const std::string& text, std::string_view suffix) {
 std::FILE* open_file(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
-    throw runtime::InputError(TRAINER_STR("prepare-data: --input \"" << path << "\": cannot open: "
-                                                                     << std::strerror(errno)));
+    throw runtime::InputError(TRAINER_STR("prepare-data: --input \""
+                                          << path << "\": cannot open: " << std::strerror(errno)));
   }
   return file;
 }
@@ -55,7 +55,8 @@ class GzipStream : public InputStream {
   explicit GzipStream(const std::string& path) : path_(path) {
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) {
-      throw runtime::InputError(TRAINER_STR("prepare-data: --input \"" << path << "\": cannot open"));
+      throw runtime::InputError(
+          TRAINER_STR("prepare-data: --input \"" << path << "\": cannot open"));
     }
     gzbuffer(file_, 1 << 18);
   }
@@ -83,7 +84,8 @@ class ZstdStream : public InputStream {
   explicit ZstdStream(const std::string& path)
       : path_(path), file_(open_file(path)), input_(ZSTD_DStreamInSize()) {
     stream_ = ZSTD_createDStream();
-    if (stream_ == nullptr) throw runtime::LibraryError("zstd: cannot create a decompression stream");
+    if (stream_ == nullptr)
+      throw runtime::LibraryError("zstd: cannot create a decompression stream");
   }
   ~ZstdStream() override {
     ZSTD_freeDStream(stream_);
@@ -96,12 +98,13 @@ class ZstdStream : public InputStream {
         const size_t got = std::fread(input_.data(), 1, input_.size(), file_);
         if (got == 0) {
           if (std::ferror(file_)) {
-            throw runtime::InputError(TRAINER_STR(path_ << ": read failed: " << std::strerror(errno)));
+            throw runtime::InputError(
+                TRAINER_STR(path_ << ": read failed: " << std::strerror(errno)));
           }
           if (frame_open_) {
-            throw runtime::InputError(TRAINER_STR(
-                path_ << ": truncated Zstandard file (it ends inside a frame, after "
-                      << bytes_read_ << " bytes)"));
+            throw runtime::InputError(
+                TRAINER_STR(path_ << ": truncated Zstandard file (it ends inside a frame, after "
+                                  << bytes_read_ << " bytes)"));
           }
           return 0;
         }
@@ -110,8 +113,8 @@ class ZstdStream : public InputStream {
       }
       const size_t result = ZSTD_decompressStream(stream_, &output, &in_);
       if (ZSTD_isError(result)) {
-        throw runtime::InputError(TRAINER_STR(path_ << ": corrupt Zstandard file: "
-                                                    << ZSTD_getErrorName(result)));
+        throw runtime::InputError(
+            TRAINER_STR(path_ << ": corrupt Zstandard file: " << ZSTD_getErrorName(result)));
       }
       frame_open_ = result != 0;  // 0: a frame just ended
     }

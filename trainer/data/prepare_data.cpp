@@ -39,16 +39,20 @@ void create_parent_directory(const std::string& prefix) {
   }
 }
 
-const char* dtype_name(TokenDType dtype) { return dtype == TokenDType::uint16 ? "uint16" : "int32"; }
+const char* dtype_name(TokenDType dtype) {
+  return dtype == TokenDType::uint16 ? "uint16" : "int32";
+}
 
 // --dtype when given (InputError when the vocabulary does not fit it), else the smallest that fits.
-TokenDType token_dtype(const PrepareDataOptions& options, const tokenizer::TokenizerIdentity& identity) {
+TokenDType token_dtype(const PrepareDataOptions& options,
+                       const tokenizer::TokenizerIdentity& identity) {
   const bool fits_uint16 = identity.vocab_size <= kUint16Ids;
   if (!options.dtype) return fits_uint16 ? TokenDType::uint16 : TokenDType::int32;
   if (*options.dtype == TokenDType::uint16 && !fits_uint16) {
-    throw runtime::InputError(TRAINER_STR(
-        "prepare-data: --dtype uint16 holds ids below " << kUint16Ids << ", but the "
-        << identity.kind << " tokenizer has " << identity.vocab_size << " ids (use --dtype int32)"));
+    throw runtime::InputError(TRAINER_STR("prepare-data: --dtype uint16 holds ids below "
+                                          << kUint16Ids << ", but the " << identity.kind
+                                          << " tokenizer has " << identity.vocab_size
+                                          << " ids (use --dtype int32)"));
   }
   return *options.dtype;
 }
@@ -74,11 +78,13 @@ int write_synthetic(const PrepareDataOptions& options) {
 }
 
 int write_tokenized(const PrepareDataOptions& options) {
-  const std::unique_ptr<tokenizer::Tokenizer> tokenizer = tokenizer::load_tokenizer(options.tokenizer);
+  const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
+      tokenizer::load_tokenizer(options.tokenizer);
   const tokenizer::TokenizerIdentity& identity = tokenizer->identity();
   if (options.append_eod && !identity.eod_id) {
-    throw runtime::InputError(TRAINER_STR("prepare-data: --append-eod: the " << identity.kind
-                                          << " tokenizer has no end-of-document token; give --eod-id"));
+    throw runtime::InputError(
+        TRAINER_STR("prepare-data: --append-eod: the "
+                    << identity.kind << " tokenizer has no end-of-document token; give --eod-id"));
   }
   const TokenDType dtype = token_dtype(options, identity);
   TokenizeOptions tokenize;
@@ -87,8 +93,9 @@ int write_tokenized(const PrepareDataOptions& options) {
   tokenize.json_key = options.json_key;
   tokenize.skip_bad_lines = options.skip_bad_lines;
   tokenize.append_eod = options.append_eod;
-  tokenize.workers = options.workers > 0 ? options.workers
-                                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  tokenize.workers = options.workers > 0
+                         ? options.workers
+                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 
   const std::string& prefix = options.output_prefix;
   IndexedDatasetWriter writer(prefix, dtype);  // temporaries until finish()
@@ -105,12 +112,13 @@ int write_tokenized(const PrepareDataOptions& options) {
   DatasetMetadataFile metadata_file(prefix, metadata);
   writer.finish();
   metadata_file.commit();
-  std::printf("prepare-data: wrote %lld documents, %lld tokens (%s) to %s.bin, %s.idx, %s.json\n"
-              "tokenizer %s: vocabulary %lld ids, end of document %s\n",
-              static_cast<long long>(counts.documents), static_cast<long long>(counts.tokens),
-              dtype_name(dtype), prefix.c_str(), prefix.c_str(), prefix.c_str(),
-              identity.kind.c_str(), static_cast<long long>(identity.vocab_size),
-              identity.eod_id ? std::to_string(*identity.eod_id).c_str() : "none");
+  std::printf(
+      "prepare-data: wrote %lld documents, %lld tokens (%s) to %s.bin, %s.idx, %s.json\n"
+      "tokenizer %s: vocabulary %lld ids, end of document %s\n",
+      static_cast<long long>(counts.documents), static_cast<long long>(counts.tokens),
+      dtype_name(dtype), prefix.c_str(), prefix.c_str(), prefix.c_str(), identity.kind.c_str(),
+      static_cast<long long>(identity.vocab_size),
+      identity.eod_id ? std::to_string(*identity.eod_id).c_str() : "none");
   return 0;
 }
 

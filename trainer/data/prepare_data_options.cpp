@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "runtime/error.h"
+#include "trainer/data/prepare_data.h"
 #include "trainer/tokenizer/split_pattern.h"
 
 namespace trainer {
@@ -97,7 +98,8 @@ void check_tokenizer_files(const PrepareDataOptions& options) {
     required(spec.tokenizer_file, "--tokenizer-file");
   }
   if (spec.kind == TokenizerKind::tiktoken) {
-    required(spec.split_pattern, TRAINER_STR("--split-pattern (" << tokenizer::kSplitPatternNames << ")").c_str());
+    required(spec.split_pattern,
+             TRAINER_STR("--split-pattern (" << tokenizer::kSplitPatternNames << ")").c_str());
     tokenizer::named_split_pattern(spec.split_pattern);  // an unknown name fails here, early
   }
 }
@@ -246,7 +248,8 @@ std::string prepare_data_usage() {
          "  byte                  each byte is a token 0..255; end of document 256\n"
          "  gpt2                  --vocab-file vocab.json (encoder.json) --merge-file merges.txt\n"
          "                        (vocab.bpe); end of document <|endoftext|>\n"
-         "  hf                    --tokenizer-file tokenizer.json (byte-level BPE: GPT-2, Llama 3,\n"
+         "  hf                    --tokenizer-file tokenizer.json (byte-level BPE: GPT-2, Llama "
+         "3,\n"
          "                        Qwen2); end of document <|endoftext|>, <|end_of_text|>, </s>\n"
          "  tiktoken              --tokenizer-file X.tiktoken --split-pattern gpt2|cl100k|o200k|\n"
          "                        llama3 --eod-id ID (e.g. cl100k_base 100257, o200k_base 199999)\n"

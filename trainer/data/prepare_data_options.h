@@ -1,4 +1,4 @@
-// The flags of `trainer prepare-data`, parsed and cross-checked, and its usage text.
+// The flags of `trainer prepare-data`, parsed and cross-checked.
 // Rules: every bad flag, value or combination is an InputError naming the flag and the value.
 #pragma once
 
@@ -27,8 +27,7 @@ struct PrepareDataOptions {
   bool help = false;
 };
 
-// args: everything after "prepare-data".
+// args: everything after "prepare-data". The usage text is prepare_data_usage() (prepare_data.h).
 PrepareDataOptions parse_prepare_data_options(const std::vector<std::string>& args);
-std::string prepare_data_usage();
 
 }  // namespace trainer

@@ -32,8 +32,8 @@ constexpr size_t kBatchesInFlightPerWorker = 4;
 struct Batch {
   size_t file_index = 0;
   bool json = false;
-  std::string bytes;                  // the documents' raw bytes (lines or a whole file), back to back
-  std::vector<size_t> ends;           // end of record i in bytes
+  std::string bytes;         // the documents' raw bytes (lines or a whole file), back to back
+  std::vector<size_t> ends;  // end of record i in bytes
   std::vector<int64_t> line_numbers;  // line of record i; 0 for a whole-file document
   int64_t file_bytes = 0;             // input file bytes consumed when the batch was cut (progress)
 
@@ -73,8 +73,8 @@ class BatchTokenizer {
         const std::string where =
             line > 0 ? TRAINER_STR(path << " line " << line) : std::string(path);
         if (!options_.skip_bad_lines) {
-          throw runtime::InputError(TRAINER_STR("prepare-data: " << where << ": " << why
-                                                                 << " (--skip-bad-lines skips it)"));
+          throw runtime::InputError(TRAINER_STR(
+              "prepare-data: " << where << ": " << why << " (--skip-bad-lines skips it)"));
         }
         if (result.bad_lines++ == 0) result.first_bad_line = where + ": " + why;
       };
@@ -111,7 +111,8 @@ class OrderedBatchPool {
  public:
   OrderedBatchPool(const tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options) {
     for (int i = 0; i < options.workers; ++i) {
-      workers_.emplace_back([this, &tokenizer, &options] { work(BatchTokenizer(tokenizer, options)); });
+      workers_.emplace_back(
+          [this, &tokenizer, &options] { work(BatchTokenizer(tokenizer, options)); });
     }
   }
   ~OrderedBatchPool() {
@@ -210,7 +211,8 @@ TokenizeCounts tokenize_inputs(const tokenizer::Tokenizer& tokenizer,
     counts.text_bytes += result.text_bytes;
     if (counts.bad_lines == 0 && result.bad_lines > 0) first_bad_line = result.first_bad_line;
     counts.bad_lines += result.bad_lines;
-    if (options.show_progress) progress.update(counts.documents, counts.text_bytes, result.file_bytes);
+    if (options.show_progress)
+      progress.update(counts.documents, counts.text_bytes, result.file_bytes);
   };
   const size_t max_in_flight = kBatchesInFlightPerWorker * static_cast<size_t>(options.workers);
   auto submit = [&](Batch& batch) {

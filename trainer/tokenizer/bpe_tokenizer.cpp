@@ -25,9 +25,7 @@ class BpeSession : public TokenizerSession {
     prefixed_.resize(parts.steps.size());
   }
 
-  void encode(std::string_view text, std::vector<int32_t>* ids) override {
-    run_step(0, text, ids);
-  }
+  void encode(std::string_view text, std::vector<int32_t>* ids) override { run_step(0, text, ids); }
 
  private:
   void run_step(size_t index, std::string_view piece, std::vector<int32_t>* ids) {
@@ -151,7 +149,7 @@ BytePairModel byte_level_model(const StringMap<int32_t>& vocab,
     const auto found = vocab.find(text);
     if (found == vocab.end()) {
       throw runtime::InputError(TRAINER_STR(origin(file, index) << ": token \"" << text
-                                                               << "\" is not in the vocabulary"));
+                                                                << "\" is not in the vocabulary"));
     }
     return found->second;
   };
@@ -171,7 +169,8 @@ BytePairModel byte_level_model(const StringMap<int32_t>& vocab,
 }
 
 std::string read_tokenizer_file(const std::string& flag, const std::string& path) {
-  if (path.empty()) throw runtime::InputError(TRAINER_STR("prepare-data: " << flag << " is required"));
+  if (path.empty())
+    throw runtime::InputError(TRAINER_STR("prepare-data: " << flag << " is required"));
   std::ifstream stream(path, std::ios::binary);
   if (!stream) {
     throw runtime::InputError(

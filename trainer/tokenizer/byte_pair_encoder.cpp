@@ -1,6 +1,6 @@
 // The BPE merge loop, by scan (short pieces) and by heap (long ones), and its per-thread cache.
-// Rules: both searches merge the lowest-ranked pair, leftmost on ties, one merge at a time, which is
-// what tiktoken and Hugging Face's BPE model do; the heap skips entries a merge made stale.
+// Rules: both searches merge the lowest-ranked pair, leftmost on ties, one merge at a time, which
+// is what tiktoken and Hugging Face's BPE model do; the heap skips entries a merge made stale.
 #include "trainer/tokenizer/byte_pair_encoder.h"
 
 #include <algorithm>
@@ -19,7 +19,8 @@ uint32_t pair_rank(const BytePairModel& model, int32_t left, int32_t right) {
 }
 
 void merge_by_scan(const BytePairModel& model, std::vector<int32_t>& parts) {
-  std::vector<uint32_t> ranks(parts.size(), kNoRule);  // ranks[i]: the pair (parts[i], parts[i + 1])
+  std::vector<uint32_t> ranks(parts.size(),
+                              kNoRule);  // ranks[i]: the pair (parts[i], parts[i + 1])
   for (size_t i = 0; i + 1 < parts.size(); ++i) ranks[i] = pair_rank(model, parts[i], parts[i + 1]);
   while (parts.size() > 1) {
     size_t best = 0;
@@ -30,7 +31,8 @@ void merge_by_scan(const BytePairModel& model, std::vector<int32_t>& parts) {
     parts[best] = model.merges.find(parts[best], parts[best + 1])->merged;
     parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
     ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    ranks[best] = best + 1 < parts.size() ? pair_rank(model, parts[best], parts[best + 1]) : kNoRule;
+    ranks[best] =
+        best + 1 < parts.size() ? pair_rank(model, parts[best], parts[best + 1]) : kNoRule;
     if (best > 0) ranks[best - 1] = pair_rank(model, parts[best - 1], parts[best]);
   }
 }

@@ -23,7 +23,8 @@ StringMap<int32_t> parse_vocab_json(const std::string& path, const std::string& 
   StringMap<int32_t> vocab;
   for (const auto& [token, id] : root.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      throw runtime::InputError(TRAINER_STR(path << ": token \"" << token << "\" has id " << id.dump()
+      throw runtime::InputError(TRAINER_STR(path << ": token \"" << token << "\" has id "
+                                                 << id.dump()
                                                  << ", expected an integer in [0, 2^31)"));
     }
     vocab.emplace(token, id.get<int32_t>());

@@ -32,7 +32,8 @@ class TokenizerJson {
     return object[key];
   }
   // A boolean member, or fallback when absent or null.
-  bool flag(const Json& object, const std::string& json_path, const char* key, bool fallback) const {
+  bool flag(const Json& object, const std::string& json_path, const char* key,
+            bool fallback) const {
     if (!object.contains(key) || object[key].is_null()) return fallback;
     if (!object[key].is_boolean()) fail(json_path + "." + key, "is not true or false");
     return object[key].get<bool>();
@@ -86,7 +87,8 @@ PreTokenizeStep parse_byte_level(const TokenizerJson& file, const Json& byte_lev
 std::vector<PreTokenizeStep> parse_pre_tokenizer(const TokenizerJson& file, const Json& root) {
   const std::string at = "pre_tokenizer";
   const Json& pre = file.member(root, "", "pre_tokenizer");
-  if (pre.is_null()) file.fail(at, "is null: only byte-level BPE (a ByteLevel pre_tokenizer) is supported");
+  if (pre.is_null())
+    file.fail(at, "is null: only byte-level BPE (a ByteLevel pre_tokenizer) is supported");
   const Json& type = file.member(pre, at, "type");
   std::vector<PreTokenizeStep> steps;
   if (type == "ByteLevel") {
@@ -105,13 +107,15 @@ std::vector<PreTokenizeStep> parse_pre_tokenizer(const TokenizerJson& file, cons
     } else if (item_type == "ByteLevel" && last) {
       steps.push_back(parse_byte_level(file, list[i], item_at));
     } else if (item_type == "ByteLevel" || item_type == "Split") {
-      file.fail(item_at + ".type", item_type.dump() + " is supported only as " +
-                                       (item_type == "Split" ? "a step before ByteLevel" : "the last step"));
+      file.fail(item_at + ".type",
+                item_type.dump() + " is supported only as " +
+                    (item_type == "Split" ? "a step before ByteLevel" : "the last step"));
     } else {
       file.unsupported(item_at + ".type", item_type);
     }
   }
-  if (list.back()["type"] != "ByteLevel") file.fail(at + ".pretokenizers", "must end with ByteLevel");
+  if (list.back()["type"] != "ByteLevel")
+    file.fail(at + ".pretokenizers", "must end with ByteLevel");
   return steps;
 }
 
@@ -126,7 +130,8 @@ void check_model_options(const TokenizerJson& file, const Json& model) {
       file.unsupported(std::string("model.") + affix, model[affix]);
     }
   }
-  if (file.flag(model, "model", "byte_fallback", false)) file.fail("model.byte_fallback", "true is not supported");
+  if (file.flag(model, "model", "byte_fallback", false))
+    file.fail("model.byte_fallback", "true is not supported");
 }
 
 std::vector<std::pair<std::string, std::string>> parse_merges(const TokenizerJson& file,
@@ -140,13 +145,16 @@ std::vector<std::pair<std::string, std::string>> parse_merges(const TokenizerJso
       const std::string& text = merge.get_ref<const std::string&>();
       const size_t space = text.find(' ');
       if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        file.fail(TRAINER_STR("model.merges[" << i << "]"), merge.dump() + " is not two tokens and one space");
+        file.fail(TRAINER_STR("model.merges[" << i << "]"),
+                  merge.dump() + " is not two tokens and one space");
       }
       pairs.emplace_back(text.substr(0, space), text.substr(space + 1));
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
       pairs.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
     } else {
-      file.fail(TRAINER_STR("model.merges[" << i << "]"), merge.dump() + " is not a pair of tokens");
+      file.fail(TRAINER_STR("model.merges[" << i << "]"),
+                merge.dump() + " is not a pair of tokens");
     }
   }
   return pairs;
@@ -192,12 +200,14 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
     const std::string at = TRAINER_STR("added_tokens[" << i << "]");
     const Json& id = file.member(added[i], at, "id");
     const Json& content = file.member(added[i], at, "content");
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX || !content.is_string()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX ||
+        !content.is_string()) {
       file.fail(at, "needs an integer id and a string content");
     }
     if (!file.flag(added[i], at, "special", false)) {
-      file.fail(at, "(" + content.dump() + ") is not special: matching non-special added tokens "
-                    "in the text is not supported");
+      file.fail(at, "(" + content.dump() +
+                        ") is not special: matching non-special added tokens "
+                        "in the text is not supported");
     }
     special_ids.emplace(content.get<std::string>(), id.get<int32_t>());
     max_id = std::max<int64_t>(max_id, id.get<int64_t>());
@@ -207,7 +217,9 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
   identity.kind = "hf";
   identity.files = {digest_file(spec.tokenizer_file)};
   for (const PreTokenizeStep& step : parts.steps) {
-    if (step.pattern) identity.split_pattern += (identity.split_pattern.empty() ? "" : " ; ") + step.pattern->pattern();
+    if (step.pattern)
+      identity.split_pattern +=
+          (identity.split_pattern.empty() ? "" : " ; ") + step.pattern->pattern();
   }
   identity.eod_id = spec.eod_id;
   for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}) {

@@ -17,8 +17,8 @@ class SentencePieceSession : public TokenizerSession {
   void encode(std::string_view text, std::vector<int32_t>* ids) override {
     const auto status = processor_.Encode(text, &scratch_);
     if (!status.ok()) {
-      throw runtime::InputError(TRAINER_STR(path_ << ": SentencePiece cannot encode a document: "
-                                                  << status.ToString()));
+      throw runtime::InputError(
+          TRAINER_STR(path_ << ": SentencePiece cannot encode a document: " << status.ToString()));
     }
     ids->insert(ids->end(), scratch_.begin(), scratch_.end());
   }

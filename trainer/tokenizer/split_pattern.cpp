@@ -85,14 +85,16 @@ SplitPattern::SplitPattern(const std::string& pattern, const std::string& origin
   if (code_ == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof message);
-    throw runtime::InputError(TRAINER_STR(origin << ": pattern \"" << pattern
-                                                 << "\" does not compile: "
-                                                 << reinterpret_cast<const char*>(message)));
+    throw runtime::InputError(
+        TRAINER_STR(origin << ": pattern \"" << pattern
+                           << "\" does not compile: " << reinterpret_cast<const char*>(message)));
   }
   pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // without JIT (unsupported CPU) it still matches
 }
 
-SplitPattern::~SplitPattern() { pcre2_code_free(code_); }
+SplitPattern::~SplitPattern() {
+  pcre2_code_free(code_);
+}
 
 SplitMatcher::SplitMatcher(const SplitPattern& pattern) : pattern_(pattern) {
   match_data_ = pcre2_match_data_create_from_pattern(pattern.code(), nullptr);
@@ -118,10 +120,9 @@ bool SplitMatcher::next_match(std::string_view text, size_t offset, size_t* star
   if (result < 0) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(result, message, sizeof message);
-    throw runtime::InputError(TRAINER_STR("split pattern \"" << pattern_.pattern()
-                                                             << "\": matching failed at byte "
-                                                             << offset << ": "
-                                                             << reinterpret_cast<const char*>(message)));
+    throw runtime::InputError(TRAINER_STR(
+        "split pattern \"" << pattern_.pattern() << "\": matching failed at byte " << offset << ": "
+                           << reinterpret_cast<const char*>(message)));
   }
   const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match_data_);
   *start = ovector[0];

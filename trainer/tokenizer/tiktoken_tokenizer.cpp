@@ -18,7 +18,8 @@ bool decode_base64(std::string_view text, std::string* bytes) {
     std::array<int8_t, 256> table;
     table.fill(-1);
     const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int i = 0; i < 64; ++i) table[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
+    for (int i = 0; i < 64; ++i)
+      table[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
     return table;
   }();
   bytes->clear();
@@ -47,8 +48,8 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const TokenizerSpec& spec) {
   const std::string& path = spec.tokenizer_file;
   const std::string text = read_tokenizer_file("--tokenizer-file", path);
   if (spec.split_pattern.empty()) {
-    throw runtime::InputError(TRAINER_STR("prepare-data: --tokenizer tiktoken needs --split-pattern ("
-                                          << kSplitPatternNames << ")"));
+    throw runtime::InputError(TRAINER_STR(
+        "prepare-data: --tokenizer tiktoken needs --split-pattern (" << kSplitPatternNames << ")"));
   }
   if (!spec.eod_id) {
     throw runtime::InputError(
@@ -76,9 +77,9 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const TokenizerSpec& spec) {
     if (space == std::string_view::npos || !decode_base64(line.substr(0, space), &bytes) ||
         error != std::errc() || end != rank_text.data() + rank_text.size() || rank < 0 ||
         rank > INT32_MAX) {
-      throw runtime::InputError(TRAINER_STR(path << " line " << line_number << ": \""
-                                                 << line.substr(0, 80)
-                                                 << "\": expected a base64 token, a space and a rank"));
+      throw runtime::InputError(
+          TRAINER_STR(path << " line " << line_number << ": \"" << line.substr(0, 80)
+                           << "\": expected a base64 token, a space and a rank"));
     }
     if (!model.whole_pieces.emplace(bytes, static_cast<int32_t>(rank)).second) {
       throw runtime::InputError(TRAINER_STR(path << " line " << line_number << ": token \""
@@ -98,8 +99,9 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const TokenizerSpec& spec) {
   for (const auto& [token, rank] : tokens) {
     max_rank = std::max<int64_t>(max_rank, rank);
     if (rank == *spec.eod_id) {
-      throw runtime::InputError(TRAINER_STR("prepare-data: --eod-id " << *spec.eod_id << " is the rank of a "
-                                                                  << "mergeable token of " << path));
+      throw runtime::InputError(TRAINER_STR("prepare-data: --eod-id "
+                                            << *spec.eod_id << " is the rank of a "
+                                            << "mergeable token of " << path));
     }
     for (size_t split = 1; split < token.size(); ++split) {
       const auto left = model.whole_pieces.find(std::string_view(token).substr(0, split));
@@ -111,7 +113,8 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const TokenizerSpec& spec) {
   }
   const std::string pattern = named_split_pattern(spec.split_pattern);
   parts.steps.push_back(
-      {std::make_shared<SplitPattern>(pattern, "--split-pattern " + spec.split_pattern), false, false});
+      {std::make_shared<SplitPattern>(pattern, "--split-pattern " + spec.split_pattern), false,
+       false});
   TokenizerIdentity& identity = parts.identity;
   identity.kind = "tiktoken";
   identity.files = {digest_file(path)};

@@ -33,11 +33,16 @@ class ByteTokenizer : public Tokenizer {
 
 const char* kind_name(TokenizerKind kind) {
   switch (kind) {
-    case TokenizerKind::byte: return "byte";
-    case TokenizerKind::gpt2: return "gpt2";
-    case TokenizerKind::hf: return "hf";
-    case TokenizerKind::tiktoken: return "tiktoken";
-    case TokenizerKind::sentencepiece: return "sentencepiece";
+    case TokenizerKind::byte:
+      return "byte";
+    case TokenizerKind::gpt2:
+      return "gpt2";
+    case TokenizerKind::hf:
+      return "hf";
+    case TokenizerKind::tiktoken:
+      return "tiktoken";
+    case TokenizerKind::sentencepiece:
+      return "sentencepiece";
   }
   return "unknown";
 }
@@ -53,11 +58,16 @@ TokenizerKind parse_kind(const std::string& name) {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const TokenizerSpec& spec) {
   switch (spec.kind) {
-    case TokenizerKind::byte: return std::make_unique<ByteTokenizer>(spec);
-    case TokenizerKind::gpt2: return load_gpt2_tokenizer(spec);
-    case TokenizerKind::hf: return load_hf_tokenizer(spec);
-    case TokenizerKind::tiktoken: return load_tiktoken_tokenizer(spec);
-    case TokenizerKind::sentencepiece: return load_sentencepiece_tokenizer(spec);
+    case TokenizerKind::byte:
+      return std::make_unique<ByteTokenizer>(spec);
+    case TokenizerKind::gpt2:
+      return load_gpt2_tokenizer(spec);
+    case TokenizerKind::hf:
+      return load_hf_tokenizer(spec);
+    case TokenizerKind::tiktoken:
+      return load_tiktoken_tokenizer(spec);
+    case TokenizerKind::sentencepiece:
+      return load_sentencepiece_tokenizer(spec);
   }
   throw runtime::InputError("prepare-data: unknown tokenizer kind");
 }

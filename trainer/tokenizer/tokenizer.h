@@ -22,10 +22,10 @@ inline constexpr const char* kKindNames = "byte, gpt2, hf, tiktoken, sentencepie
 // What to load, as the prepare-data flags give it.
 struct TokenizerSpec {
   TokenizerKind kind = TokenizerKind::byte;
-  std::string vocab_file;      // gpt2: vocab.json (encoder.json)
-  std::string merge_file;      // gpt2: merges.txt (vocab.bpe)
-  std::string tokenizer_file;  // hf: tokenizer.json; tiktoken: .tiktoken; sentencepiece: .model
-  std::string split_pattern;   // tiktoken: a named split (split_pattern.h)
+  std::string vocab_file;         // gpt2: vocab.json (encoder.json)
+  std::string merge_file;         // gpt2: merges.txt (vocab.bpe)
+  std::string tokenizer_file;     // hf: tokenizer.json; tiktoken: .tiktoken; sentencepiece: .model
+  std::string split_pattern;      // tiktoken: a named split (split_pattern.h)
   std::optional<int32_t> eod_id;  // overrides the tokenizer's own end-of-document id
 };
 

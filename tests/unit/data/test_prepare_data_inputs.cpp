@@ -44,8 +44,9 @@ std::string run(std::vector<std::string> args) {
 }
 
 std::vector<std::string> gpt2_flags() {
-  return {"--tokenizer", "gpt2", "--vocab-file", fixture("small_gpt2_vocab.json"), "--merge-file",
-          fixture("small_gpt2_merges.txt")};
+  return {"--tokenizer",  "gpt2",
+          "--vocab-file", fixture("small_gpt2_vocab.json"),
+          "--merge-file", fixture("small_gpt2_merges.txt")};
 }
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
   args.insert(args.end(), more.begin(), more.end());
@@ -68,12 +69,14 @@ std::vector<std::vector<int32_t>> documents_of(const std::string& prefix) {
 void write_gzip(const std::string& path, const std::string& text) {
   gzFile file = gzopen(path.c_str(), "wb");
   ASSERT_NE(file, nullptr);
-  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
   gzclose(file);
 }
 std::string zstd_of(const std::string& text) {
   std::string compressed(ZSTD_compressBound(text.size()), '\0');
-  const size_t size = ZSTD_compress(compressed.data(), compressed.size(), text.data(), text.size(), 3);
+  const size_t size =
+      ZSTD_compress(compressed.data(), compressed.size(), text.data(), text.size(), 3);
   compressed.resize(size);
   return compressed;
 }
@@ -96,12 +99,14 @@ TEST(PrepareDataInputs, JsonLinesPlainGzipAndZstdGiveTheReferenceIds) {
   write_text(dir.path("c.jsonl"), corpus);
   write_gzip(dir.path("c.jsonl.gz"), corpus);
   write_text(dir.path("c.jsonl.zst"), zstd_of(corpus));
-  const auto expected = nlohmann::json::parse(read_text(fixture("expected_ids_small.json")))["small_gpt2"]
-                            .get<std::vector<std::vector<int32_t>>>();
+  const auto expected =
+      nlohmann::json::parse(read_text(fixture("expected_ids_small.json")))["small_gpt2"]
+          .get<std::vector<std::vector<int32_t>>>();
   std::vector<unsigned char> first_bin;
   for (const char* name : {"c.jsonl", "c.jsonl.gz", "c.jsonl.zst"}) {
     const std::string prefix = dir.path(std::string("out_") + name);
-    const std::string out = run(with(gpt2_flags(), {"--input", dir.path(name), "--output-prefix", prefix}));
+    const std::string out =
+        run(with(gpt2_flags(), {"--input", dir.path(name), "--output-prefix", prefix}));
     EXPECT_NE(out.find("32 documents"), std::string::npos) << out;
     EXPECT_EQ(documents_of(prefix), expected) << name;
     if (first_bin.empty()) first_bin = read_bytes(prefix + ".bin");
@@ -111,10 +116,13 @@ TEST(PrepareDataInputs, JsonLinesPlainGzipAndZstdGiveTheReferenceIds) {
 
 TEST(PrepareDataInputs, MalformedLineNamesFileAndLineAndLeavesNoOutput) {
   ScratchDir dir;
-  write_text(dir.path("d.jsonl"), "{\"text\": \"one\"}\n\n{\"text\": \"two\"}\n{\"text\": \"thr\n{\"text\": 4}\n");
-  const auto args = with(gpt2_flags(), {"--input", dir.path("d.jsonl"), "--output-prefix", dir.path("out")});
+  write_text(dir.path("d.jsonl"),
+             "{\"text\": \"one\"}\n\n{\"text\": \"two\"}\n{\"text\": \"thr\n{\"text\": 4}\n");
+  const auto args =
+      with(gpt2_flags(), {"--input", dir.path("d.jsonl"), "--output-prefix", dir.path("out")});
   const std::string message = input_error_of([&] { run(args); });
-  EXPECT_NE(message.find(dir.path("d.jsonl") + " line 4: malformed JSON"), std::string::npos) << message;
+  EXPECT_NE(message.find(dir.path("d.jsonl") + " line 4: malformed JSON"), std::string::npos)
+      << message;
   expect_only(dir, {"d.jsonl"});
 
   // --skip-bad-lines: lines 4 (malformed) and 5 (text not a string) are counted, not written.
@@ -127,16 +135,18 @@ TEST(PrepareDataInputs, MalformedLineNamesFileAndLineAndLeavesNoOutput) {
 
 TEST(PrepareDataInputs, JsonKeyEscapesAndSurrogatePairs) {
   ScratchDir dir;
-  write_text(dir.path("e.json"),
-             "{\"content\": \"\\ud83d\\ude00 \\u00e9\\t\\\"q\\\"\\\\\\/\", \"text\": \"ignored\"}\n");
+  write_text(
+      dir.path("e.json"),
+      "{\"content\": \"\\ud83d\\ude00 \\u00e9\\t\\\"q\\\"\\\\\\/\", \"text\": \"ignored\"}\n");
   run({"--input", dir.path("e.json"), "--json-key", "content", "--output-prefix", dir.path("out")});
   const std::string expected = "\xf0\x9f\x98\x80 \xc3\xa9\t\"q\"\\/";
   std::vector<int32_t> expected_ids;
   for (const char byte : expected) expected_ids.push_back(static_cast<unsigned char>(byte));
   EXPECT_EQ(documents_of(dir.path("out"))[0], expected_ids);
   write_text(dir.path("lone.jsonl"), "{\"text\": \"\\ud83d alone\"}\n");
-  const std::string message = input_error_of(
-      [&] { run({"--input", dir.path("lone.jsonl"), "--output-prefix", dir.path("lone")}); });
+  const std::string message = input_error_of([&] {
+    run({"--input", dir.path("lone.jsonl"), "--output-prefix", dir.path("lone")});
+  });
   EXPECT_NE(message.find("lone.jsonl line 1: malformed JSON"), std::string::npos) << message;
 }
 
@@ -146,8 +156,9 @@ TEST(PrepareDataInputs, TruncatedCompressedFilesAreErrors) {
   for (int i = 0; i < 2000; ++i) text += "{\"text\": \"line " + std::to_string(i) + "\"}\n";
   const std::string zstd = zstd_of(text);
   write_text(dir.path("t.jsonl.zst"), zstd.substr(0, zstd.size() / 2));
-  std::string message = input_error_of(
-      [&] { run({"--input", dir.path("t.jsonl.zst"), "--output-prefix", dir.path("out")}); });
+  std::string message = input_error_of([&] {
+    run({"--input", dir.path("t.jsonl.zst"), "--output-prefix", dir.path("out")});
+  });
   EXPECT_NE(message.find(dir.path("t.jsonl.zst") + ": truncated Zstandard file"), std::string::npos)
       << message;
   write_gzip(dir.path("full.gz"), text);
@@ -165,13 +176,17 @@ TEST(PrepareDataInputs, TruncatedCompressedFilesAreErrors) {
 TEST(PrepareDataInputs, DtypeFollowsTheVocabulary) {
   ScratchDir dir;
   write_text(dir.path("a.txt"), "hello world");
-  const std::vector<std::string> tiktoken = {"--tokenizer", "tiktoken", "--tokenizer-file",
-                                             fixture("small_cl100k.tiktoken"), "--split-pattern",
-                                             "cl100k", "--eod-id", "70000", "--input", dir.path("a.txt")};
-  const std::string message = input_error_of(
-      [&] { run(with(tiktoken, {"--output-prefix", dir.path("p"), "--dtype", "uint16"})); });
-  EXPECT_NE(message.find("--dtype uint16 holds ids below 65536, but the tiktoken tokenizer has 70001 ids"),
-            std::string::npos) << message;
+  const std::vector<std::string> tiktoken = {
+      "--tokenizer",     "tiktoken",       "--tokenizer-file", fixture("small_cl100k.tiktoken"),
+      "--split-pattern", "cl100k",         "--eod-id",         "70000",
+      "--input",         dir.path("a.txt")};
+  const std::string message = input_error_of([&] {
+    run(with(tiktoken, {"--output-prefix", dir.path("p"), "--dtype", "uint16"}));
+  });
+  EXPECT_NE(message.find(
+                "--dtype uint16 holds ids below 65536, but the tiktoken tokenizer has 70001 ids"),
+            std::string::npos)
+      << message;
   expect_only(dir, {"a.txt"});
   run(with(tiktoken, {"--output-prefix", dir.path("p"), "--append-eod"}));
   EXPECT_EQ(IndexedDataset(dir.path("p")).dtype(), TokenDType::int32);
@@ -192,7 +207,8 @@ TEST(PrepareDataInputs, WorkerCountDoesNotChangeTheOutput) {
     const std::string prefix = dir.path(std::string("w") + workers);
     run(with(gpt2_flags(), {"--input", dir.path("big.jsonl"), "--input", dir.path("small.txt"),
                             "--output-prefix", prefix, "--append-eod", "--workers", workers}));
-    std::vector<std::vector<unsigned char>> files = {read_bytes(prefix + ".bin"), read_bytes(prefix + ".idx")};
+    std::vector<std::vector<unsigned char>> files = {read_bytes(prefix + ".bin"),
+                                                     read_bytes(prefix + ".idx")};
     if (first.empty()) first = files;
     EXPECT_TRUE(files == first) << "--workers " << workers;
   }
@@ -202,8 +218,8 @@ TEST(PrepareDataInputs, WorkerCountDoesNotChangeTheOutput) {
 TEST(PrepareDataInputs, MetadataNamesTheTokenizer) {
   ScratchDir dir;
   write_text(dir.path("a.txt"), "caf\xc3\xa9 <|endoftext|>");
-  run({"--input", dir.path("a.txt"), "--output-prefix", dir.path("s"), "--tokenizer", "sentencepiece",
-       "--tokenizer-file", fixture("spm_tiny.model"), "--append-eod"});
+  run({"--input", dir.path("a.txt"), "--output-prefix", dir.path("s"), "--tokenizer",
+       "sentencepiece", "--tokenizer-file", fixture("spm_tiny.model"), "--append-eod"});
   const auto metadata = nlohmann::json::parse(read_text(dir.path("s.json")));
   EXPECT_EQ(metadata["tokenizer"]["kind"], "sentencepiece");
   EXPECT_EQ(metadata["tokenizer"]["files"][0]["path"], fixture("spm_tiny.model"));
@@ -227,9 +243,12 @@ TEST(PrepareDataInputs, MetadataNamesTheTokenizer) {
 TEST(PrepareDataInputs, InvalidUtf8NeedsTheByteTokenizer) {
   ScratchDir dir;
   write_text(dir.path("bad.txt"), "ok\nbad \xff byte\n");
-  const auto args = with(gpt2_flags(), {"--input", dir.path("bad.txt"), "--output-prefix", dir.path("o"), "--split-lines"});
+  const auto args = with(gpt2_flags(), {"--input", dir.path("bad.txt"), "--output-prefix",
+                                        dir.path("o"), "--split-lines"});
   const std::string message = input_error_of([&] { run(args); });
-  EXPECT_NE(message.find(dir.path("bad.txt") + " line 2: invalid UTF-8 at byte 4"), std::string::npos) << message;
+  EXPECT_NE(message.find(dir.path("bad.txt") + " line 2: invalid UTF-8 at byte 4"),
+            std::string::npos)
+      << message;
   run({"--input", dir.path("bad.txt"), "--output-prefix", dir.path("o")});
   EXPECT_EQ(documents_of(dir.path("o"))[0].size(), 14u);  // the byte tokenizer takes any bytes
 }
@@ -237,7 +256,8 @@ TEST(PrepareDataInputs, InvalidUtf8NeedsTheByteTokenizer) {
 TEST(PrepareDataInputs, TokenizerFlagErrors) {
   ScratchDir dir;
   write_text(dir.path("a.txt"), "abc");
-  const std::vector<std::string> base = {"--input", dir.path("a.txt"), "--output-prefix", dir.path("p")};
+  const std::vector<std::string> base = {"--input", dir.path("a.txt"), "--output-prefix",
+                                         dir.path("p")};
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--tokenizer", "gpt2", "--vocab-file", "v.json"}, "needs --merge-file"},
       {{"--tokenizer", "hf", "--vocab-file", "v.json"}, "--vocab-file applies to --tokenizer gpt2"},
@@ -246,8 +266,10 @@ TEST(PrepareDataInputs, TokenizerFlagErrors) {
       {{"--tokenizer", "tiktoken", "--tokenizer-file", "x", "--split-pattern", "p50k"}, "\"p50k\""},
       {{"--tokenizer", "bpe"}, "--tokenizer \"bpe\""},
       {{"--workers", "0"}, "--workers \"0\""},
-      {{"--tokenizer", "hf", "--tokenizer-file", "/no/tokenizer.json"}, "\"/no/tokenizer.json\": cannot open"},
-      {{"--tokenizer", "hf", "--tokenizer-file", fixture("small_llama3_style_tokenizer.json"), "--append-eod"},
+      {{"--tokenizer", "hf", "--tokenizer-file", "/no/tokenizer.json"},
+       "\"/no/tokenizer.json\": cannot open"},
+      {{"--tokenizer", "hf", "--tokenizer-file", fixture("small_llama3_style_tokenizer.json"),
+        "--append-eod"},
        "no end-of-document token; give --eod-id"},
   };
   for (const auto& [flags, expected] : cases) {
@@ -256,9 +278,10 @@ TEST(PrepareDataInputs, TokenizerFlagErrors) {
   }
   expect_only(dir, {"a.txt"});
   const std::string help = run({"--help"});
-  for (const char* flag : {"--tokenizer", "--vocab-file", "--merge-file", "--tokenizer-file",
-                           "--split-pattern", "--eod-id", "--json-key", "--skip-bad-lines", "--workers",
-                           "--dtype", "--append-eod", "--split-lines", "--input", "--output-prefix"}) {
+  for (const char* flag :
+       {"--tokenizer", "--vocab-file", "--merge-file", "--tokenizer-file", "--split-pattern",
+        "--eod-id", "--json-key", "--skip-bad-lines", "--workers", "--dtype", "--append-eod",
+        "--split-lines", "--input", "--output-prefix"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
 }

@@ -16,12 +16,14 @@ BytePairModel tiny_model(const std::vector<std::array<int32_t, 3>>& merges) {
   BytePairModel model;
   for (int byte = 0; byte < 256; ++byte) model.byte_tokens[byte] = byte;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    model.merges.assign(merges[rank][0], merges[rank][1], {static_cast<uint32_t>(rank), merges[rank][2]});
+    model.merges.assign(merges[rank][0], merges[rank][1],
+                        {static_cast<uint32_t>(rank), merges[rank][2]});
   }
   return model;
 }
 
-std::vector<int32_t> encode(const BytePairModel& model, std::string_view piece, MergeSearch search) {
+std::vector<int32_t> encode(const BytePairModel& model, std::string_view piece,
+                            MergeSearch search) {
   std::vector<int32_t> ids;
   encode_piece(model, piece, &ids, search);
   return ids;
@@ -49,7 +51,8 @@ TEST(BytePairEncoder, WholePiecesAreLookedUpBeforeMerging) {
 }
 
 TEST(BytePairEncoder, ScanAndHeapAgreeOnGpt2Merges) {
-  const nlohmann::json vocab_json = nlohmann::json::parse(testing::read_text(testing::fixture("small_gpt2_vocab.json")));
+  const nlohmann::json vocab_json =
+      nlohmann::json::parse(testing::read_text(testing::fixture("small_gpt2_vocab.json")));
   StringMap<int32_t> vocab;
   for (const auto& [token, id] : vocab_json.items()) vocab.emplace(token, id.get<int32_t>());
   std::vector<std::pair<std::string, std::string>> merges;

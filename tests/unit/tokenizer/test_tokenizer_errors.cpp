@@ -14,7 +14,8 @@ using testing::ScratchFile;
 
 // The small GPT-2 tokenizer.json with one member replaced (a JSON pointer, e.g. "/normalizer").
 std::string edited_tokenizer_json(const std::string& pointer, const nlohmann::json& value) {
-  nlohmann::json root = nlohmann::json::parse(testing::read_text(fixture("small_gpt2_tokenizer.json")));
+  nlohmann::json root =
+      nlohmann::json::parse(testing::read_text(fixture("small_gpt2_tokenizer.json")));
   root[nlohmann::json::json_pointer(pointer)] = value;
   return root.dump();
 }
@@ -69,13 +70,15 @@ TEST(TokenizerErrors, Gpt2FilesMissingOrMalformed) {
   spec.vocab_file = fixture("small_gpt2_vocab.json");
   spec.merge_file = "/nonexistent/merges.txt";
   std::string message = input_error_of([&] { load_tokenizer(spec); });
-  EXPECT_NE(message.find("--merge-file \"/nonexistent/merges.txt\": cannot open"), std::string::npos)
+  EXPECT_NE(message.find("--merge-file \"/nonexistent/merges.txt\": cannot open"),
+            std::string::npos)
       << message;
 
   const ScratchFile merges("merges.txt", "#version: 0.2\n\xc4\xa0 t\nthree token s\n");
   spec.merge_file = merges.path();
   message = input_error_of([&] { load_tokenizer(spec); });
-  EXPECT_NE(message.find(merges.path() + " line 3: \"three token s\""), std::string::npos) << message;
+  EXPECT_NE(message.find(merges.path() + " line 3: \"three token s\""), std::string::npos)
+      << message;
 
   const ScratchFile vocab("vocab.json", "{\"a\": 0, \"b\": -4}");
   spec.vocab_file = vocab.path();
@@ -93,7 +96,8 @@ TEST(TokenizerErrors, TiktokenFileAndFlags) {
 
   spec.eod_id = 5;
   message = input_error_of([&] { load_tokenizer(spec); });
-  EXPECT_NE(message.find("--eod-id 5 is the rank of a mergeable token"), std::string::npos) << message;
+  EXPECT_NE(message.find("--eod-id 5 is the rank of a mergeable token"), std::string::npos)
+      << message;
 
   const ScratchFile ranks("bad.tiktoken", "IQ== 0\nIg== 1\nnot-base64! 2\n");
   spec.tokenizer_file = ranks.path();

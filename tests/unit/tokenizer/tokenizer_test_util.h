@@ -35,16 +35,18 @@ inline std::vector<std::string> corpus_documents() {
 }
 
 // Member `name` of a reference file: one id list per document.
-inline std::vector<std::vector<int32_t>> reference_ids(const std::string& file, const std::string& name) {
-  return nlohmann::json::parse(read_text(fixture(file)))[name].get<std::vector<std::vector<int32_t>>>();
+inline std::vector<std::vector<int32_t>> reference_ids(const std::string& file,
+                                                       const std::string& name) {
+  return nlohmann::json::parse(read_text(fixture(file)))[name]
+      .get<std::vector<std::vector<int32_t>>>();
 }
 
 // A file in the system temp directory, removed at scope exit.
 class ScratchFile {
  public:
   ScratchFile(const std::string& name, const std::string& text)
-      : path_((std::filesystem::temp_directory_path() /
-               (std::to_string(::getpid()) + "_" + name)).string()) {
+      : path_((std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name))
+                  .string()) {
     std::ofstream(path_, std::ios::binary) << text;
   }
   ~ScratchFile() { std::filesystem::remove(path_); }
