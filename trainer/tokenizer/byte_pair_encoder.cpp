@@ -18,23 +18,24 @@ uint32_t pair_rank(const BytePairModel& model, int32_t left, int32_t right) {
   return rule == nullptr ? kNoRule : rule->rank;
 }
 
-void merge_by_scan(const BytePairModel& model, std::vector<int32_t>& parts) {
-  std::vector<uint32_t> ranks(parts.size(),
-                              kNoRule);  // ranks[i]: the pair (parts[i], parts[i + 1])
-  for (size_t i = 0; i + 1 < parts.size(); ++i) ranks[i] = pair_rank(model, parts[i], parts[i + 1]);
-  while (parts.size() > 1) {
+// Merges tokens[0, count) in place (count <= kScanMaxBytes); returns the count left.
+size_t merge_by_scan(const BytePairModel& model, int32_t* tokens, size_t count) {
+  std::array<uint32_t, kScanMaxBytes> ranks;  // ranks[i]: the pair (tokens[i], tokens[i + 1])
+  for (size_t i = 0; i + 1 < count; ++i) ranks[i] = pair_rank(model, tokens[i], tokens[i + 1]);
+  while (count > 1) {
     size_t best = 0;
-    for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    for (size_t i = 1; i + 1 < count; ++i) {
       if (ranks[i] < ranks[best]) best = i;
     }
     if (ranks[best] == kNoRule) break;
-    parts[best] = model.merges.find(parts[best], parts[best + 1])->merged;
-    parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    ranks[best] =
-        best + 1 < parts.size() ? pair_rank(model, parts[best], parts[best + 1]) : kNoRule;
-    if (best > 0) ranks[best - 1] = pair_rank(model, parts[best - 1], parts[best]);
+    tokens[best] = model.merges.find(tokens[best], tokens[best + 1])->merged;
+    std::copy(tokens + best + 2, tokens + count, tokens + best + 1);
+    for (size_t i = best + 1; i + 2 < count; ++i) ranks[i] = ranks[i + 1];
+    --count;
+    if (best + 1 < count) ranks[best] = pair_rank(model, tokens[best], tokens[best + 1]);
+    if (best > 0) ranks[best - 1] = pair_rank(model, tokens[best - 1], tokens[best]);
   }
+  return count;
 }
 
 // A candidate merge of the part at `left` with its right neighbour, valid while both still hold
@@ -49,8 +50,8 @@ struct Candidate {
   }
 };
 
-void merge_by_heap(const BytePairModel& model, std::vector<int32_t>& parts) {
-  const size_t count = parts.size();
+// Merges tokens[0, count) in place; returns the count left.
+size_t merge_by_heap(const BytePairModel& model, int32_t* parts, size_t count) {
   constexpr uint32_t kNone = ~uint32_t{0};
   std::vector<uint32_t> next(count), previous(count);
   std::vector<bool> alive(count, true);
@@ -84,7 +85,7 @@ void merge_by_heap(const BytePairModel& model, std::vector<int32_t>& parts) {
   for (size_t i = 0; i < count; ++i) {
     if (alive[i]) parts[kept++] = parts[i];
   }
-  parts.resize(kept);
+  return kept;
 }
 
 }  // namespace
@@ -98,19 +99,19 @@ void encode_piece(const BytePairModel& model, std::string_view piece, std::vecto
       return;
     }
   }
-  std::vector<int32_t> parts(piece.size());
+  const size_t first = out->size();
+  out->resize(first + piece.size());
+  int32_t* tokens = out->data() + first;
   for (size_t i = 0; i < piece.size(); ++i) {
-    parts[i] = model.byte_tokens[static_cast<unsigned char>(piece[i])];
+    tokens[i] = model.byte_tokens[static_cast<unsigned char>(piece[i])];
   }
   if (search == MergeSearch::automatic) {
     search = piece.size() <= kScanMaxBytes ? MergeSearch::scan : MergeSearch::heap;
   }
-  if (search == MergeSearch::scan) {
-    merge_by_scan(model, parts);
-  } else {
-    merge_by_heap(model, parts);
-  }
-  out->insert(out->end(), parts.begin(), parts.end());
+  const size_t count = search == MergeSearch::scan && piece.size() <= kScanMaxBytes
+                           ? merge_by_scan(model, tokens, piece.size())
+                           : merge_by_heap(model, tokens, piece.size());
+  out->resize(first + count);
 }
 
 CachedBytePairEncoder::CachedBytePairEncoder(const BytePairModel& model)
