@@ -122,16 +122,17 @@ void CachedBytePairEncoder::encode(std::string_view piece, std::vector<int32_t>*
     encode_piece(model_, piece, out);
     return;
   }
+  // The piece zero-padded to kMaxPieceBytes: hashed and compared as whole 8-byte words.
+  std::array<uint64_t, kMaxPieceBytes / 8> key{};
+  std::memcpy(key.data(), piece.data(), piece.size());
   uint64_t hash = 0x9E3779B97F4A7C15ull ^ piece.size();
-  for (size_t i = 0; i < piece.size(); i += 8) {
-    uint64_t chunk = 0;
-    std::memcpy(&chunk, piece.data() + i, std::min<size_t>(8, piece.size() - i));
-    hash = (hash ^ chunk) * 0xFF51AFD7ED558CCDull;
+  for (const uint64_t word : key) {
+    hash = (hash ^ word) * 0xFF51AFD7ED558CCDull;
     hash ^= hash >> 32;
   }
   Slot& slot = slots_[hash & (kSlots - 1)];
   if (slot.hash == hash && slot.piece_bytes == piece.size() &&
-      std::memcmp(slot.piece, piece.data(), piece.size()) == 0) {
+      std::memcmp(slot.piece, key.data(), kMaxPieceBytes) == 0) {
     out->insert(out->end(), slot.tokens, slot.tokens + slot.token_count);
     return;
   }
@@ -142,7 +143,7 @@ void CachedBytePairEncoder::encode(std::string_view piece, std::vector<int32_t>*
     slot.hash = hash;
     slot.piece_bytes = static_cast<uint8_t>(piece.size());
     slot.token_count = static_cast<uint8_t>(count);
-    std::memcpy(slot.piece, piece.data(), piece.size());
+    std::memcpy(slot.piece, key.data(), kMaxPieceBytes);
     std::copy(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(), slot.tokens);
   }
 }

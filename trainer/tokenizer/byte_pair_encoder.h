@@ -46,7 +46,7 @@ class CachedBytePairEncoder {
   void encode(std::string_view piece, std::vector<int32_t>* out);
 
  private:
-  static constexpr size_t kMaxPieceBytes = 24;
+  static constexpr size_t kMaxPieceBytes = 24;  // a multiple of 8: compared as words
   static constexpr size_t kMaxPieceTokens = 7;
   static constexpr size_t kSlots = size_t{1} << 16;  // 4 MiB per thread
   struct Slot {
