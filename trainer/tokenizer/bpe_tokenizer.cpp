@@ -5,6 +5,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
 #include <fstream>
 #include <iterator>
@@ -23,9 +24,37 @@ class BpeSession : public TokenizerSession {
       matchers_.push_back(step.pattern ? std::make_unique<SplitMatcher>(*step.pattern) : nullptr);
     }
     prefixed_.resize(parts.steps.size());
+    for (size_t i = 0; i < parts.matched_tokens.size(); ++i) {
+      matched_by_first_byte_[static_cast<unsigned char>(parts.matched_tokens[i].content[0])]
+          .push_back(i);
+    }
+    for (std::vector<size_t>& candidates : matched_by_first_byte_) {
+      std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+        return parts.matched_tokens[a].content.size() > parts.matched_tokens[b].content.size();
+      });
+    }
   }
 
-  void encode(std::string_view text, std::vector<int32_t>* ids) override { run_step(0, text, ids); }
+  void encode(std::string_view text, std::vector<int32_t>* ids) override {
+    if (parts_.matched_tokens.empty()) {
+      run_step(0, text, ids);
+      return;
+    }
+    size_t done = 0;  // text before this is encoded
+    for (size_t position = 0; position < text.size(); ++position) {
+      for (const size_t candidate :
+           matched_by_first_byte_[static_cast<unsigned char>(text[position])]) {
+        const MatchedToken& token = parts_.matched_tokens[candidate];
+        if (text.substr(position, token.content.size()) != token.content) continue;
+        run_step(0, text.substr(done, position - done), ids);
+        ids->push_back(token.id);
+        done = position + token.content.size();
+        position = done - 1;
+        break;
+      }
+    }
+    run_step(0, text.substr(done), ids);
+  }
 
  private:
   void run_step(size_t index, std::string_view piece, std::vector<int32_t>* ids) {
@@ -54,6 +83,8 @@ class BpeSession : public TokenizerSession {
   CachedBytePairEncoder encoder_;
   std::vector<std::unique_ptr<SplitMatcher>> matchers_;  // per step; null without a regex
   std::vector<std::string> prefixed_;
+  // Indices into parts_.matched_tokens by their first byte, longest first.
+  std::array<std::vector<size_t>, 256> matched_by_first_byte_;
 };
 
 class BpeTokenizer : public Tokenizer {

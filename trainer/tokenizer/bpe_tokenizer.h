@@ -23,8 +23,16 @@ struct PreTokenizeStep {
   bool add_prefix_space = false;
 };
 
+// A token matched in the text before pre-tokenization (tokenizer.json's non-special added
+// tokens): leftmost match first, the longest one at that position.
+struct MatchedToken {
+  std::string content;  // non-empty
+  int32_t id = 0;
+};
+
 struct BpeTokenizerParts {
   TokenizerIdentity identity;
+  std::vector<MatchedToken> matched_tokens;
   std::vector<PreTokenizeStep> steps;
   BytePairModel model;
 };

@@ -1,7 +1,8 @@
 // The hf tokenizer: a Hugging Face tokenizer.json of the byte-level BPE family (GPT-2, Llama 3,
 // Qwen2): model BPE, pre_tokenizer ByteLevel or Sequence[Split(Regex, Isolated)..., ByteLevel].
 // Rules: a component that could change ids and is not supported is an InputError naming its JSON
-// path; decoder, post_processor, truncation and padding do not change prepare-data's ids.
+// path; decoder, post_processor, truncation and padding do not change prepare-data's ids; special
+// added tokens are never matched in the text, non-special ones are.
 //
 // JSON: nlohmann-json (Debian nlohmann-json3-dev), strict RFC 8259 with exact \u escapes and
 // surrogate pairs; tokenizer.json files reach 10 MB and need a full tree, JSON Lines need the same
@@ -192,8 +193,9 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
                                  file.flag(model, "model", "ignore_merges", false), file.path(),
                                  merges_origin);
 
-  // Special added tokens are ids only (their text in a document is plain text); non-special ones
-  // would be matched in the text by Hugging Face, which prepare-data does not do.
+  // Special added tokens are ids only: their text in a document is plain text. Non-special ones
+  // are matched in the text before pre-tokenization, as Hugging Face does (without its lstrip,
+  // rstrip and single_word options, which are refused).
   StringMap<int32_t> special_ids;
   const Json added = root.value("added_tokens", Json::array());
   for (size_t i = 0; i < added.size(); ++i) {
@@ -201,16 +203,20 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
     const Json& id = file.member(added[i], at, "id");
     const Json& content = file.member(added[i], at, "content");
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX ||
-        !content.is_string()) {
-      file.fail(at, "needs an integer id and a string content");
+        !content.is_string() || content.get_ref<const std::string&>().empty()) {
+      file.fail(at, "needs an integer id and a non-empty string content");
     }
-    if (!file.flag(added[i], at, "special", false)) {
-      file.fail(at, "(" + content.dump() +
-                        ") is not special: matching non-special added tokens "
-                        "in the text is not supported");
-    }
-    special_ids.emplace(content.get<std::string>(), id.get<int32_t>());
     max_id = std::max<int64_t>(max_id, id.get<int64_t>());
+    if (file.flag(added[i], at, "special", false)) {
+      special_ids.emplace(content.get<std::string>(), id.get<int32_t>());
+      continue;
+    }
+    for (const char* option : {"lstrip", "rstrip", "single_word"}) {
+      if (file.flag(added[i], at, option, false)) {
+        file.fail(at + "." + option, "true is not supported (added token " + content.dump() + ")");
+      }
+    }
+    parts.matched_tokens.push_back({content.get<std::string>(), id.get<int32_t>()});
   }
 
   TokenizerIdentity& identity = parts.identity;

@@ -37,6 +37,7 @@ documents = [
     "Repeated: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa ababababababababab",
     "Edge spaces: a\u0085b \u0085 c\u180ed \u180e e\ufefff \ufeff g\u000bh\u000ci \u001c j\u001fk",
     "Long s and Kelvin: it'\u017f '\u017f \u212a 'K",
+    "Tools: <tool_call>{\"name\": \"f\"}</tool_call><tool_call> Hello world, hello, cello world",
     "The end.\n",
 ]
 

@@ -105,10 +105,11 @@ function gpt2Files(limit, addPrefixSpace) {
   };
   return { vocab, merges, json };
 }
-// Hugging Face ids with the added tokens removed: prepare-data reads special-token text as text.
+// Hugging Face ids with the special added tokens removed: prepare-data reads special-token text
+// as text (non-special added tokens stay: both match them in the text).
 async function hfIds(json) {
   const file = path.join(outDir, '.reference_tokenizer.json');
-  fs.writeFileSync(file, JSON.stringify({ ...json, added_tokens: [] }));
+  fs.writeFileSync(file, JSON.stringify({ ...json, added_tokens: json.added_tokens.filter((t) => !t.special) }));
   const tokenizer = Tokenizer.fromFile(file);
   fs.unlinkSync(file);
   const encodings = await tokenizer.encodeBatch(documents, { addSpecialTokens: false });
@@ -123,11 +124,16 @@ const expected = {};
 const write = (name, value) => fs.writeFileSync(path.join(outDir, name), value);
 if (small) {
   const gpt2 = gpt2Files(2000, true);
+  // Two non-special added tokens, matched in the text before pre-tokenization.
+  const added = (id, content) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: true, special: false });
+  gpt2.json.added_tokens.push(added(2257, '<tool_call>'), added(2258, 'ello w'), added(2259, 'ello'));
   write('small_gpt2_vocab.json', JSON.stringify(gpt2.vocab));
   write('small_gpt2_merges.txt', '#version: 0.2\n' + gpt2.merges.join('\n') + '\n');
   write('small_gpt2_tokenizer.json', JSON.stringify(gpt2.json));
   expected['small_gpt2_hf_prefix_space'] = await hfIds(gpt2.json);
-  expected['small_gpt2'] = await hfIds({ ...gpt2.json, pre_tokenizer: { ...gpt2.json.pre_tokenizer, add_prefix_space: false } });
+  // The gpt2 kind (vocab.json + merges.txt): no prefix space, no added tokens.
+  expected['small_gpt2'] = await hfIds({ ...gpt2.json, added_tokens: [],
+                                         pre_tokenizer: { ...gpt2.json.pre_tokenizer, add_prefix_space: false } });
   const tokens = ranksOf(cl100k, 3000);
   writeTiktokenFile(path.join(outDir, 'small_cl100k.tiktoken'), tokens);
   expected['small_cl100k_tiktoken'] = tiktokenIds(tiktokenOf(cl100k, tokens));

@@ -56,7 +56,9 @@ TEST(TokenizerErrors, UnsupportedTokenizerJsonComponentsNameTheirPath) {
       {"/model/merges/5", R"("nosuchtoken x")",
        R"(model.merges[5]: token "nosuchtoken" is not in the vocabulary)"},
       {"/model/merges/6", "42", "model.merges[6] 42 is not a pair of tokens"},
-      {"/added_tokens/0/special", "false", R"(added_tokens[0] ("<|endoftext|>") is not special)"},
+      {"/added_tokens/1/lstrip", "true",
+       R"(added_tokens[1].lstrip true is not supported (added token "<tool_call>"))"},
+      {"/added_tokens/2/content", R"("")", "added_tokens[2] needs an integer id and a non-empty"},
   };
   for (const Case& c : cases) {
     const std::string message = hf_error(c.pointer, nlohmann::json::parse(c.value));
