@@ -21,6 +21,10 @@ ProgressMeter::ProgressMeter(int64_t total_file_bytes)
       start_(Clock::now()),
       last_print_(start_) {}
 
+ProgressMeter::~ProgressMeter() {
+  if (terminal_ && printed_ && !finished_) std::fputc('\n', stderr);
+}
+
 void ProgressMeter::update(int64_t documents, int64_t text_bytes, int64_t file_bytes) {
   documents_ = documents, text_bytes_ = text_bytes, file_bytes_ = file_bytes;
   const Clock::time_point now = Clock::now();
@@ -31,6 +35,7 @@ void ProgressMeter::update(int64_t documents, int64_t text_bytes, int64_t file_b
 }
 
 void ProgressMeter::finish() {
+  finished_ = true;
   if (terminal_ && printed_) {
     print(documents_, text_bytes_, file_bytes_, true);
     std::fputc('\n', stderr);

@@ -12,6 +12,9 @@ class ProgressMeter {
  public:
   // total_file_bytes: the inputs' sizes on disk (0 when unknown: no ETA).
   explicit ProgressMeter(int64_t total_file_bytes);
+  ~ProgressMeter();  // ends a live line left open (an error unwound the run)
+  ProgressMeter(const ProgressMeter&) = delete;
+  ProgressMeter& operator=(const ProgressMeter&) = delete;
   // documents and text_bytes so far; file_bytes: input file bytes consumed so far.
   void update(int64_t documents, int64_t text_bytes, int64_t file_bytes);
   void finish();  // ends the live line
@@ -25,6 +28,7 @@ class ProgressMeter {
   Clock::time_point start_;
   Clock::time_point last_print_;
   bool printed_ = false;
+  bool finished_ = false;
   int64_t documents_ = 0, text_bytes_ = 0, file_bytes_ = 0;
 };
 
