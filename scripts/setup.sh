@@ -30,7 +30,7 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 references="$root/.references"
 if [ ! -f "$references/package.json" ] || ! cmp -s "$root/scripts/references/package.json" "$references/package.json" \
-    || [ ! -d "$references/node_modules/js-tiktoken" ]; then
+    || [ ! -d "$references/node_modules/tiktoken" ]; then
   mkdir -p "$references"
   cp "$root/scripts/references/package.json" "$references/package.json"
   if (cd "$references" && npm install --no-audit --no-fund --loglevel=error >/dev/null 2>&1); then

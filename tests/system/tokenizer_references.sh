@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# prepare-data against the reference tokenizers, rerun live on the fixture corpus: the full GPT-2
-# vocabulary (vocab.json + merges.txt, and as tokenizer.json) against Hugging Face tokenizers and
-# js-tiktoken, cl100k and o200k .tiktoken files against js-tiktoken, a Llama-3-style tokenizer.json
-# built from cl100k against Hugging Face, and SentencePiece (NFKC) against python3-sentencepiece;
-# then the BPE ones again on 1 MB of generated text (scripts/make_text_corpus.py). The committed
-# small fixtures must be what the references give today. Exits 77 (skipped) without
-# node and the npm references of scripts/setup.sh (.references/).
+# prepare-data against the reference tokenizers, rerun live: the full GPT-2 vocabulary
+# (vocab.json + merges.txt, and as tokenizer.json) against Hugging Face tokenizers and tiktoken
+# (its Rust core as WASM), cl100k and o200k .tiktoken files against tiktoken, a Llama-3-style
+# tokenizer.json built from cl100k against Hugging Face, SentencePiece (NFKC) against
+# python3-sentencepiece; on the fixture corpus, then the BPE ones on 1 MB of generated text
+# (scripts/make_text_corpus.py) and 400 random documents (make_fuzz_corpus.py). The committed
+# small fixtures must be what the references give today. Exits 77 (skipped) without node and
+# the npm references of scripts/setup.sh (.references/).
 set -u
 trainer=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -13,7 +14,7 @@ source "$(dirname "$0")/../script_test_util.sh"
 modules="$root/.references/node_modules"
 here="$root/tests/unit/tokenizer"
 corpus="$here/data/corpus.jsonl"
-command -v node >/dev/null && [ -d "$modules/js-tiktoken" ] && [ -d "$modules/@anush008/tokenizers" ] \
+command -v node >/dev/null && [ -d "$modules/tiktoken" ] && [ -d "$modules/@anush008/tokenizers" ] \
   || { echo "SKIP: no node or no reference tokenizers in .references (run scripts/setup.sh)"; exit 77; }
 
 node "$here/make_reference_ids.mjs" "$modules" "$corpus" "$dir/ref" || fail "reference ids (full)"
@@ -74,4 +75,9 @@ node "$here/make_reference_ids.mjs" "$modules" "$dir/generated.jsonl" "$dir/ref_
   || fail "reference ids (generated text)"
 input="$dir/generated.jsonl"
 check_bpe "$dir/ref_generated"
+
+python3 "$here/make_fuzz_corpus.py" "$dir/fuzz.jsonl" || fail "generating random text"
+node "$here/make_reference_ids.mjs" "$modules" "$dir/fuzz.jsonl" "$dir/ref_fuzz" || fail "reference ids (random text)"
+input="$dir/fuzz.jsonl"
+check_bpe "$dir/ref_fuzz"
 echo PASS

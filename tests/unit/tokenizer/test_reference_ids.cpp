@@ -1,6 +1,6 @@
 // Ids equal to the reference tokenizers' on every document of the fixture corpus: Hugging Face
 // tokenizers (GPT-2 files, tokenizer.json with add_prefix_space, a Llama-3-style Split +
-// ByteLevel tokenizer.json), js-tiktoken (cl100k ranks) and python3-sentencepiece.
+// ByteLevel tokenizer.json), tiktoken (cl100k ranks) and python3-sentencepiece.
 #include <gtest/gtest.h>
 
 #include "tokenizer_test_util.h"
