@@ -2,9 +2,9 @@
 # prepare-data against the reference tokenizers, rerun live: the full GPT-2 vocabulary
 # (vocab.json + merges.txt, and as tokenizer.json) against Hugging Face tokenizers and tiktoken
 # (its Rust core as WASM), cl100k and o200k .tiktoken files against tiktoken, a Llama-3-style
-# tokenizer.json built from cl100k against Hugging Face, SentencePiece (NFKC) against
-# python3-sentencepiece; on the fixture corpus, then the BPE ones on 1 MB of generated text
-# (scripts/make_text_corpus.py) and 400 random documents (make_fuzz_corpus.py). The committed
+# tokenizer.json built from cl100k and a Qwen2-style one (NFC, added tokens) built from GPT-2
+# against Hugging Face, SentencePiece (NFKC) against python3-sentencepiece; on the fixture
+# corpus, then the BPE ones on 1 MB of generated text (scripts/make_text_corpus.py) and 400 random documents (make_fuzz_corpus.py). The committed
 # small fixtures must be what the references give today. Exits 77 (skipped) without node and
 # the npm references of scripts/setup.sh (.references/).
 set -u
@@ -24,7 +24,7 @@ import json, sys
 assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))
 PY
 for f in small_gpt2_vocab.json small_gpt2_merges.txt small_gpt2_tokenizer.json small_cl100k.tiktoken \
-         small_llama3_style_tokenizer.json; do
+         small_llama3_style_tokenizer.json small_qwen2_style_tokenizer.json; do
   cmp -s "$dir/small/$f" "$here/data/$f" || fail "committed $f differs from what make_reference_ids.mjs writes"
 done
 
@@ -54,6 +54,8 @@ check_bpe() {
     --tokenizer-file "$dir/ref/o200k_base.tiktoken" --split-pattern o200k --eod-id 199999
   check hf_llama3_style cl100k_llama3_style_hf "$ref/expected_ids.json" --tokenizer hf \
     --tokenizer-file "$dir/ref/cl100k_llama3_style_tokenizer.json" --eod-id 100257
+  check hf_qwen2_style gpt2_qwen2_style_hf "$ref/expected_ids.json" --tokenizer hf \
+    --tokenizer-file "$dir/ref/gpt2_qwen2_style_tokenizer.json"
 }
 check_bpe "$dir/ref"
 

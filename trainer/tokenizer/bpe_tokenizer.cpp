@@ -25,35 +25,49 @@ class BpeSession : public TokenizerSession {
     }
     prefixed_.resize(parts.steps.size());
     for (size_t i = 0; i < parts.matched_tokens.size(); ++i) {
-      matched_by_first_byte_[static_cast<unsigned char>(parts.matched_tokens[i].content[0])]
+      const MatchedToken& token = parts.matched_tokens[i];
+      matched_by_first_byte_[token.normalized][static_cast<unsigned char>(token.content[0])]
           .push_back(i);
     }
-    for (std::vector<size_t>& candidates : matched_by_first_byte_) {
-      std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-        return parts.matched_tokens[a].content.size() > parts.matched_tokens[b].content.size();
-      });
+    for (auto& table : matched_by_first_byte_) {
+      for (std::vector<size_t>& candidates : table) {
+        std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+          return parts.matched_tokens[a].content.size() > parts.matched_tokens[b].content.size();
+        });
+      }
     }
   }
 
+  // Raw-text added tokens, then normalization, then normalized added tokens, then the steps.
   void encode(std::string_view text, std::vector<int32_t>* ids) override {
-    if (parts_.matched_tokens.empty()) {
-      run_step(0, text, ids);
-      return;
-    }
-    size_t done = 0;  // text before this is encoded
+    split_by_matched(text, /*normalized=*/false, ids, [&](std::string_view raw) {
+      const std::string_view normalized =
+          parts_.normalizer ? parts_.normalizer->normalize(raw, &normalized_) : raw;
+      split_by_matched(normalized, /*normalized=*/true, ids,
+                       [&](std::string_view piece) { run_step(0, piece, ids); });
+    });
+  }
+
+ private:
+  // Emits the ids of the matched tokens of one kind found in text and hands the text between
+  // them to on_text, in order.
+  template <typename OnText>
+  void split_by_matched(std::string_view text, bool normalized, std::vector<int32_t>* ids,
+                        OnText&& on_text) {
+    const auto& table = matched_by_first_byte_[normalized];
+    size_t done = 0;  // text before this is handed out
     for (size_t position = 0; position < text.size(); ++position) {
-      for (const size_t candidate :
-           matched_by_first_byte_[static_cast<unsigned char>(text[position])]) {
+      for (const size_t candidate : table[static_cast<unsigned char>(text[position])]) {
         const MatchedToken& token = parts_.matched_tokens[candidate];
         if (text.substr(position, token.content.size()) != token.content) continue;
-        run_step(0, text.substr(done, position - done), ids);
+        if (position > done) on_text(text.substr(done, position - done));
         ids->push_back(token.id);
         done = position + token.content.size();
         position = done - 1;
         break;
       }
     }
-    run_step(0, text.substr(done), ids);
+    if (done < text.size()) on_text(text.substr(done));
   }
 
  private:
@@ -83,8 +97,9 @@ class BpeSession : public TokenizerSession {
   CachedBytePairEncoder encoder_;
   std::vector<std::unique_ptr<SplitMatcher>> matchers_;  // per step; null without a regex
   std::vector<std::string> prefixed_;
-  // Indices into parts_.matched_tokens by their first byte, longest first.
-  std::array<std::vector<size_t>, 256> matched_by_first_byte_;
+  // Indices into parts_.matched_tokens by [normalized][first byte], longest first.
+  std::array<std::array<std::vector<size_t>, 256>, 2> matched_by_first_byte_;
+  std::string normalized_;  // the normalized form of the current raw segment
 };
 
 class BpeTokenizer : public Tokenizer {

@@ -10,6 +10,7 @@
 #include "trainer/tokenizer/byte_pair_encoder.h"
 #include "trainer/tokenizer/split_pattern.h"
 #include "trainer/tokenizer/tokenizer.h"
+#include "trainer/tokenizer/unicode_normalizer.h"
 
 namespace trainer::tokenizer {
 
@@ -24,15 +25,19 @@ struct PreTokenizeStep {
 };
 
 // A token matched in the text before pre-tokenization (tokenizer.json's non-special added
-// tokens): leftmost match first, the longest one at that position.
+// tokens): leftmost match first, the longest one at that position. As in Hugging Face, tokens
+// with normalized false are matched in the raw text, then the rest is normalized and the tokens
+// with normalized true are matched in that.
 struct MatchedToken {
   std::string content;  // non-empty
   int32_t id = 0;
+  bool normalized = true;
 };
 
 struct BpeTokenizerParts {
   TokenizerIdentity identity;
   std::vector<MatchedToken> matched_tokens;
+  std::shared_ptr<const NfcNormalizer> normalizer;  // null: text is not normalized
   std::vector<PreTokenizeStep> steps;
   BytePairModel model;
 };

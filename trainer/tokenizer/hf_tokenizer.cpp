@@ -1,5 +1,6 @@
 // The hf tokenizer: a Hugging Face tokenizer.json of the byte-level BPE family (GPT-2, Llama 3,
-// Qwen2): model BPE, pre_tokenizer ByteLevel or Sequence[Split(Regex, Isolated)..., ByteLevel].
+// Qwen2): model BPE, normalizer null or NFC, pre_tokenizer ByteLevel or Sequence[Split(Regex,
+// Isolated)..., ByteLevel].
 // Rules: a component that could change ids and is not supported is an InputError naming its JSON
 // path; decoder, post_processor, truncation and padding do not change prepare-data's ids; special
 // added tokens are never matched in the text, non-special ones are.
@@ -171,8 +172,11 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
   } catch (const Json::exception& error) {
     throw runtime::InputError(TRAINER_STR(file.path() << ": not valid JSON: " << error.what()));
   }
+  std::shared_ptr<const NfcNormalizer> normalizer;
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
-    file.unsupported("normalizer.type", root["normalizer"].value("type", Json()));
+    const Json type = root["normalizer"].value("type", Json());
+    if (type != "NFC") file.unsupported("normalizer.type", type);
+    normalizer = std::make_shared<NfcNormalizer>();
   }
   const Json& model = file.member(root, "", "model");
   check_model_options(file, model);
@@ -188,6 +192,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
     max_id = std::max<int64_t>(max_id, id.get<int64_t>());
   }
   BpeTokenizerParts parts;
+  parts.normalizer = std::move(normalizer);
   parts.steps = parse_pre_tokenizer(file, root);
   parts.model = byte_level_model(vocab, parse_merges(file, file.member(model, "model", "merges")),
                                  file.flag(model, "model", "ignore_merges", false), file.path(),
@@ -206,9 +211,13 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
         !content.is_string() || content.get_ref<const std::string&>().empty()) {
       file.fail(at, "needs an integer id and a non-empty string content");
     }
-    max_id = std::max<int64_t>(max_id, id.get<int64_t>());
+    // Hugging Face gives an added token that is already a vocabulary token that token's id.
+    const std::string& text = content.get_ref<const std::string&>();
+    const auto in_vocab = vocab.find(text);
+    const int32_t token_id = in_vocab != vocab.end() ? in_vocab->second : id.get<int32_t>();
+    max_id = std::max<int64_t>(max_id, token_id);
     if (file.flag(added[i], at, "special", false)) {
-      special_ids.emplace(content.get<std::string>(), id.get<int32_t>());
+      special_ids.emplace(text, token_id);
       continue;
     }
     for (const char* option : {"lstrip", "rstrip", "single_word"}) {
@@ -216,7 +225,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
         file.fail(at + "." + option, "true is not supported (added token " + content.dump() + ")");
       }
     }
-    parts.matched_tokens.push_back({content.get<std::string>(), id.get<int32_t>()});
+    parts.matched_tokens.push_back({text, token_id, file.flag(added[i], at, "normalized", true)});
   }
 
   TokenizerIdentity& identity = parts.identity;

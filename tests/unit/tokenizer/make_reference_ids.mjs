@@ -104,6 +104,18 @@ function gpt2Files(limit, addPrefixSpace) {
   };
   return { vocab, merges, json };
 }
+// Qwen2 style: NFC, then Split (Qwen2's pattern: single digits) and ByteLevel without its regex;
+// an added token matched in the raw text (normalized false) and one matched after NFC.
+function qwen2Style(json, added) {
+  return {
+    ...json, normalizer: { type: 'NFC' },
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [
+      { type: 'Split', pattern: { Regex: "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" },
+        behavior: 'Isolated', invert: false },
+      { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false }] },
+    added_tokens: [json.added_tokens[0], { ...added(2257, 'a\u0308'), normalized: false }, added(2258, '\u00f1')],
+  };
+}
 // Hugging Face ids with the special added tokens removed: prepare-data reads special-token text
 // as text (non-special added tokens stay: both match them in the text).
 async function hfIds(json) {
@@ -121,6 +133,7 @@ const tiktokenIds = (encoder) => {
   return ids;
 };
 
+const added = (id, content) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: true, special: false });
 const cl100k = await rankModule('cl100k_base');
 const o200k = await rankModule('o200k_base');
 const gpt2Ranks = await rankModule('gpt2');
@@ -128,8 +141,7 @@ const expected = {};
 const write = (name, value) => fs.writeFileSync(path.join(outDir, name), value);
 if (small) {
   const gpt2 = gpt2Files(2000, true);
-  // Two non-special added tokens, matched in the text before pre-tokenization.
-  const added = (id, content) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: true, special: false });
+  // Non-special added tokens, matched in the text before pre-tokenization.
   gpt2.json.added_tokens.push(added(2257, '<tool_call>'), added(2258, 'ello w'), added(2259, 'ello'));
   write('small_gpt2_vocab.json', JSON.stringify(gpt2.vocab));
   write('small_gpt2_merges.txt', '#version: 0.2\n' + gpt2.merges.join('\n') + '\n');
@@ -138,6 +150,9 @@ if (small) {
   // The gpt2 kind (vocab.json + merges.txt): no prefix space, no added tokens.
   expected['small_gpt2'] = await hfIds({ ...gpt2.json, added_tokens: [],
                                          pre_tokenizer: { ...gpt2.json.pre_tokenizer, add_prefix_space: false } });
+  const qwen2 = qwen2Style(gpt2.json, added);
+  write('small_qwen2_style_tokenizer.json', JSON.stringify(qwen2));
+  expected['small_qwen2_style_hf'] = await hfIds(qwen2);
   const tokens = ranksOf(cl100k, 3000);
   writeTiktokenFile(path.join(outDir, 'small_cl100k.tiktoken'), tokens);
   expected['small_cl100k_tiktoken'] = tiktokenIds(tiktokenOf(cl100k, tokens));
@@ -148,6 +163,9 @@ if (small) {
   const gpt2 = gpt2Files(0, false);
   write('gpt2_tokenizer.json', JSON.stringify(gpt2.json));
   expected['gpt2_hf'] = await hfIds(gpt2.json);
+  const qwen2 = qwen2Style(gpt2.json, (id, content) => added(id + 48000, content));
+  write('gpt2_qwen2_style_tokenizer.json', JSON.stringify(qwen2));
+  expected['gpt2_qwen2_style_hf'] = await hfIds(qwen2);
   expected['gpt2_tiktoken'] = tiktokenIds(tiktokenOf(gpt2Ranks));
   for (const [name, encoding] of [['cl100k', cl100k], ['o200k', o200k]]) {
     const tokens = ranksOf(encoding);

@@ -58,7 +58,20 @@ TEST(ReferenceIds, TokenizerJsonWithPrefixSpaceMatchesHuggingFace) {
   EXPECT_EQ(tokenizer->identity().eod_id, 2256);  // the special added token <|endoftext|>
 }
 
-TEST(ReferenceIds, TiktokenRanksMatchJsTiktoken) {
+TEST(ReferenceIds, NfcAndAddedTokensMatchHuggingFace) {
+  // Qwen2 style: NFC, Split with single digits, ByteLevel without its regex; one added token
+  // matched in the raw text, one after NFC (it is also a vocabulary token: that id wins).
+  TokenizerSpec spec;
+  spec.kind = TokenizerKind::hf;
+  spec.tokenizer_file = fixture("small_qwen2_style_tokenizer.json");
+  const auto tokenizer = load_tokenizer(spec);
+  expect_reference_ids(*tokenizer, "expected_ids_small.json", "small_qwen2_style_hf");
+  std::vector<int32_t> ids;
+  tokenizer->new_session()->encode("n\xcc\x83 a\xcc\x88", &ids);  // n + U+0303, a + U+0308
+  EXPECT_EQ(ids, (std::vector<int32_t>{173, 220, 2257}));         // NFC "ñ" is byte 0xF1's token
+}
+
+TEST(ReferenceIds, TiktokenRanksMatchTiktoken) {
   TokenizerSpec spec;
   spec.kind = TokenizerKind::tiktoken;
   spec.tokenizer_file = fixture("small_cl100k.tiktoken");

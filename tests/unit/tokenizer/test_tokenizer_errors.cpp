@@ -37,7 +37,7 @@ TEST(TokenizerErrors, UnsupportedTokenizerJsonComponentsNameTheirPath) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"/normalizer", R"({"type": "NFC"})", R"(normalizer.type "NFC" is not supported)"},
+      {"/normalizer", R"({"type": "NFKC"})", R"(normalizer.type "NFKC" is not supported)"},
       {"/pre_tokenizer", R"({"type": "Whitespace"})",
        R"(pre_tokenizer.type "Whitespace" is not supported)"},
       {"/pre_tokenizer",
