@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libyaml-cpp-dev libopenblas-dev
           libopenmpi-dev openmpi-bin python3 python3-matplotlib xz-utils
-          libpcre2-dev libicu-dev zlib1g-dev libzstd-dev libsentencepiece-dev nlohmann-json3-dev libssl-dev
+          libpcre2-dev libutf8proc-dev zlib1g-dev libzstd-dev libsentencepiece-dev nlohmann-json3-dev
           python3-sentencepiece zstd)
 # node and npm: Debian's, unless a node with npm is already installed (e.g. NodeSource's).
 if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi

@@ -3,14 +3,13 @@
 // Rules: a piece is never copied unless a step prepends a space to it.
 #include "trainer/tokenizer/bpe_tokenizer.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <array>
 #include <fstream>
 #include <iterator>
 
 #include "runtime/error.h"
+#include "trainer/tokenizer/sha256.h"
 
 namespace trainer::tokenizer {
 namespace {
@@ -231,20 +230,7 @@ std::string read_tokenizer_file(const std::string& flag, const std::string& path
 }
 
 TokenizerFileDigest digest_file(const std::string& path) {
-  const std::string bytes = read_tokenizer_file("tokenizer file", path);
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int digest_size = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &digest_size, EVP_sha256(), nullptr) !=
-      1) {
-    throw runtime::LibraryError(TRAINER_STR("OpenSSL: SHA-256 of " << path << " failed"));
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < digest_size; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return {path, hex};
+  return {path, sha256_hex(read_tokenizer_file("tokenizer file", path))};
 }
 
 }  // namespace trainer::tokenizer

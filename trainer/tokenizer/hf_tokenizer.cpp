@@ -176,7 +176,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
     const Json type = root["normalizer"].value("type", Json());
     if (type != "NFC") file.unsupported("normalizer.type", type);
-    normalizer = std::make_shared<NfcNormalizer>();
+    normalizer = std::make_shared<const NfcNormalizer>();
   }
   const Json& model = file.member(root, "", "model");
   check_model_options(file, model);

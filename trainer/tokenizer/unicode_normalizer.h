@@ -1,6 +1,7 @@
 // Unicode normalization of tokenizer.json's `normalizer` (type NFC, as Qwen2's tokenizers use)
-// through ICU, straight on UTF-8. Rules: shared read-only by every thread (ICU's normalizer
-// instances are immutable singletons); text must be valid UTF-8.
+// through utf8proc (Debian libutf8proc-dev: small, Unicode 15 data; ICU would carry 30 MB of data
+// into every bundle of the trainer). Rules: stateless, so any thread may call it; text must be
+// valid UTF-8.
 #pragma once
 
 #include <string>
@@ -10,12 +11,8 @@ namespace trainer::tokenizer {
 
 class NfcNormalizer {
  public:
-  NfcNormalizer();  // LibraryError when ICU has no NFC data
-  // Returns text itself when it is already NFC, else the NFC form (kept in *storage).
+  // Returns text itself when it is ASCII (NFC already), else its NFC form, kept in *storage.
   std::string_view normalize(std::string_view text, std::string* storage) const;
-
- private:
-  const void* normalizer_;  // const icu::Normalizer2*
 };
 
 }  // namespace trainer::tokenizer
