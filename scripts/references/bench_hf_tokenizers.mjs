@@ -1,7 +1,7 @@
 // The Hugging Face side of scripts/bench_tokenize.sh: reads a JSON Lines corpus, parses every
 // line and encodes all documents with encodeBatch (Rust tokenizers, rayon threads) using GPT-2's
 // vocabulary; prints one JSON line: file MB, seconds (read + parse + encode + collecting the ids),
-// MB/s, the seconds of encodeBatch alone, tokens.
+// MB/s, the seconds of encodeBatch alone, CPU seconds (user + system, all threads), tokens.
 // Usage: node bench_hf_tokenizers.mjs NODE_MODULES CORPUS.jsonl
 import fs from 'node:fs';
 import os from 'node:os';
@@ -25,6 +25,7 @@ fs.writeFileSync(tokenizerPath, JSON.stringify({
 }));
 
 const start = process.hrtime.bigint();
+const cpuStart = process.cpuUsage();
 const tokenizer = Tokenizer.fromFile(tokenizerPath);
 const bytes = fs.readFileSync(corpusPath);
 const texts = bytes.toString('utf8').split('\n').filter((line) => line.length > 0).map((line) => JSON.parse(line).text);
@@ -34,7 +35,10 @@ const encodeSeconds = Number(process.hrtime.bigint() - encodeStart) / 1e9;
 let tokens = 0;
 for (const encoding of encodings) tokens += encoding.getIds().length;
 const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+const cpu = process.cpuUsage(cpuStart);
+const cpuSeconds = (cpu.user + cpu.system) / 1e6;
 fs.unlinkSync(tokenizerPath);
 const megabytes = bytes.length / 1e6;
 console.log(JSON.stringify({ megabytes, seconds, mb_per_s: megabytes / seconds, encode_seconds: encodeSeconds,
+                              cpu_seconds: cpuSeconds,
                               tokens, documents: texts.length }));

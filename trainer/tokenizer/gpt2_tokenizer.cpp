@@ -21,6 +21,7 @@ StringMap<int32_t> parse_vocab_json(const std::string& path, const std::string& 
     throw runtime::InputError(TRAINER_STR(path << ": expected a JSON object of token -> id"));
   }
   StringMap<int32_t> vocab;
+  vocab.reserve(root.size());
   for (const auto& [token, id] : root.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       throw runtime::InputError(TRAINER_STR(path << ": token \"" << token << "\" has id "

@@ -183,6 +183,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
   const Json& vocab_json = file.member(model, "model", "vocab");
   if (!vocab_json.is_object()) file.fail("model.vocab", "is not an object of token -> id");
   StringMap<int32_t> vocab;
+  vocab.reserve(vocab_json.size());
   int64_t max_id = 0;
   for (const auto& [token, id] : vocab_json.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {

@@ -59,6 +59,7 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const TokenizerSpec& spec) {
   BpeTokenizerParts parts;
   BytePairModel& model = parts.model;
   std::vector<std::pair<std::string, int32_t>> tokens;  // bytes, rank
+  model.whole_pieces.reserve(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1);
   std::string bytes;
   size_t line_number = 0;
   for (size_t start = 0; start < text.size();) {
