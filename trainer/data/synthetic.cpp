@@ -259,6 +259,7 @@ bool read_synthetic_metadata(const std::string& prefix, SyntheticEntropy* entrop
     }
     field = "generator";
     const YAML::Node generator = root["generator"];
+    if (!generator && root["tokenizer"]) return false;  // a tokenized corpus: no known floor
     if (!generator || generator.as<std::string>() != "order2_markov") {
       throw runtime::InputError(TRAINER_STR(
           path << ": \"generator\" is "

@@ -57,7 +57,8 @@ struct SyntheticCorpus {
 SyntheticCorpus make_synthetic_corpus(const SyntheticCorpusSpec& spec);
 
 // <prefix>.json sidecar written by prepare-data --synthetic; read by the trainer
-// to print the floor. read returns false when the file does not exist.
+// to print the floor. read returns false when the file does not exist or is the metadata of a
+// tokenized corpus (dataset_metadata.h: "tokenizer" and no "generator").
 void write_synthetic_metadata(const std::string& prefix, const SyntheticCorpusSpec& spec,
                               const SyntheticEntropy& entropy);
 bool read_synthetic_metadata(const std::string& prefix, SyntheticEntropy* entropy);
