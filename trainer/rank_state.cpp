@@ -25,9 +25,8 @@ void build_rank_state(RankState& state, const Config& config, parallel::ProcessG
   state.grads = model::GptParams::allocate(allocator, m, shard, runtime::MemoryCategory::grad);
   runtime::ops::zero(state.grads.flat);
   state.optimizer = make_optimizer(config, groups, state.params, state.master, allocator);
-  const bool master_copy =
-      state.master.flat.defined() && state.master.flat.raw() != state.params.flat.raw();
-  if (config.optimizer.distributed && master_copy) state.master = {};  // it took its parts
+  if (config.optimizer.distributed && state.has_master_copy())
+    state.master = {};  // it took its parts
   for (const StageChunk& chunk : state.setup.chunks) {
     state.chunks.push_back(std::make_unique<recompute::ChunkExecutor>(
         m, state.params, state.grads, chunk.plan, state.setup.dims, chunk.spec, allocator));

@@ -27,6 +27,11 @@ struct RankState {
   // One per setup.chunks; they hold references to params and grads, so a RankState stays put.
   std::vector<std::unique_ptr<recompute::ChunkExecutor>> chunks;
 
+  // Whether master is a buffer of its own (bf16 runs) rather than params itself (or none).
+  bool has_master_copy() const {
+    return master.flat.defined() && params.flat.raw() != master.flat.raw();
+  }
+
   RankState() = default;
   RankState(const RankState&) = delete;
   RankState& operator=(const RankState&) = delete;

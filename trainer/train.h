@@ -129,9 +129,7 @@ class Trainer {
   void log_summary(const TrainSummary& summary, int64_t first_step);
   // Whether state_.master is a buffer of its own (bf16 runs) rather than state_.params itself (or
   // none: a distributed optimizer holds the master weights of a bf16 run in parts).
-  bool has_master_copy() const {
-    return state_.master.flat.defined() && state_.params.flat.raw() != state_.master.flat.raw();
-  }
+  bool has_master_copy() const { return state_.has_master_copy(); }
   // state_.params = state_.master rounded to the compute dtype, after the master weights were
   // written (init, resume, init_from); nothing in an fp32 run, where they are the same tensors.
   void refresh_compute_weights();
@@ -190,13 +188,13 @@ class Trainer {
   std::unique_ptr<GptSampler> valid_sampler_;
   std::optional<SyntheticEntropy> entropy_;
   RankState state_;  // setup, weights, gradients, optimizer, executors (build_rank_state)
-  int64_t predicted_comm_ = 0;              // payload bytes per step, this rank
-  RankMemory predicted_memory_;             // every category's peak over a step, this rank
-  std::unique_ptr<MetricsWriter> metrics_;  // logging rank, opened by open_run_files
-  std::unique_ptr<EventLedger> ledger_;     // logging rank, opened by open_run_files
+  int64_t predicted_comm_ = 0;                      // payload bytes per step, this rank
+  RankMemory predicted_memory_;                     // every category's peak over a step, this rank
+  std::unique_ptr<MetricsWriter> metrics_;          // logging rank, opened by open_run_files
+  std::unique_ptr<EventLedger> ledger_;             // logging rank, opened by open_run_files
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // logging rank, output.tensorboard
   bool run_files_open_ = false;
-  bool trace_recorded_ = false;  // slices recorded and not written yet
+  bool trace_recorded_ = false;                  // slices recorded and not written yet
   std::optional<int64_t> resumed_step_;          // the step resume() loaded, if any
   std::optional<Event> resume_event_;            // written after the start event
   std::optional<int64_t> last_checkpoint_step_;  // the last one this process wrote or read

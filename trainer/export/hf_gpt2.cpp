@@ -28,16 +28,6 @@ bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-// "[a, b]", as the safetensors header writes shapes.
-std::string shape_text(const Shape& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 // The params must be host f32 views laid out for `config` (a caller bug otherwise).
 void check_layout(const model::GptParams& params, const model::GptConfig& config) {
   TRAINER_ASSERT(params.flat.defined() && params.flat.device() == runtime::DeviceKind::cpu &&
@@ -94,10 +84,10 @@ class Importer {
                                               << " rows: the vocabulary is too small for config "
                                               << "vocab_size " << min_rows));
     if (!shape_ok)
-      throw InputError(TRAINER_STR("tensor '" << entry.name << "' has shape "
-                                              << shape_text(entry.shape) << ", the config needs "
-                                              << (min_rows < 0 ? "" : "at least ")
-                                              << shape_text(expected)));
+      throw InputError(TRAINER_STR(
+          "tensor '" << entry.name << "' has shape " << safetensors_shape_text(entry.shape)
+                     << ", the config needs " << (min_rows < 0 ? "" : "at least ")
+                     << safetensors_shape_text(expected)));
     return widen(entry);
   }
 

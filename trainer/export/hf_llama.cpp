@@ -93,12 +93,6 @@ void copy_rows(float* out, const std::vector<float>& values, int64_t first_row, 
   std::copy(values.begin() + first_row * C, values.begin() + (first_row + rows) * C, out);
 }
 
-std::string shape_text(const Shape& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 // An HF tensor's f32 values, its shape checked (`min_rows`: at least that many rows).
 std::vector<float> take(const SafetensorsFile& file, const std::string& name, const Shape& shape,
                         int64_t min_rows = -1) {
@@ -109,9 +103,9 @@ std::vector<float> take(const SafetensorsFile& file, const std::string& name, co
                                  : entry.shape.size() == 2 && entry.shape[0] >= min_rows &&
                                        entry.shape[1] == shape[1];
   if (!fits) {
-    throw runtime::InputError("tensor '" + name + "' has shape " + shape_text(entry.shape) +
-                              ", the config needs " + (min_rows < 0 ? "" : "at least ") +
-                              shape_text(shape));
+    throw runtime::InputError("tensor '" + name + "' has shape " +
+                              safetensors_shape_text(entry.shape) + ", the config needs " +
+                              (min_rows < 0 ? "" : "at least ") + safetensors_shape_text(shape));
   }
   return safetensors_f32_values(entry);
 }

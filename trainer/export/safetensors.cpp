@@ -60,15 +60,6 @@ int64_t byte_size(const std::vector<int64_t>& shape, int64_t item_size) {
   return bytes;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 // ---- reading -------------------------------------------------------------------------------
 
 // Parsed header entry before its bytes are read.
@@ -122,11 +113,12 @@ class HeaderParser {
       fail(TRAINER_STR(where << ": data_offsets [" << e.begin << ", " << e.end
                              << "] out of range: the data section is " << data_bytes_ << " bytes"));
     const int64_t expected = byte_size(e.shape, item_size);
-    if (expected < 0) fail(where + ": shape " + shape_text(e.shape) + " overflows");
+    if (expected < 0) fail(where + ": shape " + safetensors_shape_text(e.shape) + " overflows");
     if (e.end - e.begin != expected)
       fail(TRAINER_STR(where << ": size mismatch: data_offsets [" << e.begin << ", " << e.end
                              << "] hold " << e.end - e.begin << " bytes but " << e.dtype
-                             << " shape " << shape_text(e.shape) << " needs " << expected));
+                             << " shape " << safetensors_shape_text(e.shape) << " needs "
+                             << expected));
     return e;
   }
 
@@ -239,7 +231,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
     TRAINER_ASSERT(item_size > 0, "tensor '" << t.name << "': unknown dtype " << t.dtype);
     TRAINER_ASSERT(byte_size(t.shape, item_size) == static_cast<int64_t>(t.data.size()),
                    "tensor '" << t.name << "': " << t.data.size() << " bytes for " << t.dtype
-                              << " shape " << shape_text(t.shape));
+                              << " shape " << safetensors_shape_text(t.shape));
     TRAINER_ASSERT(t.name != "__metadata__" && names.insert(t.name).second,
                    "tensor name '" << t.name << "' is reserved or repeated");
     order.push_back(&t);
@@ -437,6 +429,15 @@ std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry) {
     }
   }
   return values;
+}
+
+std::string safetensors_shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
 }
 
 }  // namespace trainer

@@ -34,6 +34,9 @@ int64_t safetensors_dtype_size(std::string_view dtype);
 void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
                        const std::map<std::string, std::string>& metadata);
 
+// "[a, b]", as the safetensors header writes shapes (error messages).
+std::string safetensors_shape_text(const std::vector<int64_t>& shape);
+
 // A tensor's values as f32: F32 as they are, BF16 and F16 widened exactly. InputError naming the
 // tensor for any other dtype.
 std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry);
