@@ -144,6 +144,15 @@ def plot_loss(metrics, events, out_dir):
     if val_steps:
         ax.plot(val_steps, val_loss, color="tab:orange", marker="o", markersize=4,
                 label="validation loss")
+    # A blend's datasets, each on its own validation range (val_loss/<name>).
+    dataset_keys = []
+    for row in metrics:
+        dataset_keys += [k for k in row if k.startswith("val_loss/") and k not in dataset_keys]
+    colors = plt.get_cmap("Dark2").colors
+    for index, key in enumerate(dataset_keys):
+        steps_k, loss_k = series(metrics, key)
+        ax.plot(steps_k, loss_k, color=colors[index % len(colors)], linestyle="--", marker="s",
+                markersize=3, linewidth=1, label=f"validation loss, {key[len('val_loss/'):]}")
     mark_events(ax, events)
     ax.set(title="Loss", xlabel="step", ylabel="loss (nats per token)")
     finish(fig, [ax], out_dir, "loss.png")
