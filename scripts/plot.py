@@ -137,6 +137,8 @@ def finish(fig, ax_list, out_dir, name):
 
 
 def plot_loss(metrics, events, out_dir):
+    """The train loss, the validation loss and each blended dataset's; returns the legend's
+    labels."""
     fig, ax = plt.subplots(figsize=(7, 4))
     steps, loss = series(metrics, "loss")
     ax.plot(steps, loss, color="tab:blue", linewidth=1, label="train loss")
@@ -155,7 +157,9 @@ def plot_loss(metrics, events, out_dir):
                 markersize=3, linewidth=1, label=f"validation loss, {key[len('val_loss/'):]}")
     mark_events(ax, events)
     ax.set(title="Loss", xlabel="step", ylabel="loss (nats per token)")
+    labels = ax.get_legend_handles_labels()[1]
     finish(fig, [ax], out_dir, "loss.png")
+    return labels
 
 
 def running_median(values, window):

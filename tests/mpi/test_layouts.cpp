@@ -209,13 +209,14 @@ TEST(Layouts, BlendMatchesOneProcess) {
       {4, "blend dp2 pp2", {"parallel.data=2", "parallel.pipeline=2"}},
       {8, "blend tp2 pp2 dp2", {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2"}},
   };
+  const std::vector<std::string> base = blend(shared);
   for (Layout& layout : blended)
-    layout.overrides.insert(layout.overrides.begin(), blend(shared).begin(), blend(shared).end());
-  match_one_process(shared, blend(shared), blended);
+    layout.overrides.insert(layout.overrides.begin(), base.begin(), base.end());
+  match_one_process(shared, base, blended);
   // Validation, dataset by dataset.
   std::vector<double> reference;
   if (world_rank() == 0) {
-    mpi_test::Run single(mpi_test::config_for(shared, blend(shared)), false);
+    mpi_test::Run single(mpi_test::config_for(shared, base), false);
     reference = single.trainer->evaluate_datasets().per_dataset;
   }
   for (const Layout& layout : blended) {
