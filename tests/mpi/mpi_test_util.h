@@ -90,7 +90,7 @@ inline trainer::Config config_for(const SharedData& shared,
   const bool blend = std::any_of(layout.begin(), layout.end(),
                                  [](const std::string& o) { return o.starts_with("data.blend="); });
   std::vector<std::string> all = {
-      "data.path=" + (blend ? std::string("''") : shared.data()), "output.dir=" + shared.out("run"),
+      "data.path=" + (blend ? std::string("~") : shared.data()), "output.dir=" + shared.out("run"),
       "output.export=false", "model.num_layers=4", "model.hidden_size=32",
       "model.num_attention_heads=4", "model.seq_length=16",
       // 123 tokens pad to 125 on one rank and to 130 with tp 2: padding differs by layout.

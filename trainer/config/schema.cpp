@@ -323,7 +323,15 @@ template <>
 struct ConfigSchema<DataConfig> {
   static const std::vector<FieldSpec<DataConfig>>& fields() {
     static const std::vector<FieldSpec<DataConfig>> table = {
-        field("path", &DataConfig::path),
+        {"path",  // null (~) unsets it, so an override can switch a config to data.blend
+         [](const YAML::Node& node, const std::string& path, DataConfig& data) {
+           if (node.IsNull()) {
+             data.path.clear();
+           } else {
+             read_value(node, path, data.path);
+           }
+         },
+         [](YAML::Emitter& out, const DataConfig& data) { write_value(out, data.path); }},
         {"blend",
          [](const YAML::Node& node, const std::string& path, DataConfig& data) {
            data.blend = read_blend(node, path);

@@ -213,7 +213,8 @@ void validate_data_sources(const DataConfig& data) {
     const size_t count = data.blend.size();
     throw ConfigError("data.path", "'" + data.path + "' and data.blend (" + std::to_string(count) +
                                        (count == 1 ? " dataset" : " datasets") +
-                                       ") are exclusive: keep one of them");
+                                       ") are exclusive: keep one of them (--set data.path=~ "
+                                       "or data.blend=~ unsets one)");
   }
   if (data.path.empty() && data.blend.empty()) {
     throw ConfigError("data.path",

@@ -382,11 +382,16 @@ TEST(ConfigBlend, ValidationNamesBothFieldsAndTheBadWeight) {
                              {"data.blend[1].weight: -0.3 must be > 0", "'data/code'"}));
   EXPECT_TRUE(parse_rejected("data: {blend: [{path: data/web, weight: -0.3}]}\n", {},
                              "data.blend[0].weight", {"-0.3 must be > 0"}));
-  // null unsets a blend, so an override can switch a blended config back to one path.
+  // null unsets a blend, so an override can switch a blended config back to one path, and
+  // null unsets a path, so an override can switch a config to a blend.
   const Config back = parse_config("data: {blend: [1, data/web]}\n", "t.yaml",
                                    {"data.blend=~", "data.path=data/one"});
   EXPECT_TRUE(back.data.blend.empty());
   EXPECT_EQ(back.data.path, "data/one");
+  const Config there = parse_config("data: {path: data/one}\n", "t.yaml",
+                                    {"data.path=~", "data.blend=[1, data/web]"});
+  EXPECT_TRUE(there.data.path.empty());
+  EXPECT_EQ(there.data.blend, (std::vector<BlendEntry>{{.path = "data/web", .weight = 1}}));
 }
 
 TEST(ConfigToYaml, WritesEveryKeyWithEnumNames) {
