@@ -1,7 +1,6 @@
-// The data a run reads (docs/data.md): data.path, or the datasets of data.blend, each opened
-// with its tokenizer from <path>.json, split into train and validation ranges and sampled on
-// its own; the training blend over them. Rules: the tokenizer checks run before any dataset is
-// opened; every rank builds the same samplers from the config alone.
+// The datasets a run reads (data.path or data.blend; docs/data.md), each with its tokenizer,
+// split and sampler, and the training blend over them. Rules: tokenizers are checked before any
+// dataset is opened; every rank builds the same samplers from the config alone.
 #pragma once
 
 #include <iosfwd>

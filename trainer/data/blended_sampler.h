@@ -1,7 +1,6 @@
-// Blended datasets with Megatron's BlendedDataset order (docs/data.md, "Blended datasets"):
-// sample i of the blend comes from the dataset whose count among samples [0, i) lies furthest
-// below weight * (i + 1) (weights normalised, ties to the lowest index), and is that dataset's
-// next sample. Rules: a pure function of i, so every rank, layout and resume draws alike.
+// Megatron's BlendedDataset order (docs/data.md, "Blended datasets"): sample i comes from the
+// dataset furthest below weight * (i + 1) (ties to the lowest index) and is its next sample.
+// Rules: a pure function of i and the weights, so every rank, layout and resume draws alike.
 #pragma once
 
 #include <cstdint>
