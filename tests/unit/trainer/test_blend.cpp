@@ -93,6 +93,31 @@ TEST(Blend, ResumeIsBitIdenticalToOneRun) {
   EXPECT_EQ(value_of(whole_lines[2], "val_loss/corpus_2"), "");  // step 3 does not
 }
 
+TEST(Blend, SkippedBatchesSkipTheirBlendSamples) {
+  // Weights that do not move (lr 1e-30 is below float resolution) and no dropout: a step's loss
+  // is the loss of the batch it reads. Skipping batch 0 makes step s read batch s.
+  BlendDir dir;
+  const std::vector<std::string> frozen = {dir.blend(),
+                                           "data.shuffle=true",
+                                           "optimizer.lr=1e-30",
+                                           "model.hidden_dropout=0",
+                                           "model.attention_dropout=0"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), frozen.begin(), frozen.end());
+    return extra;
+  };
+  InProcessRun all(dir.config("all", with({})));
+  InProcessRun skipping(dir.config("skipping", with({"data.skip_batches=[[0, 0]]"})));
+  std::vector<double> every, skipped;
+  for (int step = 0; step < 3; ++step) {
+    every.push_back(all.trainer->train_step().loss);
+    skipped.push_back(skipping.trainer->train_step().loss);
+  }
+  EXPECT_NE(every[0], every[1]);
+  EXPECT_EQ(skipped[0], every[1]);
+  EXPECT_EQ(skipped[1], every[2]);
+}
+
 TEST(Blend, EachDatasetIsValidatedOnItsOwnRangeAndValLossIsTheWeightedMean) {
   BlendDir dir;
   InProcessRun blended(dir.config("blend", {dir.blend(), "train.eval_iters=2"}));
