@@ -137,6 +137,8 @@ def finish(fig, ax_list, out_dir, name):
 
 
 def plot_loss(metrics, events, out_dir):
+    """The train loss, the validation loss and each blended dataset's; returns the legend's
+    labels."""
     fig, ax = plt.subplots(figsize=(7, 4))
     steps, loss = series(metrics, "loss")
     ax.plot(steps, loss, color="tab:blue", linewidth=1, label="train loss")
@@ -144,9 +146,20 @@ def plot_loss(metrics, events, out_dir):
     if val_steps:
         ax.plot(val_steps, val_loss, color="tab:orange", marker="o", markersize=4,
                 label="validation loss")
+    # A blend's datasets, each on its own validation range (val_loss/<name>).
+    dataset_keys = []
+    for row in metrics:
+        dataset_keys += [k for k in row if k.startswith("val_loss/") and k not in dataset_keys]
+    colors = plt.get_cmap("Dark2").colors
+    for index, key in enumerate(dataset_keys):
+        steps_k, loss_k = series(metrics, key)
+        ax.plot(steps_k, loss_k, color=colors[index % len(colors)], linestyle="--", marker="s",
+                markersize=3, linewidth=1, label=f"validation loss, {key[len('val_loss/'):]}")
     mark_events(ax, events)
     ax.set(title="Loss", xlabel="step", ylabel="loss (nats per token)")
+    labels = ax.get_legend_handles_labels()[1]
     finish(fig, [ax], out_dir, "loss.png")
+    return labels
 
 
 def running_median(values, window):

@@ -50,6 +50,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   list("rank_total_peak_bytes", m.rank_total_peak);
   list("rank_predicted_total_peak_bytes", m.rank_predicted_total_peak);
   if (m.val_loss) line.number("val_loss", *m.val_loss);
+  for (const auto& [name, loss] : m.dataset_val_losses) line.number("val_loss/" + name, loss);
   if (m.update_skipped) line.boolean("update_skipped", true);
   out_ << line.text() << "\n";
   out_.flush();

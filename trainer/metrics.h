@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/allocator.h"
@@ -42,7 +43,9 @@ struct StepMetrics {
   runtime::AllocatorStats memory;  // peaks of this step
   // The whole-rank memory model's peak of each category (trainer/rank_memory.h).
   std::array<int64_t, runtime::kNumMemoryCategories> predicted_memory{};
-  std::optional<double> val_loss;
+  std::optional<double> val_loss;  // every dataset's validation loss, weighted by the blend
+  // val_loss/<name> of each dataset of a blend of two or more, in blend order (evaluation steps).
+  std::vector<std::pair<std::string, double>> dataset_val_losses;
   bool update_skipped = false;  // the update was dropped (non-finite, or a guard spike)
   bool rewind = false;          // train.guard asks the loop to rewind (update_skipped too)
 };

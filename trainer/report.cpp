@@ -227,6 +227,22 @@ std::string last_and_best(const std::vector<MetricsLine>& metrics, const std::st
   return at(*last) + " | " + (best ? at(*best) : "-");
 }
 
+// A blend's per-dataset validation losses are logged as val_loss/<name>.
+constexpr std::string_view kDatasetValLoss = "val_loss/";
+
+// The val_loss/<name> keys the run logged, in the order of first appearance.
+std::vector<std::string> dataset_val_loss_keys(const std::vector<MetricsLine>& metrics) {
+  std::vector<std::string> keys;
+  for (const MetricsLine& line : metrics) {
+    for (const auto& entry : line) {
+      if (entry.first.starts_with(kDatasetValLoss) &&
+          std::find(keys.begin(), keys.end(), entry.first) == keys.end())
+        keys.push_back(entry.first);
+    }
+  }
+  return keys;
+}
+
 // The first metrics line the medians read: step 1 includes the warm-up (first allocations and
 // first touches of memory), so it is left out when there are others.
 size_t steady_from(const std::vector<MetricsLine>& metrics) {
@@ -260,7 +276,11 @@ void write_summary(const RunRecord& run, std::ostream& md) {
   const size_t from = steady_from(metrics);
   md << "## Summary\n\n| | last | best |\n|---|---|---|\n";
   md << "| loss | " << last_and_best(metrics, "loss") << " |\n";
-  md << "| validation loss | " << last_and_best(metrics, "val_loss") << " |\n\n";
+  md << "| validation loss | " << last_and_best(metrics, "val_loss") << " |\n";
+  for (const std::string& key : dataset_val_loss_keys(metrics))
+    md << "| validation loss, " << key.substr(kDatasetValLoss.size()) << " | "
+       << last_and_best(metrics, key) << " |\n";
+  md << "\n";
   md << "| | median over steps " << fixed(metrics[from].at("step"), 0) << "–"
      << fixed(metrics.back().at("step"), 0) << " |\n|---|---|\n";
   md << "| tokens/s | " << median_text(column(metrics, "tokens_per_s", from), 1, 0, "") << " |\n";

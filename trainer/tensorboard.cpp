@@ -68,6 +68,8 @@ std::vector<tfrecord::ScalarValue> tensorboard_scalars(const StepMetrics& m) {
                       f(static_cast<double>(m.predicted_memory[static_cast<size_t>(c)]))});
   }
   if (m.val_loss) values.push_back({"val/loss", f(*m.val_loss)});
+  for (const auto& [name, loss] : m.dataset_val_losses)
+    values.push_back({"val/loss/" + name, f(loss)});
   return values;
 }
 

@@ -123,20 +123,8 @@ void Trainer::create_output_dir() {
 }
 
 void Trainer::open_datasets() {
-  const model::GptConfig& m = config_.model;
-  const TrainConfig& t = config_.train;
-  dataset_ = std::make_unique<IndexedDataset>(config_.data.path);
-  const std::vector<SampleRange> ranges =
-      split_samples(*dataset_, m.seq_length, config_.data.split);
-  train_sampler_ = std::make_unique<GptSampler>(*dataset_, m.seq_length, ranges[0],
-                                                config_.data.shuffle, t.seed, m.vocab_size);
-  if (ranges.size() > 1 && ranges[1].count > 0) {
-    valid_sampler_ = std::make_unique<GptSampler>(*dataset_, m.seq_length, ranges[1], false, t.seed,
-                                                  m.vocab_size);
-  }
-  SyntheticEntropy entropy;
-  if (read_synthetic_metadata(config_.data.path, &entropy)) entropy_ = entropy;
-  sample_buffer_.resize(static_cast<size_t>(m.seq_length + 1));
+  data_ = std::make_unique<TrainingData>(config_);
+  sample_buffer_.resize(static_cast<size_t>(config_.model.seq_length + 1));
 }
 
 void Trainer::init_weights() {
@@ -180,14 +168,10 @@ void Trainer::start_logging() {
        << (llama ? " (" + std::to_string(m.query_groups()) + " kv), ffn " +
                        std::to_string(m.ffn()) + ", rope base " + format("%g", m.rotary_base)
                  : std::string())
-       << ", seq " << m.seq_length << ", vocab " << m.vocab_size
-       << " (padded " << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m)
-       << " parameters, " << model::attention_backend_name(m.attention_backend) << " attention\n";
-  log_ << "data: " << config_.data.path << " (" << dataset_->num_tokens() << " tokens; "
-       << train_sampler_->num_samples() << " train samples"
-       << (valid_sampler_ ? ", " + std::to_string(valid_sampler_->num_samples()) + " validation"
-                          : "")
-       << ")\n";
+       << ", seq " << m.seq_length << ", vocab " << m.vocab_size << " (padded "
+       << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m) << " parameters, "
+       << model::attention_backend_name(m.attention_backend) << " attention\n";
+  data_->describe(log_);
   log_ << "batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size << " x "
        << state_.setup.num_microbatches << " microbatches x dp " << pc.data << "; "
        << t.global_batch_size * m.seq_length << " tokens per step\n";
@@ -200,10 +184,10 @@ void Trainer::start_logging() {
        << "; activation memory (predicted peak, rank 0) "
        << format_bytes(state_.setup.predicted_activation_peak) << "\n";
   log_ << "peak for MFU: " << format("%.1f", peak_.gflops) << " GFLOP/s (" << peak_.source << ")\n";
-  if (entropy_) {
-    log_ << "data entropy floor: " << format("%.4f", entropy_->loss_floor(m.seq_length))
+  if (const std::optional<SyntheticEntropy>& entropy = data_->entropy()) {
+    log_ << "data entropy floor: " << format("%.4f", entropy->loss_floor(m.seq_length))
          << " nats/token for seq_length " << m.seq_length << " (entropy rate "
-         << format("%.4f", entropy_->rate) << ")\n";
+         << format("%.4f", entropy->rate) << ")\n";
   }
   log_.flush();
 }
@@ -223,8 +207,8 @@ std::string Trainer::first_nonfinite_gradient() const {
   return "";
 }
 
-recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
-                                               const recompute::ChunkExecutor& chunk) {
+recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int64_t batch,
+                                               int64_t mb, const recompute::ChunkExecutor& chunk) {
   const TrainConfig& t = config_.train;
   // This rank's rows of the sequence (all of it without context parallelism).
   const parallel::ContextShard shard = state_.setup.dims.context();
@@ -274,7 +258,7 @@ recompute::Microbatch Trainer::make_microbatch(const GptSampler& sampler, int64_
   return micro;
 }
 
-parallel::PipelineStep Trainer::pipeline_step(const GptSampler& sampler, int64_t batch,
+parallel::PipelineStep Trainer::pipeline_step(const SampleSource& sampler, int64_t batch,
                                               int64_t step) {
   const TrainConfig& t = config_.train;
   parallel::PipelineStep p;
@@ -304,7 +288,7 @@ StepMetrics Trainer::train_step() {
   runtime::ops::zero(state_.grads.flat);
 
   const int64_t batch = skipped_.batch_of_step(step);
-  parallel::PipelineStep pipeline = pipeline_step(*train_sampler_, batch, step);
+  parallel::PipelineStep pipeline = pipeline_step(data_->train(), batch, step);
   pipeline.gradients = state_.optimizer->start_gradient_reduction(
       groups_, state_.grads, config_.parallel.sequence_parallel);
   double loss_sum = parallel::run_schedule(state_.setup.schedule, pipeline);
@@ -398,16 +382,22 @@ void Trainer::gather_rank_numbers(StepMetrics& m, int64_t comm_bytes) {
       lists[static_cast<size_t>(column)]->push_back(static_cast<int64_t>(slots[slot(column, i)]));
 }
 
-double Trainer::evaluate() {
-  TRAINER_ASSERT(valid_sampler_ != nullptr, "evaluate() without a validation split");
+ValidationLosses Trainer::evaluate_datasets() {
+  TRAINER_ASSERT(data_->has_validation(), "evaluate() without a validation split");
   const TrainConfig& t = config_.train;
-  double loss_sum = 0;
-  for (int64_t batch = 0; batch < t.eval_iters; ++batch) {
-    loss_sum += parallel::run_evaluation(pipeline_step(*valid_sampler_, batch, 0));
+  ValidationLosses losses;
+  for (const DataSource& source : data_->sources()) {
+    double loss_sum = 0;
+    for (int64_t batch = 0; batch < t.eval_iters; ++batch) {
+      loss_sum += parallel::run_evaluation(pipeline_step(*source.validation, batch, 0));
+    }
+    all_reduce_step_loss(groups_, loss_sum);
+    const double loss = loss_sum / static_cast<double>(t.eval_iters * t.global_batch_size *
+                                                       config_.model.seq_length);
+    losses.per_dataset.push_back(loss);
+    losses.overall += source.weight * loss;
   }
-  all_reduce_step_loss(groups_, loss_sum);
-  return loss_sum /
-         static_cast<double>(t.eval_iters * t.global_batch_size * config_.model.seq_length);
+  return losses;
 }
 
 model::GptConfig Trainer::whole_model_config() const {
@@ -457,6 +447,11 @@ void Trainer::log_step(const StepMetrics& m, double seconds_per_step) {
     log_ << " (predicted " << format_bytes(m.predicted_activation_peak) << ")";
   }
   if (m.val_loss) log_ << format(" | val loss %.4f", *m.val_loss);
+  for (size_t k = 0; k < m.dataset_val_losses.size(); ++k) {
+    log_ << (k == 0 ? " (" : ", ") << m.dataset_val_losses[k].first
+         << format(" %.4f", m.dataset_val_losses[k].second)
+         << (k + 1 == m.dataset_val_losses.size() ? ")" : "");
+  }
   const int64_t remaining = config_.train.steps - m.step;
   if (remaining > 0 && seconds_per_step > 0) {
     const auto eta = static_cast<int64_t>(static_cast<double>(remaining) * seconds_per_step);
@@ -484,7 +479,7 @@ TrainSummary Trainer::run_steps() {
   const int64_t first_step = step_, first_run = steps_run_;
   TrainSummary summary;
   summary.steps = t.steps;
-  if (entropy_) summary.loss_floor = entropy_->loss_floor(config_.model.seq_length);
+  if (data_->entropy()) summary.loss_floor = data_->entropy()->loss_floor(config_.model.seq_length);
   open_run_files();
   // A rewind needs a checkpoint written before the spike: the starting state's, at least.
   if (t.guard.action == GuardAction::rewind && !last_checkpoint_step_) save_checkpoint();
@@ -510,8 +505,12 @@ TrainSummary Trainer::run_steps() {
     if (config_.checkpoint.interval > 0 && step_ % config_.checkpoint.interval == 0 && !last) {
       save_checkpoint();
     }
-    if (valid_sampler_ && t.eval_interval > 0 && (step_ % t.eval_interval == 0 || last)) {
-      m.val_loss = evaluate();
+    if (data_->has_validation() && t.eval_interval > 0 && (step_ % t.eval_interval == 0 || last)) {
+      const ValidationLosses losses = evaluate_datasets();
+      m.val_loss = losses.overall;
+      const std::vector<DataSource>& sources = data_->sources();
+      for (size_t k = 0; sources.size() > 1 && k < sources.size(); ++k)
+        m.dataset_val_losses.push_back({sources[k].name, losses.per_dataset[k]});
       summary.last_val_loss = m.val_loss;
     }
     const bool first_of_process = steps_run_ == first_run + 1;

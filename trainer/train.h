@@ -26,6 +26,7 @@
 #include "trainer/skipped_batches.h"
 #include "trainer/stage_setup.h"
 #include "trainer/tensorboard.h"
+#include "trainer/training_data.h"
 
 namespace trainer {
 
@@ -40,6 +41,12 @@ std::string_view to_string(StopReason reason);
 inline constexpr int kExitTargetMissed = 3;
 inline constexpr int kExitDiverged = 4;
 int exit_code(StopReason reason);
+
+// What one evaluation measured.
+struct ValidationLosses {
+  double overall = 0;               // sum over datasets of weight x loss (weights normalised)
+  std::vector<double> per_dataset;  // mean token loss of each dataset, in blend order
+};
 
 struct TrainSummary {
   StopReason stop = StopReason::completed;
@@ -76,8 +83,13 @@ class Trainer {
   // One optimizer step (step number advances); the divergence guard may drop its update
   // (metrics.update_skipped) and ask run() to rewind (metrics.rewind).
   StepMetrics train_step();
-  // Mean token loss over eval_iters validation batches, read in order from the start.
-  double evaluate();
+  // Validation (docs/data.md, "Validation"): each dataset's mean token loss over eval_iters
+  // global batches of its validation range, read in order from the start, and their mean
+  // weighted by the blend's weights (for one dataset, its loss).
+  ValidationLosses evaluate_datasets();
+  double evaluate() { return evaluate_datasets().overall; }
+  // The datasets this run reads and the training blend over them.
+  const TrainingData& data() const { return *data_; }
 
   // The weights the model computes with (host or device; bf16 in a bf16 run), the fp32
   // master weights the optimizer updates (the same tensors in an fp32 run), and a host copy
@@ -116,12 +128,12 @@ class Trainer {
 
   // Microbatch `mb` of global batch `batch` for `chunk`: tokens where it has the
   // embedding, targets where it has the head.
-  recompute::Microbatch make_microbatch(const GptSampler& sampler, int64_t batch, int64_t mb,
+  recompute::Microbatch make_microbatch(const SampleSource& sampler, int64_t batch, int64_t mb,
                                         const recompute::ChunkExecutor& chunk);
   // The whole model's config with the vocabulary padded as this run pads it
   // (padding grows with the tensor-parallel size): the shape of gathered weights.
   model::GptConfig whole_model_config() const;
-  parallel::PipelineStep pipeline_step(const GptSampler& sampler, int64_t batch, int64_t step);
+  parallel::PipelineStep pipeline_step(const SampleSource& sampler, int64_t batch, int64_t step);
   // One stdout line; the measured activation peak is followed by the prediction
   // when they differ (they should not), and the remaining time is estimated.
   void log_step(const StepMetrics& metrics, double seconds_per_step);
@@ -183,10 +195,7 @@ class Trainer {
   parallel::ProcessGroups& groups_;
   runtime::Allocator& allocator_;
   std::ostream& log_;
-  std::unique_ptr<IndexedDataset> dataset_;
-  std::unique_ptr<GptSampler> train_sampler_;
-  std::unique_ptr<GptSampler> valid_sampler_;
-  std::optional<SyntheticEntropy> entropy_;
+  std::unique_ptr<TrainingData> data_;
   RankState state_;  // setup, weights, gradients, optimizer, executors (build_rank_state)
   int64_t predicted_comm_ = 0;                      // payload bytes per step, this rank
   RankMemory predicted_memory_;                     // every category's peak over a step, this rank

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -38,7 +39,8 @@ inline bool all_ranks(bool ok) {
   return value == 1;
 }
 
-// A folder made by rank 0 and known to every rank, holding a small corpus.
+// A folder made by rank 0 and known to every rank, holding a small corpus (`data`) and a
+// second one of another chain (`code`, for blends).
 class SharedData {
  public:
   SharedData() {
@@ -48,13 +50,9 @@ class SharedData {
           std::filesystem::temp_directory_path() / ("trainer-mpi-" + std::to_string(::getpid()));
       std::filesystem::create_directories(dir);
       std::snprintf(path, sizeof path, "%s", dir.c_str());
-      trainer::SyntheticCorpusSpec spec;
-      spec.num_tokens = 60'000;
-      const trainer::SyntheticCorpus corpus = trainer::make_synthetic_corpus(spec);
-      trainer::IndexedDatasetWriter writer(std::string(path) + "/data",
-                                           trainer::TokenDType::uint16);
-      writer.add_document(corpus.tokens);
-      writer.finish();
+      write_corpus(std::string(path) + "/data", {.num_tokens = 60'000});
+      write_corpus(std::string(path) + "/code",
+                   {.seed = 7, .num_tokens = 20'000, .alphabet = 24, .branching = 2});
     }
     MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
     dir_ = path;
@@ -64,9 +62,17 @@ class SharedData {
     if (world_rank() == 0) std::filesystem::remove_all(dir_);
   }
   std::string data() const { return dir_ + "/data"; }
+  std::string code() const { return dir_ + "/code"; }
   std::string out(const std::string& name) const { return dir_ + "/" + name; }
 
  private:
+  static void write_corpus(const std::string& prefix, const trainer::SyntheticCorpusSpec& spec) {
+    const trainer::SyntheticCorpus corpus = trainer::make_synthetic_corpus(spec);
+    trainer::IndexedDatasetWriter writer(prefix, trainer::TokenDType::uint16);
+    writer.add_document(corpus.tokens);
+    writer.finish();
+  }
+
   std::string dir_;
 };
 
@@ -77,13 +83,16 @@ struct Layout {
   std::vector<std::string> overrides;
 };
 
-// A small model with dropout on; `layout` and more are --set overrides.
+// A small model with dropout on, over the shared corpus unless `layout` gives data.blend;
+// `layout` and more are --set overrides.
 inline trainer::Config config_for(const SharedData& shared,
                                   const std::vector<std::string>& layout) {
+  const bool blend = std::any_of(layout.begin(), layout.end(),
+                                 [](const std::string& o) { return o.starts_with("data.blend="); });
   std::vector<std::string> all = {
-      "data.path=" + shared.data(), "output.dir=" + shared.out("run"), "output.export=false",
-      "model.num_layers=4", "model.hidden_size=32", "model.num_attention_heads=4",
-      "model.seq_length=16",
+      "data.path=" + (blend ? std::string("~") : shared.data()), "output.dir=" + shared.out("run"),
+      "output.export=false", "model.num_layers=4", "model.hidden_size=32",
+      "model.num_attention_heads=4", "model.seq_length=16",
       // 123 tokens pad to 125 on one rank and to 130 with tp 2: padding differs by layout.
       "model.vocab_size=123", "model.make_vocab_size_divisible_by=5", "model.hidden_dropout=0.1",
       "model.attention_dropout=0.1", "train.micro_batch_size=2", "train.global_batch_size=8",

@@ -117,8 +117,8 @@ const std::vector<Layout>& llama_layouts() {
 
 // Every layout of `layouts` with this world size against one process of `base`: losses and
 // step-1 gradients within 1e-5, every rank's payload and activation peak as predicted.
-void match_one_process(const std::vector<std::string>& base, const std::vector<Layout>& layouts) {
-  mpi_test::SharedData shared;
+void match_one_process(const mpi_test::SharedData& shared, const std::vector<std::string>& base,
+                       const std::vector<Layout>& layouts) {
   constexpr int kSteps = 3;
   const trainer::Config reference_config = mpi_test::config_for(shared, base);
   std::vector<double> reference_loss;
@@ -183,11 +183,52 @@ void match_one_process(const std::vector<std::string>& base, const std::vector<L
 }
 
 TEST(Layouts, MatchOneProcessWithin1e5) {
-  match_one_process({}, layouts());
+  mpi_test::SharedData shared;
+  match_one_process(shared, {}, layouts());
 }
 
 TEST(Layouts, LlamaMatchesOneProcessWithin1e5) {
-  match_one_process(llama(), llama_layouts());
+  mpi_test::SharedData shared;
+  match_one_process(shared, llama(), llama_layouts());
+}
+
+// A 0.25 / 0.75 blend of two corpora, each shuffled in its own order (Megatron's flat list).
+std::vector<std::string> blend(const mpi_test::SharedData& shared) {
+  return {"data.blend=[0.25, " + shared.data() + ", 0.75, " + shared.code() + "]",
+          "data.shuffle=true", "train.eval_iters=2"};
+}
+
+// A blend reads the same samples in every layout: 3 steps' losses, the step-1 gradients and each
+// dataset's validation loss match one process within 1e-5 under dp2 and pp2 (2 ranks), dp2 x pp2
+// (4) and tp2 x pp2 x dp2 (8).
+TEST(Layouts, BlendMatchesOneProcess) {
+  mpi_test::SharedData shared;
+  std::vector<Layout> blended = {
+      {2, "blend dp2", {"parallel.data=2"}},
+      {2, "blend pp2", {"parallel.pipeline=2"}},
+      {4, "blend dp2 pp2", {"parallel.data=2", "parallel.pipeline=2"}},
+      {8, "blend tp2 pp2 dp2", {"parallel.tensor=2", "parallel.pipeline=2", "parallel.data=2"}},
+  };
+  const std::vector<std::string> base = blend(shared);
+  for (Layout& layout : blended)
+    layout.overrides.insert(layout.overrides.begin(), base.begin(), base.end());
+  match_one_process(shared, base, blended);
+  // Validation, dataset by dataset.
+  std::vector<double> reference;
+  if (world_rank() == 0) {
+    mpi_test::Run single(mpi_test::config_for(shared, base), false);
+    reference = single.trainer->evaluate_datasets().per_dataset;
+  }
+  for (const Layout& layout : blended) {
+    if (layout.ranks != world_size()) continue;
+    mpi_test::Run run(mpi_test::config_for(shared, layout.overrides), true);
+    const std::vector<double> losses = run.trainer->evaluate_datasets().per_dataset;
+    if (world_rank() != 0) continue;
+    ASSERT_EQ(losses.size(), 2u);
+    for (size_t k = 0; k < 2; ++k)
+      EXPECT_LT(std::abs(losses[k] - reference[k]) / reference[k], 1e-5)
+          << layout.name << ", dataset " << k << ": " << losses[k] << " vs " << reference[k];
+  }
 }
 
 // Every memory category's measured peak on this rank against the whole-rank model's.
@@ -460,8 +501,7 @@ TEST(Layouts, PipelineStagesHoldTheirMicrobatchesAsPredicted) {
 namespace {
 
 // A checkpoint of this world's layout resumes bit for bit, and one process of `base` loads it.
-void resume_and_reshard(const std::vector<std::string>& base) {
-  mpi_test::SharedData shared;
+void resume_and_reshard(const mpi_test::SharedData& shared, const std::vector<std::string>& base) {
   // 2 ranks: data-parallel replicas (only dp rank 0 writes); 4: tensor 2 x pipeline 2.
   std::vector<std::string> layout = base;
   layout.push_back("checkpoint.dir=" + shared.out("ckpt"));
@@ -497,14 +537,23 @@ void resume_and_reshard(const std::vector<std::string>& base) {
 
 TEST(Layouts, CheckpointResumesBitExactAndReshardsToOneProcess) {
   if (world_size() == 8) GTEST_SKIP() << "covered by 2 (data) and 4 (tensor x pipeline) ranks";
-  resume_and_reshard({});
+  mpi_test::SharedData shared;
+  resume_and_reshard(shared, {});
+}
+
+// A blend resumes bit for bit under dp2 and tp2 x pp2 and continues in one process.
+TEST(Layouts, BlendCheckpointResumesBitExactAndReshardsToOneProcess) {
+  if (world_size() == 8) GTEST_SKIP() << "covered by 2 (data) and 4 (tensor x pipeline) ranks";
+  mpi_test::SharedData shared;
+  resume_and_reshard(shared, blend(shared));
 }
 
 // Llama's shards (whole kv groups of the fused QKV, each rank's gate and up rows, the untied
 // output layer) reshard from tensor 2 x pipeline 2 to one process.
 TEST(Layouts, LlamaCheckpointReshardsFromTp2Pp2ToOneProcess) {
   if (world_size() != 4) GTEST_SKIP() << "a tp2 x pp2 layout on 4 ranks";
-  resume_and_reshard(llama());
+  mpi_test::SharedData shared;
+  resume_and_reshard(shared, llama());
 }
 
 // A context-parallel checkpoint (cp2 on 2 ranks) resumes bit for bit under cp2, and loads into

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/plot.py on its own: `sweep` on a hand-written planner sweep (tests/system/data) and
-# `run` on a metrics.jsonl with a non-finite loss write whole PNG files; corrupt input exits 1
-# naming the file and line. Exits 77 (skipped) when no python3 here imports matplotlib.
+# `run` on a metrics.jsonl with a non-finite loss write whole PNG files; a blend's per-dataset
+# validation losses are lines of loss.png; corrupt input exits 1 naming the file and line. Exits 77 (skipped) when no python3 here imports matplotlib.
 set -u
 plot=$1
 source "$(dirname "$0")/../script_test_util.sh"
@@ -39,6 +39,24 @@ echo '{"time": "2026-01-01T00:00:00Z", "step": 2, "rank": "all", "event": "non_f
 [ "$(wc -l < "$dir/run.out")" = 4 ] || fail "plot.py run printed: $(cat "$dir/run.out")"
 while read -r png; do check_png "$png"; done < "$dir/run.out"
 echo "run: 4 plots with a nan loss and an event"
+
+# A blend's per-dataset validation losses (val_loss/<name>) are lines of loss.png.
+mkdir -p "$dir/blend"
+for step in 1 2 3 4; do
+  val=$([ $((step % 2)) = 0 ] &&
+        echo ", \"val_loss\": 2.$step, \"val_loss/web\": 2.$((step + 1)), \"val_loss/web_2\": 1.$step")
+  echo "{\"step\": $step, \"loss\": 3.$step, \"tokens_per_s\": 1000$val}" >> "$dir/blend/metrics.jsonl"
+done
+labels=$(cd "$(dirname "$plot")" && "$python" -c "
+import sys, plot
+rows = plot.read_jsonl(sys.argv[1] + '/metrics.jsonl', ['step', 'loss'])
+print('labels: ' + '|'.join(plot.plot_loss(rows, [], sys.argv[1])))" "$dir/blend") ||
+  fail "plot_loss failed on a blend: $labels"
+labels=$(echo "$labels" | sed -n 's/^labels: //p')
+[ "$labels" = "train loss|validation loss|validation loss, web|validation loss, web_2" ] ||
+  fail "loss.png of a blend has the lines: $labels"
+check_png "$dir/blend/loss.png"
+echo "blend: loss.png draws val_loss, val_loss/web and val_loss/web_2"
 
 # Corrupt input: exit 1, the file and line named.
 echo '{"step": 4, "loss":' >> "$dir/run/metrics.jsonl"

@@ -117,13 +117,30 @@ struct BatchRange {
   bool operator==(const BatchRange&) const = default;
 };
 
+// One dataset of data.blend: the prefix of <path>.bin / <path>.idx and its weight (any
+// positive number; a blend's weights are normalised to sum to 1).
+struct BlendEntry {
+  std::string path;
+  double weight = 0;
+  bool operator==(const BlendEntry&) const = default;
+};
+
 struct DataConfig {
-  std::string path;                     // prefix of <path>.bin / <path>.idx (Megatron indexed)
+  std::string path;  // prefix of <path>.bin / <path>.idx (Megatron indexed); or blend
+  // Datasets mixed by weight (docs/data.md, "Blended datasets"); exclusive with path. YAML: a
+  // list of {path, weight} maps, or Megatron's flat list [0.7, data/web, 0.3, data/code].
+  std::vector<BlendEntry> blend;
   std::vector<double> split = {98, 2};  // train / validation weights over the token stream
   bool shuffle = false;                 // false: samples in order; true: seeded permutation
   // Batches to skip, e.g. [[400, 599]]; a guard rewind adds its window in the checkpoint.
   std::vector<BatchRange> skip_batches;
 };
+
+// The datasets a run reads, in blend order: data.blend, or data.path alone with weight 1.
+inline std::vector<BlendEntry> data_sources(const DataConfig& data) {
+  if (!data.blend.empty()) return data.blend;
+  return {BlendEntry{.path = data.path, .weight = 1.0}};
+}
 
 struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl, config.yaml, model.safetensors
@@ -168,7 +185,7 @@ inline int64_t num_microbatches(const Config& config) {
 }
 
 // What a config is read for: a run needs its dataset; a plan (`trainer plan`) needs only shapes,
-// so it reads configs without data.path too.
+// so it reads configs without data.path (or data.blend) too.
 enum class ConfigUse { train, plan };
 
 // Parses YAML text; `source` names it in messages. Applies `overrides`

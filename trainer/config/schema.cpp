@@ -248,10 +248,101 @@ struct ConfigSchema<OptimizerConfig> {
 };
 
 template <>
+struct ConfigSchema<BlendEntry> {
+  static const std::vector<FieldSpec<BlendEntry>>& fields() {
+    static const std::vector<FieldSpec<BlendEntry>> table = {
+        field("path", &BlendEntry::path),
+        field("weight", &BlendEntry::weight),
+    };
+    return table;
+  }
+};
+
+namespace {
+
+// data.blend in either spelling: a list of {path, weight} maps (each key required), or
+// Megatron's flat list [weight, path, weight, path, ...]. null unsets it; an empty list is an
+// error. Weights are checked by validate_config (data.blend[i].weight, i counting datasets).
+std::vector<BlendEntry> read_blend(const YAML::Node& node, const std::string& path) {
+  if (node.IsNull()) return {};
+  if (!node.IsSequence()) {
+    throw runtime::ConfigError(path,
+                               "expected a list of {path, weight} maps or the flat list "
+                               "[weight, path, weight, path, ...], got " +
+                                   describe(node));
+  }
+  if (node.size() == 0) {
+    throw runtime::ConfigError(path, "lists no dataset; give at least one {path, weight}");
+  }
+  const bool maps = node[0].IsMap();
+  auto item_path = [&](size_t i) { return path + "[" + std::to_string(i) + "]"; };
+  for (size_t i = 0; i < node.size(); ++i) {
+    if (node[i].IsMap() != maps || (!maps && !node[i].IsScalar())) {
+      throw runtime::ConfigError(
+          item_path(i), std::string("expected ") +
+                            (maps ? "a {path, weight} map like item 0" : "a weight or a path") +
+                            " (one spelling per list), got " + describe(node[i]));
+    }
+  }
+  std::vector<BlendEntry> blend;
+  if (maps) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      for (const char* key : {"path", "weight"}) {
+        if (!node[i][key]) throw runtime::ConfigError(item_path(i), std::string("missing ") + key);
+      }
+      BlendEntry entry;
+      read_value(node[i], item_path(i), entry);
+      blend.push_back(entry);
+    }
+    return blend;
+  }
+  if (node.size() % 2 != 0) {
+    throw runtime::ConfigError(path, "the flat list [weight, path, ...] needs pairs, got " +
+                                         std::to_string(node.size()) + " items");
+  }
+  for (size_t i = 0; i < node.size(); i += 2) {
+    BlendEntry entry;
+    try {
+      read_value(node[i], item_path(i), entry.weight);
+    } catch (const runtime::ConfigError&) {
+      throw runtime::ConfigError(item_path(i), "expected the weight of dataset " +
+                                                   std::to_string(i / 2) +
+                                                   " (the flat list is "
+                                                   "[weight, path, weight, path, ...]), got " +
+                                                   describe(node[i]));
+    }
+    read_value(node[i + 1], item_path(i + 1), entry.path);
+    blend.push_back(entry);
+  }
+  return blend;
+}
+
+}  // namespace
+
+template <>
 struct ConfigSchema<DataConfig> {
   static const std::vector<FieldSpec<DataConfig>>& fields() {
     static const std::vector<FieldSpec<DataConfig>> table = {
-        field("path", &DataConfig::path),
+        {"path",  // null (~) unsets it, so an override can switch a config to data.blend
+         [](const YAML::Node& node, const std::string& path, DataConfig& data) {
+           if (node.IsNull()) {
+             data.path.clear();
+           } else {
+             read_value(node, path, data.path);
+           }
+         },
+         [](YAML::Emitter& out, const DataConfig& data) { write_value(out, data.path); }},
+        {"blend",
+         [](const YAML::Node& node, const std::string& path, DataConfig& data) {
+           data.blend = read_blend(node, path);
+         },
+         [](YAML::Emitter& out, const DataConfig& data) {
+           if (data.blend.empty()) {
+             out << YAML::Null;  // unset (an empty list reads as an error)
+           } else {
+             write_value(out, data.blend);
+           }
+         }},
         field("split", &DataConfig::split),
         field("shuffle", &DataConfig::shuffle),
         field("skip_batches", &DataConfig::skip_batches),

@@ -207,10 +207,35 @@ void validate_optimizer(const OptimizerConfig& optimizer, const TrainConfig& tra
   }
 }
 
-void validate_data(const DataConfig& data, const TrainConfig& train) {
-  if (data.path.empty()) {
-    throw ConfigError("data.path", "must name a dataset (the prefix of <path>.bin / <path>.idx)");
+// data.path or data.blend (one of them): every blend dataset named, every weight positive.
+void validate_data_sources(const DataConfig& data) {
+  if (!data.path.empty() && !data.blend.empty()) {
+    const size_t count = data.blend.size();
+    throw ConfigError("data.path", "'" + data.path + "' and data.blend (" + std::to_string(count) +
+                                       (count == 1 ? " dataset" : " datasets") +
+                                       ") are exclusive: keep one of them (--set data.path=~ "
+                                       "or data.blend=~ unsets one)");
   }
+  if (data.path.empty() && data.blend.empty()) {
+    throw ConfigError("data.path",
+                      "must name a dataset (the prefix of <path>.bin / <path>.idx), or data.blend "
+                      "list datasets with weights");
+  }
+  for (size_t i = 0; i < data.blend.size(); ++i) {
+    const BlendEntry& entry = data.blend[i];
+    const std::string item = "data.blend[" + std::to_string(i) + "]";
+    if (entry.path.empty()) {
+      throw ConfigError(item + ".path", "must name a dataset (the prefix of <path>.bin / .idx)");
+    }
+    if (!(entry.weight > 0 && std::isfinite(entry.weight))) {
+      throw ConfigError(item + ".weight", text_of(entry.weight) + " must be > 0 and finite (" +
+                                              item + ".path '" + entry.path + "')");
+    }
+  }
+}
+
+void validate_data(const DataConfig& data, const TrainConfig& train) {
+  validate_data_sources(data);
   const std::vector<double>& split = data.split;
   if (split.empty() || split.size() > 3) {
     throw ConfigError("data.split", "must have 1 to 3 entries (train, validation, test), got " +

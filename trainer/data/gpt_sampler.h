@@ -24,7 +24,17 @@ struct SampleRange {
 std::vector<SampleRange> split_samples(const IndexedDataset& dataset, int64_t seq_length,
                                        const std::vector<double>& weights);
 
-class GptSampler {
+// What training and validation read samples from: one dataset's range (GptSampler) or a blend
+// of several (BlendedSampler, blended_sampler.h).
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  // Writes the seq_length + 1 tokens of the index-th sample drawn, where index counts samples
+  // from the start of training. Global batch k holds indices [k*G, (k+1)*G).
+  virtual void sample(int64_t index, int32_t* out) const = 0;
+};
+
+class GptSampler : public SampleSource {
  public:
   // shuffle: samples are taken through a permutation of the range seeded by
   // (seed, epoch), a new one each pass over the range; otherwise in order.
@@ -35,10 +45,8 @@ class GptSampler {
 
   int64_t num_samples() const { return range_.count; }
 
-  // Writes the seq_length + 1 tokens of the index-th sample drawn, where index
-  // counts samples from the start of training (index >= num_samples wraps into
-  // the next epoch). Global batch k holds indices [k*G, (k+1)*G).
-  void sample(int64_t index, int32_t* out) const;
+  // SampleSource::sample; index >= num_samples wraps into the next epoch.
+  void sample(int64_t index, int32_t* out) const override;
 
  private:
   const IndexedDataset& dataset_;

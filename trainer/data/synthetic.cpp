@@ -16,6 +16,7 @@
 
 #include "runtime/error.h"
 #include "runtime/philox.h"
+#include "trainer/data/dataset_metadata.h"
 #include "trainer/data/splitmix_stream.h"
 
 namespace trainer {
@@ -222,6 +223,13 @@ SyntheticCorpus make_synthetic_corpus(const SyntheticCorpusSpec& spec) {
   return corpus;
 }
 
+tokenizer::TokenizerIdentity synthetic_tokenizer() {
+  tokenizer::TokenizerIdentity identity;
+  identity.kind = "byte";
+  identity.vocab_size = 256;
+  return identity;
+}
+
 void write_synthetic_metadata(const std::string& prefix, const SyntheticCorpusSpec& spec,
                               const SyntheticEntropy& entropy) {
   const std::string path = prefix + ".json";
@@ -233,12 +241,14 @@ void write_synthetic_metadata(const std::string& prefix, const SyntheticCorpusSp
   }
   const int written = std::fprintf(
       file,
-      "{\n  \"generator\": \"order2_markov\",\n  \"seed\": %" PRIu64 ",\n  \"num_tokens\": %" PRId64
+      "{\n  \"tokenizer\": %s,\n  \"generator\": \"order2_markov\",\n  \"seed\": %" PRIu64
+      ",\n  \"num_tokens\": %" PRId64
       ",\n  \"alphabet\": %d,\n  \"branching\": %d,\n  \"uniform_mix\": %.17g,\n"
       "  \"entropy_marginal_nats\": %.17g,\n  \"entropy_order1_nats\": %.17g,\n"
       "  \"entropy_rate_nats\": %.17g\n}\n",
-      spec.seed, spec.num_tokens, spec.alphabet, spec.branching, spec.uniform_mix, entropy.marginal,
-      entropy.order1, entropy.rate);
+      tokenizer_identity_json(synthetic_tokenizer()).c_str(), spec.seed, spec.num_tokens,
+      spec.alphabet, spec.branching, spec.uniform_mix, entropy.marginal, entropy.order1,
+      entropy.rate);
   const bool closed = std::fclose(file) == 0;
   if (written < 0 || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::remove(temporary.c_str());

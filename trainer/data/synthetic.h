@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "trainer/tokenizer/tokenizer.h"
+
 namespace trainer {
 
 // The symbols as printable bytes: symbol s is token id kSyntheticAlphabet[s]. The
@@ -56,9 +58,14 @@ struct SyntheticCorpus {
 // Deterministic in spec (same spec, same tokens, on every machine).
 SyntheticCorpus make_synthetic_corpus(const SyntheticCorpusSpec& spec);
 
-// <prefix>.json sidecar written by prepare-data --synthetic; read by the trainer
-// to print the floor. read returns false when the file does not exist or is the metadata of a
-// tokenized corpus (dataset_metadata.h: "tokenizer" and no "generator").
+// The tokenizer a synthetic corpus names in its <prefix>.json: kind byte (each token a byte of
+// kSyntheticAlphabet), vocab_size 256, no end-of-document id.
+tokenizer::TokenizerIdentity synthetic_tokenizer();
+
+// <prefix>.json sidecar written by prepare-data --synthetic (its tokenizer, the spec and the
+// entropies); read by the trainer to print the floor. read returns false when the file does not
+// exist or is the metadata of a tokenized corpus (dataset_metadata.h: "tokenizer" and no
+// "generator").
 void write_synthetic_metadata(const std::string& prefix, const SyntheticCorpusSpec& spec,
                               const SyntheticEntropy& entropy);
 bool read_synthetic_metadata(const std::string& prefix, SyntheticEntropy* entropy);

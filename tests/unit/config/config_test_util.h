@@ -165,6 +165,7 @@ inline void expect_same_config(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.optimizer.lr_decay_steps, expected.optimizer.lr_decay_steps);
   EXPECT_EQ(actual.optimizer.lr_decay_style, expected.optimizer.lr_decay_style);
   EXPECT_EQ(actual.data.path, expected.data.path);
+  EXPECT_EQ(actual.data.blend, expected.data.blend);
   EXPECT_EQ(actual.data.split, expected.data.split);
   EXPECT_EQ(actual.data.shuffle, expected.data.shuffle);
   EXPECT_EQ(actual.parallel.tensor, expected.parallel.tensor);

@@ -111,9 +111,9 @@ TEST(ConfigParse, RejectsUnknownTopLevelSection) {
 }
 
 TEST(ConfigParse, RejectsUnknownKeyInSectionAndListsTheKnownOnes) {
-  EXPECT_TRUE(
-      parse_rejected("model:\n  hiden_size: 64\n", kWithData, "model.hiden_size",
-                     {"unknown key (known: architecture, num_layers, hidden_size,", "attention_backend)"}));
+  EXPECT_TRUE(parse_rejected(
+      "model:\n  hiden_size: 64\n", kWithData, "model.hiden_size",
+      {"unknown key (known: architecture, num_layers, hidden_size,", "attention_backend)"}));
   EXPECT_TRUE(parse_rejected("output: {exports: true}\n", kWithData, "output.exports",
                              {"unknown key (known: dir, export, tensorboard)"}));
   EXPECT_TRUE(parse_rejected("parallel: {tensor: 1, seq_parallel: true}\n", kWithData,
@@ -313,6 +313,85 @@ TEST(ConfigToYaml, RoundTripsEveryFieldExactly) {
     expect_same_config(parse_config(yaml, "to_yaml"), config);
     EXPECT_EQ(to_yaml(parse_config(yaml, "to_yaml")), yaml);
   }
+}
+
+TEST(ConfigToYaml, RoundTripsABlend) {
+  Config blended = valid_config();
+  blended.data.path.clear();
+  blended.data.blend = {{.path = "data/web", .weight = 0.7},
+                        {.path = "data/my code: v2", .weight = 1.0 / 3.0}};
+  const std::string yaml = to_yaml(blended);
+  SCOPED_TRACE(yaml);
+  expect_same_config(parse_config(yaml, "to_yaml"), blended);
+  EXPECT_EQ(to_yaml(parse_config(yaml, "to_yaml")), yaml);
+  // Without a blend the key is written unset, and reads back unset.
+  EXPECT_NE(to_yaml(valid_config()).find("  blend: ~\n"), std::string::npos);
+}
+
+// ---- data.blend: the list of maps and Megatron's flat list ----
+
+TEST(ConfigBlend, ReadsTheListOfMaps) {
+  const Config config = parse_config(
+      "data:\n  blend:\n    - {path: data/web, weight: 0.7}\n    - {path: data/code, weight: "
+      "0.3}\n",
+      "t.yaml");
+  EXPECT_EQ(config.data.blend, (std::vector<BlendEntry>{{.path = "data/web", .weight = 0.7},
+                                                        {.path = "data/code", .weight = 0.3}}));
+  EXPECT_TRUE(config.data.path.empty());
+}
+
+TEST(ConfigBlend, ReadsMegatronsFlatList) {
+  const Config flat = parse_config("data: {blend: [0.7, data/web, 0.3, data/code]}\n", "t.yaml");
+  EXPECT_EQ(flat.data.blend, (std::vector<BlendEntry>{{.path = "data/web", .weight = 0.7},
+                                                      {.path = "data/code", .weight = 0.3}}));
+  // As a --set override too, and a number-like path stays a path.
+  const Config set = parse_config("", "t.yaml", {"data.blend=[1, 2024, 3, data/b]"});
+  EXPECT_EQ(set.data.blend, (std::vector<BlendEntry>{{.path = "2024", .weight = 1},
+                                                     {.path = "data/b", .weight = 3}}));
+}
+
+TEST(ConfigBlend, MalformedBlendsNameTheItem) {
+  EXPECT_TRUE(parse_rejected("data: {blend: []}\n", {}, "data.blend", {"lists no dataset"}));
+  EXPECT_TRUE(parse_rejected("data: {blend: data/web}\n", {}, "data.blend",
+                             {"expected a list of {path, weight} maps", "'data/web'"}));
+  EXPECT_TRUE(parse_rejected("data: {blend: [0.7, data/web, 0.3]}\n", {}, "data.blend",
+                             {"needs pairs", "got 3 items"}));
+  EXPECT_TRUE(
+      parse_rejected("data: {blend: [data/web, 0.7]}\n", {}, "data.blend[0]",
+                     {"weight of dataset 0", "[weight, path, weight, path, ...]", "'data/web'"}));
+  EXPECT_TRUE(parse_rejected("data: {blend: [{path: a, weight: 1}, 0.5, b]}\n", {}, "data.blend[1]",
+                             {"a {path, weight} map like item 0", "'0.5'"}));
+  EXPECT_TRUE(parse_rejected("data: {blend: [0.5, [a]]}\n", {}, "data.blend[1]",
+                             {"a weight or a path", "a list"}));
+  EXPECT_TRUE(
+      parse_rejected("data: {blend: [{path: a}]}\n", {}, "data.blend[0]", {"missing weight"}));
+  EXPECT_TRUE(
+      parse_rejected("data: {blend: [{weight: 1}]}\n", {}, "data.blend[0]", {"missing path"}));
+  EXPECT_TRUE(parse_rejected("data: {blend: [{path: a, weight: 1, wieght: 2}]}\n", {},
+                             "data.blend[0].wieght", {"unknown key", "path, weight"}));
+  EXPECT_TRUE(parse_rejected("data: {blend: [{path: a, weight: heavy}]}\n", {},
+                             "data.blend[0].weight", {"expected a number, got 'heavy'"}));
+}
+
+TEST(ConfigBlend, ValidationNamesBothFieldsAndTheBadWeight) {
+  EXPECT_TRUE(parse_rejected("data: {path: data/web, blend: [1, data/code]}\n", {}, "data.path",
+                             {"'data/web' and data.blend (1 dataset) are exclusive"}));
+  // The flat list's weights are reported by dataset, as the map form's.
+  EXPECT_TRUE(parse_rejected("data: {blend: [0.7, data/web, -0.3, data/code]}\n", {},
+                             "data.blend[1].weight",
+                             {"data.blend[1].weight: -0.3 must be > 0", "'data/code'"}));
+  EXPECT_TRUE(parse_rejected("data: {blend: [{path: data/web, weight: -0.3}]}\n", {},
+                             "data.blend[0].weight", {"-0.3 must be > 0"}));
+  // null unsets a blend, so an override can switch a blended config back to one path, and
+  // null unsets a path, so an override can switch a config to a blend.
+  const Config back = parse_config("data: {blend: [1, data/web]}\n", "t.yaml",
+                                   {"data.blend=~", "data.path=data/one"});
+  EXPECT_TRUE(back.data.blend.empty());
+  EXPECT_EQ(back.data.path, "data/one");
+  const Config there = parse_config("data: {path: data/one}\n", "t.yaml",
+                                    {"data.path=~", "data.blend=[1, data/web]"});
+  EXPECT_TRUE(there.data.path.empty());
+  EXPECT_EQ(there.data.blend, (std::vector<BlendEntry>{{.path = "data/web", .weight = 1}}));
 }
 
 TEST(ConfigToYaml, WritesEveryKeyWithEnumNames) {

@@ -327,6 +327,42 @@ TEST(ValidateData, PathNonEmpty) {
   EXPECT_TRUE(rejected(config, "data.path", {"must name a dataset"}));
 }
 
+TEST(ValidateData, PathAndBlendAreExclusive) {
+  Config config = valid_config();
+  config.data.blend = {{.path = "data/web", .weight = 0.7}, {.path = "data/code", .weight = 0.3}};
+  EXPECT_TRUE(
+      rejected(config, "data.path", {"'data/corpus'", "data.blend (2 datasets)", "exclusive"}));
+  config.data.path.clear();
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateData, BlendWeightsPositiveAndFinite) {
+  Config config = valid_config();
+  config.data.path.clear();
+  config.data.blend = {{.path = "data/web", .weight = 0.7}, {.path = "data/code", .weight = -0.3}};
+  EXPECT_TRUE(rejected(config, "data.blend[1].weight",
+                       {"data.blend[1].weight: -0.3 must be > 0", "'data/code'"}));
+  config.data.blend[1].weight = 0;
+  EXPECT_TRUE(rejected(config, "data.blend[1].weight", {"0 must be > 0"}));
+  config.data.blend[1].weight = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(rejected(config, "data.blend[1].weight", {".inf must be > 0 and finite"}));
+  config.data.blend[1].weight = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(rejected(config, "data.blend[1].weight", {".nan"}));
+  config.data.blend[1] = {.path = "", .weight = 1};
+  EXPECT_TRUE(rejected(config, "data.blend[1].path", {"must name a dataset"}));
+  config.data.blend = {{.path = "data/web", .weight = 5}};  // one dataset is a blend too
+  EXPECT_TRUE(accepted(config));
+}
+
+TEST(ValidateData, DataSourcesAreTheBlendOrThePathWithWeightOne) {
+  Config config = valid_config();
+  EXPECT_EQ(data_sources(config.data),
+            (std::vector<BlendEntry>{{.path = "data/corpus", .weight = 1.0}}));
+  config.data.path.clear();
+  config.data.blend = {{.path = "a", .weight = 2}, {.path = "b", .weight = 6}};
+  EXPECT_EQ(data_sources(config.data), config.data.blend);
+}
+
 TEST(ValidateData, SplitHasOneToThreeEntries) {
   Config config = valid_config();
   config.data.split = {};

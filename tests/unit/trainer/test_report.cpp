@@ -176,6 +176,27 @@ TEST(Report, TargetsEventsAndMedians) {
   }
 }
 
+// A blend's per-dataset validation losses (val_loss/<name>) get rows of their own.
+TEST(Report, BlendedDatasetsValidationLossesAreRows) {
+  TempDir dir;
+  std::ofstream metrics(dir / "metrics.jsonl");
+  for (int step = 1; step <= 4; ++step) {
+    metrics << "{\"step\": " << step << ", \"loss\": " << 5 - step;
+    if (step % 2 == 0) {
+      metrics << ", \"val_loss\": " << 3 - step / 2 << ".5, \"val_loss/web\": " << 4 - step / 2
+              << ".25, \"val_loss/web_2\": " << (step == 2 ? "1.5" : "1.75");
+    }
+    metrics << "}\n";
+  }
+  metrics.close();
+  const std::string md = trainer::report_markdown(trainer::read_run(dir.str()), {});
+  for (const char* piece : {"| validation loss | 1.5000 (step 4) | 1.5000 (step 4) |",
+                            "| validation loss, web | 2.2500 (step 4) | 2.2500 (step 4) |",
+                            "| validation loss, web_2 | 1.7500 (step 4) | 1.5000 (step 2) |"}) {
+    EXPECT_TRUE(contains(md, piece)) << "'" << piece << "' not in:\n" << md;
+  }
+}
+
 TEST(Report, MissingOrCorruptInputNamesTheFileAndLine) {
   TempDir dir;
   using runtime::InputError;

@@ -125,6 +125,11 @@ TEST(TensorBoardScalars, EveryCategoryMeasuredAndPredictedAndValLossOnlyWhenEval
   EXPECT_FALSE(find(values, "val/loss"));
   m.val_loss = 1.75;
   EXPECT_EQ(find(tensorboard_scalars(m), "val/loss"), 1.75f);
+  EXPECT_FALSE(find(tensorboard_scalars(m), "val/loss/web"));
+  m.dataset_val_losses = {{"web", 1.5}, {"web_2", 2.25}};  // a blend's datasets
+  values = tensorboard_scalars(m);
+  EXPECT_EQ(find(values, "val/loss/web"), 1.5f);
+  EXPECT_EQ(find(values, "val/loss/web_2"), 2.25f);
 }
 
 }  // namespace

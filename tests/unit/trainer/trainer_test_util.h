@@ -69,14 +69,16 @@ inline SyntheticEntropy write_corpus(const std::string& prefix, const SyntheticC
   return corpus.entropy;
 }
 
-// A small model config over `data_path`, writing into `out_dir`; more --set overrides follow.
+// A small model config over `data_path` (none when empty: the overrides give data.blend),
+// writing into `out_dir`; more --set overrides follow.
 inline Config small_config(const std::string& data_path, const std::string& out_dir,
                            std::vector<std::string> overrides = {}) {
   std::vector<std::string> all = {
-      "data.path=" + data_path, "output.dir=" + out_dir,       "model.num_layers=2",
-      "model.hidden_size=32",   "model.num_attention_heads=2", "model.seq_length=16",
-      "model.vocab_size=256",   "train.micro_batch_size=4",    "train.global_batch_size=8",
-      "train.steps=3",          "train.log_interval=1",        "optimizer.lr_warmup_steps=0"};
+      "output.dir=" + out_dir,       "model.num_layers=2",         "model.hidden_size=32",
+      "model.num_attention_heads=2", "model.seq_length=16",        "model.vocab_size=256",
+      "train.micro_batch_size=4",    "train.global_batch_size=8",  "train.steps=3",
+      "train.log_interval=1",        "optimizer.lr_warmup_steps=0"};
+  if (!data_path.empty()) all.insert(all.begin(), "data.path=" + data_path);
   all.insert(all.end(), overrides.begin(), overrides.end());
   return parse_config("", "test", all);
 }

@@ -1,0 +1,143 @@
+// Opening the run's datasets: names, tokenizers from <path>.json and their checks, train and
+// validation samplers per dataset, the blend. Rules: errors name the YAML path of the dataset
+// (data.path or data.blend[i]) and the file; nothing here depends on the parallel layout.
+#include "trainer/training_data.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <ostream>
+#include <set>
+
+#include "runtime/error.h"
+#include "trainer/data/dataset_metadata.h"
+
+namespace trainer {
+
+std::vector<std::string> dataset_names(const std::vector<std::string>& paths) {
+  std::vector<std::string> bases;
+  for (const std::string& path : paths) {
+    std::filesystem::path p(path);
+    if (p.filename().empty()) p = p.parent_path();  // "data/web/" names web
+    bases.push_back(p.filename().string());
+  }
+  std::set<std::string> taken(bases.begin(), bases.end());
+  std::vector<std::string> names;
+  std::set<std::string> used;
+  for (const std::string& base : bases) {
+    std::string name = base;
+    for (int suffix = 2; used.count(name) > 0 || (name != base && taken.count(name) > 0);
+         ++suffix) {
+      name = base + "_" + std::to_string(suffix);
+    }
+    used.insert(name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+void check_tokenizers(const std::vector<DataSource>& sources, const model::GptConfig& model) {
+  const DataSource* reference = nullptr;
+  for (const DataSource& source : sources) {
+    if (!source.tokenizer) continue;
+    const tokenizer::TokenizerIdentity& identity = *source.tokenizer;
+    if (identity.vocab_size > model.vocab_size) {
+      throw runtime::ConfigError(
+          "model.vocab_size", std::to_string(model.vocab_size) + " is below the vocab_size " +
+                                  std::to_string(identity.vocab_size) + " of the " + identity.kind +
+                                  " tokenizer that " + source.path + ".json names (" +
+                                  source.field + "); set model.vocab_size to at least " +
+                                  std::to_string(identity.vocab_size));
+    }
+    if (reference == nullptr) {
+      reference = &source;
+    } else if (!same_tokenizer(*reference->tokenizer, identity)) {
+      throw runtime::ConfigError(
+          "data.blend",
+          "datasets '" + reference->path + "' (" + reference->field + ") and '" + source.path +
+              "' (" + source.field +
+              ") were made by different tokenizers: " + describe_tokenizer(*reference->tokenizer) +
+              " and " + describe_tokenizer(identity) + "; their ids do not mean the same tokens");
+    }
+  }
+}
+
+TrainingData::TrainingData(const Config& config) {
+  const model::GptConfig& m = config.model;
+  const std::vector<BlendEntry> entries = data_sources(config.data);
+  std::vector<std::string> paths;
+  double total = 0;
+  for (const BlendEntry& entry : entries) {
+    paths.push_back(entry.path);
+    total += entry.weight;
+  }
+  const std::vector<std::string> names = dataset_names(paths);
+  sources_.resize(entries.size());
+  for (size_t k = 0; k < entries.size(); ++k) {
+    DataSource& source = sources_[k];
+    source.path = entries[k].path;
+    source.name = names[k];
+    source.field =
+        config.data.blend.empty() ? "data.path" : "data.blend[" + std::to_string(k) + "]";
+    source.weight = entries[k].weight / total;
+    source.tokenizer = read_dataset_tokenizer(source.path);
+  }
+  check_tokenizers(sources_, m);
+
+  std::vector<const SampleSource*> train_samplers;
+  std::vector<double> weights;
+  for (size_t k = 0; k < sources_.size(); ++k) {
+    DataSource& source = sources_[k];
+    source.dataset = std::make_unique<IndexedDataset>(source.path);
+    const std::vector<SampleRange> ranges =
+        split_samples(*source.dataset, m.seq_length, config.data.split);
+    source.train = std::make_unique<GptSampler>(
+        *source.dataset, m.seq_length, ranges[0], config.data.shuffle,
+        blend_dataset_seed(config.train.seed, static_cast<int64_t>(k)), m.vocab_size);
+    if (ranges.size() > 1 && ranges[1].count > 0) {
+      source.validation = std::make_unique<GptSampler>(*source.dataset, m.seq_length, ranges[1],
+                                                       false, config.train.seed, m.vocab_size);
+    }
+    train_samplers.push_back(source.train.get());
+    weights.push_back(entries[k].weight);
+  }
+  blend_ = std::make_unique<BlendedSampler>(train_samplers, weights);
+  SyntheticEntropy entropy;
+  if (sources_.size() == 1 && read_synthetic_metadata(sources_[0].path, &entropy))
+    entropy_ = entropy;
+}
+
+void TrainingData::describe(std::ostream& log) const {
+  auto counts = [](const DataSource& source) {
+    return std::to_string(source.dataset->num_tokens()) + " tokens; " +
+           std::to_string(source.train->num_samples()) + " train samples" +
+           (source.validation
+                ? ", " + std::to_string(source.validation->num_samples()) + " validation"
+                : std::string());
+  };
+  if (sources_.size() == 1) {
+    log << "data: " << sources_[0].path << " (" << counts(sources_[0]) << ")\n";
+  } else {
+    log << "data: a blend of " << sources_.size() << " datasets\n";
+    for (const DataSource& source : sources_) {
+      char weight[32];
+      std::snprintf(weight, sizeof weight, "%.4g", source.weight);
+      log << "  " << source.name << ": " << source.path << ", weight " << weight << " ("
+          << counts(source) << ")\n";
+    }
+  }
+  const DataSource* known = nullptr;
+  std::string unknown;
+  for (const DataSource& source : sources_) {
+    if (source.tokenizer && known == nullptr) known = &source;
+    if (!source.tokenizer) unknown += (unknown.empty() ? "" : ", ") + source.path;
+  }
+  if (known == nullptr) {
+    log << "tokenizer: unknown (no <path>.json names one)\n";
+    return;
+  }
+  log << "tokenizer: " << describe_tokenizer(*known->tokenizer);
+  if (!unknown.empty()) log << "; unknown for " << unknown << " (no <path>.json names one)";
+  log << "\n";
+}
+
+}  // namespace trainer

@@ -1,0 +1,65 @@
+// The datasets a run reads (data.path or data.blend; docs/data.md), each with its tokenizer,
+// split and sampler, and the training blend over them. Rules: tokenizers are checked before any
+// dataset is opened; every rank builds the same samplers from the config alone.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainer/config/config.h"
+#include "trainer/data/blended_sampler.h"
+#include "trainer/data/gpt_sampler.h"
+#include "trainer/data/indexed_dataset.h"
+#include "trainer/data/synthetic.h"
+#include "trainer/tokenizer/tokenizer.h"
+
+namespace trainer {
+
+// One dataset of the run, in blend order.
+struct DataSource {
+  std::string path;   // the prefix of <path>.bin / <path>.idx
+  std::string name;   // in metrics (val_loss/<name>): see dataset_names
+  std::string field;  // its YAML path in messages: data.path or data.blend[i]
+  double weight = 1;  // normalised over the blend
+  std::optional<tokenizer::TokenizerIdentity> tokenizer;  // from <path>.json; none: unknown
+  std::unique_ptr<IndexedDataset> dataset;
+  std::unique_ptr<GptSampler> train;
+  std::unique_ptr<GptSampler> validation;  // null when data.split gives validation no weight
+};
+
+class TrainingData {
+ public:
+  // Reads every <path>.json, checks the tokenizers (check_tokenizers), then opens the datasets
+  // and builds the samplers: dataset k shuffles with blend_dataset_seed(train.seed, k).
+  explicit TrainingData(const Config& config);
+
+  // The training samples: the blend (a blend of one is its dataset's order).
+  const BlendedSampler& train() const { return *blend_; }
+  const std::vector<DataSource>& sources() const { return sources_; }
+  bool has_validation() const { return sources_.front().validation != nullptr; }
+  // The loss floor's entropies: a single dataset that is a synthetic corpus.
+  const std::optional<SyntheticEntropy>& entropy() const { return entropy_; }
+  // The startup log's lines: each dataset (name, weight, tokens, samples) and the tokenizer.
+  void describe(std::ostream& log) const;
+
+ private:
+  std::vector<DataSource> sources_;
+  std::unique_ptr<BlendedSampler> blend_;
+  std::optional<SyntheticEntropy> entropy_;
+};
+
+// The metric names of datasets at `paths`: each path's basename (its last component, trailing
+// slashes ignored); when several share one, the first keeps it and the later ones get "_2",
+// "_3", ... in blend order, skipping any name another dataset already has.
+std::vector<std::string> dataset_names(const std::vector<std::string>& paths);
+
+// The data's tokenizers against the model (ConfigError): a tokenizer whose vocab_size exceeds
+// model.vocab_size names both values and the <path>.json; two datasets made by different
+// tokenizers (same_tokenizer) name both datasets and both tokenizers. Datasets without a known
+// tokenizer are not checked.
+void check_tokenizers(const std::vector<DataSource>& sources, const model::GptConfig& model);
+
+}  // namespace trainer
