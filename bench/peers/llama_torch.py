@@ -136,7 +136,7 @@ def model_flops_per_step(shape):
 def build_model(torch, shape, mode):
     """The Llama block as a torch.nn.Module whose forward(tokens, targets) returns the mean loss:
     Hugging Face LlamaForCausalLM's math (RMSNorm in fp32, rotate_half RoPE, SwiGLU, untied
-    head), with the trainer's fused layouts (qkv = [q | k | v], fc1 = [gate | up])."""
+    head), with one QKV GEMM and one fc1 = [gate | up] GEMM per layer as the trainer runs."""
     import torch.utils.checkpoint  # not imported by `import torch` in every version
 
     nn, F = torch.nn, torch.nn.functional
