@@ -1,15 +1,17 @@
-// GPU benchmark of the trainer itself: a GPT 1.3B-class model in bf16 on one device under the
-// recompute presets none, selective core_attn and full uniform 1, each with unfused attention
-// and with flash attention (model.attention_backend). Each configuration is one
-// trainer::Trainer, built, stepped and destroyed before the next, on one CudaContext and one
-// CudaAllocator whose cache is released in between. Numbers are measured, never asserted.
+// GPU benchmark of the trainer itself: a GPT 1.3B-class model (--model llama: a Llama 1B-class
+// one) in bf16 on one device under the recompute presets none, selective core_attn and full
+// uniform 1, each with unfused attention and with flash attention (model.attention_backend).
+// Each configuration is one trainer::Trainer, built, stepped and destroyed before the next, on
+// one CudaContext and one CudaAllocator whose cache is released in between. Numbers are
+// measured, never asserted.
 //
 // usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]
 //                  [--sweep-steps 1] [--peak-tflops 989.4] [--time-limit-s S] [--table-only]
-//                  [--quick | --smoke]
-//   throughput table: seq 2048, micro batch 4, global batch 8; per preset tokens/s, model and
-//     hardware TFLOP/s, MFU and HFU against --peak-tflops (train.peak_tflops), peak bytes per
-//     category and live at once, peak reserved bytes, predicted and measured activation peak;
+//                  [--quick | --smoke] [--model gpt|llama]
+//   throughput table: seq 2048, micro batch 4, global batch 8 (Llama: seq 4096, micro batch 2,
+//     global batch 4); per preset tokens/s, model and hardware TFLOP/s, MFU and HFU against
+//     --peak-tflops (train.peak_tflops), peak bytes per category and live at once, peak
+//     reserved bytes, predicted and measured activation peak;
 //     then each preset's throughput against `none` of its attention backend, each flash
 //     preset's against its unfused twin, and the targets (MFU >= 40% without recompute, full >=
 //     0.72x none, selective core_attn >= 0.95x none; unfused) with their measured values.
@@ -27,6 +29,9 @@
 //   --quick: a 2-layer model and short sequences, to check the flow on a device in seconds.
 //   --smoke: a 1-layer model of hidden 64 and a 128-square roofline GEMM, to run the whole flow
 //     on host CUDA (bench_gpu_host_cuda, ctest host_cuda_bench_gpu_smoke) in seconds.
+//   --model llama: configs/llama_1b_gpu.yaml's Llama block (Note [The Llama bench shape]) in
+//     place of the GPT (--quick and --smoke take its Llama twins); the roofline's lines are its
+//     own (GQA's QKV width, SwiGLU's fc1, RMSNorm, SwiGLU and RoPE).
 // OUT_JSON is rewritten after every configuration, so a run cut short keeps what it measured;
 // a configuration that fails (out of memory included) is recorded with its error, never fatal.
 // Exit: 0 done, 1 bad usage or setup, 2 no CUDA device visible.
@@ -68,7 +73,7 @@ using runtime::MemoryCategory;
 const char* kUsage =
     "usage: bench_gpu OUT_JSON [--budget-gib 80] [--warmup 2] [--steps 3] [--sweep-warmup 1]\n"
     "                 [--sweep-steps 1] [--peak-tflops 989.4] [--time-limit-s S] [--table-only]\n"
-    "                 [--quick | --smoke]\n";
+    "                 [--quick | --smoke] [--model gpt|llama]\n";
 
 // What a device allocation failure says: the caching allocator's LibraryError carries CUDA's
 // "out of memory"; cuBLAS reports its own allocation failures.
@@ -170,6 +175,14 @@ std::vector<std::string> config_overrides(const BenchShape& shape, const Options
       bench::set("train.peak_tflops", options.peak_tflops),
   };
   overrides.insert(overrides.end(), model.begin(), model.end());
+  overrides.insert(overrides.end(), {bench::set("model.hidden_dropout", shape.dropout),
+                                     bench::set("model.attention_dropout", shape.dropout)});
+  if (shape.is_llama()) {
+    overrides.insert(overrides.end(), {"model.architecture=llama",
+                                       bench::set("model.num_query_groups", shape.num_query_groups),
+                                       bench::set("model.ffn_hidden_size", shape.ffn_hidden_size),
+                                       bench::set("model.rotary_base", shape.rotary_base)});
+  }
   overrides.insert(overrides.end(), train.begin(), train.end());
   overrides.insert(overrides.end(), spec.preset->overrides.begin(), spec.preset->overrides.end());
   return overrides;
@@ -252,6 +265,13 @@ Measurement measure(const RunSpec& spec, const std::vector<std::string>& overrid
   return m;
 }
 
+// --model's value: false for gpt, true for llama.
+bool parse_model(const std::string& name) {
+  if (name != "gpt" && name != "llama")
+    throw runtime::InputError("--model: '" + name + "' is not gpt or llama");
+  return name == "llama";
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -285,6 +305,8 @@ Options parse_options(int argc, char** argv) {
       o.quick = true;
     else if (arg == "--smoke")
       o.smoke = true;
+    else if (arg == "--model")
+      o.llama = parse_model(value());
     else if (arg.rfind("--", 0) == 0 || !o.out_path.empty())
       throw runtime::InputError("unknown argument '" + arg + "'");
     else
@@ -435,9 +457,15 @@ void run_roofline(Report& report, Device& device, const Progress& progress) {
 int run(const Options& options) {
   Report report;
   report.options = options;
-  report.shape = options.smoke   ? BenchShape::smoke()
-                 : options.quick ? BenchShape::quick()
-                                 : BenchShape();
+  if (options.llama) {
+    report.shape = options.smoke   ? BenchShape::llama_smoke()
+                   : options.quick ? BenchShape::llama_quick()
+                                   : BenchShape::llama_1b();
+  } else {
+    report.shape = options.smoke   ? BenchShape::smoke()
+                   : options.quick ? BenchShape::quick()
+                                   : BenchShape();
+  }
   const BenchPlan plan = make_plan(options, report.shape);
   write_report(report);  // an unwritable OUT_JSON fails here, before any device time
   const Progress progress;

@@ -44,6 +44,7 @@ struct Options {
   bool table_only = false;
   bool quick = false;
   bool smoke = false;  // BenchShape::smoke(): the flow on host CUDA
+  bool llama = false;  // --model llama: the Llama shapes (BenchShape::llama_1b() and its twins)
   // Seconds from the start; a configuration predicted to end past it is skipped (and listed).
   // 0: no limit.
   double time_limit_s = 0;
@@ -74,6 +75,14 @@ struct BenchShape {
   int64_t roofline_gemm = 8192;
   int64_t roofline_copy_elements = int64_t{1} << 28;  // 512 MiB of bf16 each way
 
+  // The block (model.architecture): gpt2, or llama with its key/value heads, SwiGLU width, RoPE
+  // base and no dropout (Hugging Face's LlamaForCausalLM; Megatron's GPT keeps kDropout).
+  std::string architecture = "gpt2";
+  int64_t num_query_groups = 0;  // 0: num_attention_heads
+  int64_t ffn_hidden_size = 0;   // 0: the architecture's default (4 * hidden_size for gpt2)
+  double rotary_base = 10000;
+  double dropout = kDropout;
+
   static BenchShape quick() {
     return {2, 256, 4, 50257, 512, 2, 4, {512, 1024, 2048, 4096}, {512, 1024, 2048, 4096, 8192}};
   }
@@ -84,6 +93,53 @@ struct BenchShape {
     s.roofline_copy_elements = int64_t{1} << 16;
     return s;
   }
+  // Note [The Llama bench shape]
+  // configs/llama_1b_gpu.yaml's model, a Llama-3.2-1B shape with an untied head: 16 layers,
+  // hidden 2048, 32 query heads sharing 8 key/value heads, SwiGLU 8192, RoPE theta 500000,
+  // vocabulary 128256 (a multiple of 128: no padding), 1.50e9 parameters, 27 GB of weights,
+  // gradients and optimizer state at 18 bytes each. Its sequence, 4096, at micro batch 2 gives
+  // every GEMM the GPT table's 8192 rows. Without dropout unfused attention keeps the (32, 4096,
+  // 4096) bf16 probabilities per layer and microbatch (2 GiB): `trainer plan` predicts 43.3 GiB
+  // of activations and 71.2 GiB in all without recompute, flash 11.3 and 37.5 GiB.
+  static BenchShape llama_1b() {
+    BenchShape s{16,
+                 2048,
+                 32,
+                 128256,
+                 4096,
+                 2,
+                 4,
+                 {2048, 4096, 8192, 16384},
+                 {4096, 8192, 16384, 32768, 65536, 131072}};
+    s.set_llama(8, 8192, 500000);
+    return s;
+  }
+  static BenchShape llama_quick() {
+    BenchShape s = quick();
+    s.vocab_size = 128256;
+    s.set_llama(2, 688, 500000);
+    return s;
+  }
+  static BenchShape llama_smoke() {
+    BenchShape s = smoke();
+    s.num_attention_heads = 4;
+    s.set_llama(2, 96, 10000);
+    return s;
+  }
+  void set_llama(int64_t groups, int64_t ffn, double base) {
+    architecture = "llama";
+    num_query_groups = groups;
+    ffn_hidden_size = ffn;
+    rotary_base = base;
+    dropout = 0;
+  }
+  bool is_llama() const { return architecture == "llama"; }
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
+  int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  // The fused QKV projection's and fc1's output widths (SwiGLU's fc1 is [gate | up]).
+  int64_t qkv_width() const { return (num_attention_heads + 2 * kv_heads()) * head_dim(); }
+  int64_t fc1_width() const { return is_llama() ? 2 * ffn() : ffn(); }
   const std::vector<int64_t>& sweep_lengths(bool flash) const {
     return flash ? flash_sweep_seq_lengths : sweep_seq_lengths;
   }

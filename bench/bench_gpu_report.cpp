@@ -145,16 +145,21 @@ std::string json_roofline(const Report& r) {
 std::string json_report(const Report& r) {
   const Options& o = r.options;
   const BenchShape& s = r.shape;
-  const std::string model = JsonObject()
-                                .integer("num_layers", s.num_layers)
-                                .integer("hidden_size", s.hidden_size)
-                                .integer("num_attention_heads", s.num_attention_heads)
-                                .integer("vocab_size", s.vocab_size)
-                                .number("dropout", kDropout)
-                                .text("precision", "bf16")
-                                .boolean("quick", o.quick)
-                                .boolean("smoke", o.smoke)
-                                .str();
+  const std::string model =
+      JsonObject()
+          .text("architecture", s.architecture)
+          .integer("num_layers", s.num_layers)
+          .integer("hidden_size", s.hidden_size)
+          .integer("num_attention_heads", s.num_attention_heads)
+          .integer("num_query_groups", s.kv_heads())
+          .integer("ffn_hidden_size", s.ffn())
+          .integer("vocab_size", s.vocab_size)
+          .number("rotary_base", s.is_llama() ? std::optional<double>(s.rotary_base) : std::nullopt)
+          .number("dropout", s.dropout)
+          .text("precision", "bf16")
+          .boolean("quick", o.quick)
+          .boolean("smoke", o.smoke)
+          .str();
   std::vector<std::string> runs;
   JsonObject over_none, flash_over_unfused;
   for (const Measurement& m : r.table) {
@@ -219,10 +224,11 @@ void write_report(const Report& report) {
 void print_summary(const Report& r) {
   const BenchShape& s = r.shape;
   std::printf(
-      "\nthroughput: seq %lld, micro batch %lld, global batch %lld, bf16, dropout %g, "
+      "\nthroughput (%s): seq %lld, micro batch %lld, global batch %lld, bf16, dropout %g, "
       "peak %g TFLOP/s\n",
-      static_cast<long long>(s.table_seq_length), static_cast<long long>(s.table_micro_batch),
-      static_cast<long long>(s.table_global_batch), kDropout, r.options.peak_tflops);
+      s.architecture.c_str(), static_cast<long long>(s.table_seq_length),
+      static_cast<long long>(s.table_micro_batch), static_cast<long long>(s.table_global_batch),
+      s.dropout, r.options.peak_tflops);
   std::printf("| %-25s | %9s | %7s | %6s | %6s | %7s | %7s | %11s | %11s | %11s | %11s |\n",
               "preset", "tok/s", "TFLOP/s", "MFU", "HFU", "vs none", "vs unf.", "act peak",
               "predicted", "live peak", "reserved");

@@ -216,7 +216,7 @@ inline void pointwise_lines(const BenchShape& s, runtime::cuda::CudaContext& con
                           .channels = h,
                           .seq_offset = 0,
                           .sample_offset = 0,
-                          .drop_probability = static_cast<float>(kDropout),
+                          .drop_probability = static_cast<float>(s.dropout),
                           .key = {1, 2}});
                    })});
   lines.push_back(
@@ -242,17 +242,84 @@ inline void pointwise_lines(const BenchShape& s, runtime::cuda::CudaContext& con
                    })});
 }
 
+// The Llama block's own row and elementwise ops: RMSNorm, SwiGLU and the rotary embedding of
+// the fused qkv activations, then the residual add (no dropout in this block).
+inline void llama_lines(const BenchShape& s, runtime::cuda::CudaContext& context, Tensors& tensors,
+                        std::vector<Line>& lines) {
+  const int64_t rows = s.table_seq_length * s.table_micro_batch, h = s.hidden_size;
+  const int64_t ffn = s.ffn();
+  const Tensor x = tensors.make({rows, h}), y = tensors.make({rows, h}),
+               dx = tensors.make({rows, h});
+  const Tensor g = tensors.make({h}), dg = tensors.make({h}, DType::f32);
+  const Tensor rstd = tensors.make({rows}, DType::f32);
+  lines.push_back({"rmsnorm forward", bf16_bytes(2 * rows * h + h) + 4.0 * rows, 4.0 * rows * h, 0,
+                   time_ms(context, 10, [&] {
+                     runtime::ops::rmsnorm_forward({.out = y,
+                                                    .rstd = rstd,
+                                                    .input = x,
+                                                    .weight = g,
+                                                    .rows = rows,
+                                                    .channels = h,
+                                                    .eps = 1e-5f});
+                   })});
+  lines.push_back({"rmsnorm backward", bf16_bytes(4 * rows * h) + 4.0 * rows + 4.0 * h,
+                   8.0 * rows * h, 0, time_ms(context, 10, [&] {
+                     runtime::ops::rmsnorm_backward({.dinput = dx,
+                                                     .dweight = dg,
+                                                     .dout = y,
+                                                     .input = x,
+                                                     .weight = g,
+                                                     .rstd = rstd,
+                                                     .rows = rows,
+                                                     .channels = h});
+                   })});
+  const Tensor gate_up = tensors.make({rows, 2 * ffn}), act = tensors.make({rows, ffn});
+  lines.push_back(
+      {"swiglu forward", bf16_bytes(3 * rows * ffn), 6.0 * rows * ffn, 0, time_ms(context, 10, [&] {
+         runtime::ops::swiglu_forward({.out = act, .input = gate_up, .rows = rows, .ffn = ffn});
+       })});
+  const Tensor dgate_up = tensors.make({rows, 2 * ffn});
+  lines.push_back(
+      {"swiglu backward", bf16_bytes(5 * rows * ffn), 10.0 * rows * ffn, 0,
+       time_ms(context, 10, [&] {
+         runtime::ops::swiglu_backward(
+             {.dinput = dgate_up, .dout = act, .input = gate_up, .rows = rows, .ffn = ffn});
+       })});
+  const int64_t kv_heads = s.kv_heads(), group_size = s.num_attention_heads / kv_heads;
+  const Tensor qkv = tensors.make({rows, s.qkv_width()});
+  const int64_t rotated = rows * (s.num_attention_heads + kv_heads) * s.head_dim();
+  lines.push_back(
+      {"rope forward", bf16_bytes(2 * rotated), 3.0 * rotated, 0, time_ms(context, 10, [&] {
+         runtime::ops::rope_forward({.qkv = qkv,
+                                     .seq = s.table_seq_length,
+                                     .micro_batch = s.table_micro_batch,
+                                     .kv_heads = kv_heads,
+                                     .group_size = group_size,
+                                     .head_dim = s.head_dim(),
+                                     .seq_offset = 0,
+                                     .base = static_cast<float>(s.rotary_base)});
+       })});
+  lines.push_back(
+      {"add", bf16_bytes(3 * rows * h), static_cast<double>(rows * h), 0, time_ms(context, 10, [&] {
+         runtime::ops::add({.out = y, .a = x, .b = dx, .count = rows * h});
+       })});
+}
+
 // Every line at the throughput table's shape, with its limit at `machine`'s rates.
 inline std::vector<Line> measure_lines(const BenchShape& s, const Machine& machine,
                                        runtime::cuda::CudaContext& context, Tensors& tensors) {
   const int64_t rows = s.table_seq_length * s.table_micro_batch, h = s.hidden_size;
   std::vector<Line> lines;
-  linear_lines("qkv", rows, h, 3 * h, context, tensors, lines);
+  linear_lines("qkv", rows, h, s.qkv_width(), context, tensors, lines);
   linear_lines("proj", rows, h, h, context, tensors, lines);
-  linear_lines("fc1", rows, h, 4 * h, context, tensors, lines);
-  linear_lines("fc2", rows, 4 * h, h, context, tensors, lines);
-  mlp_epilogue_lines(rows, h, context, tensors, lines);
-  pointwise_lines(s, context, tensors, lines);
+  linear_lines("fc1", rows, h, s.fc1_width(), context, tensors, lines);
+  linear_lines("fc2", rows, s.ffn(), h, context, tensors, lines);
+  if (s.is_llama()) {
+    llama_lines(s, context, tensors, lines);
+  } else {
+    mlp_epilogue_lines(rows, h, context, tensors, lines);
+    pointwise_lines(s, context, tensors, lines);
+  }
   for (Line& line : lines) {
     line.limit_ms = 1e3 * std::max(line.bytes / machine.copy_bytes_per_s,
                                    line.flops / machine.gemm_flops_per_s);

@@ -103,7 +103,7 @@ void longest_sequences(int64_t budget, const bench::WorkDir& work, std::ofstream
       "activation budget %s; the longest length (powers of two and midpoints) whose "
       "predicted peak fits, then one measured step there\n",
       trainer::format_bytes(budget).c_str());
-  std::printf("| %-28s | %8s | %12s | %12s | %9s |\n", "backend, recompute", "seq", "predicted",
+  std::printf("| %-31s | %8s | %12s | %12s | %9s |\n", "backend, recompute", "seq", "predicted",
               "measured", "tokens/s");
   json << "\"longest\": [";
   const char* separator = "";
@@ -111,7 +111,7 @@ void longest_sequences(int64_t budget, const bench::WorkDir& work, std::ofstream
     const int64_t seq = longest_fitting(preset, budget, work);
     if (seq == 0) continue;
     const bench::StepResult r = bench::run_on_host(overrides_of(preset, seq, work, 1), 0, 1);
-    std::printf("| %-28s | %8lld | %12s | %12s | %9.0f |%s\n", preset.name.c_str(),
+    std::printf("| %-31s | %8lld | %12s | %12s | %9.0f |%s\n", preset.name.c_str(),
                 static_cast<long long>(seq), trainer::format_bytes(r.predicted_peak).c_str(),
                 trainer::format_bytes(r.activation_peak).c_str(), tokens_per_s(seq, r),
                 r.predicted_peak == r.activation_peak ? "" : "  measured != predicted");

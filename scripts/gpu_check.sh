@@ -11,8 +11,9 @@
 #       CUDA runtime, cuBLAS(Lt) and NCCL (CUDA folders, then Python's nvidia/*/lib wheels) and
 #       writes `ldd` of every binary before running any, stopping when a library is missing; then
 #       runs every GPU test binary, trains the tiny model 20 steps in fp32 on the CPU and on the
-#       GPU, runs bench_gpu (options such as --quick are passed on) and the PyTorch peer
-#       (bench/peers/gpt_torch.py) on the same model. Each step gets at most its own limit and
+#       GPU, runs bench_gpu (options such as --quick and --model llama are passed on) and the
+#       PyTorch peer on the same model (bench/peers/gpt_torch.py; llama_torch.py with --model
+#       llama, configs/llama_1b_gpu.yaml's shape). Each step gets at most its own limit and
 #       never more than is left of GPU_CHECK_LIMIT_S (default 460 s); a failing or cut step is
 #       recorded and the next one runs. Files under $OUT (8 at most come back):
 #       gpu_check.json (the summary: device, libraries, every step's status, tests per binary,
@@ -25,13 +26,13 @@
 #       a step as above, into sanitize.log; gpu_check.json lists their status (a tool that finds
 #       an error exits 1). Where the machine refuses the sanitizer (some sandboxed GPU machines
 #       do), the steps fail at once and the log says why.
-# A device call then is:
+# A device call then is (the Llama benchmark: `run --model llama`):
 #   run(command="bash scripts/gpu_check.sh run", carry=[".gpu"], timeout_s=480)
 # Knobs for a dry run (tests/system/gpu_check_dry_run.sh): GPU_CHECK_CARRY (the carried
 # folder), GPU_CHECK_LIB_DIRS (more library folders, ':'-separated), GPU_CHECK_TEST_LIMIT_S,
-# GPU_CHECK_PEER (the peer's command), GPU_CHECK_SANITIZER (compute-sanitizer's path),
-# GPU_CHECK_SANITIZE_BINARIES (the binaries sanitize runs) and GPU_CHECK_NO_DEVICE=1 (skip
-# nvidia-smi).
+# GPU_CHECK_PEER and GPU_CHECK_LLAMA_PEER (the peers' commands), GPU_CHECK_SANITIZER
+# (compute-sanitizer's path), GPU_CHECK_SANITIZE_BINARIES (the binaries sanitize runs) and
+# GPU_CHECK_NO_DEVICE=1 (skip nvidia-smi).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry=${GPU_CHECK_CARRY:-$root/.gpu}
@@ -246,14 +247,20 @@ run_training() {
 }
 
 # bench_gpu (at most 240 s, leaving 90 s), then the PyTorch peer on the same model in what is
-# left (at most 150 s). Both rewrite their JSON as they go, so a cut only shortens them.
+# left (at most 150 s): gpt_torch.py, or with --model llama llama_torch.py (configs/
+# llama_1b_gpu.yaml's shape). Both rewrite their JSON as they go, so a cut only shortens them.
 run_benchmarks() {
   local limit preset=1.3b peer
   limit=$(step_limit 240 90)
   run_step bench_gpu 240 90 "$OUT/bench_gpu.log" env LD_LIBRARY_PATH="$lib_path" \
     "$bin/bench_gpu" "$OUT/bench_gpu.json" --time-limit-s $((limit > 25 ? limit - 15 : 10)) "$@"
+  if [[ " $* " == *" --model llama "* ]]; then
+    preset=1b
+    read -ra peer <<< "${GPU_CHECK_LLAMA_PEER:-python3 $root/bench/peers/llama_torch.py}"
+  else
+    read -ra peer <<< "${GPU_CHECK_PEER:-python3 $root/bench/peers/gpt_torch.py}"
+  fi
   [[ " $* " != *" --quick "* ]] || preset=quick
-  read -ra peer <<< "${GPU_CHECK_PEER:-python3 $root/bench/peers/gpt_torch.py}"
   limit=$(step_limit 150 0)
   run_step "bench pytorch" 150 0 "$OUT/bench_peers.log" "${peer[@]}" "$OUT/bench_peers.json" \
     --preset "$preset" --time-limit-s $((limit > 25 ? limit - 15 : 10))

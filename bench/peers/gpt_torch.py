@@ -48,10 +48,11 @@ def model_flops_per_step(shape):
     return 3 * (shape["layers"] * layer + head) * microbatches
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv, family):
+    p = argparse.ArgumentParser(description=family["usage"].splitlines()[0])
     p.add_argument("out_json")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="1.3b")
+    p.add_argument("--preset", choices=sorted(family["presets"]),
+                   default=family["default_preset"])
     p.add_argument("--device", default="cuda")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--warmup-steps", type=int, default=2)
@@ -160,7 +161,7 @@ def synchronize(torch, device):
         torch.cuda.synchronize(device)
 
 
-def run_mode(torch, args, shape, mode, device):
+def run_mode(torch, args, shape, mode, device, family):
     """One mode's measurement: a dict of its numbers, or of the error that stopped it."""
     result = {"mode": mode}
     if mode == "sdpa" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
@@ -173,9 +174,9 @@ def run_mode(torch, args, shape, mode, device):
     try:
         if hasattr(torch.device, "__enter__"):  # torch >= 2.0: parameters made on the device
             with device:
-                model = build_model(torch, shape, mode)
+                model = family["build"](torch, shape, mode)
         else:
-            model = build_model(torch, shape, mode).to(device)
+            model = family["build"](torch, shape, mode).to(device)
         optimizer, result["optimizer"] = adamw(torch, model, device)
         result["parameters"] = sum(p.numel() for p in model.parameters())
         micro, seq = shape["micro_batch"], shape["seq"]
@@ -206,7 +207,7 @@ def run_mode(torch, args, shape, mode, device):
     timed_s = sum(step_ms[args.warmup_steps:]) / 1e3
     tokens = args.timed_steps * shape["global_batch"] * shape["seq"]
     result["tokens_per_s"] = tokens / timed_s
-    result["model_tflops"] = model_flops_per_step(shape) * args.timed_steps / timed_s / 1e12
+    result["model_tflops"] = family["flops"](shape) * args.timed_steps / timed_s / 1e12
     result["mfu"] = result["model_tflops"] / args.peak_tflops
     return result
 
@@ -220,23 +221,29 @@ def write_json(path, report):
     os.replace(tmp, path)
 
 
-def main(argv):
-    args = parse_args(argv)
+# What main() measures: a model family's presets, its module and FLOP count (llama_torch.py
+# passes the Llama family's).
+GPT = {"name": "gpt_torch", "usage": __doc__, "presets": PRESETS, "default_preset": "1.3b",
+       "build": build_model, "flops": model_flops_per_step, "dropout": DROPOUT}
+
+
+def main(argv, family=GPT):
+    args = parse_args(argv, family)
     try:
         import torch
     except ImportError as e:
-        print(f"gpt_torch: PyTorch is not installed ({e})", file=sys.stderr)
+        print(f"{family['name']}: PyTorch is not installed ({e})", file=sys.stderr)
         return 2
     start = time.perf_counter()
     device = torch.device(args.device)
-    shape = PRESETS[args.preset]
+    shape = family["presets"][args.preset]
     report = {"framework": "pytorch", "torch": torch.__version__, "preset": args.preset,
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "model": shape, "padded_vocab": padded_vocab(shape["vocab"]),
-              "dropout": DROPOUT, "precision": "bf16 autocast",
+              "dropout": family["dropout"], "precision": "bf16 autocast",
               "warmup_steps": args.warmup_steps, "timed_steps": args.timed_steps,
               "peak_tflops": args.peak_tflops,
-              "model_flops_per_step": model_flops_per_step(shape),
+              "model_flops_per_step": family["flops"](shape),
               "runs": [], "skipped_for_time": [], "complete": False}
     torch.manual_seed(0)
     for mode in args.modes:
@@ -244,7 +251,7 @@ def main(argv):
         if args.time_limit_s and elapsed >= args.time_limit_s:
             report["skipped_for_time"].append(mode)
             continue
-        result = run_mode(torch, args, shape, mode, device)
+        result = run_mode(torch, args, shape, mode, device, family)
         report["runs"].append(result)
         report["elapsed_s"] = time.perf_counter() - start
         write_json(args.out_json, report)

@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # bench_gpu's whole flow on host CUDA (docs/gpu.md, "Host CUDA"): `--smoke` (a 1-layer model of
-# hidden 64) runs the roofline, the six-preset throughput table and the sequence sweep, and the
-# JSON it writes is complete: every run ran, every measured activation peak equals the
+# hidden 64), for the GPT and for the Llama block (`--model llama`: GQA, RoPE, SwiGLU, RMSNorm,
+# untied head), runs the roofline, the six-preset throughput table and the sequence sweep, and
+# the JSON it writes is complete: every run ran, every measured activation peak equals the
 # prediction, every preset's sweep found a length that fits, every roofline line was timed.
 set -u
 bench=$1
 trainer=unused
 source "$(dirname "$0")/../script_test_util.sh"
-(cd "$dir" && "$bench" "$dir/bench_gpu.json" --smoke --warmup 1 --steps 1 \
-  --sweep-warmup 0 > "$dir/bench.log" 2>&1) || fail "bench_gpu --smoke: $(tail -5 "$dir/bench.log")"
-python3 - "$dir/bench_gpu.json" <<'PY' || fail "bench_gpu.json (log: $(tail -3 "$dir/bench.log"))"
+for model in gpt llama; do
+  (cd "$dir" && "$bench" "$dir/$model.json" --smoke --model "$model" --warmup 1 --steps 1 \
+    --sweep-warmup 0 > "$dir/$model.log" 2>&1) ||
+    fail "bench_gpu --smoke --model $model: $(tail -5 "$dir/$model.log")"
+  python3 - "$dir/$model.json" "$model" <<'PY' ||
 import json
 import sys
 
 report = json.load(open(sys.argv[1]))
+architecture = {"gpt": "gpt2", "llama": "llama"}[sys.argv[2]]
 problems = []
 if not report.get("complete"):
     problems.append("not complete")
+if report["model"]["architecture"] != architecture:
+    problems.append("model %s, expected %s" % (report["model"]["architecture"], architecture))
 roofline = report.get("roofline", {})
 if roofline.get("error") or not roofline.get("ops"):
     problems.append("roofline: %s" % roofline.get("error", "no ops"))
@@ -39,4 +45,6 @@ if problems:
     print("\n".join(problems))
     sys.exit(1)
 PY
+    fail "$model.json (log: $(tail -3 "$dir/$model.log"))"
+done
 echo PASS

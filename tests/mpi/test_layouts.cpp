@@ -556,6 +556,56 @@ TEST(Layouts, LlamaCheckpointReshardsFromTp2Pp2ToOneProcess) {
   resume_and_reshard(shared, llama());
 }
 
+// Llama checkpoints reshard both ways between one process and tensor parallelism 2 (kv groups,
+// gate and up rows, the output layer and the vocabulary padding all split differently): one
+// process writes step 2, tp2 resumes it and writes step 3, one process resumes that. Each
+// continues the loss curve of one uninterrupted process within 1e-5.
+TEST(Layouts, LlamaCheckpointReshardsBetweenTp1AndTp2) {
+  if (world_size() != 2) GTEST_SKIP() << "tp2 on 2 ranks";
+  mpi_test::SharedData shared;
+  constexpr int kSteps = 5;
+  std::vector<std::string> one = llama();
+  one.insert(one.end(), {"checkpoint.dir=" + shared.out("ckpt"), "train.steps=5"});
+  std::vector<std::string> tp2 = one;
+  tp2.push_back("parallel.tensor=2");
+  double curve[kSteps] = {};  // the uninterrupted one-process run, step 1 first
+  if (world_rank() == 0) {
+    mpi_test::Run single(mpi_test::config_for(shared, one), false);
+    for (int s = 0; s < kSteps; ++s) {
+      curve[s] = single.trainer->train_step().loss;
+      if (s == 1) single.trainer->save_checkpoint();
+    }
+  }
+  MPI_Bcast(curve, kSteps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  auto relative = [&](double loss, int step) {
+    return std::abs(loss - curve[step - 1]) / curve[step - 1];
+  };
+  double worst_tp2 = 0, worst_one = 0;
+  {
+    mpi_test::Run run(mpi_test::config_for(shared, tp2), true);
+    EXPECT_TRUE(run.trainer->resume("auto"));
+    EXPECT_EQ(run.trainer->step(), 2);
+    worst_tp2 = relative(run.trainer->train_step().loss, 3);
+    run.trainer->save_checkpoint();
+    worst_tp2 = std::max(worst_tp2, relative(run.trainer->train_step().loss, 4));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    mpi_test::Run single(mpi_test::config_for(shared, one), false);
+    EXPECT_TRUE(single.trainer->resume("auto"));
+    EXPECT_EQ(single.trainer->step(), 3);
+    for (int step = 4; step <= kSteps; ++step)
+      worst_one = std::max(worst_one, relative(single.trainer->train_step().loss, step));
+    std::printf(
+        "[ reshard] llama tp1 -> tp2: steps 3-4 within %.1e of one process; tp2 -> tp1: steps "
+        "4-5 within %.1e\n",
+        worst_tp2, worst_one);
+    EXPECT_LT(worst_tp2, 1e-5) << "tp1 -> tp2";
+    EXPECT_LT(worst_one, 1e-5) << "tp2 -> tp1";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // A context-parallel checkpoint (cp2 on 2 ranks) resumes bit for bit under cp2, and loads into
 // one process and into tensor parallelism 2, continuing the loss curve.
 TEST(Layouts, ContextParallelCheckpointResumesAndLoadsIntoOtherLayouts) {

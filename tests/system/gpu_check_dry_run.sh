@@ -44,7 +44,9 @@ echo '{"throughput": {"runs": [{"preset": "none", "tokens_per_s": 3000, "mfu": 0
   "peak_live_bytes": 50}]}, "complete": true}' > "$1"
 SH
 cat > "$dir/peer.sh" <<'SH'
-echo "$@" > "$(dirname "$1")/peer.args"
+family=$1  # gpt or llama: which peer the script chose
+shift
+echo "$family $*" > "$(dirname "$1")/peer.args"
 echo '{"runs": [{"mode": "eager", "tokens_per_s": 2000, "peak_allocated_bytes": 200},
   {"mode": "sdpa", "tokens_per_s": 2500, "peak_allocated_bytes": 100}], "complete": true}' > "$1"
 SH
@@ -59,12 +61,16 @@ echo 'int stub_tests(); int main() { return stub_tests(); }' > "$dir/stub_main.c
     -L"$dir/site/nvidia/cu13/lib" -lgpucheckstub || fail "could not compile the library stub"
 tar -C "$dir/stage" -cf - bin lib | xz > "$dir/carry/bundle.tar.xz"
 
-# dry_run NAME LIMIT_S TEST_LIMIT_S [ENV...]: the device half into $dir/NAME; sets $code.
+# dry_run NAME LIMIT_S TEST_LIMIT_S [ENV...]: the device half into $dir/NAME, with `run --quick`
+# and $bench_args; sets $code.
+bench_args=""
 dry_run() {
   mkdir -p "$dir/$1"
+  # shellcheck disable=SC2086 # one option per word
   env OUT="$dir/$1" GPU_CHECK_CARRY="$dir/carry" GPU_CHECK_NO_DEVICE=1 GPU_CHECK_LIMIT_S="$2" \
-    GPU_CHECK_TEST_LIMIT_S="$3" GPU_CHECK_PEER="bash $dir/peer.sh" "${@:4}" \
-    bash "$script" run --quick > "$dir/$1.stdout" 2>&1
+    GPU_CHECK_TEST_LIMIT_S="$3" GPU_CHECK_PEER="bash $dir/peer.sh gpt" \
+    GPU_CHECK_LLAMA_PEER="bash $dir/peer.sh llama" "${@:4}" \
+    bash "$script" run --quick $bench_args > "$dir/$1.stdout" 2>&1
   code=$?
   python3 -m json.tool "$dir/$1/gpu_check.json" > /dev/null ||
     { cat "$dir/$1.stdout"; fail "$1: gpu_check.json is not valid JSON"; }
@@ -101,7 +107,8 @@ grep -q "libgpucheckstub.so => $dir/site/nvidia/cu13/lib/libgpucheckstub.so" \
   "$dir/complete/ldd.txt" || fail "complete: ldd.txt does not show the wheel's library"
 grep -qE -- "--time-limit-s [0-9]+ --quick" "$dir/complete/bench_gpu.args" ||
   fail "complete: bench_gpu got $(cat "$dir/complete/bench_gpu.args")"
-grep -q -- "--preset quick" "$dir/complete/peer.args" || fail "complete: the peer is not quick"
+grep -q -- "^gpt .*--preset quick" "$dir/complete/peer.args" ||
+  fail "complete: the peer is not GPT's quick: $(cat "$dir/complete/peer.args")"
 rm "$dir/complete/"*.args
 files=$(ls "$dir/complete" | wc -l)
 [ "$files" -le 8 ] || fail "complete: $files files under OUT, the device tool returns 8"
@@ -131,7 +138,16 @@ check missing "s['libraries']['missing'] == [{'library': 'libgpucheckstub.so', \
 [ ! -e "$dir/missing/tests.log" ] || fail "missing: test binaries ran without their libraries"
 echo "missing: stopped before running anything, naming libgpucheckstub.so"
 
-# 4. sanitize: every tool over each binary named, a step each, through the sanitizer given.
+# 4. --model llama: bench_gpu gets it, and the Llama peer runs at its quick preset.
+bench_args="--model llama" dry_run llama 300 3 PYTHONPATH="$dir/site"
+check llama "steps['bench_gpu']['status'] == 'ok' and steps['bench pytorch']['status'] == 'ok'"
+grep -qE -- "--time-limit-s [0-9]+ --quick --model llama" "$dir/llama/bench_gpu.args" ||
+  fail "llama: bench_gpu got $(cat "$dir/llama/bench_gpu.args")"
+grep -q -- "^llama .*--preset quick" "$dir/llama/peer.args" ||
+  fail "llama: the peer is not Llama's quick: $(cat "$dir/llama/peer.args")"
+echo "llama: bench_gpu --model llama and the Llama peer"
+
+# 5. sanitize: every tool over each binary named, a step each, through the sanitizer given.
 printf '#!/usr/bin/env bash\necho "sanitizer $2"\nexec "$5"\n' > "$dir/sanitizer" &&
   chmod +x "$dir/sanitizer"
 mkdir -p "$dir/sanitize"
