@@ -20,7 +20,7 @@ grep -q '^build/release/trainer/trainer train --config configs/own_data.yaml$' "
   || fail "train line changed"
 
 tiny="--set model.num_layers=1 --set model.hidden_size=32 --set model.num_attention_heads=2"
-tiny+=" --set model.seq_length=32 --set train.steps=4 --set train.eval_interval=2"
+tiny+=" --set model.seq_length=48 --set train.steps=4 --set train.eval_interval=0"
 tiny+=" --set train.eval_iters=1 --set train.sample_interval=2 --set train.sample_tokens=8"
 tiny+=" --set train.log_interval=1 --set optimizer.lr_warmup_steps=0"
 sed -e "s#^build/release/trainer/trainer #\"$trainer\" #" \

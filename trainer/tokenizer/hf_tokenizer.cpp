@@ -218,7 +218,11 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
     const auto in_vocab = vocab.find(text);
     const int32_t token_id = in_vocab != vocab.end() ? in_vocab->second : id.get<int32_t>();
     max_id = std::max<int64_t>(max_id, token_id);
-    parts.token_bytes.set(token_id, text);  // the ByteLevel decoder leaves added tokens as text
+    // Hugging Face's ByteLevel decoder maps added tokens as any other: byte characters to their
+    // bytes, and a token with a character outside that alphabet to its UTF-8 text.
+    std::string token_bytes;
+    parts.token_bytes.set(token_id,
+                          byte_level_token_bytes(text, &token_bytes) ? token_bytes : text);
     if (file.flag(added[i], at, "special", false)) {
       special_ids.emplace(text, token_id);
       continue;

@@ -57,10 +57,12 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::unique_ptr<TokenizerSession> new_session() const = 0;
-  // The bytes `ids` spell, as the reference decoders give them: a byte-level token its bytes, an
-  // added or special token its text, the eod id of a tokenizer without a name for it
-  // (byte, tiktoken) "<|endoftext|>", SentencePiece its library's Decode. May end inside a UTF-8
-  // character (valid_utf8 makes text of it). InputError naming an id with no token.
+  // The bytes `ids` spell, as the reference decoders give them: a byte-level token (added and
+  // special ones too, as Hugging Face's ByteLevel decoder) its bytes, or its text when it has a
+  // character outside GPT-2's byte alphabet; tiktoken's ranks their bytes; the eod id of a
+  // tokenizer without a name for it (byte, tiktoken) "<|endoftext|>"; SentencePiece its
+  // library's Decode. May end inside a UTF-8 character (valid_utf8 makes text of it).
+  // InputError naming an id with no token.
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   const TokenizerIdentity& identity() const { return identity_; }
   // Whether documents must be valid UTF-8 (every kind but byte).
