@@ -17,7 +17,11 @@ void Trainer::prepare_sampling() {
   const bool described = std::filesystem::exists(config_.data.path + ".json");
   if (const auto spec = described ? dataset_tokenizer_spec(config_.data.path) : std::nullopt) {
     sample_tokenizer_ = tokenizer::load_tokenizer(*spec);
-    sample_prompt_ids_ = prompt_ids(t.sample_prompt, *sample_tokenizer_, config_.model);
+    try {
+      sample_prompt_ids_ = prompt_ids(t.sample_prompt, *sample_tokenizer_, config_.model);
+    } catch (const runtime::InputError& error) {
+      throw runtime::ConfigError("train.sample_prompt", error.what());
+    }
   } else if (!t.sample_prompt.empty()) {
     throw runtime::ConfigError("train.sample_prompt",
                                "needs a tokenizer, and " + config_.data.path +

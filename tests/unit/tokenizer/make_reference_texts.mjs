@@ -2,13 +2,13 @@
 // tokenizers: Hugging Face tokenizers' decode (ByteLevel decoder, special tokens kept) and
 // tiktoken's decode, each document's ids whole and without their last id (which may cut a UTF-8
 // character: both references then give U+FFFD), and writes data/expected_texts_small.json.
-// Usage: node make_reference_texts.mjs NODE_MODULES
+// Usage: node make_reference_texts.mjs NODE_MODULES [OUT.json]
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-const [modulesDir] = process.argv.slice(2);
+const [modulesDir, outFile] = process.argv.slice(2);
 const require = createRequire(path.join(path.resolve(modulesDir), 'index.js'));
 const { Tokenizer } = require('@anush008/tokenizers');
 const { Tiktoken } = require('tiktoken/lite');
@@ -38,5 +38,5 @@ texts[member] = ids[member].map((list) => utf8.decode(encoder.decode(Uint32Array
 texts[`${member}_truncated`] = ids[member].map((list) => utf8.decode(encoder.decode(Uint32Array.from(list.slice(0, -1)))));
 encoder.free();
 
-fs.writeFileSync(path.join(data, 'expected_texts_small.json'), JSON.stringify(texts) + '\n');
+fs.writeFileSync(outFile ?? path.join(data, 'expected_texts_small.json'), JSON.stringify(texts) + '\n');
 console.log(`reference texts: ${Object.keys(texts).join(', ')}`);
