@@ -47,7 +47,13 @@ std::optional<tokenizer::TokenizerSpec> dataset_tokenizer_spec(const std::string
     for (const nlohmann::json& file : identity.at("files")) {
       const std::string file_path = file.at("path").get<std::string>();
       const std::string recorded = file.at("sha256").get<std::string>();
-      const tokenizer::TokenizerFileDigest now = tokenizer::digest_file(file_path);
+      tokenizer::TokenizerFileDigest now;
+      try {
+        now = tokenizer::digest_file(file_path);
+      } catch (const runtime::InputError& error) {
+        throw runtime::InputError(path + " names tokenizer file " + file_path +
+                                  ", which cannot be read (" + error.what() + ")");
+      }
       if (now.sha256 != recorded) {
         throw runtime::InputError(TRAINER_STR(path << ": tokenizer file " << file_path
                                                    << " changed since prepare-data (sha256 "
