@@ -1,4 +1,4 @@
-// The `trainer` command: train, plan, prepare-data, report, --help (also after a command),
+// The `trainer` command: train, plan, prepare-data, generate, report, --help (also after a command),
 // --version. Errors are printed with a rank prefix and end the whole job, so no rank hangs.
 #include <unistd.h>
 
@@ -21,6 +21,7 @@
 #include "runtime/error.h"
 #include "trainer/config/config.h"
 #include "trainer/data/prepare_data.h"
+#include "trainer/generate/generate_command.h"
 #include "trainer/plan_command.h"
 #include "trainer/report.h"
 #include "trainer/train.h"
@@ -53,6 +54,10 @@ constexpr CommandUsage kCommandUsages[] = {
      "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
      "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
      "        Write a Megatron indexed dataset (.bin/.idx); see `trainer prepare-data --help`.\n"},
+    {"generate",
+     "  generate --model RUN_DIR | --checkpoint STEP_DIR [--prompt TEXT] [--max-new-tokens N]\n"
+     "           [--temperature T] [--top-k K] [--seed S] [tokenizer flags]\n"
+     "        Sample text from a trained model on one process; see `trainer generate --help`.\n"},
     {"report",
      "  report RUN_DIR [--plot-script scripts/plot.py] [--python PYTHON]\n"
      "        Write RUN_DIR/report.md from its metrics.jsonl and events.jsonl, with PNG plots in\n"
@@ -68,6 +73,7 @@ std::string usage() {
 // `trainer NAME --help`: the command's own usage (prepare-data has a longer one of its own).
 std::optional<std::string> command_usage(const std::string& name) {
   if (name == "prepare-data") return trainer::prepare_data_usage();
+  if (name == "generate") return trainer::generate_usage();
   for (const CommandUsage& command : kCommandUsages)
     if (name == command.name) return "usage: trainer" + std::string(command.text).substr(1);
   return std::nullopt;
@@ -255,6 +261,8 @@ int main(int argc, char** argv) {
       return trainer::run_plan_command(rest, std::cout);
     }
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
+    if (args[0] == "generate")
+      return trainer::run_generate(trainer::parse_generate_options(rest), std::cout);
     if (args[0] == "report")
       return trainer::run_report(trainer::parse_report_args(rest), std::cout);
     throw runtime::InputError("unknown command '" + args[0] + "'\n" + usage());

@@ -99,6 +99,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
   // on whatever allocator it is given (tests emulate a device on the host).
   create_output_dir();
   open_datasets();
+  prepare_sampling();
   build_rank_state(state_, config_, groups_, allocator_, [this](RankState&) { init_weights(); });
   predicted_memory_ = predict_rank_memory(config_, groups_.world_rank);
   predicted_comm_ =
@@ -513,6 +514,7 @@ TrainSummary Trainer::run_steps() {
         m.dataset_val_losses.push_back({sources[k].name, losses.per_dataset[k]});
       summary.last_val_loss = m.val_loss;
     }
+    if (t.sample_interval > 0 && step_ % t.sample_interval == 0) write_sample();
     const bool first_of_process = steps_run_ == first_run + 1;
     if (first_of_process) summary.first_loss = m.loss;
     summary.last_loss = m.loss;

@@ -26,6 +26,7 @@
 #include "trainer/skipped_batches.h"
 #include "trainer/stage_setup.h"
 #include "trainer/tensorboard.h"
+#include "trainer/tokenizer/tokenizer.h"
 #include "trainer/training_data.h"
 
 namespace trainer {
@@ -150,6 +151,14 @@ class Trainer {
   // train.inject (a test hook): scales the loss sum and the gradients of the injected batch.
   void inject_fault(int64_t batch, double& loss_sum);
 
+  // ---- train.sample_interval (train_sample.cpp) ----
+  // On world rank 0: the dataset's tokenizer and the prompt's ids (ConfigError when they do not
+  // fit the model).
+  void prepare_sampling();
+  // The whole model gathered to world rank 0 (collective), a sample there, its text on the log
+  // and a "sample" event in the ledger.
+  void write_sample();
+
   // ---- Operating the run (train_operations.cpp; docs/operations.md) ----
   // Opens metrics.jsonl and events.jsonl once (kept through the resumed step, else
   // truncated) and writes the start event (and the resume event); and the TensorBoard event
@@ -219,6 +228,8 @@ class Trainer {
   runtime::CpuAllocator host_allocator_;  // staging of batches, init, checkpoints, export
   model::GptParams host_params_;          // host copy of state_.params on a device
   std::vector<int32_t> sample_buffer_;
+  std::unique_ptr<tokenizer::Tokenizer> sample_tokenizer_;  // world rank 0; none: no text
+  std::vector<int32_t> sample_prompt_ids_;                  // world rank 0
   int64_t step_ = 0;  // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;
   PeakRate peak_;  // the MFU denominator (mfu_peak, keep_peak_above)

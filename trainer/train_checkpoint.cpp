@@ -15,6 +15,7 @@
 
 #include "runtime/ops.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/stored_params.h"
 #include "trainer/config/fields.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
@@ -24,7 +25,6 @@
 namespace trainer {
 namespace {
 
-const char* const kStateNames[] = {"param/", "exp_avg/", "exp_avg_sq/"};
 // meta.extra keys.
 const char* const kSkippedBatchesKey = "skipped_batches";
 const char* const kGuardLossesKey = "guard_losses";
@@ -34,26 +34,6 @@ const char* const kRewindsKey = "rewinds";
 std::string extra(const CheckpointMeta& meta, const char* key) {
   const auto found = meta.extra.find(key);
   return found == meta.extra.end() ? std::string() : found->second;
-}
-
-// The part of `p` a checkpoint stores: everything but padded vocabulary rows.
-struct StoredPart {
-  std::vector<int64_t> global_shape;
-  ShardSlice slice;
-  int64_t elements;  // from the start of the local tensor
-};
-
-StoredPart stored_part(const model::NamedParam& p, const model::GptConfig& config) {
-  StoredPart part{p.global_shape, {p.shard_dim, p.shard_offset, 0}, p.tensor.numel()};
-  if (p.shard_dim >= 0) part.slice.length = p.tensor.dim(p.shard_dim);
-  if (p.roles.vocab_padded) {
-    const int64_t rows =
-        std::clamp<int64_t>(config.vocab_size - p.shard_offset, 0, p.tensor.dim(0));
-    part.global_shape[0] = config.vocab_size;
-    part.slice = {0, p.shard_offset, rows};
-    part.elements = rows * p.tensor.dim(1);
-  }
-  return part;
 }
 
 // The model fields a checkpoint must agree on.

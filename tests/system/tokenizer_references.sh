@@ -23,6 +23,10 @@ python3 - "$dir/small/expected_ids_small.json" "$here/data/expected_ids_small.js
 import json, sys
 assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))
 PY
+# The committed decoded texts (test_tokenizer's Decode tests) are what the references decode today.
+node "$here/make_reference_texts.mjs" "$modules" "$dir/texts_small.json" >/dev/null || fail "reference texts"
+cmp -s "$dir/texts_small.json" "$here/data/expected_texts_small.json" \
+  || fail "committed expected_texts_small.json is stale: rerun make_reference_texts.mjs"
 for f in small_gpt2_vocab.json small_gpt2_merges.txt small_gpt2_tokenizer.json small_cl100k.tiktoken \
          small_llama3_style_tokenizer.json small_qwen2_style_tokenizer.json; do
   cmp -s "$dir/small/$f" "$here/data/$f" || fail "committed $f differs from what make_reference_ids.mjs writes"
@@ -64,6 +68,9 @@ for candidate in python3 /usr/bin/python3; do
   if "$candidate" -c "import sentencepiece" 2>/dev/null; then python=$candidate; break; fi
 done
 if [ -n "$python" ]; then
+  "$python" "$here/make_sentencepiece_texts.py" "$dir/texts_spm.json" >/dev/null || fail "sentencepiece texts"
+  cmp -s "$dir/texts_spm.json" "$here/data/expected_texts_sentencepiece.json" \
+    || fail "committed expected_texts_sentencepiece.json is stale: rerun make_sentencepiece_texts.py"
   "$python" "$here/make_sentencepiece_fixture.py" --normalization nmt_nfkc --out "$dir/spm" >/dev/null \
     || fail "training the SentencePiece model"
   check sentencepiece_nfkc sentencepiece "$dir/spm/expected_ids_sentencepiece.json" \

@@ -54,6 +54,11 @@ struct TrainConfig {
   int64_t log_interval = 1;       // a stdout line every N steps (metrics.jsonl: every step)
   int64_t eval_interval = 0;      // validation every N steps and at the end; 0: never
   int64_t eval_iters = 4;         // validation global batches per evaluation
+  // A sample from the model every N steps, printed and written to events.jsonl (as llm.c does);
+  // 0: never. Seeded by train.seed (temperature 1, the whole vocabulary).
+  int64_t sample_interval = 0;
+  std::string sample_prompt;  // the text the sample continues; "": the eod token (a new document)
+  int64_t sample_tokens = 32;  // new tokens per sample
   Device device = Device::cpu;
   Precision precision = Precision::automatic;  // parse_config resolves auto; see uses_bf16
   // The MFU denominator on a GPU, TFLOP/s; 0: H100/H200 SXM's dense peak for the precision

@@ -172,6 +172,20 @@ void validate_train(const TrainConfig& train, const parallel::ParallelConfig& pa
   }
 }
 
+// train.sample_interval's sample: new tokens that leave the prompt a learned position.
+void validate_sampling(const TrainConfig& train, const model::GptConfig& model) {
+  check_at_least<int64_t>("train.sample_interval", train.sample_interval, 0);
+  if (train.sample_interval > 0) {
+    check_at_least<int64_t>("train.sample_tokens", train.sample_tokens, 1);
+    if (model.learned_positions() && train.sample_tokens >= model.positions()) {
+      throw ConfigError("train.sample_tokens",
+                        text_of(train.sample_tokens) + " leaves no room for the prompt in the " +
+                            text_of(model.positions()) +
+                            " learned positions (model.seq_length / max_position_embeddings)");
+    }
+  }
+}
+
 void validate_optimizer(const OptimizerConfig& optimizer, const TrainConfig& train) {
   check_positive("optimizer.lr", optimizer.lr);
   if (!(optimizer.min_lr >= 0 && optimizer.min_lr <= optimizer.lr)) {
@@ -425,6 +439,7 @@ void validate_config(const Config& config, ConfigUse use) {
   validate_model(config.model);
   validate_parallel_sizes(config.parallel);
   validate_train(config.train, config.parallel);
+  validate_sampling(config.train, config.model);
   validate_optimizer(config.optimizer, config.train);
   if (use == ConfigUse::train) validate_data(config.data, config.train);
   validate_parallel_layout(config.parallel, config.model);

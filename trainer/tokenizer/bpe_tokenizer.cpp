@@ -109,6 +109,9 @@ class BpeTokenizer : public Tokenizer {
   std::unique_ptr<TokenizerSession> new_session() const override {
     return std::make_unique<BpeSession>(parts_);
   }
+  std::string decode(std::span<const int32_t> ids) const override {
+    return parts_.token_bytes.decode(ids, identity_.kind);
+  }
 
  private:
   BpeTokenizerParts parts_;

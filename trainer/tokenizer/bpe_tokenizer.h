@@ -9,6 +9,7 @@
 
 #include "trainer/tokenizer/byte_pair_encoder.h"
 #include "trainer/tokenizer/split_pattern.h"
+#include "trainer/tokenizer/token_bytes.h"
 #include "trainer/tokenizer/tokenizer.h"
 #include "trainer/tokenizer/unicode_normalizer.h"
 
@@ -40,6 +41,7 @@ struct BpeTokenizerParts {
   std::shared_ptr<const NfcNormalizer> normalizer;  // null: text is not normalized
   std::vector<PreTokenizeStep> steps;
   BytePairModel model;
+  TokenBytes token_bytes;  // decoding: each id's bytes (added and special tokens: their text)
 };
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeTokenizerParts parts);

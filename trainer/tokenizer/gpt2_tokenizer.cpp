@@ -87,6 +87,9 @@ std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const TokenizerSpec& spec) {
   }
   if (identity.eod_id) max_id = std::max<int64_t>(max_id, *identity.eod_id);
   identity.vocab_size = max_id + 1;
+  parts.token_bytes = byte_level_token_bytes_table(vocab);
+  if (identity.eod_id && !parts.token_bytes.has(*identity.eod_id))
+    parts.token_bytes.set(*identity.eod_id, kEndOfTextName);
   return make_bpe_tokenizer(std::move(parts));
 }
 

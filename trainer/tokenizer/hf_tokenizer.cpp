@@ -193,6 +193,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
     max_id = std::max<int64_t>(max_id, id.get<int64_t>());
   }
   BpeTokenizerParts parts;
+  parts.token_bytes = byte_level_token_bytes_table(vocab);
   parts.normalizer = std::move(normalizer);
   parts.steps = parse_pre_tokenizer(file, root);
   parts.model = byte_level_model(vocab, parse_merges(file, file.member(model, "model", "merges")),
@@ -217,6 +218,11 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
     const auto in_vocab = vocab.find(text);
     const int32_t token_id = in_vocab != vocab.end() ? in_vocab->second : id.get<int32_t>();
     max_id = std::max<int64_t>(max_id, token_id);
+    // Hugging Face's ByteLevel decoder maps added tokens as any other: byte characters to their
+    // bytes, and a token with a character outside that alphabet to its UTF-8 text.
+    std::string token_bytes;
+    parts.token_bytes.set(token_id,
+                          byte_level_token_bytes(text, &token_bytes) ? token_bytes : text);
     if (file.flag(added[i], at, "special", false)) {
       special_ids.emplace(text, token_id);
       continue;
@@ -248,6 +254,8 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const TokenizerSpec& spec) {
   }
   if (identity.eod_id) max_id = std::max<int64_t>(max_id, *identity.eod_id);
   identity.vocab_size = max_id + 1;
+  if (identity.eod_id && !parts.token_bytes.has(*identity.eod_id))
+    parts.token_bytes.set(*identity.eod_id, kEndOfTextName);
   return make_bpe_tokenizer(std::move(parts));
 }
 

@@ -50,6 +50,24 @@ class SentencePieceTokenizer : public Tokenizer {
   std::unique_ptr<TokenizerSession> new_session() const override {
     return std::make_unique<SentencePieceSession>(processor_, path_);
   }
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::vector<int> pieces;
+    for (const int32_t id : ids) {
+      if (id < 0 || id >= processor_.GetPieceSize()) {
+        throw runtime::InputError(TRAINER_STR("decode: id " << id << " is no piece of " << path_
+                                                            << " (" << processor_.GetPieceSize()
+                                                            << " pieces)"));
+      }
+      pieces.push_back(id);
+    }
+    std::string text;
+    const auto status = processor_.Decode(pieces, &text);
+    if (!status.ok()) {
+      throw runtime::InputError(
+          TRAINER_STR(path_ << ": SentencePiece cannot decode: " << status.ToString()));
+    }
+    return text;
+  }
 
  private:
   std::string path_;

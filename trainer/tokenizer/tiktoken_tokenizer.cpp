@@ -87,6 +87,7 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const TokenizerSpec& spec) {
                                                  << line.substr(0, space) << "\" appears twice"));
     }
     tokens.emplace_back(bytes, static_cast<int32_t>(rank));
+    parts.token_bytes.set(static_cast<int32_t>(rank), bytes);
   }
   for (int byte = 0; byte < 256; ++byte) {
     const auto found = model.whole_pieces.find(std::string(1, static_cast<char>(byte)));
@@ -122,6 +123,7 @@ std::unique_ptr<Tokenizer> load_tiktoken_tokenizer(const TokenizerSpec& spec) {
   identity.split_pattern = pattern;
   identity.eod_id = spec.eod_id;
   identity.vocab_size = std::max<int64_t>(max_rank, *spec.eod_id) + 1;
+  parts.token_bytes.set(*spec.eod_id, kEndOfTextName);  // tiktoken's name of the eod
   return make_bpe_tokenizer(std::move(parts));
 }
 

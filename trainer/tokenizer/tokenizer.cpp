@@ -27,6 +27,20 @@ class ByteTokenizer : public Tokenizer {
   std::unique_ptr<TokenizerSession> new_session() const override {
     return std::make_unique<ByteSession>();
   }
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::string bytes;
+    for (const int32_t id : ids) {
+      if (id >= 0 && id < 256) {
+        bytes += static_cast<char>(id);
+      } else if (id == identity_.eod_id) {
+        bytes += kEndOfTextName;
+      } else {
+        throw runtime::InputError(
+            TRAINER_STR("decode: id " << id << " is no token of the byte tokenizer"));
+      }
+    }
+    return bytes;
+  }
 };
 
 }  // namespace

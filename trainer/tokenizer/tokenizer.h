@@ -1,11 +1,13 @@
 // The tokenizers of `trainer prepare-data`: byte, gpt2 (vocab.json + merges.txt), hf
 // (tokenizer.json, byte-level BPE), tiktoken (.tiktoken ranks + a named split) and sentencepiece.
 // Rules: text in, ids out; special-token text is plain text (only the caller appends the eod id).
+// Decoding is the inverse: ids to the bytes they spell (special tokens to their text).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +57,13 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::unique_ptr<TokenizerSession> new_session() const = 0;
+  // The bytes `ids` spell, as the reference decoders give them: a byte-level token (added and
+  // special ones too, as Hugging Face's ByteLevel decoder) its bytes, or its text when it has a
+  // character outside GPT-2's byte alphabet; tiktoken's ranks their bytes; the eod id of a
+  // tokenizer without a name for it (byte, tiktoken) "<|endoftext|>"; SentencePiece its
+  // library's Decode. May end inside a UTF-8 character (valid_utf8 makes text of it).
+  // InputError naming an id with no token.
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
   const TokenizerIdentity& identity() const { return identity_; }
   // Whether documents must be valid UTF-8 (every kind but byte).
   bool requires_utf8() const { return identity_.kind != "byte"; }
@@ -62,6 +71,13 @@ class Tokenizer {
  protected:
   TokenizerIdentity identity_;
 };
+
+// The text "<|endoftext|>": what an eod id decodes to when the tokenizer has no text for it.
+inline constexpr const char* kEndOfTextName = "<|endoftext|>";
+
+// `bytes` with each invalid UTF-8 sequence replaced by U+FFFD, as Python's
+// bytes.decode("utf-8", errors="replace") and Rust's from_utf8_lossy do.
+std::string valid_utf8(std::string_view bytes);
 
 // Loads and validates the tokenizer files; every defect is an InputError naming the file and,
 // inside it, the field or line.

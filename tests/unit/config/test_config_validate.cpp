@@ -188,6 +188,22 @@ TEST(ValidateTrain, EvalIntervalNonNegative) {
   EXPECT_TRUE(rejected(config, "train.eval_interval", {"must be >= 0, got -10"}));
 }
 
+TEST(ValidateTrain, SampleTokensLeaveTheLearnedPositionsRoomForAPrompt) {
+  Config config = valid_config();
+  config.train.sample_interval = -1;
+  EXPECT_TRUE(rejected(config, "train.sample_interval", {"must be >= 0, got -1"}));
+  config.train.sample_interval = 10;
+  config.train.sample_tokens = 0;
+  EXPECT_TRUE(rejected(config, "train.sample_tokens", {"got 0"}));
+  config.train.sample_tokens = config.model.seq_length;
+  EXPECT_TRUE(rejected(config, "train.sample_tokens", {"leaves no room for the prompt"}));
+  config.train.sample_tokens = config.model.seq_length - 1;
+  EXPECT_TRUE(accepted(config));
+  config.train.sample_tokens = 0;
+  config.train.sample_interval = 0;  // no samples: sample_tokens is not read
+  EXPECT_TRUE(accepted(config));
+}
+
 TEST(ValidateTrain, EvalItersNeededWhenEvaluating) {
   Config config = valid_config();
   config.train.eval_iters = 0;

@@ -1,0 +1,207 @@
+// `trainer generate`: options, the model (export or checkpoint), the tokenizer (the dataset's or
+// the flags'), then prompt -> Decoder -> sampled tokens -> text on stdout.
+#include "trainer/generate/generate_command.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <ostream>
+
+#include "model/decoder.h"
+#include "runtime/error.h"
+#include "trainer/generate/dataset_tokenizer.h"
+#include "trainer/generate/model_source.h"
+
+namespace trainer {
+namespace {
+
+[[noreturn]] void bad_value(const std::string& flag, const std::string& value,
+                            const std::string& expected) {
+  throw runtime::InputError("generate: " + flag + " \"" + value + "\": expected " + expected);
+}
+
+int64_t parse_integer(const std::string& flag, const std::string& text) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty())
+    bad_value(flag, text, "an integer");
+  return value;
+}
+
+float parse_float(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const float value = std::strtof(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value))
+    bad_value(flag, text, "a number");
+  return value;
+}
+
+// The tokenizer of the flags, else the one of the run's dataset.
+std::unique_ptr<tokenizer::Tokenizer> resolve_tokenizer(const GenerateOptions& options,
+                                                        const Config& config) {
+  if (options.tokenizer) return tokenizer::load_tokenizer(*options.tokenizer);
+  const std::optional<tokenizer::TokenizerSpec> spec = data_tokenizer_spec(config.data);
+  if (!spec) {
+    throw runtime::InputError(
+        "generate: no dataset of the run has a .json naming its tokenizer; give one with "
+        "--tokenizer and its files, as to prepare-data");
+  }
+  return tokenizer::load_tokenizer(*spec);
+}
+
+}  // namespace
+
+std::string generate_usage() {
+  return "usage: trainer generate --model RUN_DIR | --checkpoint STEP_DIR [--prompt TEXT]\n"
+         "                        [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+         "                        [--tokenizer KIND --vocab-file F --merge-file F\n"
+         "                         --tokenizer-file F --split-pattern NAME --eod-id ID]\n"
+         "                        [--print-ids]\n"
+         "        Sample text from a trained model on one process (CPU, fp32, key/value cache).\n"
+         "        --model: a run's output.dir (model.safetensors, config.json, config.yaml);\n"
+         "        --checkpoint: a checkpoint step directory of any parallel layout.\n"
+         "        --prompt: the text to continue (default: start a new document at the eod\n"
+         "        token). --max-new-tokens (64), --temperature (1.0; 0 is greedy), --top-k (0:\n"
+         "        the whole vocabulary), --seed (1234): the same seed gives the same sample.\n"
+         "        Generation stops at the eod token. The tokenizer is the data's (the <prefix>.json\n"
+         "        of data.path or of data.blend's datasets) unless given with prepare-data's\n"
+         "        tokenizer flags.\n"
+         "        --print-ids adds a line with the generated token ids.\n";
+}
+
+GenerateOptions parse_generate_options(const std::vector<std::string>& args) {
+  GenerateOptions options;
+  tokenizer::TokenizerSpec spec;
+  bool tokenizer_flags = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw runtime::InputError("generate: " + flag + " needs a value");
+      return args[++i];
+    };
+    if (flag == "--model") {
+      options.model_dir = value();
+    } else if (flag == "--checkpoint") {
+      options.checkpoint_dir = value();
+    } else if (flag == "--prompt") {
+      options.prompt = value();
+    } else if (flag == "--max-new-tokens") {
+      options.sampling.max_new_tokens = parse_integer(flag, value());
+    } else if (flag == "--temperature") {
+      options.sampling.temperature = parse_float(flag, value());
+    } else if (flag == "--top-k") {
+      options.sampling.top_k = parse_integer(flag, value());
+    } else if (flag == "--seed") {
+      const int64_t seed = parse_integer(flag, value());
+      if (seed < 0) bad_value(flag, args[i], "an integer >= 0");
+      options.sampling.seed = static_cast<uint64_t>(seed);
+    } else if (flag == "--print-ids") {
+      options.print_ids = true;
+    } else if (flag == "--tokenizer") {
+      spec.kind = tokenizer::parse_kind(value());
+      tokenizer_flags = true;
+    } else if (flag == "--vocab-file") {
+      spec.vocab_file = value();
+    } else if (flag == "--merge-file") {
+      spec.merge_file = value();
+    } else if (flag == "--tokenizer-file") {
+      spec.tokenizer_file = value();
+    } else if (flag == "--split-pattern") {
+      spec.split_pattern = value();
+    } else if (flag == "--eod-id") {
+      const int64_t id = parse_integer(flag, value());
+      if (id < 0 || id > INT32_MAX) bad_value(flag, args[i], "an id >= 0");
+      spec.eod_id = static_cast<int32_t>(id);
+    } else {
+      throw runtime::InputError("generate: unknown argument '" + flag +
+                                "' (see trainer generate --help)");
+    }
+  }
+  const bool file_flags = !spec.vocab_file.empty() || !spec.merge_file.empty() ||
+                          !spec.tokenizer_file.empty() || !spec.split_pattern.empty() ||
+                          spec.eod_id.has_value();
+  if (file_flags && !tokenizer_flags)
+    throw runtime::InputError("generate: tokenizer file flags need --tokenizer KIND");
+  if (tokenizer_flags) options.tokenizer = spec;
+  if (options.model_dir.empty() == options.checkpoint_dir.empty()) {
+    throw runtime::InputError(
+        "generate: give exactly one of --model RUN_DIR and --checkpoint STEP_DIR");
+  }
+  check_sampling_options(options.sampling);
+  return options;
+}
+
+std::vector<int32_t> prompt_ids(const std::string& prompt, const tokenizer::Tokenizer& tokenizer,
+                                const model::GptConfig& config) {
+  std::vector<int32_t> ids;
+  if (prompt.empty()) {
+    if (!tokenizer.identity().eod_id) {
+      throw runtime::InputError(
+          "generate: the tokenizer has no eod id to start a document; give --prompt");
+    }
+    ids.push_back(*tokenizer.identity().eod_id);
+  } else {
+    tokenizer.new_session()->encode(prompt, &ids);
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= config.vocab_size) {
+      throw runtime::InputError(TRAINER_STR(
+          "generate: prompt token " << i << " is id " << ids[i] << ", not below the model's "
+                                    << "vocab_size " << config.vocab_size << " (the "
+                                    << tokenizer.identity().kind
+                                    << " tokenizer does not fit this model)"));
+    }
+  }
+  return ids;
+}
+
+Sample generate_sample(const model::GptParams& params, const model::GptConfig& config,
+                       const std::vector<int32_t>& prompt, const SamplingOptions& sampling,
+                       const tokenizer::Tokenizer* tokenizer) {
+  runtime::CpuAllocator allocator;
+  model::Decoder decoder(params, config, allocator);
+  Sample sample;
+  sample.prompt = prompt;
+  sample.generated = generate_tokens(decoder, prompt, sampling);
+  if (tokenizer != nullptr) {
+    std::vector<int32_t> ids = prompt;
+    ids.insert(ids.end(), sample.generated.begin(), sample.generated.end());
+    if (sampling.stop_id && !sample.generated.empty() &&
+        sample.generated.back() == *sampling.stop_id)
+      ids.pop_back();
+    sample.text = tokenizer::valid_utf8(tokenizer->decode(ids));
+  }
+  return sample;
+}
+
+int run_generate(const GenerateOptions& options, std::ostream& out) {
+  const std::unique_ptr<LoadedModel> loaded = options.model_dir.empty()
+                                                  ? load_checkpoint_model(options.checkpoint_dir)
+                                                  : load_exported_model(options.model_dir);
+  const model::GptConfig& config = loaded->config.model;
+  const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
+      resolve_tokenizer(options, loaded->config);
+  SamplingOptions sampling = options.sampling;
+  sampling.stop_id = tokenizer->identity().eod_id;
+  const std::vector<int32_t> prompt = prompt_ids(options.prompt, *tokenizer, config);
+  if (config.learned_positions() &&
+      static_cast<int64_t>(prompt.size()) + sampling.max_new_tokens > config.positions()) {
+    throw runtime::InputError(TRAINER_STR(
+        "generate: the prompt's " << prompt.size() << " tokens + --max-new-tokens "
+                                  << sampling.max_new_tokens << " exceed the model's "
+                                  << config.positions() << " learned positions (model.seq_length)"));
+  }
+  const Sample sample = generate_sample(loaded->params, config, prompt, sampling, tokenizer.get());
+  // Without a prompt the text starts at the eod token: leave its name out.
+  const std::string eod_text =
+      options.prompt.empty() ? tokenizer::valid_utf8(tokenizer->decode(prompt)) : "";
+  out << sample.text.substr(sample.text.rfind(eod_text, 0) == 0 ? eod_text.size() : 0) << "\n";
+  if (options.print_ids) {
+    out << "ids:";
+    for (const int32_t id : sample.generated) out << " " << id;
+    out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace trainer

@@ -1,0 +1,89 @@
+// Loading the whole model from an export (through the Hugging Face name -> transform tables of
+// trainer/export) or from a checkpoint (through the resharding reader, parameter by parameter).
+#include "trainer/generate/model_source.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "runtime/error.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/stored_params.h"
+#include "trainer/export/hf_gpt2.h"
+#include "trainer/export/hf_llama.h"
+#include "trainer/export/safetensors.h"
+
+namespace trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw runtime::InputError("generate: cannot read " + path.string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::unique_ptr<LoadedModel> allocate(const Config& config, const std::string& source) {
+  auto loaded = std::make_unique<LoadedModel>();
+  loaded->config = config;
+  loaded->source = source;
+  loaded->params = model::GptParams::allocate(loaded->allocator, config.model,
+                                              runtime::MemoryCategory::param);
+  loaded->params.flat.zero_();  // vocabulary padding rows: 0
+  return loaded;
+}
+
+}  // namespace
+
+std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  if (!fs::is_directory(dir))
+    throw runtime::InputError("generate: --model " + run_dir + ": no such directory");
+  const fs::path weights = dir / "model.safetensors", json = dir / "config.json",
+                 yaml = dir / "config.yaml";
+  if (!fs::exists(weights)) {
+    throw runtime::InputError("generate: --model " + run_dir +
+                              ": no model.safetensors (the run writes it at its end with "
+                              "output.export: true; a checkpoint loads with --checkpoint)");
+  }
+  Config config;
+  if (fs::exists(yaml)) {
+    config = parse_config(read_file(yaml), yaml.string(), {}, ConfigUse::plan);
+  } else if (fs::exists(json)) {
+    config.model = gpt_config_from_hf_json(read_file(json), json.string());
+  } else {
+    throw runtime::InputError("generate: --model " + run_dir +
+                              ": neither config.yaml (the run's) nor config.json beside "
+                              "model.safetensors");
+  }
+  auto loaded = allocate(config, weights.string());
+  const SafetensorsFile file = read_safetensors(weights.string());
+  if (config.model.architecture == model::Architecture::llama) {
+    if (fs::exists(json)) check_hf_llama_config(read_file(json), json.string(), config.model);
+    from_hf_llama(file, loaded->params, config.model);
+  } else {
+    from_hf_gpt2(file, loaded->params, config.model);
+  }
+  return loaded;
+}
+
+std::unique_ptr<LoadedModel> load_checkpoint_model(const std::string& step_dir) {
+  if (!fs::exists(fs::path(step_dir) / "manifest.json")) {
+    throw runtime::InputError("generate: --checkpoint " + step_dir +
+                              ": no manifest.json (expected a step directory, "
+                              "<checkpoint.dir>/step_NNNNNNNN)");
+  }
+  const CheckpointReader reader(step_dir, ChecksumPolicy::verify_all);
+  const Config config = parse_config(reader.meta().config_yaml,
+                                     step_dir + "/manifest.json (config)", {}, ConfigUse::plan);
+  auto loaded = allocate(config, step_dir);
+  for (const model::NamedParam& p : loaded->params.named) {
+    const StoredPart part = stored_part(p, config.model);
+    reader.read(kStateNames[0] + p.name, part.global_shape, part.slice, runtime::DType::f32,
+                p.tensor.f32());
+  }
+  return loaded;
+}
+
+}  // namespace trainer
