@@ -2,6 +2,7 @@
 #include "trainer/optimizer.h"
 
 #include "parallel/pipeline/grad_sync.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 #include "trainer/distributed_optimizer.h"
 #include "trainer/optimizer_memory.h"
@@ -56,13 +57,18 @@ AdamW::AdamW(const model::GptParams& params, const model::GptParams& master,
       params_(params),
       master_(master),
       layout_(layout),
-      exp_avg_(runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
-                                      runtime::MemoryCategory::optimizer)),
-      exp_avg_sq_(runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
-                                         runtime::MemoryCategory::optimizer)) {
+      exp_avg_(runtime::memory_timeline::named("exp_avg", [&] {
+        return runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
+                                      runtime::MemoryCategory::optimizer);
+      })),
+      exp_avg_sq_(runtime::memory_timeline::named("exp_avg_sq", [&] {
+        return runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
+                                      runtime::MemoryCategory::optimizer);
+      })) {
   runtime::ops::zero(exp_avg_);
   runtime::ops::zero(exp_avg_sq_);
   if (layout_.dp_size > 1 && layout_.has_staged_bucket()) {
+    const runtime::memory_timeline::Name timeline_name("grad_staging");
     staging_ = runtime::Tensor::empty(allocator, {layout_.dp_size}, runtime::DType::f32,
                                       runtime::MemoryCategory::comm);
   }
