@@ -323,7 +323,7 @@ def draw_timeline(ax, measured, predicted, unit, size):
     drawn = measured or predicted
     live = live_bytes(drawn)
     x = list(range(len(drawn["events"]) + 1))
-    top = max(sum(live[c][i] for c in CATEGORIES) for i in x) / size
+    top = max(map(sum, zip(*live.values()))) / size
     # The phases: a strip above the stack (the schedule's ops labelled by microbatch), the
     # step's tail in gray, recompute as black ticks on the axis.
     strip = (top * 1.03, top * 0.15)
@@ -353,7 +353,7 @@ def draw_timeline(ax, measured, predicted, unit, size):
     if measured and predicted:
         p_live = live_bytes(predicted)
         px = list(range(len(predicted["events"]) + 1))
-        total = [sum(p_live[c][i] for c in CATEGORIES) / size for i in px]
+        total = [t / size for t in map(sum, zip(*p_live.values()))]
         ax.step(px, total, where="post", color="black", linestyle="--", linewidth=1.0,
                 label="predicted total", zorder=4)
         differ = first_difference(predicted, measured)
@@ -376,8 +376,7 @@ def plot_timeline(measured_prefix, predicted_prefix, out_dir):
         raise InputError(f"no timeline files {measured_prefix or predicted_prefix}_rank<R>.json")
     timelines = [(read_timeline(measured[r]) if r in measured else None,
                   read_timeline(predicted[r]) if r in predicted else None) for r in ranks]
-    largest = max(sum(live_bytes(m or p)[c][i] for c in CATEGORIES)
-                  for m, p in timelines for i in range(len((m or p)["events"]) + 1))
+    largest = max(max(map(sum, zip(*live_bytes(m or p).values()))) for m, p in timelines)
     unit, size = byte_unit(largest)
     fig, axes = plt.subplots(len(ranks), 1, figsize=(14, 2.5 * len(ranks) + 1.1), squeeze=False)
     axes = [row[0] for row in axes]
