@@ -166,8 +166,9 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
   maker.make(s, &HeadStash::lnf_rstd);
   maker.make(s, &HeadStash::lnf_out);
   const bool sp = d.sequence_parallel && d.tp_size > 1;
-  Tensor normalized =
-      sp ? workspace(allocator, "lnf_out_shard", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype) : s.lnf_out;
+  Tensor normalized = sp ? workspace(allocator, "lnf_out_shard", {d.seq_shard(), d.micro_batch, C},
+                                     d.activation_dtype)
+                         : s.lnf_out;
   if (layernorm) {
     ops::layernorm_forward({.out = normalized,
                             .mean = s.lnf_mean,
@@ -270,13 +271,15 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g, const
                         .in_features = C,
                         .out_features = vocab.rows});
   if (d.tp_size > 1 && d.sequence_parallel) {
-    Tensor shard = workspace(allocator, "dlnf_shard", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
+    Tensor shard =
+        workspace(allocator, "dlnf_shard", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
     parallel::gather_from_sp_backward(*d.tp, shard, dlnf);
     dlnf = shard;
   } else if (d.tp_size > 1) {
     parallel::copy_to_tp_backward(*d.tp, dlnf);
   }
-  Tensor dinput = workspace(allocator, "dinput", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
+  Tensor dinput =
+      workspace(allocator, "dinput", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
   ops::zero(dinput);
   if (!d.features.layernorm()) {
     ops::rmsnorm_backward({.dinput = dinput,

@@ -89,7 +89,8 @@ ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const 
 
   // The chunk's output is kept by the next layer, by the head, or sent on (comm).
   auto output = [&](int64_t next_layer) {
-    const runtime::memory_timeline::Name timeline_name(next_layer == 0 ? "embedding_out" : "layer_out");
+    const runtime::memory_timeline::Name timeline_name(next_layer == 0 ? "embedding_out"
+                                                                       : "layer_out");
     if (next_layer < L) return hidden(plan_.keeps_input(next_layer));
     return chunk_.head ? hidden(true) : hidden(runtime::MemoryCategory::comm);
   };

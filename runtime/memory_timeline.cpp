@@ -30,10 +30,14 @@ Recorder& recorder() {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::alloc: return "alloc";
-    case Op::free: return "free";
-    case Op::begin: return "begin";
-    case Op::end: return "end";
+    case Op::alloc:
+      return "alloc";
+    case Op::free:
+      return "free";
+    case Op::begin:
+      return "begin";
+    case Op::end:
+      return "end";
   }
   return "?";
 }
@@ -67,9 +71,9 @@ bool detail::begin_phase(const trace::SliceInfo& info) {
   trace::SliceInfo phase = info;
   if (!record.phases.empty()) {  // inherit as the trace does (runtime/trace.h)
     const trace::SliceInfo& parent = record.phases.back();
-    for (auto [field, inherited] : {std::pair{&phase.layer, parent.layer},
-                                    std::pair{&phase.microbatch, parent.microbatch},
-                                    std::pair{&phase.chunk, parent.chunk}}) {
+    for (auto [field, inherited] :
+         {std::pair{&phase.layer, parent.layer}, std::pair{&phase.microbatch, parent.microbatch},
+          std::pair{&phase.chunk, parent.chunk}}) {
       if (*field < 0) *field = inherited;
     }
   }

@@ -84,13 +84,6 @@ class Name {
   bool set_ = false;
 };
 
-// make() run under Name(name): `Tensor t = named("exp_avg", [&] { return Tensor::empty(...); });`
-template <class Make>
-auto named(const char* name, Make&& make) {
-  const Name scope(name);
-  return make();
-}
-
 // Starts recording `allocator`'s allocations and frees (from every thread) and the calling
 // thread's phases; stop() ends it and returns what was recorded.
 void start(const Allocator& allocator);

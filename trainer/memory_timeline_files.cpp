@@ -31,8 +31,9 @@ std::string json_string(const std::string& text) {
 std::string category_bytes_object(const std::array<int64_t, runtime::kNumMemoryCategories>& bytes) {
   std::string out = "{";
   for (const runtime::MemoryCategory c : runtime::kAllMemoryCategories) {
-    out += (c == runtime::MemoryCategory::param ? "" : ", ") + json_string(std::string(runtime::category_name(c))) +
-           ": " + std::to_string(bytes[static_cast<size_t>(c)]);
+    out += (c == runtime::MemoryCategory::param ? "" : ", ") +
+           json_string(std::string(runtime::category_name(c))) + ": " +
+           std::to_string(bytes[static_cast<size_t>(c)]);
   }
   return out + "}";
 }
@@ -60,7 +61,8 @@ void write_file(const std::string& path, const std::function<void(std::ostream&)
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
   if (error)
-    throw runtime::InputError("cannot rename " + temporary + " to " + path + ": " + error.message());
+    throw runtime::InputError("cannot rename " + temporary + " to " + path + ": " +
+                              error.message());
 }
 
 void write_compact(std::ostream& out, const TimelineSource& source, const timeline::Timeline& t) {
@@ -74,8 +76,8 @@ void write_compact(std::ostream& out, const TimelineSource& source, const timeli
     out << (i == 0 ? "\n" : ",\n") << "{\"seq\": " << i << ", \"op\": \"" << timeline::op_name(e.op)
         << "\"";
     if (e.op == Op::alloc || e.op == Op::free) {
-      out << ", \"category\": \"" << runtime::category_name(e.category) << "\", \"name\": "
-          << json_string(e.name) << ", \"bytes\": " << e.bytes;
+      out << ", \"category\": \"" << runtime::category_name(e.category)
+          << "\", \"name\": " << json_string(e.name) << ", \"bytes\": " << e.bytes;
     } else {
       out << ", \"name\": " << json_string(e.name);
     }
@@ -91,8 +93,9 @@ void write_chrome(std::ostream& out, const TimelineSource& source, const timelin
         << ", \"tid\": " << tid << ", \"args\": " << args << "}";
   };
   auto counter = [&](runtime::MemoryCategory c, size_t ts, int64_t bytes) {
-    out << ",\n{\"name\": \"" << runtime::category_name(c) << " bytes\", \"ph\": \"C\", \"ts\": "
-        << ts << ", \"pid\": " << pid << ", \"args\": {\"bytes\": " << bytes << "}}";
+    out << ",\n{\"name\": \"" << runtime::category_name(c)
+        << " bytes\", \"ph\": \"C\", \"ts\": " << ts << ", \"pid\": " << pid
+        << ", \"args\": {\"bytes\": " << bytes << "}}";
   };
   out << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rank\": " << source.rank
       << ", \"source\": " << json_string(source.source)
@@ -145,12 +148,13 @@ int64_t write_predicted_timelines(const Config& config, const std::string& prefi
   for (int64_t rank = 0; rank < world; ++rank) {
     timeline::Timeline predicted;
     predict_rank_memory(config, rank, &predicted);
-    write_memory_timeline(prefix,
-                          {.rank = rank,
-                           .label = rank_label(rank, parallel::rank_coordinates(rank, config.parallel)),
-                           .source = "predicted",
-                           .step = std::nullopt},
-                          predicted);
+    write_memory_timeline(
+        prefix,
+        {.rank = rank,
+         .label = rank_label(rank, parallel::rank_coordinates(rank, config.parallel)),
+         .source = "predicted",
+         .step = std::nullopt},
+        predicted);
   }
   return world;
 }

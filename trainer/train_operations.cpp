@@ -265,10 +265,8 @@ void Trainer::write_trace() {
   const parallel::RankCoordinates& r = groups_.coordinates;
   const std::string path =
       config_.output.dir + "/trace_rank" + std::to_string(groups_.world_rank) + ".json";
-  runtime::trace::write_chrome_trace(
-      path, groups_.world_rank,
-      rank_label(groups_.world_rank, r),
-      runtime::trace::take());
+  runtime::trace::write_chrome_trace(path, groups_.world_rank, rank_label(groups_.world_rank, r),
+                                     runtime::trace::take());
   if (groups_.is_logging_rank()) {
     log_ << "trace: steps " << config_.train.trace.start_step << "-" << step_ << " written to "
          << config_.output.dir << "/trace_rank*.json (scripts/trace_merge.py merges them)\n";

@@ -147,7 +147,8 @@ void ring_attention_forward(Communicator& cp, const RingAttentionForward& args,
   const int64_t c = ring.chunk(), steps = args.shard.size;
   ForwardState state{workspace(allocator, "ring_ctx", ring.query_rows(2 * c), DType::f32),
                      workspace(allocator, "ring_block_ctx", ring.query_rows(c), DType::f32),
-                     workspace(allocator, "ring_block_lse", {args.dims.micro_batch, args.dims.heads, c}, DType::f32)};
+                     workspace(allocator, "ring_block_lse",
+                               {args.dims.micro_batch, args.dims.heads, c}, DType::f32)};
   Tensor kv = pack_key_values(ring, args.qkv, allocator);
   for (int64_t step = 0; step < steps; ++step) {
     const bool last = step + 1 == steps;

@@ -54,8 +54,12 @@ TEST(MemoryTimeline, PredictedEqualsMeasuredEventForEvent) {
   mpi_test::SharedData shared;
   const emulated::Device registered;
   const std::vector<std::string> layout = {
-      "parallel.tensor=2", "parallel.pipeline=2", "parallel.virtual_pipeline=2",
-      "model.num_layers=8", "recompute.granularity=selective", "recompute.modules=[core_attn]",
+      "parallel.tensor=2",
+      "parallel.pipeline=2",
+      "parallel.virtual_pipeline=2",
+      "model.num_layers=8",
+      "recompute.granularity=selective",
+      "recompute.modules=[core_attn]",
       "recompute.layers=[{range: [2, 3], granularity: full}, {range: [6, 7], granularity: none}]"};
   for (const bool device : {false, true}) {
     std::vector<std::string> overrides = layout;

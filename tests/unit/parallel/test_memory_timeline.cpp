@@ -41,10 +41,13 @@ TEST(MemoryTimeline, RecordsTheWatchedAllocatorsEventsWithNamesAndPhases) {
       const Scope layer({.name = "forward", .layer = 3});
       const Name name("ln1_out");
       stash = floats(watched, 4, MemoryCategory::activation);
-      const Tensor elsewhere = floats(other, 4, MemoryCategory::activation);  // not recorded
-      const Tensor empty = floats(watched, 0, MemoryCategory::workspace);    // no storage
+      const Tensor elsewhere = floats(other, 4, MemoryCategory::activation);         // not recorded
+      const Tensor empty = floats(watched, 0, MemoryCategory::workspace);            // no storage
       const Scope comm({.name = "all_reduce", .lane = runtime::trace::Lane::comm});  // no phase
-      const Tensor temp = named("dq", [&] { return floats(watched, 2, MemoryCategory::workspace); });
+      const Tensor temp = [&] {
+        const Name inner("dq");  // the innermost Name wins
+        return floats(watched, 2, MemoryCategory::workspace);
+      }();
     }
     const Tensor unnamed = floats(watched, 1, MemoryCategory::comm);
     stash = Tensor();
@@ -67,8 +70,8 @@ TEST(MemoryTimeline, RecordsTheWatchedAllocatorsEventsWithNamesAndPhases) {
   };
   ASSERT_EQ(t.events.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(t.events[i], expected[i]) << "event " << i << ": " << op_name(t.events[i].op) << " "
-                                        << t.events[i].name;
+    EXPECT_EQ(t.events[i], expected[i])
+        << "event " << i << ": " << op_name(t.events[i].op) << " " << t.events[i].name;
   }
   // Stopped: a later allocation records nothing, and the trace's scopes are not followed.
   const Tensor after = floats(watched, 4, MemoryCategory::activation);
