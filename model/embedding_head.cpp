@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "parallel/core/mappings.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 
 namespace model {
@@ -14,8 +15,10 @@ namespace ops = runtime::ops;
 using runtime::DType;
 using runtime::MemoryCategory;
 
-Tensor workspace(runtime::Allocator& allocator, const runtime::Shape& shape,
+// A workspace temporary; `name`: the tensor's in a memory timeline.
+Tensor workspace(runtime::Allocator& allocator, const char* name, const runtime::Shape& shape,
                  DType dtype = DType::f32) {
+  const runtime::memory_timeline::Name timeline_name(name);
   return Tensor::empty(allocator, shape, dtype, MemoryCategory::workspace);
 }
 
@@ -70,7 +73,7 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
   // Under sequence parallelism the lookup covers the whole sequence, then each rank keeps its
   // rows summed over the vocabulary shards; otherwise the sum lands in `out` itself.
   const bool scatter = d.sequence_parallel && d.tp_size > 1;
-  Tensor words = scatter ? workspace(allocator, {T, B, C}, d.activation_dtype) : out;
+  Tensor words = scatter ? workspace(allocator, "words", {T, B, C}, d.activation_dtype) : out;
   ops::embedding_forward({.out = words,
                           .tokens = tokens,
                           .wte = p.wte,
@@ -135,7 +138,7 @@ void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& 
   }
   Tensor dwords = dout;
   if (d.sequence_parallel && d.tp_size > 1) {
-    dwords = workspace(allocator, {T, B, C}, d.activation_dtype);
+    dwords = workspace(allocator, "dwords", {T, B, C}, d.activation_dtype);
     parallel::reduce_scatter_to_sp_backward(*d.tp, dwords, dout);
   }
   const VocabShard vocab = vocab_shard(config, d);
@@ -163,8 +166,9 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
   maker.make(s, &HeadStash::lnf_rstd);
   maker.make(s, &HeadStash::lnf_out);
   const bool sp = d.sequence_parallel && d.tp_size > 1;
-  Tensor normalized =
-      sp ? workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype) : s.lnf_out;
+  Tensor normalized = sp ? workspace(allocator, "lnf_out_shard", {d.seq_shard(), d.micro_batch, C},
+                                     d.activation_dtype)
+                         : s.lnf_out;
   if (layernorm) {
     ops::layernorm_forward({.out = normalized,
                             .mean = s.lnf_mean,
@@ -204,7 +208,7 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
                                 .padded_vocab = vocab.rows});
   } else {
     // Vocab-parallel cross entropy: global max, then sum of exp, then the target logit.
-    Tensor row_max = workspace(allocator, {rows});
+    Tensor row_max = workspace(allocator, "row_max", {rows});
     ops::vocab_shard_max({.row_max = row_max,
                           .logits = s.logits,
                           .rows = rows,
@@ -257,7 +261,7 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g, const
                                              .shard_cols = vocab.rows,
                                              .scale = loss_scale});
   }
-  Tensor dlnf = workspace(allocator, {d.seq, d.micro_batch, C}, d.activation_dtype);
+  Tensor dlnf = workspace(allocator, "dlnf", {d.seq, d.micro_batch, C}, d.activation_dtype);
   ops::linear_backward({.dinput = dlnf,
                         .dweight = output_weight(g, config),
                         .dout = dlogits,
@@ -267,13 +271,15 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g, const
                         .in_features = C,
                         .out_features = vocab.rows});
   if (d.tp_size > 1 && d.sequence_parallel) {
-    Tensor shard = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
+    Tensor shard =
+        workspace(allocator, "dlnf_shard", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
     parallel::gather_from_sp_backward(*d.tp, shard, dlnf);
     dlnf = shard;
   } else if (d.tp_size > 1) {
     parallel::copy_to_tp_backward(*d.tp, dlnf);
   }
-  Tensor dinput = workspace(allocator, {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
+  Tensor dinput =
+      workspace(allocator, "dinput", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
   ops::zero(dinput);
   if (!d.features.layernorm()) {
     ops::rmsnorm_backward({.dinput = dinput,

@@ -8,6 +8,7 @@
 #include "model/recompute_modules.h"
 #include "model/tensor_parallel_linear.h"
 #include "parallel/core/ring_attention.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 #include "runtime/trace.h"
 
@@ -19,12 +20,15 @@ using runtime::DropoutOp;
 
 // Temporaries of the activations' type (f32 on the host, bf16 on a device) per query head
 // (B, H, T, last) and per key/value head; those of hidden states are
-// model/tensor_parallel_linear.h's.
-Tensor per_head(const LayerDims& d, int64_t last, runtime::Allocator& allocator) {
+// model/tensor_parallel_linear.h's. `name`: the tensor's in a memory timeline.
+Tensor per_head(const LayerDims& d, int64_t last, runtime::Allocator& allocator, const char* name) {
+  const runtime::memory_timeline::Name timeline_name(name);
   return Tensor::empty(allocator, {d.micro_batch, d.heads, d.seq, last}, d.activation_dtype,
                        runtime::MemoryCategory::workspace);
 }
-Tensor per_kv_head(const LayerDims& d, runtime::Allocator& allocator) {  // (B, Hkv, T, D)
+Tensor per_kv_head(const LayerDims& d, runtime::Allocator& allocator,
+                   const char* name) {  // (B, Hkv, T, D)
+  const runtime::memory_timeline::Name timeline_name(name);
   return Tensor::empty(allocator, {d.micro_batch, d.kv_heads(), d.seq, d.head_dim},
                        d.activation_dtype, runtime::MemoryCategory::workspace);
 }
@@ -185,7 +189,7 @@ void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const Lay
        .group_size = d.features.group_size});
   qkv = Tensor();
   core_attn_probs_forward(s, d, c);              // probs (B, H, T, T)
-  Tensor ctx_heads = per_head(d, D, allocator);  // (B, H, T, D)
+  Tensor ctx_heads = per_head(d, D, allocator, "ctx_heads");  // (B, H, T, D)
   ops::attention_context_forward({.ctx_heads = ctx_heads,
                                   .probs = context_input(s, d),
                                   .v = s.v,
@@ -291,7 +295,7 @@ void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const Laye
                                LinearBiasGrad bias_grad = LinearBiasGrad::here) {
   // The column-parallel linear in reverse; its input and input gradient over the full sequence
   // stay alive through the layernorm's backward (the memory model counts them there).
-  Tensor dnormalized_full = full_sequence(d, d.hidden, allocator);
+  Tensor dnormalized_full = full_sequence(d, d.hidden, allocator, "dnormalized_full");
   const Tensor normalized_full = column_parallel_input(s.*block.normalized, d, allocator);
   ops::linear_backward({.dinput = dnormalized_full,
                         .dweight = g.*block.weight,
@@ -332,7 +336,7 @@ void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const Laye
 // dbias (the column sums of dffn) go to g (+=).
 Tensor fc2_act_backward(const Tensor& dout, const LayerStash& s, const LayerParams& w,
                         const LayerParams& g, const LayerDims& d, runtime::Allocator& allocator) {
-  Tensor dffn = full_sequence(d, d.ffn, allocator);
+  Tensor dffn = full_sequence(d, d.ffn, allocator, "dffn");
   const Tensor dout_full = row_parallel_output_grad(dout, d, allocator);
   ops::gelu_linear_backward({.dinput = dffn,
                              .dweight = g.fc2_weight,
@@ -356,7 +360,7 @@ Tensor fc2_swiglu_backward(const Tensor& dout, const LayerStash& s, const LayerP
                            runtime::Allocator& allocator) {
   Tensor dact = row_parallel_linear_backward(g.fc2_weight, g.fc2_bias, dout, s.gelu_out,
                                              w.fc2_weight, d.ffn, d, allocator);  // (T, B, F)
-  Tensor dfc1 = full_sequence(d, d.fc1_width(), allocator);
+  Tensor dfc1 = full_sequence(d, d.fc1_width(), allocator, "dfc1");
   ops::swiglu_backward({.dinput = dfc1,
                         .dout = dact,
                         .input = s.fc1_out,
@@ -395,7 +399,7 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                           const LayerContext& c, runtime::Allocator& allocator) {
   const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim;
   if (d.features.flash()) {
-    Tensor dqkv = full_sequence(d, d.qkv_width(), allocator);
+    Tensor dqkv = full_sequence(d, d.qkv_width(), allocator, "dqkv");
     if (d.cp_size > 1) {
       parallel::ring_attention_backward(*d.cp,
                                         {.dqkv = dqkv,
@@ -417,7 +421,7 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
     dctx = Tensor();
     return dqkv;
   }
-  Tensor dctx_heads = per_head(d, D, allocator);
+  Tensor dctx_heads = per_head(d, D, allocator, "dctx_heads");
   ops::split_heads({.ctx_heads = dctx_heads,
                     .ctx = dctx,
                     .seq = T,
@@ -425,9 +429,9 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                     .heads = H,
                     .head_dim = D});
   dctx = Tensor();
-  Tensor dprobs = per_head(d, T, allocator);
-  Tensor dq = per_head(d, D, allocator), dk = per_kv_head(d, allocator);
-  Tensor dv = per_kv_head(d, allocator);
+  Tensor dprobs = per_head(d, T, allocator, "dprobs");
+  Tensor dq = per_head(d, D, allocator, "dq"), dk = per_kv_head(d, allocator, "dk");
+  Tensor dv = per_kv_head(d, allocator, "dv");
   ops::attention_context_backward({.dprobs = dprobs,
                                    .dv = dv,
                                    .dctx_heads = dctx_heads,
@@ -440,7 +444,7 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
   dctx_heads = Tensor();
   core_attn_probs_backward(dq, dk, dprobs, s, d);
   dprobs = Tensor();
-  Tensor dqkv = full_sequence(d, d.qkv_width(), allocator);
+  Tensor dqkv = full_sequence(d, d.qkv_width(), allocator, "dqkv");
   ops::merge_qkv_heads({.dqkv = dqkv,
                         .dq = dq,
                         .dk = dk,
@@ -466,7 +470,7 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
   // attention: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
   layernorm_forward(s, w, kInputLayernormQkv, d);  // ln1_out (Ts, B, C)
   // (T, B, qkv_width): the flash stash keeps it; the unfused attention splits it into q, k, v
-  Tensor qkv = d.features.flash() ? s.qkv : full_sequence(d, d.qkv_width(), allocator);
+  Tensor qkv = d.features.flash() ? s.qkv : full_sequence(d, d.qkv_width(), allocator, "qkv");
   column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, d.qkv_width(), d, allocator);
   rope(qkv, d, /*backward=*/false);            // rotated q and k: what attention and its stash read
   core_attn_forward(s, qkv, d, c, allocator);  // ctx (T, B, H*D)
@@ -508,11 +512,11 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
 
   // dresidual, the residual stream's gradient (Ts, B, C): dropout_add hands dout to its x
   // unchanged (=), then each layernorm's backward adds the gradient of its input (+=).
-  Tensor dresidual = sequence_shard(d, d.hidden, allocator);
+  Tensor dresidual = sequence_shard(d, d.hidden, allocator, "dresidual");
   ops::copy(dresidual, dout);
 
   // mlp, in reverse: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
-  Tensor dfc2 = sequence_shard(d, d.hidden, allocator);
+  Tensor dfc2 = sequence_shard(d, d.hidden, allocator, "dfc2");
   dropout_add_backward(dfc2, dout, s.mlp_out_mask, d);
   if (d.features.swiglu) {
     Tensor dfc1 = fc2_swiglu_backward(dfc2, s, w, g, d, allocator);  // (T, B, 2F)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/tensor.h"
 
 namespace model {
@@ -72,6 +73,7 @@ class StashMaker {
     const runtime::MemoryCategory category = (rebuild || s->kept)
                                                  ? runtime::MemoryCategory::activation
                                                  : runtime::MemoryCategory::workspace;
+    const runtime::memory_timeline::Name timeline_name(s->name);
     stash.*member = Tensor::empty(allocator_, s->shape, s->dtype, category);
   }
   // Allocates every tensor the caller does not give, in spec order.

@@ -3,18 +3,23 @@
 #include "model/tensor_parallel_linear.h"
 
 #include "parallel/core/mappings.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 
 namespace model {
 
 namespace ops = runtime::ops;
 
-Tensor sequence_shard(const LayerDims& d, int64_t width, runtime::Allocator& allocator) {
+Tensor sequence_shard(const LayerDims& d, int64_t width, runtime::Allocator& allocator,
+                      const char* name) {
+  const runtime::memory_timeline::Name timeline_name(name);
   return Tensor::empty(allocator, {d.seq_shard(), d.micro_batch, width}, d.activation_dtype,
                        runtime::MemoryCategory::workspace);
 }
 
-Tensor full_sequence(const LayerDims& d, int64_t width, runtime::Allocator& allocator) {
+Tensor full_sequence(const LayerDims& d, int64_t width, runtime::Allocator& allocator,
+                     const char* name) {
+  const runtime::memory_timeline::Name timeline_name(name);
   return Tensor::empty(allocator, {d.seq, d.micro_batch, width}, d.activation_dtype,
                        runtime::MemoryCategory::workspace);
 }
@@ -22,7 +27,7 @@ Tensor full_sequence(const LayerDims& d, int64_t width, runtime::Allocator& allo
 Tensor column_parallel_input(const Tensor& shard, const LayerDims& d,
                              runtime::Allocator& allocator) {
   if (!d.sequence_parallel || d.tp_size == 1) return shard;
-  Tensor full = full_sequence(d, shard.dim(2), allocator);
+  Tensor full = full_sequence(d, shard.dim(2), allocator, "sp_gathered_input");
   parallel::gather_from_sp_forward(*d.tp, full, shard);
   return full;
 }
@@ -34,7 +39,7 @@ Tensor column_parallel_input_grad(const Tensor& dfull, const LayerDims& d,
     parallel::copy_to_tp_backward(*d.tp, dfull);
     return dfull;
   }
-  Tensor shard = sequence_shard(d, dfull.dim(2), allocator);
+  Tensor shard = sequence_shard(d, dfull.dim(2), allocator, "sp_scattered_dinput");
   parallel::gather_from_sp_backward(*d.tp, shard, dfull);
   return shard;
 }
@@ -55,7 +60,7 @@ void column_parallel_linear(const Tensor& out, const Tensor& input, const Tensor
 Tensor row_parallel_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                            int64_t in_features, const LayerDims& d, runtime::Allocator& allocator) {
   const int64_t rows = d.seq * d.micro_batch, C = d.hidden;
-  Tensor out = full_sequence(d, C, allocator);
+  Tensor out = full_sequence(d, C, allocator, "row_parallel_out");
   ops::linear_forward({.out = out,
                        .input = input,
                        .weight = weight,
@@ -65,7 +70,7 @@ Tensor row_parallel_linear(const Tensor& input, const Tensor& weight, const Tens
                        .out_features = C});
   if (d.tp_size == 1) return out;
   if (d.sequence_parallel) {
-    Tensor shard = sequence_shard(d, C, allocator);
+    Tensor shard = sequence_shard(d, C, allocator, "sp_scattered_out");
     parallel::reduce_scatter_to_sp_forward(*d.tp, shard, out);
     out = shard;
   } else {
@@ -79,7 +84,7 @@ Tensor row_parallel_linear(const Tensor& input, const Tensor& weight, const Tens
 Tensor row_parallel_output_grad(const Tensor& dshard, const LayerDims& d,
                                 runtime::Allocator& allocator) {
   if (!d.sequence_parallel || d.tp_size == 1) return dshard;
-  Tensor full = full_sequence(d, dshard.dim(2), allocator);
+  Tensor full = full_sequence(d, dshard.dim(2), allocator, "sp_gathered_dout");
   parallel::reduce_scatter_to_sp_backward(*d.tp, full, dshard);
   return full;
 }
@@ -87,7 +92,7 @@ Tensor row_parallel_output_grad(const Tensor& dshard, const LayerDims& d,
 Tensor row_parallel_linear_backward(const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                                     const Tensor& input, const Tensor& weight, int64_t in_features,
                                     const LayerDims& d, runtime::Allocator& allocator) {
-  Tensor dinput = full_sequence(d, in_features, allocator);
+  Tensor dinput = full_sequence(d, in_features, allocator, "row_parallel_dinput");
   const Tensor dout_full = row_parallel_output_grad(dout, d, allocator);
   ops::linear_backward({.dinput = dinput,
                         .dweight = dweight,

@@ -16,9 +16,11 @@ namespace model {
 using runtime::Tensor;
 
 // Workspace temporaries of the activations' type: this rank's rows (Ts, B, width) and the
-// whole sequence (T, B, width).
-Tensor sequence_shard(const LayerDims& d, int64_t width, runtime::Allocator& allocator);
-Tensor full_sequence(const LayerDims& d, int64_t width, runtime::Allocator& allocator);
+// whole sequence (T, B, width); `name` is the tensor's in a memory timeline (a static text).
+Tensor sequence_shard(const LayerDims& d, int64_t width, runtime::Allocator& allocator,
+                      const char* name);
+Tensor full_sequence(const LayerDims& d, int64_t width, runtime::Allocator& allocator,
+                     const char* name);
 
 // The full-sequence input of a column-parallel GEMM: gather_from_sp forward under sequence
 // parallelism (copy_to_tp's forward is the identity), else `shard` itself.

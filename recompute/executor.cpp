@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model/flops.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 #include "runtime/trace.h"
 
@@ -53,7 +54,13 @@ Tensor ChunkExecutor::hidden(bool keep) const {
 }
 
 Tensor ChunkExecutor::input_buffer() const {
+  const runtime::memory_timeline::Name timeline_name("received_hidden");
   return hidden(plan_.num_layers() == 0 || plan_.keeps_input(0));
+}
+
+Tensor ChunkExecutor::output_grad_buffer() const {
+  const runtime::memory_timeline::Name timeline_name("received_dhidden");
+  return hidden(runtime::MemoryCategory::workspace);
 }
 
 model::LayerContext ChunkExecutor::layer_context(const model::LayerContext& base,
@@ -82,6 +89,8 @@ ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const 
 
   // The chunk's output is kept by the next layer, by the head, or sent on (comm).
   auto output = [&](int64_t next_layer) {
+    const runtime::memory_timeline::Name timeline_name(next_layer == 0 ? "embedding_out"
+                                                                       : "layer_out");
     if (next_layer < L) return hidden(plan_.keeps_input(next_layer));
     return chunk_.head ? hidden(true) : hidden(runtime::MemoryCategory::comm);
   };
@@ -110,6 +119,7 @@ ForwardResult ChunkExecutor::finish(const Tensor& x, const Tensor& targets, mode
     result.output = x;
     return result;
   }
+  const runtime::memory_timeline::Name timeline_name("token_losses");
   Tensor losses = Tensor::empty(allocator_, {dims.seq * dims.micro_batch}, runtime::DType::f32,
                                 runtime::MemoryCategory::workspace);
   model::head_forward(losses, head, x, targets, params_, config_, dims, keep, allocator_);
@@ -134,6 +144,7 @@ void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last,
   for (int64_t j = first; j <= last; ++j) {
     const size_t lj = static_cast<size_t>(j);
     const runtime::trace::Scope trace({.name = "recompute", .layer = chunk_.layer_ids[lj]});
+    const runtime::memory_timeline::Name timeline_name("layer_out");
     Tensor out = hidden(j < last);  // the last output is the next group's checkpoint
     model::layer_forward(out, state.layers[lj], x, weights(j), train_dims_, keep_all,
                          layer_context(state.context, j), allocator_);

@@ -100,7 +100,7 @@ class ChunkExecutor {
   // A tensor to receive this chunk's input into (Ts, B, C), and one for the
   // gradient of its output (workspace: backward consumes it at once).
   Tensor input_buffer() const;
-  Tensor output_grad_buffer() const { return hidden(runtime::MemoryCategory::workspace); }
+  Tensor output_grad_buffer() const;
   const ChunkSpec& chunk() const { return chunk_; }
   // Matmul FLOPs spent rebuilding activations since the last reset.
   int64_t recompute_flops() const { return recompute_flops_; }

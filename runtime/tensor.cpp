@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "runtime/memory_timeline.h"
+
 namespace runtime {
 
 int64_t shape_numel(const Shape& shape) {
@@ -21,9 +23,14 @@ Storage::Storage(Allocator& allocator, int64_t bytes, MemoryCategory category)
     : allocator_(allocator),
       data_(allocator.allocate(bytes, category)),
       bytes_(bytes),
-      category_(category) {}
+      category_(category) {
+  if (memory_timeline::recording())
+    memory_timeline::detail::allocated(allocator_, data_, bytes_, category_);
+}
 
 Storage::~Storage() {
+  if (memory_timeline::recording())
+    memory_timeline::detail::freed(allocator_, data_, bytes_, category_);
   allocator_.deallocate(data_, bytes_, category_);
 }
 

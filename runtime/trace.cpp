@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "runtime/error.h"
+#include "runtime/memory_timeline.h"
 
 namespace runtime::trace {
 namespace {
@@ -122,6 +123,24 @@ void detail::close(int64_t index) {
   record.open.pop_back();
 }
 
+void detail::follow_phases(bool on) {
+  if (on)
+    followers.fetch_or(kPhases, std::memory_order_relaxed);
+  else
+    followers.fetch_and(~kPhases, std::memory_order_relaxed);
+}
+
+void Scope::open(const SliceInfo& info) {
+  const unsigned following = detail::followers.load(std::memory_order_relaxed);
+  if ((following & detail::kSlices) != 0) index_ = detail::open(info);
+  if ((following & detail::kPhases) != 0) phase_ = memory_timeline::detail::begin_phase(info);
+}
+
+void Scope::close() {
+  if (phase_) memory_timeline::detail::end_phase();
+  if (index_ >= 0) detail::close(index_);
+}
+
 void start() {
   Recorder& record = recorder();
   record.thread = std::this_thread::get_id();
@@ -130,11 +149,11 @@ void start() {
     record.origin_steady_ns = steady_ns();
     record.started_once = true;
   }
-  detail::recording.store(true, std::memory_order_relaxed);
+  detail::followers.fetch_or(detail::kSlices, std::memory_order_relaxed);
 }
 
 void stop() {
-  detail::recording.store(false, std::memory_order_relaxed);
+  detail::followers.fetch_and(~detail::kSlices, std::memory_order_relaxed);
 }
 
 std::vector<Slice> take() {

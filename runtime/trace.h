@@ -3,7 +3,8 @@
 // and duration) while recording is on, and a Chrome trace event writer.
 // Rules: off, a scope costs one relaxed load and a branch; only the thread that started
 // recording records (other threads' scopes are no-ops); a slice leaves layer, microbatch and
-// chunk unset (-1) to take them from the innermost open slice that has them.
+// chunk unset (-1) to take them from the innermost open slice that has them. The memory
+// timeline (runtime/memory_timeline.h) follows the same scopes as its phases.
 #pragma once
 
 #include <atomic>
@@ -37,30 +38,37 @@ struct Slice {
 };
 
 namespace detail {
-inline std::atomic<bool> recording{false};
+// Who follows the scopes: the trace (kSlices) and the memory timeline's phases (kPhases).
+inline constexpr unsigned kSlices = 1, kPhases = 2;
+inline std::atomic<unsigned> followers{0};
+void follow_phases(bool on);
 // The slice's index in the record, or -1 when this thread does not record.
 int64_t open(const SliceInfo& info);
 void close(int64_t index);
 }  // namespace detail
 
 inline bool recording() {
-  return detail::recording.load(std::memory_order_relaxed);
+  return (detail::followers.load(std::memory_order_relaxed) & detail::kSlices) != 0;
 }
 
 // Records one slice from construction to destruction.
 class Scope {
  public:
   explicit Scope(const SliceInfo& info) {
-    if (recording()) index_ = detail::open(info);
+    if (detail::followers.load(std::memory_order_relaxed) != 0) open(info);
   }
   ~Scope() {
-    if (index_ >= 0) detail::close(index_);
+    if (index_ >= 0 || phase_) close();
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
  private:
-  int64_t index_ = -1;
+  void open(const SliceInfo& info);
+  void close();
+
+  int64_t index_ = -1;  // the trace's slice, or -1
+  bool phase_ = false;  // a memory timeline phase is open
 };
 
 // Starts recording on the calling thread (slices recorded so far are kept), and stops it.

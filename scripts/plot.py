@@ -3,6 +3,10 @@
 
   plot.py run RUN_DIR --out DIR      loss, throughput, memory, recompute; events as lines
   plot.py sweep SWEEP.json --out DIR memory per plan vs the swept value; the frontier
+  plot.py timeline [RUN_DIR] --out DIR [--predicted PREFIX] [--measured PREFIX]
+                                     a step's memory per rank, stacked by category (measured),
+                                     against the predicted total, its phases marked
+`run` also draws the timeline when RUN_DIR has one (train.memory_timeline_step).
 Needs matplotlib (Debian: python3-matplotlib). Prints each file it writes; bad input exits 1
 with the file and line.
 """
@@ -45,6 +49,13 @@ PLAN_STYLES = {  # sweep plans: colour, marker
     "planned": ("tab:green", "D"),
 }
 DPI = 110
+# Timeline phases (the schedule's ops): fill per (kind, chunk parity); the step's tail in gray.
+PHASE_COLORS = {
+    ("forward", 0): "#d6e6f5", ("forward", 1): "#a9cbe8",
+    ("backward", 0): "#fde3c8", ("backward", 1): "#f9bf8a",
+}
+OP_PHASE = re.compile(r"^(forward|backward) chunk(\d+) mb(\d+)$")
+TAIL_PHASES = ("reduce_gradients", "optimizer")
 
 
 class InputError(Exception):
@@ -267,6 +278,147 @@ def plot_recompute(metrics, events, out_dir):
     finish(fig, [ax], out_dir, "recompute.png")
 
 
+def read_timeline(path):
+    with open(path) as f:
+        timeline = parse_json(f.read(), path)
+    for key in ("rank", "label", "start_bytes", "events"):
+        if key not in timeline:
+            raise InputError(f"{path}: no '{key}'")
+    return timeline
+
+
+def timeline_files(prefix):
+    """{rank: path} of PREFIX_rank<R>.json."""
+    folder, stem = os.path.split(prefix)
+    pattern = re.compile(re.escape(stem) + r"_rank(\d+)\.json$")
+    files = {}
+    for name in os.listdir(folder or "."):
+        match = pattern.match(name)
+        if match:
+            files[int(match.group(1))] = os.path.join(folder, name)
+    return files
+
+
+def live_bytes(timeline):
+    """Per category, the bytes live before event 0 and after each event."""
+    live = {c: [timeline["start_bytes"].get(c, 0)] for c in CATEGORIES}
+    for event in timeline["events"]:
+        for c in CATEGORIES:
+            live[c].append(live[c][-1])
+        if event["op"] in ("alloc", "free"):
+            live[event["category"]][-1] += event["bytes"] * (1 if event["op"] == "alloc" else -1)
+    return live
+
+
+def timeline_phases(timeline):
+    """(name, first event, last event) of every phase, from its begin and end markers."""
+    open_phases, phases = [], []
+    for i, event in enumerate(timeline["events"]):
+        if event["op"] == "begin":
+            open_phases.append((event["name"], i))
+        elif event["op"] == "end" and open_phases:
+            name, begin = open_phases.pop()
+            phases.append((name, begin, i))
+    return phases
+
+
+def first_difference(predicted, measured):
+    pairs = zip(predicted["events"], measured["events"])
+    for i, (p, m) in enumerate(pairs):
+        if p != m:
+            return i
+    if len(predicted["events"]) != len(measured["events"]):
+        return min(len(predicted["events"]), len(measured["events"]))
+    return None
+
+
+def draw_timeline(ax, measured, predicted, unit, size):
+    drawn = measured or predicted
+    live = live_bytes(drawn)
+    x = list(range(len(drawn["events"]) + 1))
+    top = max(map(sum, zip(*live.values()))) / size
+    # The phases: a strip above the stack (the schedule's ops labelled by microbatch), the
+    # step's tail in gray, recompute as black ticks on the axis.
+    strip = (top * 1.03, top * 0.15)
+    for name, begin, end in timeline_phases(drawn):
+        match = OP_PHASE.match(name)
+        if match:
+            kind, chunk, mb = match.group(1), int(match.group(2)), match.group(3)
+            ax.broken_barh([(begin, end - begin)], strip, color=PHASE_COLORS[(kind, chunk % 2)],
+                           edgecolor="white", linewidth=0.6)
+            ax.axvline(begin, color="#bbbbbb", linewidth=0.4, zorder=0)
+            if end - begin > len(x) / 90:
+                ax.text((begin + end) / 2, strip[0] + strip[1] / 2,
+                        ("F" if kind == "forward" else "B") + mb, ha="center", va="center",
+                        fontsize=6.5, color="#333333")
+        elif name in TAIL_PHASES:
+            ax.broken_barh([(begin, max(end - begin, 1))], strip, color="#bbbbbb")
+        elif name.startswith("recompute"):
+            ax.axvspan(begin, end, ymin=0.0, ymax=0.04, color="black", zorder=3, linewidth=0)
+    below = [0.0] * len(x)
+    for c in CATEGORIES:
+        above = [b + v / size for b, v in zip(below, live[c])]
+        if any(v for v in live[c]):
+            ax.fill_between(x, below, above, step="post", color=CATEGORY_COLORS[c],
+                            linewidth=0, label=f"{c} (measured)" if measured else c, zorder=1)
+        below = above
+    title = drawn["label"]
+    if measured and predicted:
+        p_live = live_bytes(predicted)
+        px = list(range(len(predicted["events"]) + 1))
+        total = [t / size for t in map(sum, zip(*p_live.values()))]
+        ax.step(px, total, where="post", color="black", linestyle="--", linewidth=1.0,
+                label="predicted total", zorder=4)
+        differ = first_difference(predicted, measured)
+        if differ is None:
+            title += f": predicted == measured, all {len(measured['events'])} events"
+        else:
+            ax.axvline(differ, color="red", linewidth=1.5, zorder=5)
+            title += f": predicted and measured differ from event {differ}"
+    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_xlim(0, len(x) - 1)
+    ax.set_ylim(0, top * 1.2)
+    ax.set_ylabel(unit)
+
+
+def plot_timeline(measured_prefix, predicted_prefix, out_dir):
+    measured = timeline_files(measured_prefix) if measured_prefix else {}
+    predicted = timeline_files(predicted_prefix) if predicted_prefix else {}
+    ranks = sorted(set(measured) | set(predicted))
+    if not ranks:
+        raise InputError(f"no timeline files {measured_prefix or predicted_prefix}_rank<R>.json")
+    timelines = [(read_timeline(measured[r]) if r in measured else None,
+                  read_timeline(predicted[r]) if r in predicted else None) for r in ranks]
+    largest = max(max(map(sum, zip(*live_bytes(m or p).values()))) for m, p in timelines)
+    unit, size = byte_unit(largest)
+    fig, axes = plt.subplots(len(ranks), 1, figsize=(14, 2.5 * len(ranks) + 1.1), squeeze=False)
+    axes = [row[0] for row in axes]
+    for ax, (m, p) in zip(axes, timelines):
+        draw_timeline(ax, m, p, unit, size)
+    axes[-1].set_xlabel("allocator events of the step, in order")
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles += [matplotlib.patches.Patch(color=PHASE_COLORS[("forward", 0)], label="forward (chunk 0)"),
+                matplotlib.patches.Patch(color=PHASE_COLORS[("forward", 1)], label="forward (chunk 1)"),
+                matplotlib.patches.Patch(color=PHASE_COLORS[("backward", 0)], label="backward (chunk 0)"),
+                matplotlib.patches.Patch(color=PHASE_COLORS[("backward", 1)], label="backward (chunk 1)"),
+                matplotlib.patches.Patch(color="#bbbbbb", label="grad reduce, optimizer"),
+                matplotlib.patches.Patch(color="black", label="recompute")]
+    height = fig.get_figheight()
+    fig.suptitle("Memory of one training step per rank, stacked by category; top strip: the "
+                 "schedule (F<m>/B<m>: forward/backward of microbatch m)", fontsize=10,
+                 y=1 - 0.08 / height, va="top")
+    fig.legend(handles=handles, loc="upper center", ncol=6, fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.35 / height))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.8 / height))
+    for ax in axes:
+        ax.grid(True, axis="y", alpha=0.3)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "timeline.png")
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    print(path)
+
+
 def plot_run(run_dir, out_dir):
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.isfile(metrics_path):
@@ -279,6 +431,9 @@ def plot_run(run_dir, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     for plot in (plot_loss, plot_throughput, plot_memory, plot_recompute):
         plot(metrics, events, out_dir)
+    measured = os.path.join(run_dir, "memory_timeline_measured")
+    if timeline_files(measured):
+        plot_timeline(measured, os.path.join(run_dir, "memory_timeline_predicted"), out_dir)
 
 
 def plot_sweep_memory(sweep, out_dir):
@@ -379,16 +534,29 @@ def main():
     sweep = commands.add_parser("sweep", help="plots of a planner sweep (JSON)")
     sweep.add_argument("sweep_json")
     sweep.add_argument("--out", required=True, help="folder for the PNG files")
+    timeline = commands.add_parser("timeline", help="a step's memory timeline per rank")
+    timeline.add_argument("run_dir", nargs="?", help="a run with train.memory_timeline_step")
+    timeline.add_argument("--predicted", help="PREFIX of PREFIX_rank<R>.json (trainer plan "
+                          "--timeline); default RUN_DIR/memory_timeline_predicted")
+    timeline.add_argument("--measured", help="default RUN_DIR/memory_timeline_measured")
+    timeline.add_argument("--out", required=True, help="folder for timeline.png")
     args = parser.parse_args()
     try:
         if args.command == "run":
             plot_run(args.run_dir, args.out)
+        elif args.command == "timeline":
+            run = args.run_dir
+            measured = args.measured or (run and os.path.join(run, "memory_timeline_measured"))
+            predicted = args.predicted or (run and os.path.join(run, "memory_timeline_predicted"))
+            if not measured and not predicted:
+                raise InputError("timeline needs RUN_DIR, --predicted or --measured")
+            plot_timeline(measured, predicted, args.out)
         else:
             plot_sweep(args.sweep_json, args.out)
     except (InputError, OSError) as error:
         sys.exit(f"plot.py: error: {error}")
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        source = args.run_dir if args.command == "run" else args.sweep_json
+        source = args.sweep_json if args.command == "sweep" else args.run_dir
         sys.exit(f"plot.py: error: {source}: unexpected content ({type(error).__name__}: {error})")
 
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "parallel/pipeline/grad_sync.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 
 namespace trainer {
@@ -21,6 +22,7 @@ DistributedAdamW::DistributedAdamW(const Args& args, runtime::Allocator& allocat
   param_begin_.push_back(offset);
   const bool separate_master = args.master.flat.raw() != params_.flat.raw();
   const int64_t n = layout_.shard_numel, parts = separate_master ? 3 : 2;
+  const runtime::memory_timeline::Name state_name("optimizer_state_shard");
   state_ = Tensor::empty(allocator, {parts * n}, runtime::DType::f32,
                          runtime::MemoryCategory::optimizer);
   runtime::ops::zero(state_);
@@ -30,8 +32,10 @@ DistributedAdamW::DistributedAdamW(const Args& args, runtime::Allocator& allocat
   if (separate_master) take_parts(master_part_, args.master.flat);
   if (layout_.has_staged_bucket()) {
     const int64_t dp = layout_.dp_size;
+    const runtime::memory_timeline::Name grad_name("grad_staging");
     grad_staging_ =
         Tensor::empty(allocator, {dp}, runtime::DType::f32, runtime::MemoryCategory::comm);
+    const runtime::memory_timeline::Name param_name("param_staging");
     param_staging_ =
         Tensor::empty(allocator, {dp}, params_.flat.dtype(), runtime::MemoryCategory::comm);
     runtime::ops::zero(param_staging_);

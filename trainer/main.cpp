@@ -45,11 +45,13 @@ constexpr CommandUsage kCommandUsages[] = {
      "        exit 4: the divergence guard stopped it (train.guard.max_rewinds).\n"},
     {"plan",
      "  plan --config FILE.yaml [--set a.b=value ...] [--budget-gib X] [--emit-yaml]\n"
-     "       [--sweep KEY=v1,v2,... [--out PREFIX]]\n"
+     "       [--sweep KEY=v1,v2,... [--out PREFIX]] [--timeline PREFIX]\n"
      "        Print the recompute plan and the predicted memory of every rank, by category;\n"
      "        needs no dataset and no device. --budget-gib plans the least recompute that\n"
      "        fits; --emit-yaml prints the plan as a recompute: section; --sweep writes\n"
-     "        PREFIX.csv and PREFIX.json (default prefix plan_sweep).\n"},
+     "        PREFIX.csv and PREFIX.json (default prefix plan_sweep); --timeline writes\n"
+     "        every rank's predicted memory timeline of one step as PREFIX_rank<R>.json and\n"
+     "        PREFIX_rank<R>.trace.json (Perfetto).\n"},
     {"prepare-data",
      "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
      "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"

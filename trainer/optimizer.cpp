@@ -2,11 +2,23 @@
 #include "trainer/optimizer.h"
 
 #include "parallel/pipeline/grad_sync.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 #include "trainer/distributed_optimizer.h"
 #include "trainer/optimizer_memory.h"
 
 namespace trainer {
+namespace {
+
+// An Adam moment (fp32, optimizer state) of `shape`; `name`: its name in a memory timeline.
+runtime::Tensor moment(runtime::Allocator& allocator, const runtime::Shape& shape,
+                       const char* name) {
+  const runtime::memory_timeline::Name timeline_name(name);
+  return runtime::Tensor::empty(allocator, shape, runtime::DType::f32,
+                                runtime::MemoryCategory::optimizer);
+}
+
+}  // namespace
 
 double clip_gradients(const model::GptParams& grads, double norm, double max_norm) {
   if (max_norm <= 0) return 1.0;
@@ -56,13 +68,12 @@ AdamW::AdamW(const model::GptParams& params, const model::GptParams& master,
       params_(params),
       master_(master),
       layout_(layout),
-      exp_avg_(runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
-                                      runtime::MemoryCategory::optimizer)),
-      exp_avg_sq_(runtime::Tensor::empty(allocator, master.flat.shape(), runtime::DType::f32,
-                                         runtime::MemoryCategory::optimizer)) {
+      exp_avg_(moment(allocator, master.flat.shape(), "exp_avg")),
+      exp_avg_sq_(moment(allocator, master.flat.shape(), "exp_avg_sq")) {
   runtime::ops::zero(exp_avg_);
   runtime::ops::zero(exp_avg_sq_);
   if (layout_.dp_size > 1 && layout_.has_staged_bucket()) {
+    const runtime::memory_timeline::Name timeline_name("grad_staging");
     staging_ = runtime::Tensor::empty(allocator, {layout_.dp_size}, runtime::DType::f32,
                                       runtime::MemoryCategory::comm);
   }

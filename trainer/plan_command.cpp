@@ -15,6 +15,7 @@
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
 #include "trainer/auto_plan.h"
+#include "trainer/memory_timeline_files.h"
 #include "trainer/metrics.h"
 #include "trainer/plan_sweep.h"
 #include "trainer/stage_setup.h"
@@ -146,6 +147,7 @@ struct PlanArgs {
   bool emit_yaml = false;
   std::string sweep;  // KEY=v1,v2,...
   std::string out_prefix = "plan_sweep";
+  std::string timeline_prefix;  // --timeline: the replay's memory timeline of every rank
 };
 
 PlanArgs parse_plan_args(const std::vector<std::string>& args) {
@@ -174,11 +176,15 @@ PlanArgs parse_plan_args(const std::vector<std::string>& args) {
       parsed.sweep = value();
     } else if (a == "--out") {
       parsed.out_prefix = value();
+    } else if (a == "--timeline") {
+      parsed.timeline_prefix = value();
     } else {
       throw runtime::InputError("plan: unknown argument '" + a + "' (see trainer plan --help)");
     }
   }
   if (parsed.config_path.empty()) throw runtime::InputError("plan: --config FILE is required");
+  if (!parsed.timeline_prefix.empty() && (parsed.emit_yaml || !parsed.sweep.empty()))
+    throw runtime::InputError("plan: --timeline goes with neither --sweep nor --emit-yaml");
   return parsed;
 }
 
@@ -235,6 +241,12 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
     return 0;
   }
   print_plan(config, parsed.config_path, out);
+  if (!parsed.timeline_prefix.empty()) {
+    const int64_t ranks = write_predicted_timelines(config, parsed.timeline_prefix);
+    out << "memory timeline of one step: " << ranks << " rank" << (ranks > 1 ? "s" : "")
+        << " written to " << timeline_json_path(parsed.timeline_prefix, 0) << " ... and "
+        << timeline_trace_path(parsed.timeline_prefix, 0) << " ...\n";
+  }
   if (search_seconds >= 0) {
     char line[160];
     std::snprintf(line, sizeof line,

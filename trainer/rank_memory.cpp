@@ -11,6 +11,7 @@
 #include "recompute/executor.h"
 #include "runtime/device_scratch.h"
 #include "runtime/meta_device.h"
+#include "runtime/trace.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_state.h"
 
@@ -27,14 +28,15 @@ recompute::Microbatch replay_microbatch(const Config& config, const model::Layer
   recompute::Microbatch micro;
   const int64_t rows = (chunk.embedding ? 1 : 0) + (chunk.head ? 1 : 0);
   if (rows == 0) return micro;
-  auto ids = [&](const runtime::Shape& shape, runtime::MemoryCategory category) {
+  auto ids = [&](const char* name, const runtime::Shape& shape, runtime::MemoryCategory category) {
+    const runtime::memory_timeline::Name timeline_name(name);
     return runtime::Tensor::empty(allocator, shape, runtime::DType::i32, category);
   };
   runtime::Tensor moved;
   if (config.train.device == Device::cuda)
-    moved = ids({rows, T, B}, runtime::MemoryCategory::workspace);
-  if (chunk.embedding) micro.tokens = ids({T, B}, runtime::MemoryCategory::activation);
-  if (chunk.head) micro.targets = ids({T, B}, runtime::MemoryCategory::activation);
+    moved = ids("uploaded_ids", {rows, T, B}, runtime::MemoryCategory::workspace);
+  if (chunk.embedding) micro.tokens = ids("tokens", {T, B}, runtime::MemoryCategory::activation);
+  if (chunk.head) micro.targets = ids("targets", {T, B}, runtime::MemoryCategory::activation);
   return micro;
 }
 
@@ -46,7 +48,8 @@ int64_t RankMemory::total() const {
   return bytes;
 }
 
-RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
+RankMemory predict_rank_memory(const Config& config, int64_t world_rank,
+                               runtime::memory_timeline::Timeline* timeline) {
   parallel::ProcessGroups groups = parallel::replay_groups(config.parallel, world_rank);
   runtime::MetaAllocator allocator;
   RankState state;
@@ -58,29 +61,38 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank) {
   const std::vector<std::unique_ptr<recompute::ChunkExecutor>>& chunks = state.chunks;
 
   allocator.reset_peaks();
+  if (timeline != nullptr) runtime::memory_timeline::start(allocator);
   // A device backend's scratch (Note [Device scratch]): its final size, held through the step.
   const runtime::ScratchSizes* scratch_sizes = runtime::device_scratch_sizes();
   std::optional<runtime::MetaScratch> scratch;
   if (config.train.device == Device::cuda && scratch_sizes != nullptr)
     scratch.emplace(*scratch_sizes);
-  runtime::ops::zero(grads.flat);
-  parallel::PipelineStep step;
-  for (const auto& chunk : chunks) step.chunks.push_back(chunk.get());
-  step.pp = groups.pp.get();
-  step.num_microbatches = setup.num_microbatches;
-  step.microbatch = [&](int64_t, int64_t chunk) {
-    return replay_microbatch(config, setup.dims, allocator,
-                             chunks[static_cast<size_t>(chunk)]->chunk());
-  };
-  step.step = recompute::StepInfo{config.train.seed, 1};
-  step.gradients =
-      optimizer->start_gradient_reduction(groups, grads, config.parallel.sequence_parallel);
-  double loss_sum = parallel::run_schedule(setup.schedule, step);
-  all_reduce_step_loss(groups, loss_sum);
-  optimizer->reduce_gradients(groups, grads, config.parallel.sequence_parallel);
-  const double norm = optimizer->grad_norm(groups, grads, setup.shard.embedding);
-  clip_gradients(grads, norm, config.optimizer.clip_grad);
-  optimizer->step(groups, grads, config.optimizer, config.optimizer.lr, 1);
+  {  // Trainer::train_step, with its scopes (a timeline's phases)
+    const runtime::trace::Scope step_scope({.name = "step", .step = 1});
+    runtime::ops::zero(grads.flat);
+    parallel::PipelineStep step;
+    for (const auto& chunk : chunks) step.chunks.push_back(chunk.get());
+    step.pp = groups.pp.get();
+    step.num_microbatches = setup.num_microbatches;
+    step.microbatch = [&](int64_t, int64_t chunk) {
+      return replay_microbatch(config, setup.dims, allocator,
+                               chunks[static_cast<size_t>(chunk)]->chunk());
+    };
+    step.step = recompute::StepInfo{config.train.seed, 1};
+    step.gradients =
+        optimizer->start_gradient_reduction(groups, grads, config.parallel.sequence_parallel);
+    double loss_sum = parallel::run_schedule(setup.schedule, step);
+    all_reduce_step_loss(groups, loss_sum);
+    {
+      const runtime::trace::Scope reduce_scope({.name = "reduce_gradients"});
+      optimizer->reduce_gradients(groups, grads, config.parallel.sequence_parallel);
+    }
+    const double norm = optimizer->grad_norm(groups, grads, setup.shard.embedding);
+    const runtime::trace::Scope optimizer_scope({.name = "optimizer"});
+    clip_gradients(grads, norm, config.optimizer.clip_grad);
+    optimizer->step(groups, grads, config.optimizer, config.optimizer.lr, 1);
+  }
+  if (timeline != nullptr) *timeline = runtime::memory_timeline::stop();
 
   RankMemory memory;
   memory.comm_payload_bytes = groups.payload_bytes() - payload_before;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "runtime/allocator.h"
+#include "runtime/memory_timeline.h"
 #include "trainer/config/config.h"
 
 namespace trainer {
@@ -37,7 +38,10 @@ struct RankMemory {
 
 // World rank `world_rank` of a job of `config`'s shape (the rank's pipeline stage and
 // tensor-parallel place follow from it): the peak of each category during one training step,
-// and the step's communication payload.
-RankMemory predict_rank_memory(const Config& config, int64_t world_rank);
+// and the step's communication payload. With `timeline`, also the step's every allocation and
+// free in order, between its phases (runtime/memory_timeline.h): what a run records with
+// train.memory_timeline_step, event for event.
+RankMemory predict_rank_memory(const Config& config, int64_t world_rank,
+                               runtime::memory_timeline::Timeline* timeline = nullptr);
 
 }  // namespace trainer

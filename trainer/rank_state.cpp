@@ -1,6 +1,7 @@
 // build_rank_state: the allocations every rank makes once, in their one order.
 #include "trainer/rank_state.h"
 
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 
 namespace trainer {
@@ -16,13 +17,18 @@ void build_rank_state(RankState& state, const Config& config, parallel::ProcessG
   // updates fp32 master weights, counted as optimizer state like its moments (12 bytes per
   // parameter in all), and rewrites the bf16 copy in the same pass. Gradients are fp32.
   const bool bf16 = uses_bf16(config.train);
-  state.params = model::GptParams::allocate(allocator, m, shard, runtime::MemoryCategory::param,
-                                            bf16 ? runtime::DType::bf16 : runtime::DType::f32);
+  // `name`: the buffer's in a memory timeline.
+  auto allocate = [&](const char* name, runtime::MemoryCategory category, runtime::DType dtype) {
+    const runtime::memory_timeline::Name timeline_name(name);
+    return model::GptParams::allocate(allocator, m, shard, category, dtype);
+  };
+  state.params = allocate("params", runtime::MemoryCategory::param,
+                          bf16 ? runtime::DType::bf16 : runtime::DType::f32);
   state.master =
-      bf16 ? model::GptParams::allocate(allocator, m, shard, master_weights_category(config))
+      bf16 ? allocate("master_params", master_weights_category(config), runtime::DType::f32)
            : state.params;
   if (initialize) initialize(state);
-  state.grads = model::GptParams::allocate(allocator, m, shard, runtime::MemoryCategory::grad);
+  state.grads = allocate("grads", runtime::MemoryCategory::grad, runtime::DType::f32);
   runtime::ops::zero(state.grads.flat);
   state.optimizer = make_optimizer(config, groups, state.params, state.master, allocator);
   if (config.optimizer.distributed && state.has_master_copy())

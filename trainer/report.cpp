@@ -449,8 +449,16 @@ void write_plots(const RunRecord& run, const ReportPlots& plots, std::ostream& m
   }
   if (!run.events.empty())
     md << "Dotted vertical lines mark the events (the legends name their kinds).\n\n";
-  for (const std::string& file : plots.files)
-    md << "![" << fs::path(file).stem().string() << "](" << file << ")\n\n";
+  for (const std::string& file : plots.files) {
+    const std::string name = fs::path(file).stem().string();
+    if (name == "timeline") {
+      md << "The memory timeline of the step `train.memory_timeline_step` recorded: per rank, "
+            "the bytes live by category after each allocator event (stacked), the meta "
+            "replay's predicted total dashed over them, the schedule's forward and backward "
+            "ops in the top strip and recompute as black ticks.\n\n";
+    }
+    md << "![" << name << "](" << file << ")\n\n";
+  }
 }
 
 struct ProcessResult {

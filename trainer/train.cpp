@@ -16,6 +16,7 @@
 #include "parallel/pipeline/grad_sync.h"
 #include "parallel/pipeline/schedules.h"
 #include "runtime/kernels/cpu/gemm.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 #include "runtime/trace.h"
 #include "trainer/auto_plan.h"
@@ -223,7 +224,8 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
   // staging tensor (tokens in row 0, targets in row 1), uploaded in one transfer, then copied
   // into tensors of their own (their lifetimes differ).
   const int64_t rows = (tokens ? 1 : 0) + (targets ? 1 : 0);
-  auto ids = [&](const runtime::Shape& shape, runtime::MemoryCategory category) {
+  auto ids = [&](const char* name, const runtime::Shape& shape, runtime::MemoryCategory category) {
+    const runtime::memory_timeline::Name timeline_name(name);
     return runtime::Tensor::empty(allocator_, shape, runtime::DType::i32, category);
   };
   runtime::Tensor staging;
@@ -231,8 +233,8 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
     staging = runtime::Tensor::empty(host_allocator_, {rows, T, B}, runtime::DType::i32,
                                      runtime::MemoryCategory::workspace);
   } else {
-    if (tokens) micro.tokens = ids({T, B}, runtime::MemoryCategory::activation);
-    if (targets) micro.targets = ids({T, B}, runtime::MemoryCategory::activation);
+    if (tokens) micro.tokens = ids("tokens", {T, B}, runtime::MemoryCategory::activation);
+    if (targets) micro.targets = ids("targets", {T, B}, runtime::MemoryCategory::activation);
   }
   int32_t* host_tokens = !tokens ? nullptr : on_device_ ? staging.i32() : micro.tokens.i32();
   int32_t* host_targets = !targets     ? nullptr
@@ -247,15 +249,16 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
     }
   }
   if (!on_device_) return micro;
-  const runtime::Tensor moved = ids(staging.shape(), runtime::MemoryCategory::workspace);
+  const runtime::Tensor moved =
+      ids("uploaded_ids", staging.shape(), runtime::MemoryCategory::workspace);
   runtime::ops::upload(moved, staging);
-  auto row = [&](int64_t r) {
-    runtime::Tensor row_ids = ids({T, B}, runtime::MemoryCategory::activation);
+  auto row = [&](const char* name, int64_t r) {
+    runtime::Tensor row_ids = ids(name, {T, B}, runtime::MemoryCategory::activation);
     runtime::ops::copy(row_ids, moved.view(r * T * B, {T, B}));
     return row_ids;
   };
-  if (tokens) micro.tokens = row(0);
-  if (targets) micro.targets = row(tokens ? 1 : 0);
+  if (tokens) micro.tokens = row("tokens", 0);
+  if (targets) micro.targets = row("targets", tokens ? 1 : 0);
   return micro;
 }
 
@@ -487,8 +490,10 @@ TrainSummary Trainer::run_steps() {
   const StopSignals signals;
   while (step_ < t.steps) {
     begin_step_trace(step_ + 1);
+    const bool timeline = begin_memory_timeline(step_ + 1);
     StepMetrics m = train_step();
     end_step_trace(m.step);
+    if (timeline) record_memory_timeline(m.step);
     if (m.rewind && !rewind(m)) {
       return stop_run(
           summary, StopReason::diverged,

@@ -189,6 +189,11 @@ class Trainer {
   void begin_step_trace(int64_t step);
   void end_step_trace(int64_t step);
   void write_trace();
+  // train.memory_timeline_step: recording the allocator from before `step` (when it is the
+  // one) until record_memory_timeline writes what it recorded, and the meta replay's
+  // prediction, to <output.dir>/memory_timeline_{measured,predicted}_rank<R>.*.
+  bool begin_memory_timeline(int64_t step);
+  void record_memory_timeline(int64_t step);
   // Checkpoint (when checkpoint.dir is set), message, end event; the summary to return.
   TrainSummary stop_run(TrainSummary summary, StopReason reason, const std::string& message);
   // Loads the state of the checkpoint `reader` reads (from `step_dir`, named in messages):

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <ostream>
 
+#include "runtime/memory_timeline.h"
 #include "runtime/trace.h"
 #include "trainer/checkpoint/format.h"
+#include "trainer/memory_timeline_files.h"
 #include "trainer/train.h"
 #include "trainer/version.h"
 
@@ -263,14 +265,38 @@ void Trainer::write_trace() {
   const parallel::RankCoordinates& r = groups_.coordinates;
   const std::string path =
       config_.output.dir + "/trace_rank" + std::to_string(groups_.world_rank) + ".json";
-  runtime::trace::write_chrome_trace(
-      path, groups_.world_rank,
-      TRAINER_STR("rank " << groups_.world_rank << " (pp " << r.pp << ", tp " << r.tp << ", cp "
-                          << r.cp << ", dp " << r.dp << ")"),
-      runtime::trace::take());
+  runtime::trace::write_chrome_trace(path, groups_.world_rank, rank_label(groups_.world_rank, r),
+                                     runtime::trace::take());
   if (groups_.is_logging_rank()) {
     log_ << "trace: steps " << config_.train.trace.start_step << "-" << step_ << " written to "
          << config_.output.dir << "/trace_rank*.json (scripts/trace_merge.py merges them)\n";
+  }
+}
+
+bool Trainer::begin_memory_timeline(int64_t step) {
+  if (config_.train.memory_timeline_step != step) return false;
+  runtime::memory_timeline::start(allocator_);
+  return true;
+}
+
+void Trainer::record_memory_timeline(int64_t step) {
+  const runtime::memory_timeline::Timeline measured = runtime::memory_timeline::stop();
+  runtime::memory_timeline::Timeline predicted;
+  predict_rank_memory(config_, groups_.world_rank, &predicted);
+  const int64_t rank = groups_.world_rank;
+  const std::string label = rank_label(rank, groups_.coordinates);
+  const std::string prefix = config_.output.dir + "/memory_timeline_";
+  write_memory_timeline(prefix + "measured",
+                        {.rank = rank, .label = label, .source = "measured", .step = step},
+                        measured);
+  write_memory_timeline(prefix + "predicted",
+                        {.rank = rank, .label = label, .source = "predicted", .step = std::nullopt},
+                        predicted);
+  if (groups_.is_logging_rank()) {
+    log_ << "memory timeline: step " << step << " written to " << prefix
+         << "{measured,predicted}_rank*.json and .trace.json ("
+         << (measured.events == predicted.events ? "equal to" : "DIFFERENT from")
+         << " the prediction on rank " << rank << ")\n";
   }
 }
 

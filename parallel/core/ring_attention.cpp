@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "runtime/error.h"
+#include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 
 namespace parallel {
@@ -61,14 +62,17 @@ struct Ring {
   }
 };
 
-Tensor workspace(runtime::Allocator& allocator, const runtime::Shape& shape, DType dtype) {
+// A workspace temporary; `name`: the tensor's in a memory timeline.
+Tensor workspace(runtime::Allocator& allocator, const char* name, const runtime::Shape& shape,
+                 DType dtype) {
+  const runtime::memory_timeline::Name timeline_name(name);
   return Tensor::empty(allocator, shape, dtype, MemoryCategory::workspace);
 }
 
 // The local rows' keys and values, packed (Tl, B, G*2*D).
 Tensor pack_key_values(const Ring& ring, const Tensor& qkv, runtime::Allocator& allocator) {
   const int64_t rows = 2 * ring.chunk();
-  Tensor kv = workspace(allocator, ring.key_value_rows(rows), qkv.dtype());
+  Tensor kv = workspace(allocator, "ring_kv", ring.key_value_rows(rows), qkv.dtype());
   ops::pack_kv({.kv = kv,
                 .qkv = qkv,
                 .rows = rows,
@@ -141,9 +145,10 @@ void ring_attention_forward(Communicator& cp, const RingAttentionForward& args,
                             runtime::Allocator& allocator) {
   const Ring ring{args.dims, args.shard};
   const int64_t c = ring.chunk(), steps = args.shard.size;
-  ForwardState state{workspace(allocator, ring.query_rows(2 * c), DType::f32),
-                     workspace(allocator, ring.query_rows(c), DType::f32),
-                     workspace(allocator, {args.dims.micro_batch, args.dims.heads, c}, DType::f32)};
+  ForwardState state{workspace(allocator, "ring_ctx", ring.query_rows(2 * c), DType::f32),
+                     workspace(allocator, "ring_block_ctx", ring.query_rows(c), DType::f32),
+                     workspace(allocator, "ring_block_lse",
+                               {args.dims.micro_batch, args.dims.heads, c}, DType::f32)};
   Tensor kv = pack_key_values(ring, args.qkv, allocator);
   for (int64_t step = 0; step < steps; ++step) {
     const bool last = step + 1 == steps;
@@ -151,7 +156,7 @@ void ring_attention_forward(Communicator& cp, const RingAttentionForward& args,
     if (!last) sent = cp.send_async(kv, static_cast<int>(ring.next()), kKeyValueTag);
     forward_step(ring, state, args, kv, ring.holder(step));
     if (last) break;
-    Tensor next = workspace(allocator, kv.shape(), kv.dtype());
+    Tensor next = workspace(allocator, "ring_next_kv", kv.shape(), kv.dtype());
     cp.recv(next, static_cast<int>(ring.previous()), kKeyValueTag);
     sent->wait();
     kv = next;
@@ -163,10 +168,10 @@ void ring_attention_backward(Communicator& cp, const RingAttentionBackward& args
                              runtime::Allocator& allocator) {
   const Ring ring{args.dims, args.shard};
   const int64_t c = ring.chunk(), steps = args.shard.size;
-  const Tensor dq = workspace(allocator, ring.query_rows(2 * c), DType::f32);
+  const Tensor dq = workspace(allocator, "ring_dq", ring.query_rows(2 * c), DType::f32);
   ops::zero(dq);
   Tensor kv = pack_key_values(ring, args.qkv, allocator);
-  Tensor dkv = workspace(allocator, ring.key_value_rows(2 * c), DType::f32);
+  Tensor dkv = workspace(allocator, "ring_dkv", ring.key_value_rows(2 * c), DType::f32);
   ops::zero(dkv);
   for (int64_t step = 0; step < steps; ++step) {
     const bool last = step + 1 == steps;
@@ -177,12 +182,12 @@ void ring_attention_backward(Communicator& cp, const RingAttentionBackward& args
     std::unique_ptr<Request> dkv_sent =
         cp.send_async(dkv, static_cast<int>(ring.next()), kGradientTag);
     if (!last) {
-      Tensor next = workspace(allocator, kv.shape(), kv.dtype());
+      Tensor next = workspace(allocator, "ring_next_kv", kv.shape(), kv.dtype());
       cp.recv(next, static_cast<int>(ring.previous()), kKeyValueTag);
       kv_sent->wait();
       kv = next;
     }
-    Tensor next_dkv = workspace(allocator, dkv.shape(), DType::f32);
+    Tensor next_dkv = workspace(allocator, "ring_next_dkv", dkv.shape(), DType::f32);
     cp.recv(next_dkv, static_cast<int>(ring.previous()), kGradientTag);
     dkv_sent->wait();
     dkv = next_dkv;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# scripts/plot.py on its own: `sweep` on a hand-written planner sweep (tests/system/data) and
-# `run` on a metrics.jsonl with a non-finite loss write whole PNG files; a blend's per-dataset
-# validation losses are lines of loss.png; corrupt input exits 1 naming the file and line. Exits 77 (skipped) when no python3 here imports matplotlib.
+# scripts/plot.py on its own: `sweep` on a hand-written planner sweep (tests/system/data),
+# `run` on a metrics.jsonl with a non-finite loss (and then with a memory timeline) and
+# `timeline` on a predicted one alone write whole PNG files; a blend's per-dataset validation
+# losses are lines of loss.png; corrupt input exits 1 naming the file and line. Exits 77
+# (skipped) when no python3 here imports matplotlib.
 set -u
 plot=$1
 source "$(dirname "$0")/../script_test_util.sh"
@@ -57,6 +59,47 @@ labels=$(echo "$labels" | sed -n 's/^labels: //p')
   fail "loss.png of a blend has the lines: $labels"
 check_png "$dir/blend/loss.png"
 echo "blend: loss.png draws val_loss, val_loss/web and val_loss/web_2"
+
+# A memory timeline (train.memory_timeline_step): `run` adds timeline.png; `timeline` draws a
+# predicted one alone.
+timeline_json() {  # SOURCE: rank 0's step, a forward and a backward of microbatch 0
+  cat <<JSON
+{"rank": 0, "label": "rank 0 (pp 0, tp 0, cp 0, dp 0)", "source": "$1",
+"start_bytes": {"param": 4096, "grad": 4096, "optimizer": 8192, "activation": 0, "workspace": 0, "comm": 0},
+"peak_bytes": {"param": 4096, "grad": 4096, "optimizer": 8192, "activation": 3072, "workspace": 512, "comm": 0},
+"events": [
+{"seq": 0, "op": "begin", "name": "step"},
+{"seq": 1, "op": "begin", "name": "forward chunk0 mb0"},
+{"seq": 2, "op": "alloc", "category": "activation", "name": "ln1_out", "bytes": 2048},
+{"seq": 3, "op": "alloc", "category": "workspace", "name": "qkv", "bytes": 512},
+{"seq": 4, "op": "free", "category": "workspace", "name": "qkv", "bytes": 512},
+{"seq": 5, "op": "alloc", "category": "activation", "name": "fc1_out", "bytes": 1024},
+{"seq": 6, "op": "end", "name": "forward chunk0 mb0"},
+{"seq": 7, "op": "begin", "name": "backward chunk0 mb0"},
+{"seq": 8, "op": "begin", "name": "recompute L0 mb0"},
+{"seq": 9, "op": "end", "name": "recompute L0 mb0"},
+{"seq": 10, "op": "free", "category": "activation", "name": "fc1_out", "bytes": 1024},
+{"seq": 11, "op": "free", "category": "activation", "name": "ln1_out", "bytes": 2048},
+{"seq": 12, "op": "end", "name": "backward chunk0 mb0"},
+{"seq": 13, "op": "end", "name": "step"}
+]}
+JSON
+}
+timeline_json measured > "$dir/run/memory_timeline_measured_rank0.json"
+timeline_json predicted > "$dir/run/memory_timeline_predicted_rank0.json"
+"$python" "$plot" run "$dir/run" --out "$dir/run/plots" > "$dir/run.out" 2>&1 ||
+  { cat "$dir/run.out"; fail "plot.py run failed with a timeline"; }
+grep -qx "$dir/run/plots/timeline.png" "$dir/run.out" || fail "run drew no timeline: $(cat "$dir/run.out")"
+check_png "$dir/run/plots/timeline.png"
+"$python" "$plot" timeline --predicted "$dir/run/memory_timeline_predicted" --out "$dir/alone" \
+  > "$dir/alone.out" 2>&1 || { cat "$dir/alone.out"; fail "plot.py timeline --predicted failed"; }
+check_png "$dir/alone/timeline.png"
+echo "timeline: drawn by run, and from a prediction alone"
+grep -v start_bytes "$dir/run/memory_timeline_predicted_rank0.json" > "$dir/bad_rank0.json"
+"$python" "$plot" timeline --predicted "$dir/bad" --out "$dir/bad" > "$dir/bad.out" 2>&1 &&
+  fail "plot.py timeline accepted a timeline without start_bytes"
+grep -q "plot.py: error: $dir/bad_rank0.json: no 'start_bytes'" "$dir/bad.out" ||
+  fail "timeline without start_bytes: $(cat "$dir/bad.out")"
 
 # Corrupt input: exit 1, the file and line named.
 echo '{"step": 4, "loss":' >> "$dir/run/metrics.jsonl"

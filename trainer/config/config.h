@@ -70,6 +70,10 @@ struct TrainConfig {
   GuardConfig guard;
   InjectConfig inject;  // a test hook; see InjectConfig
   TraceConfig trace;
+  // The allocator's every alloc and free during this step (1-based), written with the meta
+  // replay's prediction to <output.dir>/memory_timeline_{measured,predicted}_rank<R>.json and
+  // .trace.json (docs/operations.md, "Memory timeline"); 0: off.
+  int64_t memory_timeline_step = 0;
   // Device memory per rank, GiB (2^30 bytes), that recompute.auto plans under and `trainer plan`
   // checks against; 0: none.
   double memory_budget_gib = 0.0;

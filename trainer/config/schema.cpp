@@ -222,6 +222,7 @@ struct ConfigSchema<TrainConfig> {
         field("guard", &TrainConfig::guard),
         field("inject", &TrainConfig::inject),
         field("trace", &TrainConfig::trace),
+        field("memory_timeline_step", &TrainConfig::memory_timeline_step),
         field("memory_budget_gib", &TrainConfig::memory_budget_gib),
     };
     return table;

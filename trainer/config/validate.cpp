@@ -421,6 +421,15 @@ void validate_targets(const Config& config) {
   }
 }
 
+void validate_memory_timeline(const TrainConfig& train) {
+  check_at_least<int64_t>("train.memory_timeline_step", train.memory_timeline_step, 0);
+  if (train.memory_timeline_step > train.steps) {
+    throw ConfigError("train.memory_timeline_step",
+                      text_of(train.memory_timeline_step) + " is beyond train.steps " +
+                          text_of(train.steps) + ", so no step would be recorded");
+  }
+}
+
 void validate_trace(const TrainConfig& train) {
   const TraceConfig& trace = train.trace;
   check_at_least<int64_t>("train.trace.steps", trace.steps, 0);
@@ -485,6 +494,7 @@ void validate_config(const Config& config, ConfigUse use) {
   validate_guard(config);
   validate_targets(config);
   validate_trace(config.train);
+  validate_memory_timeline(config.train);
 }
 
 void validate_launch(const Config& config, int64_t world_size) {

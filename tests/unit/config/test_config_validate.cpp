@@ -618,6 +618,19 @@ TEST(ValidateTrace, StartStepWithinTheRun) {
   EXPECT_TRUE(accepted(config));
 }
 
+TEST(ValidateMemoryTimeline, StepWithinTheRun) {
+  Config config = valid_config();
+  config.train.steps = 20;
+  config.train.memory_timeline_step = -1;
+  EXPECT_TRUE(rejected(config, "train.memory_timeline_step", {"must be >= 0, got -1"}));
+  config.train.memory_timeline_step = 21;
+  EXPECT_TRUE(rejected(config, "train.memory_timeline_step", {"21", "train.steps 20"}));
+  config.train.memory_timeline_step = 20;
+  EXPECT_TRUE(accepted(config));
+  config.train.memory_timeline_step = 0;  // off
+  EXPECT_TRUE(accepted(config));
+}
+
 // ---- launch ----
 
 TEST(ValidateLaunch, WorldSizeMatchesTheLayout) {

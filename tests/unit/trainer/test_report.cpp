@@ -58,7 +58,8 @@ std::array<uint32_t, 2> png_size(const std::string& bytes) {
   return {big_endian(16), big_endian(20)};
 }
 
-// One short training run of configs/tiny.yaml (6 steps, validation every 3), shared by the tests.
+// One short training run of configs/tiny.yaml (6 steps, validation every 3, the memory timeline
+// of step 2), shared by the tests.
 class ReportOfRun : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -71,7 +72,8 @@ class ReportOfRun : public ::testing::Test {
         run_command(trainer + " train --config " + TRAINER_SOURCE_DIR + "/configs/tiny.yaml" +
                     " --set data.path=" + (*dir_ / "data") + " --set output.dir=" + run_dir() +
                     " --set train.steps=6 --set train.eval_interval=3 --set train.log_interval=1" +
-                    " --set optimizer.lr_warmup_steps=2 --set output.export=false");
+                    " --set optimizer.lr_warmup_steps=2 --set output.export=false" +
+                    " --set train.memory_timeline_step=2");
     ASSERT_EQ(train.exit_code, 0) << train.output;
   }
   static void TearDownTestSuite() { delete dir_; }
@@ -103,7 +105,8 @@ TEST_F(ReportOfRun, SummaryMatchesMetricsAndPlotsArePngs) {
     EXPECT_TRUE(contains(md, "No plots: no python3 with matplotlib")) << md;
     GTEST_SKIP() << "no python3 with matplotlib: report.md without pictures checked only";
   }
-  for (const char* name : {"loss", "throughput", "memory", "recompute"}) {
+  EXPECT_TRUE(contains(md, "The memory timeline of the step")) << md;
+  for (const char* name : {"loss", "throughput", "memory", "recompute", "timeline"}) {
     const std::string file = std::string("plots/") + name + ".png";
     EXPECT_TRUE(contains(md, "![" + std::string(name) + "](" + file + ")")) << file << "\n" << md;
     const std::array<uint32_t, 2> size = png_size(read_file(run_dir() + "/" + file));
