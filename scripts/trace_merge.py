@@ -23,16 +23,21 @@ def trace_files(inputs):
             if not found:
                 sys.exit(f"trace_merge: no trace_rank*.json under {item}")
             files += found
-        else:
+        elif os.path.isfile(item):
             files.append(item)
+        else:
+            sys.exit(f"trace_merge: {item} is neither a run directory nor a trace file")
     return files
 
 
 def merge(files):
     traces, ranks, events = [], {}, []
     for path in files:
-        with open(path) as f:
-            traces.append((path, json.load(f)))
+        try:
+            with open(path) as f:
+                traces.append((path, json.load(f)))
+        except (OSError, ValueError) as error:
+            sys.exit(f"trace_merge: {path}: {error}")
     origins = [t.get("otherData", {}).get("time_origin_ns", 0) for _, t in traces]
     first_origin = min(origins, default=0)
     for (path, trace), origin in zip(traces, origins):
@@ -69,8 +74,10 @@ def main():
         args.inputs[0] if os.path.isdir(args.inputs[0]) else os.path.dirname(files[0]),
         "trace.json")
     merged = merge(files)
-    with open(out, "w") as f:
+    temporary = out + ".tmp"
+    with open(temporary, "w") as f:
         json.dump(merged, f)
+    os.replace(temporary, out)
     print(f"trace_merge: {len(files)} ranks, {len(merged['traceEvents'])} events -> {out}")
 
 
