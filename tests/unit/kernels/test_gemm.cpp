@@ -1,6 +1,6 @@
 // Tests of sgemm and the linear layer against naive double-precision references, the
-// `=` (dinp) vs `+=` (dweight, dbias) rule, finite differences, and a thread-independent
-// bias gradient.
+// `=` (dinp) vs `+=` (dweight, dbias) rule, finite differences, and products and gradients
+// that do not depend on the thread count.
 #include "runtime/kernels/cpu/gemm.h"
 
 #include "kernel_test_util.h"
@@ -23,8 +23,8 @@ std::vector<double> linear_reference(const std::vector<float>& inp, const std::v
   return out;
 }
 
-TEST(Sgemm, MatchesNaiveProductForEveryTransposeWithPaddedLeadingDims) {
-  const int64_t M = 37, N = 29, K = 41;
+// sgemm(M, N, K) against the naive product for every transpose, with padded leading dims.
+void expect_sgemm_matches_naive(int64_t M, int64_t N, int64_t K) {
   const float alpha = 0.7f, beta = 0.3f;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
@@ -34,7 +34,7 @@ TEST(Sgemm, MatchesNaiveProductForEveryTransposeWithPaddedLeadingDims) {
       auto C = random_vector(M * ldc, 3);
       const auto C0 = C;
       sgemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
-      std::vector<float> got, pad;
+      std::vector<float> got;
       std::vector<double> want;
       for (int64_t i = 0; i < M; ++i) {
         for (int64_t j = 0; j < N; ++j) {
@@ -48,7 +48,33 @@ TEST(Sgemm, MatchesNaiveProductForEveryTransposeWithPaddedLeadingDims) {
         for (int64_t j = N; j < ldc; ++j) EXPECT_EQ(C[i * ldc + j], C0[i * ldc + j]) << "padding";
       }
       expect_close(got, want, 1e-5, 1e-5,
-                   "sgemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+                   "sgemm " + std::to_string(M) + "x" + std::to_string(N) + "x" +
+                       std::to_string(K) + " ta=" + std::to_string(ta) +
+                       " tb=" + std::to_string(tb));
+    }
+  }
+}
+
+TEST(Sgemm, MatchesNaiveProductForEveryTransposeWithPaddedLeadingDims) {
+  expect_sgemm_matches_naive(37, 29, 41);
+}
+
+// Note [Host GEMM threads]: with 2 and 3 threads the 150 rows of C are split into ranges.
+TEST(Sgemm, RowRangesOverThreadsMatchNaiveProduct) {
+  for (int threads : {2, 3}) with_threads(threads, [] { expect_sgemm_matches_naive(150, 29, 41); });
+}
+
+TEST(Sgemm, BitIdenticalAcrossThreadCountsForEveryTranspose) {
+  const int64_t M = 250, N = 67, K = 90;
+  const auto A = random_vector(M * K, 30), B = random_vector(K * N, 31);
+  const auto C0 = random_vector(M * N, 32);
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      expect_thread_count_independent([&] {
+        auto C = C0;
+        sgemm(ta, tb, M, N, K, 1.f, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.5f, C.data(), N);
+        return C;
+      });
     }
   }
 }
