@@ -8,6 +8,9 @@ source "$(dirname "$0")/../script_test_util.sh"
 # 17-token samples: global batch 0 = samples 0 and 1; sample 1 (dp rank 1) holds 'z' (122).
 { printf 'a%.0s' {1..17}; printf 'z'; printf 'a%.0s' {1..100}; } > "$dir/text.txt"
 "$trainer" prepare-data --input "$dir/text.txt" --output-prefix "$dir/data" >/dev/null
+# A plain indexed dataset (no <prefix>.json): no tokenizer vocabulary to check against
+# vocab_size when the run starts, so only rank 1 finds the bad token, when it reads it.
+rm -f "$dir/data.json"
 cat > "$dir/run.yaml" <<YAML
 model: {num_layers: 1, hidden_size: 16, num_attention_heads: 2, seq_length: 16, vocab_size: 100}
 train: {steps: 2, micro_batch_size: 1, global_batch_size: 2}

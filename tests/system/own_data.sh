@@ -42,8 +42,11 @@ grep -q '"kind": "gpt2"' data/docs.json || fail "data/docs.json names no gpt2 to
 grep -q '"vocab_size": 50257' data/docs.json || fail "data/docs.json: vocab_size"
 [ "$(grep -c '"event": "sample"' runs/own_data/events.jsonl)" -eq 2 ] \
   || fail "expected sample events at steps 2 and 4"
+grep '"event": "sample"' runs/own_data/events.jsonl | grep -q '"text": "' \
+  || fail "the sample events have no text"
+# No prompt: the text is the generated tokens', not the eod token they start from.
 grep '"event": "sample"' runs/own_data/events.jsonl | grep -q '"text": "<|endoftext|>' \
-  || fail "the sample's text does not start at the eod token"
+  && fail "the sample's text starts with the eod token"
 grep -q '^sample: step 4: ' "$dir/out_3" || { cat "$dir/out_3"; fail "no sample on the train log"; }
 head -1 "$dir/out_4" | grep -q '^The' || { cat "$dir/out_4"; fail "generate did not continue \"The\""; }
 [ "$(wc -w < "$dir/out_4")" -gt 3 ] || { cat "$dir/out_4"; fail "generate printed almost nothing"; }

@@ -138,19 +138,8 @@ void check_options(const PrepareDataOptions& options, const FlagsSeen& seen) {
 // Tokenizer and text-input flags; false for any other flag.
 bool parse_text_flag(const std::string& flag, const std::function<std::string()>& value,
                      PrepareDataOptions& options) {
-  tokenizer::TokenizerSpec& spec = options.tokenizer;
-  if (flag == "--tokenizer") {
-    spec.kind = tokenizer::parse_kind(value());
-  } else if (flag == "--vocab-file") {
-    spec.vocab_file = value();
-  } else if (flag == "--merge-file") {
-    spec.merge_file = value();
-  } else if (flag == "--tokenizer-file") {
-    spec.tokenizer_file = value();
-  } else if (flag == "--split-pattern") {
-    spec.split_pattern = value();
-  } else if (flag == "--eod-id") {
-    spec.eod_id = parse_integer<int32_t>(flag, value(), 0);
+  if (parse_tokenizer_flag("prepare-data", flag, value, options.tokenizer)) {
+    return true;
   } else if (flag == "--json-key") {
     options.json_key = value();
     if (options.json_key.empty()) bad_value(flag, "", "a member name");
@@ -163,6 +152,35 @@ bool parse_text_flag(const std::string& flag, const std::function<std::string()>
 }
 
 }  // namespace
+
+bool parse_tokenizer_flag(const std::string& command, const std::string& flag,
+                          const std::function<std::string()>& value,
+                          tokenizer::TokenizerSpec& spec) {
+  if (flag == "--tokenizer") {
+    spec.kind = tokenizer::parse_kind(value());
+  } else if (flag == "--vocab-file") {
+    spec.vocab_file = value();
+  } else if (flag == "--merge-file") {
+    spec.merge_file = value();
+  } else if (flag == "--tokenizer-file") {
+    spec.tokenizer_file = value();
+  } else if (flag == "--split-pattern") {
+    spec.split_pattern = value();
+  } else if (flag == "--eod-id") {
+    const std::string text = value();
+    int32_t id = -1;
+    const char* end = text.data() + text.size();
+    const auto [stop, error] = std::from_chars(text.data(), end, id);
+    if (text.empty() || error != std::errc() || stop != end || id < 0) {
+      throw runtime::InputError(
+          TRAINER_STR(command << ": " << flag << " \"" << text << "\": expected an id >= 0"));
+    }
+    spec.eod_id = id;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 PrepareDataOptions parse_prepare_data_options(const std::vector<std::string>& args) {
   PrepareDataOptions options;

@@ -2,6 +2,7 @@
 // Rules: every bad flag, value or combination is an InputError naming the flag and the value.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,13 @@ struct PrepareDataOptions {
   SyntheticCorpusSpec spec;
   bool help = false;
 };
+
+// The tokenizer flags (--tokenizer, --vocab-file, --merge-file, --tokenizer-file, --split-pattern,
+// --eod-id), as prepare-data and generate take them, into spec; false for any other flag.
+// `command` names the command in the InputError of a bad value.
+bool parse_tokenizer_flag(const std::string& command, const std::string& flag,
+                          const std::function<std::string()>& value,
+                          tokenizer::TokenizerSpec& spec);
 
 // args: everything after "prepare-data". The usage text is prepare_data_usage() (prepare_data.h).
 PrepareDataOptions parse_prepare_data_options(const std::vector<std::string>& args);

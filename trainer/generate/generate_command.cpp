@@ -9,6 +9,7 @@
 
 #include "model/decoder.h"
 #include "runtime/error.h"
+#include "trainer/data/prepare_data_options.h"
 #include "trainer/generate/dataset_tokenizer.h"
 #include "trainer/generate/model_source.h"
 
@@ -75,7 +76,7 @@ GenerateOptions parse_generate_options(const std::vector<std::string>& args) {
   bool tokenizer_flags = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    auto value = [&]() -> const std::string& {
+    auto value = [&]() -> std::string {
       if (i + 1 >= args.size()) throw runtime::InputError("generate: " + flag + " needs a value");
       return args[++i];
     };
@@ -97,21 +98,8 @@ GenerateOptions parse_generate_options(const std::vector<std::string>& args) {
       options.sampling.seed = static_cast<uint64_t>(seed);
     } else if (flag == "--print-ids") {
       options.print_ids = true;
-    } else if (flag == "--tokenizer") {
-      spec.kind = tokenizer::parse_kind(value());
-      tokenizer_flags = true;
-    } else if (flag == "--vocab-file") {
-      spec.vocab_file = value();
-    } else if (flag == "--merge-file") {
-      spec.merge_file = value();
-    } else if (flag == "--tokenizer-file") {
-      spec.tokenizer_file = value();
-    } else if (flag == "--split-pattern") {
-      spec.split_pattern = value();
-    } else if (flag == "--eod-id") {
-      const int64_t id = parse_integer(flag, value());
-      if (id < 0 || id > INT32_MAX) bad_value(flag, args[i], "an id >= 0");
-      spec.eod_id = static_cast<int32_t>(id);
+    } else if (parse_tokenizer_flag("generate", flag, value, spec)) {
+      tokenizer_flags = tokenizer_flags || flag == "--tokenizer";
     } else {
       throw runtime::InputError("generate: unknown argument '" + flag +
                                 "' (see trainer generate --help)");

@@ -3,6 +3,7 @@
 // dataset's tokenizer decodes; train.sample_interval writes "sample" events; bad input is named.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -148,11 +149,15 @@ TEST(Generate, DecodesWithTheDatasetsTokenizerAndRecordsSamples) {
 TEST(Generate, PromptIdsBeyondTheModelsVocabularyAreNamed) {
   testing_support::TempDir dir;
   const std::string data = byte_dataset(dir);
+  // A plain indexed dataset (no <prefix>.json), so the run does not check its tokenizer.
+  std::filesystem::remove(data + ".json");
   InProcessRun run(testing_support::small_config(data, dir / "run", {"train.steps=1"}));
   run.trainer->run();  // model.vocab_size 256: the byte tokenizer's eod (256) does not fit
   std::ostringstream out;
   expect_error<runtime::InputError>(
-      [&] { run_generate(parse_generate_options({"--model", dir / "run"}), out); },
+      [&] {
+        run_generate(parse_generate_options({"--model", dir / "run", "--tokenizer", "byte"}), out);
+      },
       {"prompt token 0 is id 256", "vocab_size 256"}, "an eod prompt outside the vocabulary");
 }
 
