@@ -4,7 +4,7 @@
 set -u
 trainer=$1 mpirun=$2
 source "$(dirname "$0")/../script_test_util.sh"
-fail() { echo "FAIL: $*"; cat "$dir/log"; exit 1; }
+fail() { echo "FAIL: $*"; cat "$dir/log" "$dir/err"; exit 1; }
 synthetic_data 100000
 cat > "$dir/run.yaml" <<YAML
 model: {num_layers: 2, hidden_size: 128, num_attention_heads: 4, seq_length: 64, vocab_size: 256}
@@ -13,8 +13,10 @@ parallel: {data: 2}
 checkpoint: {dir: $dir/ckpt}
 $(shared_run_yaml)
 YAML
+# stderr apart: mpirun forwards the ranks' streams in chunks, so another rank's signal message
+# on stderr could cut rank 0's "stopped by a signal" line in two.
 "$mpirun" --oversubscribe --bind-to none -np 2 "$trainer" train --config "$dir/run.yaml" \
-  > "$dir/log" 2>&1 &
+  > "$dir/log" 2> "$dir/err" &
 job=$!
 # Up to 120 s for step 5 (a loaded CI machine starts two ranks slowly); before the trainer's
 # signal handlers are installed a SIGTERM would simply end it.
