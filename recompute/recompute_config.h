@@ -11,7 +11,7 @@
 //   stages: [{stage, granularity, method, num_layers, modules}]  replace the
 //           preset on one pipeline stage
 //   auto: true       the planner chooses every layer's entry under train.memory_budget_gib
-//                    (trainer/auto_plan.h); nothing else of the section may be set
+//                    (trainer/planning/auto_plan.h); nothing else of the section may be set
 #pragma once
 
 #include <cstdint>

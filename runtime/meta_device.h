@@ -1,7 +1,7 @@
 // The meta device: tensors with a shape, a dtype and an allocator category but no memory, and
 // operators that do nothing. Running the trainer's own code on it replays every allocation of a
 // step in order, with exact per-category statistics, in no time and on any machine: what the
-// whole-rank memory model (trainer/rank_memory.h) predicts with (Note [Meta replay]).
+// whole-rank memory model (trainer/planning/rank_memory.h) predicts with (Note [Meta replay]).
 #pragma once
 
 #include <cstdint>

@@ -22,7 +22,7 @@
 #include "trainer/config/config.h"
 #include "trainer/data/prepare_data.h"
 #include "trainer/generate/generate_command.h"
-#include "trainer/plan_command.h"
+#include "trainer/planning/plan_command.h"
 #include "trainer/report.h"
 #include "trainer/train.h"
 #include "trainer/version.h"

@@ -41,7 +41,7 @@ struct StepMetrics {
   std::vector<int64_t> rank_activation_peak, rank_predicted_peak, rank_comm_bytes,
       rank_predicted_comm_bytes, rank_total_peak, rank_predicted_total_peak;
   runtime::AllocatorStats memory;  // peaks of this step
-  // The whole-rank memory model's peak of each category (trainer/rank_memory.h).
+  // The whole-rank memory model's peak of each category (trainer/planning/rank_memory.h).
   std::array<int64_t, runtime::kNumMemoryCategories> predicted_memory{};
   std::optional<double> val_loss;  // every dataset's validation loss, weighted by the blend
   // val_loss/<name> of each dataset of a blend of two or more, in blend order (evaluation steps).

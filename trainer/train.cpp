@@ -19,7 +19,7 @@
 #include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 #include "runtime/trace.h"
-#include "trainer/auto_plan.h"
+#include "trainer/planning/auto_plan.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
 #include "trainer/lr_schedule.h"

@@ -20,7 +20,7 @@
 #include "trainer/metrics.h"
 #include "trainer/mfu_peak.h"
 #include "trainer/optimizer.h"
-#include "trainer/rank_memory.h"
+#include "trainer/planning/rank_memory.h"
 #include "trainer/rank_state.h"
 #include "trainer/run_checks.h"
 #include "trainer/skipped_batches.h"

@@ -13,8 +13,8 @@
 #include <optional>
 
 #include "mpi_test_util.h"
-#include "trainer/auto_plan.h"
-#include "trainer/rank_memory.h"
+#include "trainer/planning/auto_plan.h"
+#include "trainer/planning/rank_memory.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include "mpi_test_util.h"
 #include "runtime/memory_timeline.h"
-#include "trainer/rank_memory.h"
+#include "trainer/planning/rank_memory.h"
 
 namespace {
 

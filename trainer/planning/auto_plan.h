@@ -1,7 +1,7 @@
 // recompute.auto: the plan with the least recompute cost (matmul FLOPs, then bytes rebuilt) whose
 // predicted memory fits train.memory_budget_gib on every rank. Per pipeline stage: the
-// non-activation categories come from meta replays (trainer/rank_memory.h), the activation
-// category from the exact chunk search (recompute/planner.h) combined over the stage's chunks
+// non-activation categories come from meta replays (trainer/planning/rank_memory.h), the activation
+// category from the exact chunk search (trainer/planning/chunk_search.h) combined over the stage's chunks
 // with the schedule's microbatches in flight; the chosen plan is checked by a replay of its own.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "recompute/recompute_config.h"
 #include "trainer/config/config.h"
-#include "trainer/rank_memory.h"
+#include "trainer/planning/rank_memory.h"
 
 namespace trainer {
 

@@ -2,7 +2,7 @@
 // what build_rank_state allocates once (as Trainer builds it), then one step's schedule,
 // gradient reductions, clipping and update. The layout tests compare each
 // category with a real run, which keeps this replay and Trainer in step.
-#include "trainer/rank_memory.h"
+#include "trainer/planning/rank_memory.h"
 
 #include <memory>
 #include <optional>

@@ -2,7 +2,7 @@
 // far (above the embedding), the largest backward point so far (above the embedding), and
 // recompute FLOPs; states that another beats on all three are dropped, which keeps the search
 // exact (what a later layer adds depends only on the kept bytes below it).
-#include "recompute/planner.h"
+#include "trainer/planning/chunk_search.h"
 
 #include <algorithm>
 #include <tuple>
@@ -11,7 +11,7 @@
 #include "model/flops.h"
 #include "model/recompute_modules.h"
 
-namespace recompute {
+namespace trainer {
 namespace {
 
 using model::LayerRecompute;
@@ -71,9 +71,9 @@ std::vector<State> pareto(std::vector<State> states) {
 }
 
 // The plan a final state stands for, read back through the parents.
-RecomputePlan plan_of(const std::vector<std::vector<State>>& states, int64_t num_layers,
+recompute::RecomputePlan plan_of(const std::vector<std::vector<State>>& states, int64_t num_layers,
                       int64_t index, const std::vector<EntryCost>& entries) {
-  RecomputePlan plan = RecomputePlan::uniform(num_layers, {});
+  recompute::RecomputePlan plan = recompute::RecomputePlan::uniform(num_layers, {});
   std::vector<std::pair<int64_t, int64_t>> groups;  // (first layer, size)
   for (int64_t k = num_layers; k > 0;) {
     const State& s = states[static_cast<size_t>(k)][static_cast<size_t>(index)];
@@ -184,4 +184,4 @@ std::vector<ChunkCandidate> search_chunk_plans(const model::GptConfig& config,
   return front;
 }
 
-}  // namespace recompute
+}  // namespace trainer

@@ -3,7 +3,7 @@
 // plans no other beats on all three of forward-end bytes, backward-peak bytes and recompute
 // FLOPs (the Pareto front). Exact: a dynamic program over the layers whose state is what the
 // memory model (recompute/memory_model.h) needs of the layers below. The stage-level choice
-// among fronts, against a budget, is the trainer's (trainer/auto_plan.h).
+// among fronts, against a budget, is the trainer's (trainer/planning/auto_plan.h).
 #pragma once
 
 #include <compare>
@@ -14,7 +14,7 @@
 #include "model/layer_stash.h"
 #include "recompute/plan.h"
 
-namespace recompute {
+namespace trainer {
 
 // What rebuilding costs, per microbatch: first the matmul FLOPs (the objective), then, among
 // plans of equal FLOPs, the bytes rebuilt (a layernorm or GELU rerun costs no matmul FLOPs but
@@ -34,7 +34,7 @@ struct ChunkCandidate {
   int64_t forward_end = 0;    // bytes kept at the end of forward (ActivationMemory's)
   int64_t backward_peak = 0;  // bytes at the largest point of backward
   RecomputeCost cost;
-  RecomputePlan plan;
+  recompute::RecomputePlan plan;
 };
 
 struct ChunkSearch {
@@ -59,4 +59,4 @@ std::vector<ChunkCandidate> search_chunk_plans(const model::GptConfig& config,
 // (subsets that keep the same tensors under this attention backend count once, the cheaper).
 std::vector<model::LayerRecompute> candidate_entries(const model::LayerDims& dims);
 
-}  // namespace recompute
+}  // namespace trainer

@@ -1,8 +1,8 @@
 // The plan tables: per layer its entry, checkpoint group, kept and rebuilt bytes; per stage the
 // predicted activation peak and recompute FLOPs; per rank every memory category against the
 // budget. And the command's arguments: a budget plans automatically, --emit-yaml prints the
-// plan as a config section, --sweep varies a key (trainer/plan_sweep.h).
-#include "trainer/plan_command.h"
+// plan as a config section, --sweep varies a key (trainer/planning/plan_sweep.h).
+#include "trainer/planning/plan_command.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,10 +14,10 @@
 #include "runtime/device_scratch.h"
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
-#include "trainer/auto_plan.h"
+#include "trainer/planning/auto_plan.h"
 #include "trainer/memory_timeline_files.h"
 #include "trainer/metrics.h"
-#include "trainer/plan_sweep.h"
+#include "trainer/planning/plan_sweep.h"
 #include "trainer/stage_setup.h"
 
 namespace trainer {

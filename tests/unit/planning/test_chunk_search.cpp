@@ -12,14 +12,15 @@
 #include "model/embedding_head.h"
 #include "model/flops.h"
 #include "recompute/memory_model.h"
-#include "recompute/planner.h"
+#include "trainer/planning/chunk_search.h"
 
+namespace trainer {
 namespace {
 
 using model::LayerRecompute;
 using model::RecomputeMode;
 // Forward end, backward peak, recompute cost (FLOPs, then bytes rebuilt).
-using Cost = std::tuple<int64_t, int64_t, recompute::RecomputeCost>;
+using Cost = std::tuple<int64_t, int64_t, RecomputeCost>;
 
 model::GptConfig small_model() {
   model::GptConfig c;
@@ -31,9 +32,9 @@ model::GptConfig small_model() {
   return c;
 }
 
-recompute::RecomputeCost plan_cost(const model::LayerDims& dims,
+RecomputeCost plan_cost(const model::LayerDims& dims,
                                    const recompute::RecomputePlan& plan) {
-  recompute::RecomputeCost cost;
+  RecomputeCost cost;
   for (int64_t i = 0; i < plan.num_layers(); ++i) {
     const LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
     if (plan.is_full(i)) {
@@ -116,13 +117,13 @@ TEST_P(PlannerSearch, FrontEqualsBruteForce) {
         recompute::predict_activation_memory(config, dims, plan, 1, shape.embedding, shape.head);
     all.emplace_back(m.forward_end, m.backward_peak, plan_cost(dims, plan));
   });
-  recompute::ChunkSearch search;
+  ChunkSearch search;
   search.num_layers = shape.layers;
   search.has_embedding = shape.embedding;
   search.has_head = shape.head;
-  const auto front = recompute::search_chunk_plans(config, dims, search);
+  const auto front = search_chunk_plans(config, dims, search);
   std::set<Cost> searched;
-  for (const recompute::ChunkCandidate& c : front) {
+  for (const ChunkCandidate& c : front) {
     const auto m =
         recompute::predict_activation_memory(config, dims, c.plan, 1, shape.embedding, shape.head);
     EXPECT_EQ(m.forward_end, c.forward_end) << model::to_string(c.plan.layers[0]);
@@ -147,10 +148,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(PlannerSearch, CandidateEntriesStartWithNone) {
   model::GptConfig config = small_model();
   config.hidden_dropout = config.attention_dropout = 0.1f;
-  const auto entries = recompute::candidate_entries(model::layer_dims(config, 2, true));
+  const auto entries = candidate_entries(model::layer_dims(config, 2, true));
   ASSERT_FALSE(entries.empty());
   EXPECT_EQ(entries[0].mode, RecomputeMode::none);
   EXPECT_GT(entries.size(), 2u);
 }
 
 }  // namespace
+}  // namespace trainer

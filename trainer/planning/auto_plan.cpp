@@ -3,7 +3,7 @@
 // chunk's front, and the cheapest combination of fronts whose scheduled peak fits the budget less
 // the threshold; the chosen plan is replayed, and the room shrinks by any excess until it fits.
 // The cheapest plan over the thresholds wins.
-#include "trainer/auto_plan.h"
+#include "trainer/planning/auto_plan.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,16 +11,13 @@
 #include <tuple>
 
 #include "parallel/pipeline/schedules.h"
-#include "recompute/planner.h"
+#include "trainer/planning/chunk_search.h"
 #include "runtime/error.h"
 #include "trainer/metrics.h"
 #include "trainer/stage_setup.h"
 
 namespace trainer {
 namespace {
-
-using recompute::ChunkCandidate;
-using recompute::RecomputeCost;
 
 // `config` with every layer of the model under one entry (full: groups of one layer).
 Config with_uniform_entry(const Config& config, const model::LayerRecompute& entry) {
@@ -50,7 +47,7 @@ struct EntryOverhead {
 
 std::vector<EntryOverhead> entry_overheads(const Config& config, int64_t stage,
                                            const model::LayerDims& dims) {
-  std::vector<model::LayerRecompute> entries = recompute::candidate_entries(dims);
+  std::vector<model::LayerRecompute> entries = candidate_entries(dims);
   entries.push_back({model::RecomputeMode::full, {}});
   std::vector<EntryOverhead> overheads;
   for (const model::LayerRecompute& entry : entries) {
@@ -198,7 +195,7 @@ class StageSearch {
  private:
   // Each chunk's front with the entries within `threshold` (< 0: all), pruned at `room` bytes.
   std::vector<std::vector<ChunkCandidate>> fronts(int64_t threshold, int64_t room) const {
-    recompute::ChunkSearch search;
+    ChunkSearch search;
     search.max_bytes = room;
     search.allow_full = false;
     for (const EntryOverhead& o : overheads_) {

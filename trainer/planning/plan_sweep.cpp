@@ -1,7 +1,7 @@
-// The sweep: per value, presets and the planner summarised by trainer/auto_plan.h; the frontier
+// The sweep: per value, presets and the planner summarised by trainer/planning/auto_plan.h; the frontier
 // plans under budgets spread evenly from the least-memory preset's peak to no recompute's.
 // JSON and CSV are written whole to temporary files, then renamed.
-#include "trainer/plan_sweep.h"
+#include "trainer/planning/plan_sweep.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
-#include "trainer/auto_plan.h"
+#include "trainer/planning/auto_plan.h"
 #include "trainer/config/config.h"
 #include "trainer/metrics.h"
 
