@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "trainer/config/config.h"
-#include "trainer/rank_memory.h"
+#include "trainer/planning/rank_memory.h"
 
 namespace {
 
