@@ -22,6 +22,7 @@
 #include "trainer/config/config.h"
 #include "trainer/data/prepare_data.h"
 #include "trainer/generate/generate_command.h"
+#include "trainer/planning/calibrate.h"
 #include "trainer/planning/plan_command.h"
 #include "trainer/report.h"
 #include "trainer/train.h"
@@ -52,6 +53,12 @@ constexpr CommandUsage kCommandUsages[] = {
      "        PREFIX.csv and PREFIX.json (default prefix plan_sweep); --timeline writes\n"
      "        every rank's predicted memory timeline of one step as PREFIX_rank<R>.json and\n"
      "        PREFIX_rank<R>.trace.json (Perfetto).\n"},
+    {"calibrate",
+     "  calibrate --config FILE.yaml [--set a.b=value ...] [--out P.json] [--repeats N]\n"
+     "        Time, on the config's device (one process), one rank's layer forward, backward\n"
+     "        and every recompute choice, the embedding and head, the optimizer, and the\n"
+     "        device's GEMM rate and copy bandwidth; write them as a time profile for\n"
+     "        train.time_profile and `trainer plan --profile` (default time_profile.json).\n"},
     {"prepare-data",
      "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
      "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
@@ -229,6 +236,18 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
   return exit_status;
 }
 
+// `trainer calibrate`: one process on the config's device.
+int run_calibrate(const std::vector<std::string>& args) {
+  const trainer::CalibrateArgs parsed = trainer::parse_calibrate_args(args);
+  const trainer::Config config =
+      trainer::load_config(parsed.config_path, parsed.overrides, trainer::ConfigUse::plan);
+  trainer::check_supported(config);
+  RunDevice device;
+  parallel::ProcessGroups groups = parallel::ProcessGroups::single();
+  set_up_device(config, groups, 0, device);
+  return trainer::calibrate_command(parsed, config, *device.allocator, std::cout);
+}
+
 // Note [OpenMP and OpenBLAS threads] (runtime/kernels/cpu/gemm.cpp): libgomp's
 // spinning workers steal the cores OpenBLAS needs right after, halving GEMM
 // speed. libgomp reads OMP_WAIT_POLICY when it loads, before main, so the
@@ -262,6 +281,7 @@ int main(int argc, char** argv) {
     if (args[0] == "plan") {
       return trainer::run_plan_command(rest, std::cout);
     }
+    if (args[0] == "calibrate") return run_calibrate(rest);
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
     if (args[0] == "generate")
       return trainer::run_generate(trainer::parse_generate_options(rest), std::cout);

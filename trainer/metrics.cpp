@@ -24,6 +24,7 @@ void MetricsWriter::write(const StepMetrics& m) {
       .number("grad_norm", m.grad_norm)
       .number("tokens_per_s", m.tokens_per_s, "%.6g")
       .number("step_ms", m.step_ms, "%.6g")
+      .number("predicted_step_ms", m.predicted_step_ms, "%.6g")
       .number("grad_reduce_wait_ms", m.grad_reduce_wait_ms, "%.6g")
       .number("grad_reduce_in_backward_ms", m.grad_reduce_in_backward_ms, "%.6g")
       .number("model_tflops", m.model_tflops, "%.6g")

@@ -21,6 +21,7 @@ struct StepMetrics {
   double grad_norm = 0;  // before clipping
   double tokens_per_s = 0;
   double step_ms = 0;
+  double predicted_step_ms = 0;  // the step-time model's (logging rank; trainer/planning)
   // Time this rank spent inside the step's gradient-reduction calls after backward (all of
   // them with optimizer.overlap_grad_reduce off; with it on, what backward left), and during
   // backward (reports and progress tests, overlap on).

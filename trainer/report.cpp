@@ -285,6 +285,12 @@ void write_summary(const RunRecord& run, std::ostream& md) {
      << fixed(metrics.back().at("step"), 0) << " |\n|---|---|\n";
   md << "| tokens/s | " << median_text(column(metrics, "tokens_per_s", from), 1, 0, "") << " |\n";
   md << "| step time | " << median_text(column(metrics, "step_ms", from), 1, 1, " ms") << " |\n";
+  const std::optional<double> measured = median(column(metrics, "step_ms", from));
+  const std::optional<double> predicted = median(column(metrics, "predicted_step_ms", from));
+  if (measured && predicted && *predicted > 0)
+    md << "| predicted step time (error) | " << fixed(*predicted, 1) << " ms ("
+       << (*predicted >= *measured ? "+" : "") << fixed(100 * (*predicted / *measured - 1), 1)
+       << "%) |\n";
   md << "| model TFLOP/s per rank (MFU numerator) | "
      << median_text(column(metrics, "model_tflops", from), 1, 4, "") << " |\n";
   md << "| hardware TFLOP/s per rank (HFU numerator) | "

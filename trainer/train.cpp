@@ -85,7 +85,7 @@ parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_s
 
 Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
                  runtime::Allocator& allocator, std::ostream& log)
-    : config_(with_auto_plan(config)),
+    : config_(plan_run(config, groups, allocator, timing_)),
       groups_(groups),
       allocator_(allocator),
       log_(log),
@@ -107,6 +107,17 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
       predicted_memory_.comm_payload_bytes + rank_metrics_payload_bytes(groups_.world_size());
   peak_ = mfu_peak();
   if (groups_.is_logging_rank()) {
+    const StepPrediction prediction =
+        predict_step_time(config_, run_cost_model(config_, timing_), default_links(config_));
+    predicted_step_ms_ = prediction.step_s * 1e3;
+    log_ << "predicted step: " << format("%.1f", predicted_step_ms_) << " ms, "
+         << format("%.0f", prediction.tokens_per_s) << " tok/s (time from " << prediction.source
+         << ")\n";
+    if (timing_.calibrated_here) {
+      const std::string path = config_.output.dir + "/time_profile.json";
+      write_time_profile(*timing_.profile, path);
+      log_ << "time profile calibrated at startup: " << path << "\n";
+    }
     if (config.recompute.automatic) {
       log_ << "recompute.auto: planned under train.memory_budget_gib "
            << config.train.memory_budget_gib << " (trainer plan prints the plan)\n";
@@ -139,6 +150,8 @@ void Trainer::init_weights() {
 }
 
 PeakRate Trainer::mfu_peak() const {
+  if (timing_.profile)
+    return {timing_.profile->gemm_gflops, "the GEMM rate of the time profile (" + timing_.origin + ")"};
   if (!on_device_) return cpu_mfu_peak();
   const TrainConfig& t = config_.train;
   if (t.peak_tflops > 0) return {t.peak_tflops * 1e3, "train.peak_tflops"};
@@ -328,6 +341,7 @@ StepMetrics Trainer::train_step() {
 
   const double seconds = seconds_since(start);
   m.step_ms = seconds * 1e3;
+  m.predicted_step_ms = predicted_step_ms_;
   m.tokens_per_s = static_cast<double>(G * T) / seconds;
   for (const auto& chunk : state_.chunks) m.recompute_flops += chunk->recompute_flops();
   const int64_t model_flops = state_.setup.model_flops_per_step;

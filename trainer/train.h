@@ -21,6 +21,7 @@
 #include "trainer/mfu_peak.h"
 #include "trainer/optimizer.h"
 #include "trainer/planning/rank_memory.h"
+#include "trainer/planning/run_plan.h"
 #include "trainer/rank_state.h"
 #include "trainer/run_checks.h"
 #include "trainer/skipped_batches.h"
@@ -101,6 +102,8 @@ class Trainer {
   const model::GptParams& host_params();
   const model::GptParams& grads() const { return state_.grads; }
   int64_t predicted_activation_peak() const { return state_.setup.predicted_activation_peak; }
+  // The config as run: recompute.auto replaced by its plan.
+  const Config& config() const { return config_; }
   // What this rank's stage runs: chunks, plans, shapes, FLOPs and the memory prediction.
   const StageSetup& stage_setup() const { return state_.setup; }
   // The whole model's parameters or gradients on world rank 0 (collective; null elsewhere).
@@ -205,7 +208,8 @@ class Trainer {
   // every rank (collective). `comm_bytes`: this rank's payload of the step so far.
   void gather_rank_numbers(StepMetrics& metrics, int64_t comm_bytes);
 
-  Config config_;
+  RunTiming timing_;  // the time profile it plans and predicts with (before config_: plan_run)
+  Config config_;     // recompute.auto resolved
   parallel::ProcessGroups& groups_;
   runtime::Allocator& allocator_;
   std::ostream& log_;
@@ -238,6 +242,7 @@ class Trainer {
   int64_t step_ = 0;  // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;
   PeakRate peak_;  // the MFU denominator (mfu_peak, keep_peak_above)
+  double predicted_step_ms_ = 0;  // the step-time model's (trainer/planning/step_time.h)
 };
 
 // "layers 0-3 full, layers 4-11 selective{core_attn}"

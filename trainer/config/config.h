@@ -17,6 +17,8 @@ enum class DecayStyle { constant, linear, cosine };
 enum class Device { cpu, cuda };
 enum class Precision { automatic, fp32, bf16 };  // automatic: bf16 on cuda, fp32 on cpu
 enum class OnNonfinite { stop, skip_step };
+// What recompute.auto minimises: the predicted step time, or Megatron's matmul FLOPs count.
+enum class PlanObjective { time, flops };
 enum class GuardAction { off, warn, skip_step, rewind };
 enum class TargetAction { warn, checkpoint_and_stop };
 
@@ -77,6 +79,13 @@ struct TrainConfig {
   // Device memory per rank, GiB (2^30 bytes), that recompute.auto plans under and `trainer plan`
   // checks against; 0: none.
   double memory_budget_gib = 0.0;
+  // recompute.auto's objective (docs/planning.md): `time` prices each rebuild by its measured
+  // seconds (time_profile, else a calibration at startup on the training device); `flops` by
+  // its matmul FLOPs.
+  PlanObjective plan_objective = PlanObjective::time;
+  // A profile written by `trainer calibrate` for this run's shapes; "": calibrate at startup
+  // when recompute.auto plans by time, else the roofline of measured rates.
+  std::string time_profile;
 };
 
 // Dense peaks of an H100/H200 SXM: bf16 tensor cores, and fp32 without TF32 (the fp32

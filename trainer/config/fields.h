@@ -281,6 +281,11 @@ struct EnumNames<OnNonfinite> {
       {{"stop", OnNonfinite::stop}, {"skip_step", OnNonfinite::skip_step}}};
 };
 template <>
+struct EnumNames<PlanObjective> {
+  static constexpr std::array<std::pair<std::string_view, PlanObjective>, 2> entries{
+      {{"time", PlanObjective::time}, {"flops", PlanObjective::flops}}};
+};
+template <>
 struct EnumNames<GuardAction> {
   static constexpr std::array<std::pair<std::string_view, GuardAction>, 4> entries{
       {{"off", GuardAction::off},

@@ -224,6 +224,8 @@ struct ConfigSchema<TrainConfig> {
         field("trace", &TrainConfig::trace),
         field("memory_timeline_step", &TrainConfig::memory_timeline_step),
         field("memory_budget_gib", &TrainConfig::memory_budget_gib),
+        field("plan_objective", &TrainConfig::plan_objective),
+        field("time_profile", &TrainConfig::time_profile),
     };
     return table;
   }

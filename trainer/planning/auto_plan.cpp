@@ -12,6 +12,7 @@
 
 #include "parallel/pipeline/schedules.h"
 #include "trainer/planning/chunk_search.h"
+#include "trainer/planning/step_time.h"
 #include "runtime/error.h"
 #include "trainer/metrics.h"
 #include "trainer/stage_setup.h"
@@ -46,8 +47,9 @@ struct EntryOverhead {
 };
 
 std::vector<EntryOverhead> entry_overheads(const Config& config, int64_t stage,
-                                           const model::LayerDims& dims) {
-  std::vector<model::LayerRecompute> entries = candidate_entries(dims);
+                                           const model::LayerDims& dims,
+                                           const RecomputePrices& prices) {
+  std::vector<model::LayerRecompute> entries = candidate_entries(dims, prices);
   entries.push_back({model::RecomputeMode::full, {}});
   std::vector<EntryOverhead> overheads;
   for (const model::LayerRecompute& entry : entries) {
@@ -151,15 +153,18 @@ struct StagePlan {
 // overhead is at most the threshold, the activations get the budget less the threshold.
 class StageSearch {
  public:
-  StageSearch(const Config& config, int64_t stage)
+  StageSearch(const Config& config, int64_t stage, const PlanPricing& pricing)
       : config_(config),
         stage_(stage),
         setup_(make_stage_setup(config, stage, 0)),
+        prices_(pricing.costs == nullptr
+                    ? RecomputePrices{}
+                    : stage_time_prices(config, setup_, *pricing.costs, pricing.links)),
         ranges_(parallel::stage_layer_chunks(config.parallel,
                                              config.model.num_layers)[static_cast<size_t>(stage)]),
         ops_(parallel::schedule_ops(setup_.schedule, config.parallel.pipeline, stage,
                                     static_cast<int64_t>(ranges_.size()), setup_.num_microbatches)),
-        overheads_(entry_overheads(config, stage, setup_.dims)) {}
+        overheads_(entry_overheads(config, stage, setup_.dims, prices_)) {}
 
   // The distinct overheads, ascending.
   std::vector<int64_t> thresholds() const {
@@ -198,6 +203,7 @@ class StageSearch {
     ChunkSearch search;
     search.max_bytes = room;
     search.allow_full = false;
+    search.prices = prices_;
     for (const EntryOverhead& o : overheads_) {
       if (threshold >= 0 && o.bytes > threshold) continue;
       if (o.entry.mode == model::RecomputeMode::full) {
@@ -233,6 +239,7 @@ class StageSearch {
   const Config& config_;
   const int64_t stage_;
   const StageSetup setup_;
+  const RecomputePrices prices_;
   const std::vector<parallel::LayerRange> ranges_;
   const std::vector<parallel::ScheduleOp> ops_;
   const std::vector<EntryOverhead> overheads_;
@@ -244,11 +251,11 @@ int64_t stage_rank(const parallel::ParallelConfig& parallel, int64_t stage) {
   return parallel.tensor * parallel.context * parallel.data * stage;
 }
 
-AutoPlan plan_under_budget(const Config& config, int64_t budget) {
+AutoPlan plan_under_budget(const Config& config, int64_t budget, const PlanPricing& pricing) {
   const auto start = std::chrono::steady_clock::now();
   AutoPlan result;
   for (int64_t stage = 0; stage < config.parallel.pipeline; ++stage) {
-    const StageSearch search(config, stage);
+    const StageSearch search(config, stage, pricing);
     std::optional<StagePlan> best;
     for (const int64_t threshold : search.thresholds()) {
       std::optional<StagePlan> plan = search.within(budget, threshold);
@@ -284,11 +291,16 @@ PlanSummary summarize_plan(const Config& config) {
   return summary;
 }
 
-Config with_auto_plan(const Config& config) {
+std::optional<CostModel> objective_costs(const Config& config) {
+  if (config.train.plan_objective == PlanObjective::flops) return std::nullopt;
+  return CostModel::for_config(config);
+}
+
+Config with_auto_plan(const Config& config, const PlanPricing& pricing) {
   if (!config.recompute.automatic) return config;
   Config planned = config;
   planned.recompute =
-      plan_under_budget(config, budget_bytes(config.train.memory_budget_gib)).recompute;
+      plan_under_budget(config, budget_bytes(config.train.memory_budget_gib), pricing).recompute;
   return planned;
 }
 

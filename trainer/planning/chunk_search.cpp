@@ -1,6 +1,6 @@
 // The planner's dynamic program over one chunk's layers. State after k layers: bytes kept so
 // far (above the embedding), the largest backward point so far (above the embedding), and
-// recompute FLOPs; states that another beats on all three are dropped, which keeps the search
+// recompute cost; states that another beats on all three are dropped, which keeps the search
 // exact (what a later layer adds depends only on the kept bytes below it).
 #include "trainer/planning/chunk_search.h"
 
@@ -24,20 +24,22 @@ struct EntryCost {
   RecomputeCost cost;
 };
 
-EntryCost entry_cost(const model::LayerDims& dims, const LayerRecompute& entry) {
+EntryCost entry_cost(const model::LayerDims& dims, const LayerRecompute& entry,
+                     const RecomputePrices& prices) {
   const auto spec = model::layer_stash_spec(dims, entry);
   const int64_t dropped = model::stash_dropped_bytes(spec);
-  return {entry,
-          model::stash_kept_bytes(spec),
-          dropped,
-          {model::selective_recompute_flops(dims, entry), dropped}};
+  const int64_t price = entry.mode == RecomputeMode::none ? 0
+                        : prices.selective         ? prices.selective(entry)
+                                                   : model::selective_recompute_flops(dims, entry);
+  return {entry, model::stash_kept_bytes(spec), dropped, {price, dropped}};
 }
 
 std::vector<EntryCost> entry_costs(const model::LayerDims& dims,
-                                   const std::vector<LayerRecompute>& allowed) {
+                                   const std::vector<LayerRecompute>& allowed,
+                                   const RecomputePrices& prices) {
   std::vector<EntryCost> costs;
-  for (const LayerRecompute& entry : allowed.empty() ? candidate_entries(dims) : allowed)
-    costs.push_back(entry_cost(dims, entry));
+  for (const LayerRecompute& entry : allowed.empty() ? candidate_entries(dims, prices) : allowed)
+    costs.push_back(entry_cost(dims, entry, prices));
   return costs;
 }
 
@@ -97,8 +99,8 @@ recompute::RecomputePlan plan_of(const std::vector<std::vector<State>>& states, 
 
 }  // namespace
 
-std::vector<LayerRecompute> candidate_entries(const model::LayerDims& dims) {
-  std::vector<EntryCost> all;
+std::vector<LayerRecompute> every_layer_entry() {
+  std::vector<LayerRecompute> entries;
   for (int mask = 0; mask < 16; ++mask) {
     LayerRecompute entry;
     if (mask != 0) {
@@ -108,8 +110,16 @@ std::vector<LayerRecompute> candidate_entries(const model::LayerDims& dims) {
                        .layernorm = (mask & 4) != 0,
                        .mlp = (mask & 8) != 0};
     }
-    all.push_back(entry_cost(dims, entry));
+    entries.push_back(entry);
   }
+  return entries;
+}
+
+std::vector<LayerRecompute> candidate_entries(const model::LayerDims& dims,
+                                              const RecomputePrices& prices) {
+  std::vector<EntryCost> all;
+  for (const LayerRecompute& entry : every_layer_entry())
+    all.push_back(entry_cost(dims, entry, prices));
   // An entry is useless when another keeps no more, peaks no higher in backward and costs no
   // more (the first of equal ones stays).
   std::vector<LayerRecompute> entries;
@@ -131,7 +141,7 @@ std::vector<ChunkCandidate> search_chunk_plans(const model::GptConfig& config,
                                                const model::LayerDims& dims,
                                                const ChunkSearch& search) {
   const int64_t L = search.num_layers;
-  const std::vector<EntryCost> entries = entry_costs(dims, search.entries);
+  const std::vector<EntryCost> entries = entry_costs(dims, search.entries, search.prices);
   const int64_t embedding =
       search.has_embedding ? model::stash_kept_bytes(model::embedding_stash_spec(dims)) : 0;
   const int64_t head =
@@ -139,7 +149,8 @@ std::vector<ChunkCandidate> search_chunk_plans(const model::GptConfig& config,
   const int64_t checkpoint = dims.seq_shard() * dims.micro_batch * dims.hidden *
                              runtime::dtype_size(dims.activation_dtype);
   const int64_t full_stash = model::stash_kept_bytes(model::layer_stash_spec(dims, {}));
-  const int64_t layer_flops = model::layer_forward_flops(dims).total();
+  const int64_t layer_price =
+      search.prices.selective ? search.prices.full_layer : model::layer_forward_flops(dims).total();
   auto fits = [&](const State& s) {
     return search.max_bytes < 0 || (embedding + head + s.kept <= search.max_bytes &&
                                     embedding + s.worst <= search.max_bytes);
@@ -165,7 +176,7 @@ std::vector<ChunkCandidate> search_chunk_plans(const model::GptConfig& config,
       for (int64_t g = 1; search.allow_full && k + g <= L; ++g) {
         State next{s.kept + checkpoint,
                    std::max(s.worst, s.kept + g * full_stash),
-                   s.cost + RecomputeCost{g * layer_flops, g * full_stash},
+                   s.cost + RecomputeCost{g * layer_price, g * full_stash},
                    p,
                    k,
                    -g};

@@ -18,6 +18,7 @@
 #include "trainer/memory_timeline_files.h"
 #include "trainer/metrics.h"
 #include "trainer/planning/plan_sweep.h"
+#include "trainer/planning/step_time.h"
 #include "trainer/stage_setup.h"
 
 namespace trainer {
@@ -140,6 +141,18 @@ void print_rank_memory(const Config& config, std::ostream& out) {
   out << share;
 }
 
+// The step-time model's prediction (step_time.h).
+void print_prediction(const StepPrediction& p, std::ostream& out) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "\npredicted step time %.1f ms, %.0f tokens/s, MFU %.1f%% (pipeline bubble %.1f ms, "
+                "recompute %.1f ms on the slowest stage)\n",
+                p.step_s * 1e3, p.tokens_per_s, p.mfu_percent, p.bubble_s * 1e3,
+                p.recompute_s * 1e3);
+  out << line << "  time from " << p.source << "\n";
+  if (!p.links.empty()) out << "  links " << p.links << "\n";
+}
+
 struct PlanArgs {
   std::string config_path;
   std::vector<std::string> overrides;
@@ -148,6 +161,8 @@ struct PlanArgs {
   std::string sweep;  // KEY=v1,v2,...
   std::string out_prefix = "plan_sweep";
   std::string timeline_prefix;  // --timeline: the replay's memory timeline of every rank
+  std::string profile;          // --profile: train.time_profile
+  std::string links;            // --link-gbps
 };
 
 PlanArgs parse_plan_args(const std::vector<std::string>& args) {
@@ -178,6 +193,10 @@ PlanArgs parse_plan_args(const std::vector<std::string>& args) {
       parsed.out_prefix = value();
     } else if (a == "--timeline") {
       parsed.timeline_prefix = value();
+    } else if (a == "--profile") {
+      parsed.profile = value();
+    } else if (a == "--link-gbps") {
+      parsed.links = value();
     } else {
       throw runtime::InputError("plan: unknown argument '" + a + "' (see trainer plan --help)");
     }
@@ -216,6 +235,7 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
   if (parsed.budget_gib > 0) {
     overrides.push_back("train.memory_budget_gib=" + std::to_string(parsed.budget_gib));
   }
+  if (!parsed.profile.empty()) overrides.push_back("train.time_profile=" + parsed.profile);
   if (!parsed.sweep.empty()) {
     run_plan_sweep({.config_path = parsed.config_path,
                     .overrides = overrides,
@@ -225,9 +245,14 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
     return 0;
   }
   Config config = load_config(parsed.config_path, overrides, ConfigUse::plan);
+  const CostModel costs = CostModel::for_config(config);
+  const LinkBandwidths links = parsed.links.empty() ? default_links(config)
+                                                    : parse_links(parsed.links, default_links(config));
   double search_seconds = -1;
   if (parsed.budget_gib > 0 || config.recompute.automatic) {
-    const AutoPlan plan = plan_under_budget(config, budget_bytes(config.train.memory_budget_gib));
+    const bool by_time = config.train.plan_objective == PlanObjective::time;
+    const AutoPlan plan = plan_under_budget(config, budget_bytes(config.train.memory_budget_gib),
+                                            {by_time ? &costs : nullptr, links});
     config.recompute = plan.recompute;
     search_seconds = plan.search_seconds;
   }
@@ -250,10 +275,12 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
   if (search_seconds >= 0) {
     char line[160];
     std::snprintf(line, sizeof line,
-                  "  planned automatically (least recompute under the budget) in %.3f s\n",
+                  "  planned automatically (least recompute %s under the budget) in %.3f s\n",
+                  config.train.plan_objective == PlanObjective::time ? "time" : "FLOPs",
                   search_seconds);
     out << line;
   }
+  print_prediction(predict_step_time(config, costs, links), out);
   return 0;
 }
 

@@ -87,10 +87,11 @@ std::optional<Point> summarize_preset(const Config& base, const Preset& preset) 
   }
 }
 
-std::optional<Point> summarize_planned(const Config& config, int64_t budget) {
+std::optional<Point> summarize_planned(const Config& config, int64_t budget,
+                                       const PlanPricing& pricing) {
   try {
     Config planned = config;
-    planned.recompute = plan_under_budget(config, budget).recompute;
+    planned.recompute = plan_under_budget(config, budget, pricing).recompute;
     const PlanSummary s = summarize_plan(planned);
     return Point{"planned", s.peak, s.recompute_share};
   } catch (const runtime::ConfigError&) {
@@ -114,8 +115,10 @@ Row sweep_row(const SweepArgs& args, const std::string& key, const std::string& 
     }
     if (point) row.presets.push_back(*point);
   }
+  const std::optional<CostModel> costs = objective_costs(config);
+  const PlanPricing pricing{costs ? &*costs : nullptr, default_links(config)};
   const int64_t budget = budget_bytes(config.train.memory_budget_gib);
-  if (budget > 0) row.planned = summarize_planned(config, budget);
+  if (budget > 0) row.planned = summarize_planned(config, budget, pricing);
   int64_t low = row.columns[0].peak, high = row.columns[0].peak;
   for (const Point& p : row.presets) low = std::min(low, p.peak);
   // Budgets spread evenly, and each preset's own total (the planner beside it at its memory).
@@ -126,7 +129,7 @@ Row sweep_row(const SweepArgs& args, const std::string& key, const std::string& 
   std::sort(budgets.begin(), budgets.end());
   budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
   for (const int64_t b : budgets) {
-    if (const std::optional<Point> point = summarize_planned(config, b)) {
+    if (const std::optional<Point> point = summarize_planned(config, b, pricing)) {
       row.frontier.push_back(*point);
       row.frontier_budgets.push_back(b);
     }

@@ -31,4 +31,12 @@ std::array<unsigned char, 16> current_device_uuid() {
   return uuid;
 }
 
+std::string current_device_name() {
+  int device = 0;
+  TRAINER_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp properties{};
+  TRAINER_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  return properties.name;
+}
+
 }  // namespace runtime::cuda

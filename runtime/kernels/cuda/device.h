@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <string>
 
 namespace runtime::cuda {
 
@@ -13,5 +14,7 @@ int device_count();
 void select_device_for_local_rank(int local_rank);
 // The current device's UUID (the same GPU gives the same bytes in every process).
 std::array<unsigned char, 16> current_device_uuid();
+// The current device's name ("NVIDIA H200").
+std::string current_device_name();
 
 }  // namespace runtime::cuda

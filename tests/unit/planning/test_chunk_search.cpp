@@ -38,10 +38,10 @@ RecomputeCost plan_cost(const model::LayerDims& dims,
   for (int64_t i = 0; i < plan.num_layers(); ++i) {
     const LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
     if (plan.is_full(i)) {
-      cost.flops += model::layer_forward_flops(dims).total();
+      cost.price += model::layer_forward_flops(dims).total();
       cost.bytes += model::stash_kept_bytes(model::layer_stash_spec(dims, {}));
     } else {
-      cost.flops += model::selective_recompute_flops(dims, entry);
+      cost.price += model::selective_recompute_flops(dims, entry);
       cost.bytes += model::stash_dropped_bytes(model::layer_stash_spec(dims, entry));
     }
   }

@@ -1,0 +1,267 @@
+// The calibration run: a one-layer model at the rank's shapes (pipeline, virtual pipeline and data
+// parallelism set to 1, which change no layer shape), built by build_rank_state as training
+// builds it, over the replay's collectives. Inputs are zeros (no denormals, no data-dependent
+// speed in the kernels timed). Every timed interval starts and ends synchronized with the device.
+#include "trainer/planning/calibrate.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <cstdio>
+#include <cstdlib>
+#include <ostream>
+
+#include "model/layer.h"
+#include "parallel/core/replay_communicator.h"
+#include "runtime/error.h"
+#include "runtime/ops.h"
+#include "trainer/planning/cost_model.h"
+#include "trainer/rank_state.h"
+#include "trainer/version.h"
+#ifdef TRAINER_WITH_CUDA
+#include "runtime/kernels/cuda/device.h"
+#endif
+
+namespace trainer {
+namespace {
+
+using runtime::MemoryCategory;
+using runtime::Tensor;
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Seconds of `run`, synchronized on `on` before and after.
+double timed(const Tensor& on, const std::function<void()>& run) {
+  runtime::ops::synchronize(on);
+  const auto start = Clock::now();
+  run();
+  runtime::ops::synchronize(on);
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The model of the calibration: one layer, one stage, one replica, one microbatch, no recompute.
+Config calibration_config(const Config& config) {
+  Config c = config;
+  c.parallel.pipeline = 1;
+  c.parallel.virtual_pipeline = 1;
+  c.parallel.layers_per_stage.clear();
+  c.parallel.data = 1;
+  c.model.num_layers = 1;
+  c.train.global_batch_size = c.train.micro_batch_size;
+  c.recompute = {};
+  c.optimizer.distributed = false;
+  return c;
+}
+
+std::string device_name(const Config& config) {
+#ifdef TRAINER_WITH_CUDA
+  if (config.train.device == Device::cuda) return "cuda: " + runtime::cuda::current_device_name();
+#endif
+  std::string model = "unknown CPU";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  (void)config;
+  return "cpu: " + model + ", " + std::to_string(omp_get_max_threads()) + " threads";
+}
+
+// Each piece's seconds over the repeats, by name.
+class Samples {
+ public:
+  void add(const std::string& name, double seconds) { samples_[name].push_back(seconds); }
+  double median_of(const std::string& name) const { return median(samples_.at(name)); }
+
+ private:
+  std::map<std::string, std::vector<double>> samples_;
+};
+
+}  // namespace
+
+MeasuredRates measure_rates(runtime::Allocator& allocator, runtime::DType dtype) {
+  constexpr int64_t n = 2048, copy_elements = int64_t{16} << 20;
+  const Tensor a = Tensor::zeros(allocator, {n, n}, dtype, MemoryCategory::workspace);
+  const Tensor b = Tensor::zeros(allocator, {n, n}, dtype, MemoryCategory::workspace);
+  const Tensor c = Tensor::zeros(allocator, {n, n}, dtype, MemoryCategory::workspace);
+  const Tensor src =
+      Tensor::zeros(allocator, {copy_elements}, runtime::DType::f32, MemoryCategory::workspace);
+  const Tensor dst =
+      Tensor::zeros(allocator, {copy_elements}, runtime::DType::f32, MemoryCategory::workspace);
+  double gemm = 1e30, copy = 1e30;
+  for (int i = 0; i < 4; ++i) {
+    gemm = std::min(gemm, timed(c, [&] {
+                      runtime::ops::linear_forward(
+                          {.out = c, .input = a, .weight = b, .rows = n, .in_features = n,
+                           .out_features = n});
+                    }));
+    copy = std::min(copy, timed(dst, [&] { runtime::ops::copy(dst, src); }));
+  }
+  return {2.0 * n * n * n / gemm / 1e9, 2.0 * 4 * copy_elements / copy / 1e9};
+}
+
+MeasuredRates measure_host_rates() {
+  runtime::CpuAllocator allocator;
+  return measure_rates(allocator, runtime::DType::f32);
+}
+
+TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
+                      const CalibrationOptions& options) {
+  const Config c = calibration_config(config);
+  parallel::ProcessGroups groups = parallel::replay_groups(c.parallel, 0);
+  RankState state;
+  build_rank_state(state, c, groups, allocator, [&](RankState& s) {
+    model::init_params(s.has_master_copy() ? s.master : s.params, c.model, c.train.seed);
+    if (s.has_master_copy()) runtime::ops::convert(s.params.flat, s.master.flat);
+  });
+  const model::LayerDims& dims = state.setup.dims;
+  const model::LayerParams& weights = state.params.layers[0];
+  const model::LayerParams& grads = state.grads.layers[0];
+  const model::LayerContext context{.layer = 0, .seed = c.train.seed, .step = 1};
+  const runtime::Shape hidden_shape{dims.seq_shard(), dims.micro_batch, dims.hidden};
+  const Tensor input =
+      Tensor::zeros(allocator, hidden_shape, dims.activation_dtype, MemoryCategory::workspace);
+  const Tensor dout =
+      Tensor::zeros(allocator, hidden_shape, dims.activation_dtype, MemoryCategory::workspace);
+  // none, then each selective module alone (the pieces every entry's rebuild is summed from).
+  std::vector<model::LayerRecompute> entries{{}};
+  for (size_t m = 0; m < model::selective_module_table().size(); ++m)
+    entries.push_back(single_module_entry(m));
+  const int64_t T = dims.context().local_seq(), B = dims.micro_batch;
+  recompute::ChunkExecutor& chunk = *state.chunks[0];
+
+  Samples samples;
+  for (int run = 0; run < options.warmup + options.repeats; ++run) {
+    const bool keep = run >= options.warmup;
+    auto record = [&](const std::string& name, double seconds) {
+      if (keep) samples.add(name, seconds);
+    };
+    for (const model::LayerRecompute& entry : entries) {
+      const std::string name = model::to_string(entry);
+      model::LayerStash stash;
+      Tensor out =
+          Tensor::empty(allocator, hidden_shape, dims.activation_dtype, MemoryCategory::workspace);
+      record(name + " forward", timed(input, [&] {
+               model::layer_forward(out, stash, input, weights, dims, entry, context, allocator);
+             }));
+      record(name + " rebuild", timed(input, [&] {
+               model::layer_rebuild(stash, weights, dims, entry, context, allocator);
+             }));
+      record(name + " backward", timed(input, [&] {
+               model::layer_backward(stash, dout, weights, grads, dims, {}, context, allocator);
+             }));
+    }
+    recompute::Microbatch micro;
+    micro.tokens = Tensor::zeros(allocator, {T, B}, runtime::DType::i32, MemoryCategory::activation);
+    micro.targets =
+        Tensor::zeros(allocator, {T, B}, runtime::DType::i32, MemoryCategory::activation);
+    record("chunk forward", timed(input, [&] {
+             chunk.forward_step(micro, recompute::StepInfo{c.train.seed, 1});
+           }));
+    record("chunk backward", timed(input, [&] { chunk.backward_step(1.0f); }));
+    record("optimizer", timed(input, [&] {
+             const double norm = state.optimizer->grad_norm(groups, state.grads, true);
+             clip_gradients(state.grads, norm, c.optimizer.clip_grad);
+             state.optimizer->step(groups, state.grads, c.optimizer, c.optimizer.lr, run + 1);
+           }));
+  }
+
+  TimeProfile p;
+  p.device = device_name(config);
+  p.dtype = std::string(runtime::dtype_name(dims.activation_dtype));
+  p.shapes = shape_key(dims, c.model.padded_vocab(c.parallel.tensor) / c.parallel.tensor);
+  p.build = std::string(version()) + " " + git_revision();
+  p.repeats = options.repeats;
+  const MeasuredRates rates = measure_rates(allocator, dims.activation_dtype);
+  p.gemm_gflops = rates.gemm_gflops;
+  p.copy_gbps = rates.copy_gbps;
+  const std::string none = model::to_string(model::LayerRecompute{});
+  p.layer_forward_s = samples.median_of(none + " forward");
+  p.layer_backward_s = samples.median_of(none + " backward");
+  for (const model::LayerRecompute& entry : entries)
+    if (entry.mode == model::RecomputeMode::selective)
+      p.rebuild.push_back({model::to_string(entry),
+                           samples.median_of(model::to_string(entry) + " rebuild")});
+  p.embedding_head_forward_s =
+      std::max(0.0, samples.median_of("chunk forward") - p.layer_forward_s);
+  p.embedding_head_backward_s =
+      std::max(0.0, samples.median_of("chunk backward") - p.layer_backward_s);
+  p.optimizer_s_per_param =
+      samples.median_of("optimizer") / static_cast<double>(state.params.flat.numel());
+  return p;
+}
+
+CalibrateArgs parse_calibrate_args(const std::vector<std::string>& args) {
+  CalibrateArgs parsed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw runtime::InputError("calibrate: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--config") {
+      parsed.config_path = value();
+    } else if (a == "--set") {
+      parsed.overrides.push_back(value());
+    } else if (a == "--out") {
+      parsed.out_path = value();
+    } else if (a == "--repeats") {
+      const std::string& text = value();
+      char* end = nullptr;
+      const long repeats = std::strtol(text.c_str(), &end, 10);
+      if (end == text.c_str() || *end != '\0' || repeats < 1 || repeats > 1000)
+        throw runtime::InputError("calibrate: --repeats needs a count from 1 to 1000, got '" +
+                                  text + "'");
+      parsed.options.repeats = static_cast<int>(repeats);
+    } else {
+      throw runtime::InputError("calibrate: unknown argument '" + a +
+                                "' (see trainer calibrate --help)");
+    }
+  }
+  if (parsed.config_path.empty())
+    throw runtime::InputError("calibrate: --config FILE is required");
+  return parsed;
+}
+
+int calibrate_command(const CalibrateArgs& args, const Config& config,
+                      runtime::Allocator& allocator, std::ostream& out) {
+  const auto start = Clock::now();
+  const TimeProfile p = calibrate(config, allocator, args.options);
+  write_time_profile(p, args.out_path);
+  auto ms = [](double seconds) { return seconds * 1e3; };
+  char line[256];
+  out << "calibrated " << p.device << ", " << p.dtype << ", at " << p.shapes << "\n";
+  std::snprintf(line, sizeof line,
+                "  GEMM %.1f GFLOP/s, copy %.1f GB/s; one layer, one microbatch: forward %.3f ms, "
+                "backward %.3f ms\n",
+                p.gemm_gflops, p.copy_gbps, ms(p.layer_forward_s), ms(p.layer_backward_s));
+  out << line;
+  for (const RebuildTime& r : p.rebuild) {
+    std::snprintf(line, sizeof line, "  rebuild %-40s %.3f ms\n", r.entry.c_str(), ms(r.seconds));
+    out << line;
+  }
+  std::snprintf(line, sizeof line,
+                "  embedding + head + loss: forward %.3f ms, backward %.3f ms; optimizer %.3f ns "
+                "per parameter\n",
+                ms(p.embedding_head_forward_s), ms(p.embedding_head_backward_s),
+                p.optimizer_s_per_param * 1e9);
+  out << line;
+  std::snprintf(line, sizeof line, "wrote %s (median of %d after %d warm-up, in %.1f s)\n",
+                args.out_path.c_str(), args.options.repeats, args.options.warmup,
+                std::chrono::duration<double>(Clock::now() - start).count());
+  out << line;
+  return 0;
+}
+
+}  // namespace trainer

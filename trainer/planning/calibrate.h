@@ -1,0 +1,56 @@
+// `trainer calibrate`: times, on this process's device and at one rank's shapes of a run, the
+// pieces the planner prices: a layer's forward and backward, each selective entry's rebuild
+// (the recompute table's real forward pieces, model/recompute_modules.h), the embedding with
+// the head and loss, and the optimizer step; plus the device's GEMM rate and copy bandwidth.
+// Each piece: warm-up runs, then the median of repeats. The rank's collectives are the meta
+// replay's (no peers, no transfer: parallel/core/replay_communicator.h), so the pieces run at
+// the rank's exact shapes (its heads, ffn and vocabulary shard, its sequence-parallel rows and
+// context-ring blocks) and the communication is the comm model's to add.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "trainer/config/config.h"
+#include "trainer/planning/time_profile.h"
+
+namespace trainer {
+
+struct MeasuredRates {
+  double gemm_gflops = 0;
+  double copy_gbps = 0;
+};
+
+// The best of a few 2048x2048x2048 GEMMs (the linear op the model runs) and 64 MiB copies on
+// `allocator`'s device, in `dtype`.
+MeasuredRates measure_rates(runtime::Allocator& allocator, runtime::DType dtype);
+// The same on the host in f32.
+MeasuredRates measure_host_rates();
+
+struct CalibrationOptions {
+  int warmup = 2;
+  int repeats = 5;
+};
+
+// The profile of the first rank of pipeline stage 0 of `config` (every stage's layers have its
+// shapes), measured on `allocator`'s device (the host, or the CUDA device this process set up).
+TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
+                      const CalibrationOptions& options = {});
+
+// `trainer calibrate --config F.yaml [--set k=v ...] [--out P.json] [--repeats N]`; main sets up
+// the config's device (one process) and calls calibrate_command.
+struct CalibrateArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string out_path = "time_profile.json";
+  CalibrationOptions options;
+};
+CalibrateArgs parse_calibrate_args(const std::vector<std::string>& args);
+
+// Calibrates, writes the profile to args.out_path and prints what it measured; returns 0.
+int calibrate_command(const CalibrateArgs& args, const Config& config,
+                      runtime::Allocator& allocator, std::ostream& out);
+
+}  // namespace trainer

@@ -1,0 +1,177 @@
+// The roofline and the profile lookup. Roofline bytes: a piece writes its stash tensors once and
+// its consumer reads them once (2x the bytes it keeps or rebuilds); backward moves twice
+// forward's bytes and spends twice its FLOPs; AdamW with the grad norm and clipping moves 40
+// bytes per fp32 parameter (read param, grad, both moments, the grad twice more; write param,
+// moments, grad).
+#include "trainer/planning/cost_model.h"
+
+#include "model/embedding_head.h"
+#include <algorithm>
+
+#include "model/flops.h"
+#include "model/recompute_modules.h"
+#include "runtime/error.h"
+#include "trainer/planning/calibrate.h"
+
+namespace trainer {
+namespace {
+
+constexpr double kStatedHbmGbps = 3350.0;       // H100 SXM HBM3, datasheet
+constexpr double kOptimizerBytesPerParam = 40;  // see the header comment
+
+struct Roofline {
+  const DeviceRates& rates;
+  double gemm_s(double flops) const { return flops / (rates.gemm_gflops * 1e9); }
+  double bytes_s(double bytes) const { return bytes / (rates.copy_gbps * 1e9); }
+};
+
+RankTimes roofline_times(const Config& config, const StageSetup& setup, const DeviceRates& rates) {
+  const Roofline r{rates};
+  const model::LayerDims& d = setup.dims;
+  const double flops = static_cast<double>(model::layer_forward_flops(d).total());
+  const double kept =
+      static_cast<double>(model::stash_kept_bytes(model::layer_stash_spec(d, {})));
+  RankTimes t;
+  t.layer_forward_s = r.gemm_s(flops) + r.bytes_s(2 * kept);
+  t.layer_backward_s = r.gemm_s(2 * flops) + r.bytes_s(4 * kept);
+  t.features = d.features;
+  for (size_t m = 0; m < t.module_rebuild_s.size(); ++m) {
+    const model::LayerRecompute entry = single_module_entry(m);
+    const auto spec = model::layer_stash_spec(d, entry);
+    t.module_rebuild_s[m] =
+        r.gemm_s(static_cast<double>(model::selective_recompute_flops(d, entry))) +
+        r.bytes_s(2.0 * static_cast<double>(model::stash_dropped_bytes(spec)));
+  }
+  const double hidden_bytes = static_cast<double>(d.seq_shard() * d.micro_batch * d.hidden *
+                                                  runtime::dtype_size(d.activation_dtype));
+  const double head_flops =
+      static_cast<double>(model::head_forward_flops(d, vocab_shard(config)));
+  const double logits_bytes = static_cast<double>(d.seq * d.micro_batch * vocab_shard(config) * 4);
+  t.embedding_forward_s = r.bytes_s(2 * hidden_bytes);
+  t.embedding_backward_s = r.bytes_s(4 * hidden_bytes);
+  t.head_forward_s = r.gemm_s(head_flops) + r.bytes_s(2 * logits_bytes);
+  t.head_backward_s = r.gemm_s(2 * head_flops) + r.bytes_s(3 * logits_bytes);
+  t.optimizer_s_per_param = r.bytes_s(kOptimizerBytesPerParam);
+  return t;
+}
+
+}  // namespace
+
+model::LayerRecompute single_module_entry(size_t module) {
+  model::LayerRecompute entry{model::RecomputeMode::selective, {}};
+  const auto& rows = model::selective_module_table();
+  TRAINER_ASSERT(module < rows.size(), "module " << module);
+  entry.modules.*(rows[module].flag) = true;
+  return entry;
+}
+
+double RankTimes::piece_s(model::ForwardPiece piece) const {
+  using model::ForwardPiece;
+  const auto& [core_attn, act, layernorm, mlp] = module_rebuild_s;
+  switch (piece) {
+    case ForwardPiece::input_layernorm:
+    case ForwardPiece::pre_mlp_layernorm:
+      return layernorm / 2;
+    case ForwardPiece::core_attn_probs:
+    case ForwardPiece::flash_attention:
+      return core_attn;
+    case ForwardPiece::fc1:
+      return std::max(0.0, mlp - act);
+    case ForwardPiece::act:
+      return act;
+  }
+  return 0;
+}
+
+double RankTimes::rebuild_s(const model::LayerRecompute& entry) const {
+  if (entry.mode == model::RecomputeMode::none) return 0;
+  if (entry.mode == model::RecomputeMode::full) return layer_forward_s;
+  double seconds = 0;
+  for (const model::ForwardPiece piece : model::rerun_pieces(entry, features))
+    seconds += piece_s(piece);
+  return seconds;
+}
+
+int64_t vocab_shard(const Config& config) {
+  const int64_t tp = config.parallel.tensor;
+  return config.model.padded_vocab(tp) / tp;
+}
+
+DeviceRates default_rates(const Config& config) {
+  if (config.train.device == Device::cuda) {
+    const bool bf16 = uses_bf16(config.train);
+    const double peak = config.train.peak_tflops > 0 ? config.train.peak_tflops
+                        : bf16                       ? kBf16PeakTflops
+                                                     : kFp32PeakTflops;
+    return {peak * 1e3, kStatedHbmGbps,
+            "stated: H100/H200 dense " + std::string(bf16 ? "bf16" : "fp32") + " peak, HBM3 " +
+                std::to_string(static_cast<int>(kStatedHbmGbps)) + " GB/s"};
+  }
+  const MeasuredRates measured = measure_host_rates();
+  return {measured.gemm_gflops, measured.copy_gbps, "measured on this CPU (GEMM and copy)"};
+}
+
+CostModel::CostModel(DeviceRates rates, std::optional<TimeProfile> profile,
+                     std::string profile_path)
+    : rates_(std::move(rates)), profile_(std::move(profile)), profile_path_(std::move(profile_path)) {
+  if (profile_) {
+    rates_ = {profile_->gemm_gflops, profile_->copy_gbps,
+              "measured by the profile " + profile_path_ + " (" + profile_->device + ")"};
+  }
+}
+
+CostModel CostModel::for_config(const Config& config) {
+  if (!config.train.time_profile.empty()) {
+    TimeProfile profile = read_time_profile(config.train.time_profile);
+    return CostModel({}, std::move(profile), config.train.time_profile);
+  }
+  return CostModel(default_rates(config), std::nullopt, "");
+}
+
+bool CostModel::matches(const Config& config, const StageSetup& setup) const {
+  return profile_ && profile_->shapes == shape_key(setup.dims, vocab_shard(config));
+}
+
+RankTimes CostModel::times(const Config& config, const StageSetup& setup) const {
+  RankTimes roofline = roofline_times(config, setup, rates_);
+  if (!matches(config, setup)) return roofline;
+  const TimeProfile& p = *profile_;
+  RankTimes t = roofline;
+  t.from_profile = true;
+  t.layer_forward_s = p.layer_forward_s;
+  t.layer_backward_s = p.layer_backward_s;
+  for (size_t m = 0; m < t.module_rebuild_s.size(); ++m)
+    if (const RebuildTime* measured = find_rebuild(p, model::to_string(single_module_entry(m))))
+      t.module_rebuild_s[m] = measured->seconds;
+  // The profile measures the embedding and the head together; split as the roofline does.
+  const double forward = roofline.embedding_forward_s + roofline.head_forward_s;
+  const double backward = roofline.embedding_backward_s + roofline.head_backward_s;
+  t.embedding_forward_s = p.embedding_head_forward_s * roofline.embedding_forward_s / forward;
+  t.head_forward_s = p.embedding_head_forward_s - t.embedding_forward_s;
+  t.embedding_backward_s = p.embedding_head_backward_s * roofline.embedding_backward_s / backward;
+  t.head_backward_s = p.embedding_head_backward_s - t.embedding_backward_s;
+  t.optimizer_s_per_param = p.optimizer_s_per_param;
+  return t;
+}
+
+std::string CostModel::source(const Config& config, const StageSetup& setup) const {
+  if (matches(config, setup)) return "the profile " + profile_path_ + " (" + profile_->device + ")";
+  std::string text = "the roofline (" + rates_.source + ")";
+  if (profile_) text += "; the profile's shapes are not this run's";
+  return text;
+}
+
+RecomputePrices time_prices(const RankTimes& times, const model::LayerDims& dims,
+                            double gather_s, double forward_comm_s) {
+  auto ns = [](double seconds) { return static_cast<int64_t>(seconds * 1e9 + 0.5); };
+  RecomputePrices prices;
+  prices.full_layer = ns(times.layer_forward_s + forward_comm_s);
+  prices.selective = [times, dims, gather_s, ns](const model::LayerRecompute& entry) {
+    const double gathers =
+        static_cast<double>(model::rebuild_input_gathers(entry, dims.features)) * gather_s;
+    return ns(times.rebuild_s(entry) + gathers);
+  };
+  return prices;
+}
+
+}  // namespace trainer

@@ -1,0 +1,32 @@
+// What a training run plans with before it builds anything (docs/planning.md): the time profile
+// (train.time_profile, or a calibration at startup when recompute.auto plans by time and none
+// is given: world rank 0 measures on its device and every rank plans from its profile, so every
+// rank chooses the same plan), the resolved recompute.auto plan, and the predicted step time.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "parallel/core/process_groups.h"
+#include "runtime/allocator.h"
+#include "trainer/config/config.h"
+#include "trainer/planning/step_time.h"
+#include "trainer/planning/time_profile.h"
+
+namespace trainer {
+
+struct RunTiming {
+  std::optional<TimeProfile> profile;  // the profile the run plans and predicts with, if any
+  std::string origin;                  // its path, or "calibrated at startup"
+  bool calibrated_here = false;        // measured by this run (written to the run directory)
+};
+
+// `config` with recompute.auto replaced by its plan; fills `timing` (collective over the world
+// when it calibrates).
+Config plan_run(const Config& config, parallel::ProcessGroups& groups,
+                runtime::Allocator& allocator, RunTiming& timing);
+
+// The cost model of `timing`: its profile, or the roofline of default_rates(config).
+CostModel run_cost_model(const Config& config, const RunTiming& timing);
+
+}  // namespace trainer
