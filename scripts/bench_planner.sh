@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# The recompute planner against Megatron's presets on one machine: an 8-layer model on a 4-stage
-# 1F1B pipeline (4 oversubscribed ranks, 8 microbatches). Five budgets spread from the
-# full-recompute preset's predicted peak towards no recompute's; for each, the planner's plan
-# (predicted and measured largest per-rank total, recompute share, tokens/s) beside the best
-# preset that fits the same budget, run in the same script. Writes bench/planner.json.
-# Usage: scripts/bench_planner.sh [STEPS]
+# The recompute planner against Megatron's presets, by measured tokens/s, in one run: an 8-layer
+# model (hidden 128, seq 256, dropout 0.1, 8 microbatches of 2) on one process and on a 4-stage
+# 1F1B pipeline (4 ranks oversubscribed on this machine's cores). One `trainer calibrate` gives
+# the time profile every run uses. Five budgets from full recompute's predicted total to none's;
+# at each, the time planner (train.plan_objective time) and the FLOPs planner beside the fastest
+# preset that fits. Every configuration runs REPS times, interleaved (rep 1 of every config, then
+# rep 2, ...), and its tokens/s is the median over reps of each run's median step after the
+# first. Then the step-time prediction against the measurement on one process, for every preset
+# and three planned budgets, unfused and flash: the error of each and the rank correlation.
+# Writes bench/planner.json.
+# Usage: scripts/bench_planner.sh [STEPS] [REPS]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
@@ -12,20 +17,21 @@ root=$(repo_root)
 configure_and_build "$root/build/release" trainer >/dev/null
 trainer="$root/build/release/trainer/trainer"
 steps=${1:-6}
+reps=${2:-3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$trainer" prepare-data --synthetic --num-tokens 400000 --output-prefix "$work/data" >/dev/null
-echo "machine: $(nproc) cores; 4 ranks (oversubscribed): the speed ratios are measured here, noisy"
-python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" <<'PY'
-import json, re, statistics, subprocess, sys
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run"
+/usr/bin/python3 - "$root" "$trainer" "$work" "$steps" "$reps" "$(mpirun_flags)" <<'PY'
+import json, statistics, subprocess, sys
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
-steps, mpirun_flags = int(sys.argv[4]), sys.argv[5].split()
+steps, reps, mpirun_flags = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
 config = f"{root}/configs/tiny.yaml"
-model = ["model.num_layers=8", "model.hidden_size=128", "model.num_attention_heads=4",
+shape = ["model.num_layers=8", "model.hidden_size=128", "model.num_attention_heads=4",
          "model.seq_length=256", "model.hidden_dropout=0.1", "model.attention_dropout=0.1",
-         "train.micro_batch_size=2", "train.global_batch_size=16", "parallel.pipeline=4",
-         f"train.steps={steps}", "train.eval_interval=0", "train.log_interval=1000",
-         "optimizer.lr_warmup_steps=0", "output.export=false", f"data.path={work}/data"]
+         "train.micro_batch_size=2", "train.global_batch_size=16"]
+run_only = [f"train.steps={steps}", "train.eval_interval=0", "train.log_interval=1000",
+            "optimizer.lr_warmup_steps=0", "output.export=false", f"data.path={work}/data"]
 presets = {
     "none": ["recompute.granularity=none"],
     "selective core_attn": ["recompute.granularity=selective", "recompute.modules=[core_attn]"],
@@ -38,58 +44,151 @@ presets = {
     "full block 1": ["recompute.granularity=full", "recompute.method=block",
                      "recompute.num_layers=1"],
 }
+layouts = {"1 process": ["parallel.pipeline=1"], "pp4": ["parallel.pipeline=4"]}
+backends = {"unfused": ["model.attention_backend=unfused"],
+            "flash": ["model.attention_backend=flash"]}
+fractions = (0.0, 0.2, 0.4, 0.6, 0.8)
+accuracy_fractions = (0.0, 0.4, 0.8)
+
 def sets(overrides):
     return [a for o in overrides for a in ("--set", o)]
-def plan(overrides):
-    """The plan's recompute FLOPs as a share of the model FLOPs, from `trainer plan`."""
-    out = subprocess.run([trainer, "plan", "--config", config] + sets(model + overrides),
+
+def predicted_peak(overrides):
+    """The largest predicted per-rank total (bytes) of a config, from `trainer plan`."""
+    out = subprocess.run([trainer, "plan", "--config", config] + sets(overrides) +
+                         ["--set", "train.memory_budget_gib=1000"],
                          check=True, capture_output=True, text=True).stdout
-    share = re.search(r"recompute: ([0-9.]+)% of the model FLOPs of a step", out)
-    return float(share.group(1)) / 100
-def run(name, overrides):
-    out = f"{work}/run-{name.replace(' ', '-')}"
-    subprocess.run(["mpirun"] + mpirun_flags + ["-np", "4", trainer, "train", "--config", config]
-                   + sets(model + overrides + [f"output.dir={out}"]),
-                   check=True, stdout=subprocess.DEVNULL)
-    lines = [json.loads(l) for l in open(f"{out}/metrics.jsonl")]
+    line = next(l for l in out.splitlines() if l.startswith("  largest total"))
+    return int(line.split("(")[1].split()[0])
+
+profiles = {}
+for backend, b in backends.items():
+    path = f"{work}/profile-{backend}.json"
+    subprocess.run([trainer, "calibrate", "--config", config, "--out", path, "--repeats", "9"]
+                   + sets(shape + b), check=True, stdout=subprocess.DEVNULL)
+    profiles[backend] = path
+
+# The configurations: (layout, backend) -> name -> overrides.
+configs = {}
+budgets = {}
+for layout, l in layouts.items():
+    for backend, b in backends.items():
+        if layout == "pp4" and backend == "flash":
+            continue  # the pipeline comparison runs unfused only
+        base = shape + l + b + [f"train.time_profile={profiles[backend]}"]
+        group = {name: base + o for name, o in presets.items()}
+        full = predicted_peak(group["full uniform 1"])
+        none = predicted_peak(group["none"])
+        wanted = fractions if backend == "unfused" else accuracy_fractions
+        for fraction in wanted:
+            budget = int(full + (none - full) * fraction) + 1
+            budgets[(layout, backend, fraction)] = budget
+            auto = ["recompute.auto=true", f"train.memory_budget_gib={budget / 2**30:.12f}"]
+            group[f"time planner {fraction}"] = base + auto + ["train.plan_objective=time"]
+            if backend == "unfused":
+                group[f"flops planner {fraction}"] = base + auto + ["train.plan_objective=flops"]
+        configs[(layout, backend)] = group
+
+def run(layout, name, overrides, rep):
+    out = f"{work}/run-{layout}-{name}-{rep}".replace(" ", "_")
+    cmd = [trainer, "train", "--config", config] + sets(overrides + run_only + [f"output.dir={out}"])
+    if layout == "pp4":
+        cmd = ["mpirun"] + mpirun_flags + ["-np", "4"] + cmd
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    lines = [json.loads(x) for x in open(f"{out}/metrics.jsonl")]
     later = lines[1:] if len(lines) > 1 else lines
-    return {"tokens_per_s": statistics.median(l["tokens_per_s"] for l in later),
-            "measured_peak": max(max(l["rank_total_peak_bytes"]) for l in later),
-            "predicted_peak": max(max(l["rank_predicted_total_peak_bytes"]) for l in later),
-            "recompute_flops": sum(l["recompute_flops"] for l in later) / len(later)}
+    return {"step_ms": statistics.median(x["step_ms"] for x in later),
+            "tokens_per_s": statistics.median(x["tokens_per_s"] for x in later),
+            "predicted_step_ms": later[0]["predicted_step_ms"],
+            "measured_peak": max(total(x, "peak_{}_bytes", "rank_total_peak_bytes") for x in later),
+            "predicted_peak": max(total(x, "predicted_{}_peak_bytes",
+                                        "rank_predicted_total_peak_bytes") for x in later)}
+
+categories = ("param", "grad", "optimizer", "activation", "workspace", "comm")
+def total(line, per_category, per_rank):
+    """The largest per-rank total of a metrics line: every rank's with several, else this one's."""
+    if per_rank in line:
+        return max(line[per_rank])
+    return sum(line[per_category.format(c)] for c in categories)
+
+samples = {}
+for rep in range(reps):
+    for (layout, backend), group in configs.items():
+        for name, overrides in group.items():
+            samples.setdefault((layout, backend, name), []).append(run(layout, name, overrides, rep))
+
+def summary(key):
+    s = samples[key]
+    return {"tokens_per_s": statistics.median(x["tokens_per_s"] for x in s),
+            "step_ms": statistics.median(x["step_ms"] for x in s),
+            "predicted_step_ms": s[0]["predicted_step_ms"],
+            "runs_tokens_per_s": [x["tokens_per_s"] for x in s],
+            "measured_peak": max(x["measured_peak"] for x in s),
+            "predicted_peak": max(x["predicted_peak"] for x in s)}
+
+results = {"steps": steps, "reps": reps, "layouts": {}, "accuracy": {}}
 mib = lambda b: b / 2**20
-results = {"presets": {}, "budgets": []}
-for name, overrides in presets.items():
-    r = run(name, overrides)
-    r["recompute_share"] = plan(overrides)
-    results["presets"][name] = r
-full = results["presets"]["full uniform 1"]["predicted_peak"]
-none = results["presets"]["none"]["predicted_peak"]
-print("| budget MiB | planner: predicted / measured peak MiB | recompute | tok/s "
-      "| best preset that fits: name, recompute, tok/s | planner / preset tok/s |")
-print("|---|---|---|---|---|---|")
-for fraction in (0.0, 0.2, 0.4, 0.6, 0.8):
-    budget = int(full + (none - full) * fraction) + 1
-    gib = budget / 2**30
-    auto = ["recompute.auto=true", f"train.memory_budget_gib={gib:.12f}"]
-    r = run(f"auto-{fraction}", auto)
-    r["recompute_share"] = plan(auto)
-    r["budget"] = budget
-    fitting = {n: p for n, p in results["presets"].items() if p["predicted_peak"] <= budget}
-    best = max(fitting, key=lambda n: fitting[n]["tokens_per_s"]) if fitting else None
-    r["best_preset"] = best
-    r["min_preset_share"] = min((p["recompute_share"] for p in fitting.values()), default=None)
-    results["budgets"].append(r)
-    ratio = r["tokens_per_s"] / fitting[best]["tokens_per_s"] if best else float("nan")
-    best_text = (f"{best}, {100 * fitting[best]['recompute_share']:.1f}%, "
-                 f"{fitting[best]['tokens_per_s']:.0f}" if best else "none fits")
-    print(f"| {mib(budget):.2f} | {mib(r['predicted_peak']):.2f} / {mib(r['measured_peak']):.2f}"
-          f"{'' if r['measured_peak'] <= budget else ' OVER'} | "
-          f"{100 * r['recompute_share']:.1f}% | "
-          f"{r['tokens_per_s']:.0f} | {best_text} | {ratio:.2f} |")
-print("\npresets (predicted = measured largest per-rank total):")
-for n, p in results["presets"].items():
-    print(f"  {n:20s} peak {mib(p['predicted_peak']):7.2f} / {mib(p['measured_peak']):7.2f} MiB, "
-          f"recompute {100 * p['recompute_share']:5.1f}%, {p['tokens_per_s']:.0f} tok/s")
+for layout in layouts:
+    key = (layout, "unfused")
+    rows = []
+    print(f"\n{layout} (unfused): tokens/s, median of {reps} interleaved runs")
+    print("| budget MiB | time planner: peak MiB, tok/s | FLOPs planner tok/s | best preset that fits, "
+          "tok/s | time / preset | time / FLOPs |")
+    print("|---|---|---|---|---|---|")
+    preset_summaries = {n: summary((layout, "unfused", n)) for n in presets}
+    for fraction in fractions:
+        budget = budgets[(layout, "unfused", fraction)]
+        t = summary((layout, "unfused", f"time planner {fraction}"))
+        f = summary((layout, "unfused", f"flops planner {fraction}"))
+        fitting = {n: p for n, p in preset_summaries.items() if p["predicted_peak"] <= budget}
+        best = max(fitting, key=lambda n: fitting[n]["tokens_per_s"]) if fitting else None
+        ratio = t["tokens_per_s"] / fitting[best]["tokens_per_s"] if best else float("nan")
+        over = t["measured_peak"] > budget
+        print(f"| {mib(budget):.2f} | {mib(t['measured_peak']):.2f}{' OVER' if over else ''}, "
+              f"{t['tokens_per_s']:.0f} | {f['tokens_per_s']:.0f} | "
+              f"{best}, {fitting[best]['tokens_per_s']:.0f} | {ratio:.2f} | "
+              f"{t['tokens_per_s'] / f['tokens_per_s']:.2f} |")
+        rows.append({"budget": budget, "time_planner": t, "flops_planner": f, "best_preset": best,
+                     "best_preset_tokens_per_s": fitting[best]["tokens_per_s"] if best else None,
+                     "ratio_to_preset": ratio, "over_budget": over})
+    results["layouts"][layout] = {"budgets": rows, "presets": preset_summaries}
+
+def ranks(values):
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    r = [0.0] * len(values)
+    for position, i in enumerate(order):
+        r[i] = position
+    return r
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb)) / (n * (n * n - 1))
+
+pooled_p, pooled_m = [], []
+for backend in backends:
+    print(f"\nstep time on one process ({backend}): predicted against measured (median)")
+    print("| config | predicted ms | measured ms | error |")
+    print("|---|---|---|---|")
+    names = list(presets) + [f"time planner {f}" for f in accuracy_fractions]
+    predicted, measured, entries = [], [], []
+    for name in names:
+        s = summary(("1 process", backend, name))
+        error = s["predicted_step_ms"] / s["step_ms"] - 1
+        print(f"| {name} | {s['predicted_step_ms']:.1f} | {s['step_ms']:.1f} | {100 * error:+.1f}% |")
+        predicted.append(s["predicted_step_ms"])
+        measured.append(s["step_ms"])
+        entries.append({"config": name, "predicted_step_ms": s["predicted_step_ms"],
+                        "step_ms": s["step_ms"], "error": error})
+    rho = spearman(predicted, measured)
+    worst = max(abs(e["error"]) for e in entries)
+    print(f"largest error {100 * worst:.1f}%, Spearman rank correlation {rho:.3f}")
+    pooled_p += predicted
+    pooled_m += measured
+    results["accuracy"][backend] = {"configs": entries, "spearman": rho, "largest_error": worst}
+rho = spearman(pooled_p, pooled_m)
+print(f"\nunfused and flash together: Spearman rank correlation {rho:.3f}")
+results["accuracy"]["pooled_spearman"] = rho
 json.dump(results, open(f"{root}/bench/planner.json", "w"), indent=1)
 PY
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) after the run"

@@ -20,6 +20,11 @@
 #       both loss curves, bench_gpu beside PyTorch with our/PyTorch ratios; rewritten after every
 #       step), gpu_check.log, ldd.txt, tests.log (test binaries and both training runs),
 #       bench_gpu.json, bench_gpu.log, bench_peers.json, bench_peers.log.
+#   scripts/gpu_check.sh predict
+#       (there, as run, when device time is left) the step-time model against the GPU: `trainer
+#       calibrate` on configs/gpt_1p3b_gpu.yaml (global batch 16), then 6 steps of each preset
+#       (none, selective core_attn, full uniform 1) and of recompute.auto under 40 GiB with that
+#       profile; predict.json lists each one's predicted and measured median step_ms.
 #   scripts/gpu_check.sh sanitize
 #       (there, as run, in a second call when device time is left) compute-sanitizer's memcheck,
 #       racecheck, initcheck and synccheck over test_gpu_kernel_paths and test_gpu_op_twins, each
@@ -281,6 +286,47 @@ run_sanitizer() {
   done
 }
 
+# The step-time model on the 1.3B config: one calibration, then each preset and the planner with
+# its profile, a step (at most 120 s) each; predict.json: predicted against measured step_ms.
+run_predictions() {
+  local run=(env LD_LIBRARY_PATH="$lib_path" "$bin/trainer") name
+  local flags=(--config "$root/configs/gpt_1p3b_gpu.yaml" --set data.path="$work/data"
+               --set train.global_batch_size=16 --set train.steps=6 --set train.eval_interval=0
+               --set train.log_interval=1 --set output.export=false --set 'checkpoint.dir=""'
+               --set checkpoint.interval=0 --set optimizer.lr_warmup_steps=0)
+  run_step "predict data" 60 0 "$OUT/predict.log" "${run[@]}" prepare-data --synthetic \
+    --num-tokens 2000000 --output-prefix "$work/data" || return
+  run_step "predict calibrate" 120 0 "$OUT/predict.log" "${run[@]}" calibrate "${flags[@]}" \
+    --out "$OUT/time_profile.json" || return
+  declare -A presets=(
+    [none]="--set recompute.granularity=none"
+    [selective]="--set recompute.granularity=selective"
+    [full]="--set recompute.granularity=full --set recompute.method=uniform --set recompute.num_layers=1"
+    [auto40]="--set recompute.auto=true --set train.memory_budget_gib=40")
+  for name in none selective full auto40; do
+    # shellcheck disable=SC2086
+    run_step "predict $name" 120 0 "$OUT/predict.log" "${run[@]}" train "${flags[@]}" \
+      --set train.time_profile="$OUT/time_profile.json" --set output.dir="$work/predict-$name" \
+      ${presets[$name]}
+  done
+  python3 - "$work" "$OUT/predict.json" <<'PY' | tee -a "$OUT/predict.log"
+import glob, json, os, statistics, sys
+rows = {}
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "predict-*", "metrics.jsonl"))):
+    lines = [json.loads(l) for l in open(path)][1:]
+    if not lines:
+        continue
+    measured = statistics.median(l["step_ms"] for l in lines)
+    predicted = lines[0]["predicted_step_ms"]
+    name = os.path.basename(os.path.dirname(path))[len("predict-"):]
+    rows[name] = {"predicted_step_ms": predicted, "step_ms": measured,
+                  "error": predicted / measured - 1, "mfu_percent": lines[-1]["mfu_percent"]}
+    print(f"{name}: predicted {predicted:.1f} ms, measured {measured:.1f} ms "
+          f"({100 * (predicted / measured - 1):+.1f}%)")
+json.dump(rows, open(sys.argv[2], "w"), indent=1)
+PY
+}
+
 # run_on_device MODE [BENCH_OPTION...]: MODE run (tests, training, benchmarks) or sanitize.
 run_on_device() {
   : "${OUT:?run on the device machine, where OUT is set}"
@@ -300,6 +346,8 @@ run_on_device() {
   say "libraries: LD_LIBRARY_PATH=$lib_path (ldd.txt)"
   if [ "$mode" = sanitize ]; then
     run_sanitizer || { summarize; return 1; }
+  elif [ "$mode" = predict ]; then
+    run_predictions
   else
     run_tests
     run_training
@@ -316,5 +364,6 @@ case "${1:-}" in
   prepare) prepare ;;
   run) shift; run_on_device run "$@" ;;
   sanitize) run_on_device sanitize ;;
-  *) echo "usage: scripts/gpu_check.sh prepare | run [BENCH_OPTION...] | sanitize"; exit 2 ;;
+  predict) run_on_device predict ;;
+  *) echo "usage: scripts/gpu_check.sh prepare | run [BENCH_OPTION...] | predict | sanitize"; exit 2 ;;
 esac

@@ -114,7 +114,7 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
          << format("%.0f", prediction.tokens_per_s) << " tok/s (time from " << prediction.source
          << ")\n";
     if (timing_.calibrated_here) {
-      const std::string path = config_.output.dir + "/time_profile.json";
+      const std::string path = run_profile_path(config_);
       write_time_profile(*timing_.profile, path);
       log_ << "time profile calibrated at startup: " << path << "\n";
     }

@@ -62,7 +62,9 @@ Config calibration_config(const Config& config) {
   return c;
 }
 
-std::string device_name(const Config& config) {
+}  // namespace
+
+std::string calibration_device(const Config& config) {
 #ifdef TRAINER_WITH_CUDA
   if (config.train.device == Device::cuda) return "cuda: " + runtime::cuda::current_device_name();
 #endif
@@ -78,6 +80,8 @@ std::string device_name(const Config& config) {
   return "cpu: " + model + ", " + std::to_string(omp_get_max_threads()) + " threads";
 }
 
+namespace {
+
 // Each piece's seconds over the repeats, by name.
 class Samples {
  public:
@@ -91,7 +95,9 @@ class Samples {
 }  // namespace
 
 MeasuredRates measure_rates(runtime::Allocator& allocator, runtime::DType dtype) {
-  constexpr int64_t n = 2048, copy_elements = int64_t{16} << 20;
+  // A GPU needs a larger GEMM to reach its rate than a CPU does.
+  const int64_t n = allocator.device() == runtime::DeviceKind::cpu ? 1024 : 4096;
+  constexpr int64_t copy_elements = int64_t{16} << 20;
   const Tensor a = Tensor::zeros(allocator, {n, n}, dtype, MemoryCategory::workspace);
   const Tensor b = Tensor::zeros(allocator, {n, n}, dtype, MemoryCategory::workspace);
   const Tensor c = Tensor::zeros(allocator, {n, n}, dtype, MemoryCategory::workspace);
@@ -112,8 +118,11 @@ MeasuredRates measure_rates(runtime::Allocator& allocator, runtime::DType dtype)
 }
 
 MeasuredRates measure_host_rates() {
-  runtime::CpuAllocator allocator;
-  return measure_rates(allocator, runtime::DType::f32);
+  static const MeasuredRates rates = [] {
+    runtime::CpuAllocator allocator;
+    return measure_rates(allocator, runtime::DType::f32);
+  }();
+  return rates;
 }
 
 TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
@@ -178,7 +187,7 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   }
 
   TimeProfile p;
-  p.device = device_name(config);
+  p.device = calibration_device(config);
   p.dtype = std::string(runtime::dtype_name(dims.activation_dtype));
   p.shapes = shape_key(dims, c.model.padded_vocab(c.parallel.tensor) / c.parallel.tensor);
   p.build = std::string(version()) + " " + git_revision();

@@ -23,11 +23,15 @@ struct MeasuredRates {
   double copy_gbps = 0;
 };
 
-// The best of a few 2048x2048x2048 GEMMs (the linear op the model runs) and 64 MiB copies on
-// `allocator`'s device, in `dtype`.
+// The best of a few square GEMMs (the linear op the model runs; 1024 on the host, 4096 on a
+// device) and 64 MiB copies on `allocator`'s device, in `dtype`.
 MeasuredRates measure_rates(runtime::Allocator& allocator, runtime::DType dtype);
-// The same on the host in f32.
+// The same on the host in f32, measured once per process.
 MeasuredRates measure_host_rates();
+
+// What a profile's `device` says of this process's device for `config` ("cpu: <model>, N
+// threads" or "cuda: <name>").
+std::string calibration_device(const Config& config);
 
 struct CalibrationOptions {
   int warmup = 2;

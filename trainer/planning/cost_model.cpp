@@ -7,6 +7,8 @@
 
 #include "model/embedding_head.h"
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "model/flops.h"
 #include "model/recompute_modules.h"
@@ -107,8 +109,17 @@ DeviceRates default_rates(const Config& config) {
             "stated: H100/H200 dense " + std::string(bf16 ? "bf16" : "fp32") + " peak, HBM3 " +
                 std::to_string(static_cast<int>(kStatedHbmGbps)) + " GB/s"};
   }
+  // Two significant figures: what varies between measurements does not change the plan.
+  auto round2 = [](double x) {
+    const double scale = std::pow(10.0, std::floor(std::log10(x)) - 1);
+    return std::round(x / scale) * scale;
+  };
   const MeasuredRates measured = measure_host_rates();
-  return {measured.gemm_gflops, measured.copy_gbps, "measured on this CPU (GEMM and copy)"};
+  const double gemm = round2(measured.gemm_gflops), copy = round2(measured.copy_gbps);
+  char source[128];
+  std::snprintf(source, sizeof source, "measured on this CPU: GEMM %g GFLOP/s, copy %g GB/s", gemm,
+                copy);
+  return {gemm, copy, source};
 }
 
 CostModel::CostModel(DeviceRates rates, std::optional<TimeProfile> profile,

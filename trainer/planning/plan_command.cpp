@@ -119,7 +119,8 @@ void print_rank_memory(const Config& config, std::ostream& out) {
   }
   const int64_t budget = budget_bytes(config.train.memory_budget_gib);
   if (budget > 0) {
-    out << "  largest total " << format_bytes(summary.peak) << " against train.memory_budget_gib "
+    out << "  largest total " << format_bytes(summary.peak) << " (" << summary.peak
+        << " bytes) against train.memory_budget_gib "
         << config.train.memory_budget_gib << " (" << format_bytes(budget) << "): "
         << (summary.peak <= budget
                 ? "fits"

@@ -1,6 +1,9 @@
 // The startup's planning: read or calibrate, share, plan.
 #include "trainer/planning/run_plan.h"
 
+#include <filesystem>
+
+#include "runtime/error.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/planning/calibrate.h"
 
@@ -17,6 +20,21 @@ TimeProfile share(const std::optional<TimeProfile>& mine, parallel::Communicator
   return parse_time_profile(text, "the profile world rank 0 calibrated");
 }
 
+// The run directory's profile from an earlier start of this run, when it was measured on this
+// device at this run's shapes (a resumed run plans as it did).
+std::optional<TimeProfile> earlier_profile(const Config& config, const std::string& path) {
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  try {
+    TimeProfile profile = read_time_profile(path);
+    const StageSetup setup = make_stage_setup(config, 0, 0);
+    if (profile.shapes == shape_key(setup.dims, vocab_shard(config)) &&
+        profile.device == calibration_device(config))
+      return profile;
+  } catch (const runtime::InputError&) {
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Config plan_run(const Config& config, parallel::ProcessGroups& groups,
@@ -26,16 +44,31 @@ Config plan_run(const Config& config, parallel::ProcessGroups& groups,
     timing.profile = read_time_profile(t.time_profile);
     timing.origin = t.time_profile;
   } else if (config.recompute.automatic && t.plan_objective == PlanObjective::time) {
+    const std::string path = run_profile_path(config);
     std::optional<TimeProfile> mine;
-    if (groups.world_rank == 0) mine = calibrate(config, allocator);
-    timing.profile = groups.world_size() > 1 ? share(mine, *groups.world) : *mine;
-    timing.origin = "calibrated at startup";
-    timing.calibrated_here = true;
+    bool reused = false;
+    if (groups.world_rank == 0) {
+      mine = earlier_profile(config, path);
+      reused = mine.has_value();
+      if (!mine) mine = calibrate(config, allocator);
+    }
+    if (groups.world_size() > 1) {
+      groups.world->broadcast(&reused, sizeof reused, 0);
+      timing.profile = share(mine, *groups.world);
+    } else {
+      timing.profile = *mine;
+    }
+    timing.origin = reused ? path + " (calibrated at an earlier start)" : "calibrated at startup";
+    timing.calibrated_here = !reused;
   }
   if (!config.recompute.automatic) return config;
   if (t.plan_objective == PlanObjective::flops) return with_auto_plan(config, {});
   const CostModel costs = run_cost_model(config, timing);
   return with_auto_plan(config, {&costs, default_links(config)});
+}
+
+std::string run_profile_path(const Config& config) {
+  return config.output.dir + "/time_profile.json";
 }
 
 CostModel run_cost_model(const Config& config, const RunTiming& timing) {

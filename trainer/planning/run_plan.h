@@ -1,7 +1,8 @@
 // What a training run plans with before it builds anything (docs/planning.md): the time profile
 // (train.time_profile, or a calibration at startup when recompute.auto plans by time and none
 // is given: world rank 0 measures on its device and every rank plans from its profile, so every
-// rank chooses the same plan), the resolved recompute.auto plan, and the predicted step time.
+// rank chooses the same plan; a restart reuses the run directory's profile when it was measured
+// on this device at these shapes), the resolved recompute.auto plan, and the predicted step time.
 #pragma once
 
 #include <optional>
@@ -25,6 +26,9 @@ struct RunTiming {
 // when it calibrates).
 Config plan_run(const Config& config, parallel::ProcessGroups& groups,
                 runtime::Allocator& allocator, RunTiming& timing);
+
+// Where a run keeps the profile it calibrated: <output.dir>/time_profile.json.
+std::string run_profile_path(const Config& config);
 
 // The cost model of `timing`: its profile, or the roofline of default_rates(config).
 CostModel run_cost_model(const Config& config, const RunTiming& timing);

@@ -272,7 +272,7 @@ StepPrediction predict_step_time(const Config& config, const CostModel& costs,
   }
   const StagePrediction& worst = prediction.stages[slowest];
   prediction.step_s = worst.total_s();
-  prediction.bubble_s = worst.finish_s - worst.busy_s;
+  prediction.bubble_s = std::max(0.0, worst.finish_s - worst.busy_s);
   prediction.recompute_s = worst.recompute_s;
   const double tokens =
       static_cast<double>(config.train.global_batch_size * config.model.seq_length);

@@ -97,6 +97,12 @@ TEST_F(ReportOfRun, SummaryMatchesMetricsAndPlotsArePngs) {
                 run.metrics[5].at("val_loss"));
   EXPECT_TRUE(contains(md, expected)) << expected << "\n" << md;
   EXPECT_TRUE(contains(md, "median over steps 2–6")) << md;
+  // The step-time model's prediction is in every line, the same each step, and in the report.
+  const double predicted = run.metrics[0].at("predicted_step_ms");
+  EXPECT_GT(predicted, 0);
+  for (const auto& line : run.metrics) EXPECT_EQ(line.at("predicted_step_ms"), predicted);
+  std::snprintf(expected, sizeof expected, "| predicted step time (error) | %.1f ms (", predicted);
+  EXPECT_TRUE(contains(md, expected)) << expected << "\n" << md;
   // The activation peak is measured == predicted on one CPU rank.
   const std::string activation = trainer::format_bytes(
       static_cast<int64_t>(run.metrics[0].at("predicted_activation_peak_bytes")));

@@ -1,0 +1,81 @@
+// trainer calibrate on the host: a profile at the run's shapes that the cost model takes as its
+// own, JSON that reads back equal, and bad profiles named by file and field.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/allocator.h"
+#include "runtime/error.h"
+#include "trainer/planning/calibrate.h"
+#include "trainer/planning/cost_model.h"
+#include "trainer/stage_setup.h"
+
+namespace trainer {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          (name + "-" + std::to_string(::getpid()) + ".json"))
+      .string();
+}
+
+TEST(Calibrate, ProfileMatchesTheRunAndReadsBack) {
+  for (const char* attention : {"unfused", "flash"}) {
+    const Config config = parse_config(
+        "", "test",
+        {"model.num_layers=4", "model.hidden_size=64", "model.num_attention_heads=4",
+         "model.seq_length=32", "model.vocab_size=96", "parallel.tensor=2",
+         "parallel.sequence_parallel=true", "parallel.pipeline=2", "train.micro_batch_size=2",
+         "train.global_batch_size=8", std::string("model.attention_backend=") + attention,
+         "model.hidden_dropout=0.1"},
+        ConfigUse::plan);
+    runtime::CpuAllocator allocator;
+    const TimeProfile p = calibrate(config, allocator, {.warmup = 1, .repeats = 3});
+    const StageSetup setup = make_stage_setup(config, 0, 0);
+    EXPECT_EQ(p.shapes, shape_key(setup.dims, vocab_shard(config)));
+    EXPECT_GT(p.layer_forward_s, 0);
+    EXPECT_GT(p.layer_backward_s, 0);
+    EXPECT_GT(p.gemm_gflops, 0);
+    EXPECT_GT(p.optimizer_s_per_param, 0);
+    ASSERT_EQ(p.rebuild.size(), 4u);
+    const CostModel costs({}, p, "p.json");
+    EXPECT_TRUE(costs.times(config, setup).from_profile);
+    EXPECT_EQ(allocator.stats()[runtime::MemoryCategory::param].current, 0);  // all freed
+
+    const std::string path = temp_path("profile");
+    write_time_profile(p, path);
+    const TimeProfile back = read_time_profile(path);
+    EXPECT_EQ(time_profile_json(back), time_profile_json(p));
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(Calibrate, BadProfilesNameTheFileAndTheField) {
+  const std::string path = temp_path("bad-profile");
+  auto rejected = [&](const std::string& text, const std::string& expected) {
+    std::ofstream(path) << text;
+    try {
+      read_time_profile(path);
+    } catch (const runtime::InputError& e) {
+      const std::string message = e.what();
+      return message.find(path) != std::string::npos &&
+             message.find(expected) != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(rejected("{not json", "not a JSON time profile"));
+  EXPECT_TRUE(rejected("{\"format\": 1}", "'device' is missing"));
+  EXPECT_TRUE(rejected("{\"format\": 7}", "format 7"));
+  TimeProfile p;
+  p.gemm_gflops = 1;
+  p.copy_gbps = 1;
+  std::string json = time_profile_json(p);
+  json.replace(json.find("\"layer_forward_s\": 0"), 20, "\"layer_forward_s\": -1");
+  EXPECT_TRUE(rejected(json, "'layer_forward_s' must be >= 0"));
+  std::filesystem::remove(path);
+  EXPECT_THROW(read_time_profile(path), runtime::InputError);  // missing file
+}
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,151 @@
+// The step-time model with known piece times: the schedule simulation gives the classic 1F1B
+// and interleaved bubbles, the objective prices rebuilds by their pieces, and the time planner's
+// plan is never predicted slower than a preset that fits the same budget.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "trainer/planning/auto_plan.h"
+#include "trainer/planning/step_time.h"
+#include "trainer/stage_setup.h"
+
+namespace trainer {
+namespace {
+
+Config tiny(const std::vector<std::string>& extra) {
+  std::vector<std::string> overrides = {
+      "model.num_layers=8",         "model.hidden_size=64",        "model.num_attention_heads=4",
+      "model.seq_length=64",        "model.vocab_size=128",        "train.micro_batch_size=2",
+      "train.global_batch_size=16", "optimizer.overlap_grad_reduce=false"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return parse_config("", "test", overrides, ConfigUse::plan);
+}
+
+// A profile at `config`'s stage-0 shapes: forward 1 ms, backward 2 ms, rebuilds as given,
+// nothing else.
+TimeProfile profile_for(const Config& config, std::array<double, 4> modules = {0.5e-3, 0.1e-3,
+                                                                              0.05e-3, 0.3e-3}) {
+  const StageSetup setup = make_stage_setup(config, 0, 0);
+  TimeProfile p;
+  p.device = "test";
+  p.dtype = "f32";
+  p.shapes = shape_key(setup.dims, vocab_shard(config));
+  p.gemm_gflops = 100;
+  p.copy_gbps = 10;
+  p.layer_forward_s = 1e-3;
+  p.layer_backward_s = 2e-3;
+  const char* names[] = {"selective{core_attn}", "selective{act}", "selective{layernorm}",
+                         "selective{mlp}"};
+  for (size_t m = 0; m < 4; ++m) p.rebuild.push_back({names[m], modules[m]});
+  return p;
+}
+
+LinkBandwidths free_links() { return {1e12, 1e12, 1 << 20, 0, "free"}; }
+
+TEST(StepTime, OneProcessIsEveryMicrobatchOneAfterAnother) {
+  const Config config = tiny({"recompute.granularity=none"});
+  const CostModel costs({}, profile_for(config), "p.json");
+  const StepPrediction p = predict_step_time(config, costs, free_links());
+  // 8 microbatches x 8 layers x (1 + 2) ms.
+  EXPECT_NEAR(p.step_s, 8 * 8 * 3e-3, 1e-9);
+  EXPECT_NEAR(p.bubble_s, 0, 1e-12);
+  EXPECT_NE(p.source.find("the profile p.json"), std::string::npos) << p.source;
+}
+
+TEST(StepTime, OneFOneBBubbleIsStagesLessOneTimesAMicrobatch) {
+  const Config config = tiny({"parallel.pipeline=4", "recompute.granularity=none"});
+  const CostModel costs({}, profile_for(config), "p.json");
+  const StepPrediction p = predict_step_time(config, costs, free_links());
+  const double op = 2 * 3e-3;  // two layers per stage, forward + backward
+  EXPECT_NEAR(p.step_s, (8 + 4 - 1) * op, 1e-9);
+  EXPECT_NEAR(p.bubble_s, 3 * op, 1e-9);
+}
+
+TEST(StepTime, InterleavingDividesTheBubbleByTheVirtualStages) {
+  const Config config =
+      tiny({"parallel.pipeline=4", "parallel.virtual_pipeline=2", "recompute.granularity=none"});
+  const CostModel costs({}, profile_for(config), "p.json");
+  const StepPrediction p = predict_step_time(config, costs, free_links());
+  const double stage = 2 * 3e-3;  // per microbatch, both chunks
+  EXPECT_NEAR(p.step_s, 8 * stage + 3 * stage / 2, 1e-9);
+}
+
+TEST(StepTime, RebuildsCostTheirPiecesOnceEach) {
+  const Config none = tiny({"recompute.granularity=none"});
+  const TimeProfile profile = profile_for(none);
+  const CostModel costs({}, profile, "p.json");
+  const RankTimes t = costs.times(none, make_stage_setup(none, 0, 0));
+  auto entry = [](bool core_attn, bool act, bool layernorm, bool mlp) {
+    return model::LayerRecompute{model::RecomputeMode::selective,
+                                 {core_attn, act, layernorm, mlp}};
+  };
+  EXPECT_NEAR(t.rebuild_s(entry(true, false, false, false)), 0.5e-3, 1e-12);
+  // mlp reruns fc1 and the activation; act adds nothing more.
+  EXPECT_NEAR(t.rebuild_s(entry(false, true, false, true)), 0.3e-3, 1e-12);
+  EXPECT_NEAR(t.rebuild_s(entry(true, true, true, true)), 0.5e-3 + 0.05e-3 + 0.3e-3, 1e-12);
+  EXPECT_NEAR(t.rebuild_s({model::RecomputeMode::full, {}}), 1e-3, 1e-12);
+  // Full recompute of every layer adds one forward per layer to each backward.
+  Config full = tiny({"recompute.granularity=full", "recompute.method=uniform",
+                      "recompute.num_layers=1"});
+  EXPECT_NEAR(predict_step_time(full, costs, free_links()).step_s, 8 * 8 * 4e-3, 1e-9);
+}
+
+TEST(StepTime, ProfileOfOtherShapesFallsBackToTheRooflineAndSaysSo) {
+  const Config config = tiny({});
+  TimeProfile profile = profile_for(config);
+  profile.shapes = "T1 B1";
+  const CostModel costs({}, profile, "p.json");
+  const StageSetup setup = make_stage_setup(config, 0, 0);
+  EXPECT_FALSE(costs.times(config, setup).from_profile);
+  EXPECT_NE(costs.source(config, setup).find("roofline"), std::string::npos);
+  EXPECT_NE(costs.source(config, setup).find("not this run's"), std::string::npos);
+}
+
+// Under every budget from full recompute's total to none's, the time planner's plan is
+// predicted no slower than any Megatron preset that fits, and no slower than the FLOPs
+// planner's, on one process and on a 4-stage pipeline. With attention made expensive, the two
+// objectives choose differently somewhere.
+TEST(StepTime, TimePlannerIsNeverPredictedSlowerThanAFittingPreset) {
+  for (const char* pipeline : {"parallel.pipeline=1", "parallel.pipeline=4"}) {
+    const Config base = tiny({pipeline, "model.hidden_dropout=0.1", "model.attention_dropout=0.1"});
+    const CostModel costs({}, profile_for(base, {4e-3, 0.1e-3, 0.05e-3, 0.3e-3}), "p.json");
+    const std::vector<std::vector<std::string>> presets = {
+        {"recompute.granularity=none"},
+        {"recompute.granularity=selective"},
+        {"recompute.granularity=selective", "recompute.modules=[core_attn,act,layernorm,mlp]"},
+        {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"},
+        {"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=2"},
+        {"recompute.granularity=full", "recompute.method=block", "recompute.num_layers=1"}};
+    std::vector<std::pair<int64_t, double>> preset_points;  // (peak, step)
+    for (const auto& preset : presets) {
+      std::vector<std::string> o = {pipeline, "model.hidden_dropout=0.1",
+                                    "model.attention_dropout=0.1"};
+      o.insert(o.end(), preset.begin(), preset.end());
+      const Config c = tiny(o);
+      preset_points.emplace_back(summarize_plan(c).peak,
+                                 predict_step_time(c, costs, free_links()).step_s);
+    }
+    const int64_t full = preset_points[3].first, none = preset_points[0].first;
+    bool differ = false;
+    for (int i = 0; i <= 4; ++i) {
+      const int64_t budget = full + (none - full) * i / 4;
+      Config by_time = base, by_flops = base;
+      by_time.recompute = plan_under_budget(base, budget, {&costs, free_links()}).recompute;
+      by_flops.recompute = plan_under_budget(base, budget, {}).recompute;
+      const double t = predict_step_time(by_time, costs, free_links()).step_s;
+      const double f = predict_step_time(by_flops, costs, free_links()).step_s;
+      EXPECT_LE(summarize_plan(by_time).peak, budget);
+      EXPECT_LE(t, f + 1e-12) << pipeline << ", budget " << budget;
+      for (const auto& [peak, step] : preset_points)
+        if (peak <= budget) {
+          EXPECT_LE(t, step + 1e-12) << pipeline << ", budget " << budget;
+        }
+      differ = differ || t < f - 1e-9;
+    }
+    EXPECT_TRUE(differ) << pipeline << ": the objectives never chose differently";
+  }
+}
+
+}  // namespace
+}  // namespace trainer
