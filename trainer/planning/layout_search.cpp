@@ -183,8 +183,7 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
     ++result.enumerated;
     try {
       Config config = layout_config(base, layout, request.ranks);
-      const double bound =
-          request.exhaustive ? 0.0 : step_time_bound(config, *request.costs, request.links);
+      const double bound = step_time_bound(config, *request.costs, request.links);
       candidates.push_back({layout, std::move(config), bound});
     } catch (const runtime::ConfigError& error) {
       if (first_invalid.empty()) first_invalid = error.what();
@@ -204,7 +203,7 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& candidate = candidates[i];
     // Relative slack: the bound and a prediction without recompute may differ in the last bits.
-    if (!request.exhaustive && result.best.size() == request.top &&
+    if (result.best.size() == request.top &&
         candidate.bound_s > result.best.back().prediction.step_s * (1 + 1e-9)) {
       result.cut_by_bound = static_cast<int64_t>(candidates.size() - i);
       break;
@@ -213,21 +212,18 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
     // budget cannot fit; one that fits without recompute plans none (nothing is cheaper); an
     // interleaved one deeper than kMaxPlannedVirtual that needs recompute is not planned.
     std::optional<LayoutResult> planned;
-    const bool deep = candidate.layout.virtual_pipeline > kMaxPlannedVirtual;
-    if (!request.exhaustive || deep) {
-      const UnplannedMemory memory = unplanned_memory(candidate.config);
-      if (least_fixed < 0 || memory.fixed < least_fixed) least_fixed = memory.fixed;
-      if (memory.fixed > request.budget) {
-        ++result.over_without_activations;
-        continue;
-      }
-      if (memory.total <= request.budget && !request.exhaustive) {
-        planned = unplanned_layout(candidate.config, request, memory);
-        ++result.without_recompute;
-      } else if (memory.total > request.budget && deep) {
-        ++result.deep_needing_recompute;
-        continue;
-      }
+    const UnplannedMemory memory = unplanned_memory(candidate.config);
+    if (least_fixed < 0 || memory.fixed < least_fixed) least_fixed = memory.fixed;
+    if (memory.fixed > request.budget) {
+      ++result.over_without_activations;
+      continue;
+    }
+    if (memory.total <= request.budget) {
+      planned = unplanned_layout(candidate.config, request, memory);
+      ++result.without_recompute;
+    } else if (candidate.layout.virtual_pipeline > kMaxPlannedVirtual) {
+      ++result.deep_needing_recompute;
+      continue;
     }
     if (!planned) {
       ++result.planned;
@@ -276,7 +272,7 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
                   static_cast<long long>(l.pipeline), static_cast<long long>(l.virtual_pipeline),
                   static_cast<long long>(l.data), l.sequence_parallel ? "on" : "-",
                   static_cast<long long>(l.micro_batch), l.distributed_optimizer ? "on" : "-",
-                  gib_text(r.peak_bytes).c_str(), r.prediction.step_s * 1e3,
+                  format_bytes(r.peak_bytes).c_str(), r.prediction.step_s * 1e3,
                   r.prediction.tokens_per_s, r.prediction.mfu_percent,
                   100.0 * r.recompute_share);
     out << line;

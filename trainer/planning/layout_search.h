@@ -63,9 +63,6 @@ struct SearchRequest {
   const CostModel* costs = nullptr;
   LinkBandwidths links;
   size_t top = 10;
-  // Plan every valid layout (no bound, no early memory check): the brute force the bounded
-  // search must agree with.
-  bool exhaustive = false;
 };
 
 struct SearchResult {
