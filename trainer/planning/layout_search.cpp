@@ -245,7 +245,7 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
                     << " GiB (--budget-gib) fits none of the " << result.valid
                     << " valid layouts of --ranks " << request.ranks
                     << (least_fixed >= 0 ? "; parameters, gradients and optimizer state alone "
-                                           "take at least " + gib_text(least_fixed) + " per rank"
+                                           "take at least " + format_bytes(least_fixed) + " per rank"
                                          : std::string())));
   }
   return result;
