@@ -78,36 +78,48 @@ bool better(const LayoutResult& a, const LayoutResult& b) {
 }
 
 // `config` (no recompute) predicted as it is: the plan when it fits, as nothing is cheaper.
-LayoutResult unplanned_layout(const Config& config, const SearchRequest& request,
-                              const UnplannedMemory& memory) {
+LayoutResult unplanned_layout(const Config& config, const CostModel& costs,
+                              const SearchRequest& request, const UnplannedMemory& memory) {
   LayoutResult result;
   result.config = config;
-  result.prediction = predict_step_time(config, *request.costs, request.links);
+  result.prediction = predict_step_time(config, costs, request.links);
   result.peak_bytes = memory.total;
   return result;
 }
 
 // Plans `config` under the budget and predicts it; nullopt when no plan fits.
-std::optional<LayoutResult> plan_layout(const Config& config, const SearchRequest& request) {
+std::optional<LayoutResult> plan_layout(const Config& config, const CostModel& costs,
+                                        const SearchRequest& request) {
   LayoutResult result;
   result.config = config;
   try {
     result.config.recompute =
-        plan_under_budget(config, request.budget, {request.costs, request.links}).recompute;
+        plan_under_budget(config, request.budget, {&costs, request.links}).recompute;
   } catch (const runtime::ConfigError& error) {
     if (error.path() != "train.memory_budget_gib") throw;
     return std::nullopt;
   }
   const PlanSummary summary = summarize_plan(result.config);
-  result.prediction = predict_step_time(result.config, *request.costs, request.links);
+  result.prediction = predict_step_time(result.config, costs, request.links);
   result.peak_bytes = summary.peak;
   result.recompute_share = summary.recompute_share;
   return result;
 }
 
+// The cost model of `config`: the first of request.shape_costs whose profile has its rank
+// shapes (every stage's layers share them), else request.costs.
+const CostModel& layout_costs(const Config& config, const SearchRequest& request) {
+  if (request.shape_costs.empty()) return *request.costs;
+  const StageSetup setup = make_stage_setup(config, 0, 0);
+  for (const CostModel& costs : request.shape_costs)
+    if (costs.times(config, setup).from_profile) return costs;
+  return *request.costs;
+}
+
 struct Candidate {
   Layout layout;
   Config config;
+  const CostModel* costs = nullptr;
   double bound_s = 0;
 };
 
@@ -183,8 +195,9 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
     ++result.enumerated;
     try {
       Config config = layout_config(base, layout, request.ranks);
-      const double bound = step_time_bound(config, *request.costs, request.links);
-      candidates.push_back({layout, std::move(config), bound});
+      const CostModel& costs = layout_costs(config, request);
+      const double bound = step_time_bound(config, costs, request.links);
+      candidates.push_back({layout, std::move(config), &costs, bound});
     } catch (const runtime::ConfigError& error) {
       if (first_invalid.empty()) first_invalid = error.what();
     }
@@ -219,7 +232,7 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
       continue;
     }
     if (memory.total <= request.budget) {
-      planned = unplanned_layout(candidate.config, request, memory);
+      planned = unplanned_layout(candidate.config, *candidate.costs, request, memory);
       ++result.without_recompute;
     } else if (candidate.layout.virtual_pipeline > kMaxPlannedVirtual) {
       ++result.deep_needing_recompute;
@@ -227,7 +240,7 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
     }
     if (!planned) {
       ++result.planned;
-      planned = plan_layout(candidate.config, request);
+      planned = plan_layout(candidate.config, *candidate.costs, request);
       if (!planned) continue;
     }
     ++result.fit;
@@ -260,21 +273,22 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
                 gib_text(request.budget).c_str());
   out << line;
   out << "  rank | tp | cp | pp | vp |  dp | sp | micro | dist-opt | memory/rank |   step ms |"
-         "   tokens/s | MFU % | recompute %\n";
+         "   tokens/s | MFU % | recompute % | times\n";
   std::map<std::string, int> sources;
   for (size_t i = 0; i < result.best.size(); ++i) {
     const LayoutResult& r = result.best[i];
     const Layout& l = r.layout;
     std::snprintf(line, sizeof line,
                   "  %4zu | %2lld | %2lld | %2lld | %2lld | %3lld | %2s | %5lld | %8s | %11s |"
-                  " %9.1f | %10.0f | %5.1f | %11.1f\n",
+                  " %9.1f | %10.0f | %5.1f | %11.1f | %s\n",
                   i + 1, static_cast<long long>(l.tensor), static_cast<long long>(l.context),
                   static_cast<long long>(l.pipeline), static_cast<long long>(l.virtual_pipeline),
                   static_cast<long long>(l.data), l.sequence_parallel ? "on" : "-",
                   static_cast<long long>(l.micro_batch), l.distributed_optimizer ? "on" : "-",
                   format_bytes(r.peak_bytes).c_str(), r.prediction.step_s * 1e3,
                   r.prediction.tokens_per_s, r.prediction.mfu_percent,
-                  100.0 * r.recompute_share);
+                  100.0 * r.recompute_share,
+                  r.prediction.source.starts_with("the profile") ? "profile" : "roofline");
     out << line;
     ++sources[r.prediction.source];
   }

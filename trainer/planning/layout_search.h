@@ -60,7 +60,9 @@ struct LayoutResult {
 struct SearchRequest {
   int64_t ranks = 0;
   int64_t budget = 0;  // bytes per rank
-  const CostModel* costs = nullptr;
+  const CostModel* costs = nullptr;  // the times of every layout no profile below matches
+  // More profiles (repeated --profile), each pricing the layouts whose rank shapes it measured.
+  std::vector<CostModel> shape_costs;
   LinkBandwidths links;
   size_t top = 10;
 };

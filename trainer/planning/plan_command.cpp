@@ -168,6 +168,7 @@ struct PlanArgs {
   bool search = false;          // --search: the layout search (layout_search.h)
   int64_t ranks = 0;            // --ranks
   int64_t top = 10;             // --top
+  std::vector<std::string> more_profiles;  // --profile given again (--search only)
 };
 
 // A flag's value as an integer >= 1; InputError naming the flag.
@@ -188,6 +189,8 @@ void check_search_args(const PlanArgs& parsed, const std::vector<std::string>& a
   if (!parsed.search) {
     for (const char* flag : {"--ranks", "--top"})
       if (given(flag)) throw runtime::InputError(std::string("plan: ") + flag + " goes with --search");
+    if (!parsed.more_profiles.empty())
+      throw runtime::InputError("plan: --profile more than once goes with --search");
     return;
   }
   if (parsed.ranks == 0) throw runtime::InputError("plan: --search needs --ranks N (the job's ranks)");
@@ -225,8 +228,8 @@ PlanArgs parse_plan_args(const std::vector<std::string>& args) {
       parsed.out_prefix = value();
     } else if (a == "--timeline") {
       parsed.timeline_prefix = value();
-    } else if (a == "--profile") {
-      parsed.profile = value();
+    } else if (a == "--profile") {  // again: more shapes' profiles for --search
+      (parsed.profile.empty() ? parsed.profile : parsed.more_profiles.emplace_back()) = value();
     } else if (a == "--link-gbps") {
       parsed.links = value();
     } else if (a == "--search") {
@@ -288,11 +291,15 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
   const LinkBandwidths links = parsed.links.empty() ? default_links(config)
                                                     : parse_links(parsed.links, default_links(config));
   if (parsed.search) {
-    const SearchRequest request{.ranks = parsed.ranks,
-                                .budget = budget_bytes(config.train.memory_budget_gib),
-                                .costs = &costs,
-                                .links = links,
-                                .top = static_cast<size_t>(parsed.top)};
+    SearchRequest request{.ranks = parsed.ranks,
+                          .budget = budget_bytes(config.train.memory_budget_gib),
+                          .costs = &costs,
+                          .shape_costs = {},
+                          .links = links,
+                          .top = static_cast<size_t>(parsed.top)};
+    if (!parsed.more_profiles.empty()) request.shape_costs.push_back(costs);
+    for (const std::string& path : parsed.more_profiles)
+      request.shape_costs.emplace_back(DeviceRates{}, read_time_profile(path), path);
     const SearchResult result = search_layouts(config, request);
     if (parsed.emit_yaml) {
       out << best_layout_yaml(result);

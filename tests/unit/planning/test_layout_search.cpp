@@ -53,6 +53,7 @@ struct Fixture {
     return {.ranks = kRanks,
             .budget = budget_bytes(budget_gib),
             .costs = &costs,
+            .shape_costs = {},
             .links = default_links(base),
             .top = top};
   }
