@@ -107,12 +107,16 @@ std::optional<LayoutResult> plan_layout(const Config& config, const CostModel& c
 }
 
 // The cost model of `config`: the first of request.shape_costs whose profile has its rank
-// shapes (every stage's layers share them), else request.costs.
-const CostModel& layout_costs(const Config& config, const SearchRequest& request) {
+// shapes (every stage's layers share them; `config` then names it), else request.costs.
+const CostModel& layout_costs(Config& config, const SearchRequest& request) {
   if (request.shape_costs.empty()) return *request.costs;
   const StageSetup setup = make_stage_setup(config, 0, 0);
-  for (const CostModel& costs : request.shape_costs)
-    if (costs.times(config, setup).from_profile) return costs;
+  for (const SearchRequest::ShapeProfile& profile : request.shape_costs) {
+    if (profile.costs.times(config, setup).from_profile) {
+      config.train.time_profile = profile.path;
+      return profile.costs;
+    }
+  }
   return *request.costs;
 }
 

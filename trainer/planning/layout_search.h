@@ -61,8 +61,13 @@ struct SearchRequest {
   int64_t ranks = 0;
   int64_t budget = 0;  // bytes per rank
   const CostModel* costs = nullptr;  // the times of every layout no profile below matches
-  // More profiles (repeated --profile), each pricing the layouts whose rank shapes it measured.
-  std::vector<CostModel> shape_costs;
+  // Profiles (repeated --profile), each pricing the layouts whose rank shapes it measured; such
+  // a layout's config gets its path as train.time_profile.
+  struct ShapeProfile {
+    std::string path;
+    CostModel costs;
+  };
+  std::vector<ShapeProfile> shape_costs;
   LinkBandwidths links;
   size_t top = 10;
 };

@@ -297,9 +297,9 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
                           .shape_costs = {},
                           .links = links,
                           .top = static_cast<size_t>(parsed.top)};
-    if (!parsed.more_profiles.empty()) request.shape_costs.push_back(costs);
+    if (!parsed.more_profiles.empty()) request.shape_costs.push_back({parsed.profile, costs});
     for (const std::string& path : parsed.more_profiles)
-      request.shape_costs.emplace_back(DeviceRates{}, read_time_profile(path), path);
+      request.shape_costs.push_back({path, CostModel({}, read_time_profile(path), path)});
     const SearchResult result = search_layouts(config, request);
     if (parsed.emit_yaml) {
       out << best_layout_yaml(result);

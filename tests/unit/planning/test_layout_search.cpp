@@ -194,6 +194,9 @@ TEST(LayoutSearch, BadFlagsNameThemselves) {
         << bad;
   }
   EXPECT_NE(plan_error({"--ranks", "4"}).find("--ranks goes with --search"), std::string::npos);
+  EXPECT_NE(plan_error({"--profile", "a.json", "--profile", "b.json"})
+                .find("--profile more than once goes with --search"),
+            std::string::npos);
   EXPECT_NE(plan_error({"--search", "--ranks", "4", "--budget-gib", "1", "--top", "0"})
                 .find("--top needs a positive integer"),
             std::string::npos);
