@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <ostream>
 
@@ -225,8 +224,8 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
       result.cut_by_bound = static_cast<int64_t>(candidates.size() - i);
       break;
     }
-    // Note [Search shortcuts]: a layout whose parameters and optimizer state alone exceed the
-    // budget cannot fit; one that fits without recompute plans none (nothing is cheaper); an
+    // Shortcuts (docs/layout_search.md, "How it stays fast"): a layout whose parameters and
+    // optimizer state alone exceed the budget cannot fit; one that fits without recompute plans none (nothing is cheaper); an
     // interleaved one deeper than kMaxPlannedVirtual that needs recompute is not planned.
     std::optional<LayoutResult> planned;
     const UnplannedMemory memory = unplanned_memory(candidate.config);
@@ -297,12 +296,14 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
     ++sources[r.prediction.source];
   }
   std::snprintf(line, sizeof line,
-                "layouts: %lld enumerated, %lld valid, %lld fit (%lld without recompute, %lld "
-                "planned by the budget planner); skipped: %lld whose parameters, gradients and "
-                "optimizer state alone exceed the budget, %lld interleaved deeper than vp %lld "
-                "that need recompute, %lld whose lower bound is above the last of the best %zu; searched "
-                "in %.2f s\n",
+                "layouts: %lld enumerated, %lld valid, %lld looked at in order of their lower "
+                "bound: %lld fit (%lld without recompute, %lld planned by the budget planner), "
+                "%lld skipped as parameters, gradients and optimizer state alone exceed the "
+                "budget, %lld skipped as interleaved deeper than vp %lld and needing recompute; "
+                "%lld never looked at (bound above the last of the best %zu); searched in "
+                "%.2f s\n",
                 static_cast<long long>(result.enumerated), static_cast<long long>(result.valid),
+                static_cast<long long>(result.valid - result.cut_by_bound),
                 static_cast<long long>(result.fit),
                 static_cast<long long>(result.without_recompute),
                 static_cast<long long>(result.planned),
