@@ -1,7 +1,8 @@
 // The layout search against brute force: on a small model over 4 ranks, every reported layout
 // multiplies to the ranks and validates, the table is sorted, and its rows are the best of
 // planning every valid layout (so the bound and the shortcuts lose nothing); --emit-yaml loads
-// as the best layout's config; bad flags and budgets give errors naming them.
+// as the best layout's config; a profile prices the layouts with its shapes; bad flags and
+// budgets give errors naming them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include "trainer/planning/auto_plan.h"
 #include "trainer/planning/layout_search.h"
 #include "trainer/planning/plan_command.h"
+#include "trainer/planning/time_profile.h"
+#include "trainer/stage_setup.h"
 
 namespace trainer {
 namespace {
@@ -165,6 +168,43 @@ TEST(LayoutSearch, EmitYamlLoadsAsTheBestLayout) {
   EXPECT_EQ(summarize_plan(loaded).peak, result.best[0].peak_bytes);
   EXPECT_DOUBLE_EQ(predict_step_time(loaded, f.costs, default_links(loaded)).step_s,
                    result.best[0].prediction.step_s);
+}
+
+// A profile prices the layouts with its rank shapes (and names itself in their configs); the
+// others keep the default cost model. Here: a profile of tp 2 with sequence parallelism and
+// micro batch 1 whose layers are 100x the roofline's, so that those layouts fall to the bottom.
+TEST(LayoutSearch, AProfilePricesTheLayoutsWithItsShapes) {
+  const Fixture f;
+  SearchRequest request = f.request(1.0, 200);
+  const Config shape = layout_config(
+      f.base, {.tensor = 2, .data = 2, .sequence_parallel = true, .micro_batch = 1}, kRanks);
+  const StageSetup setup = make_stage_setup(shape, 0, 0);
+  const RankTimes roofline = f.costs.times(shape, setup);
+  TimeProfile profile;
+  profile.device = "test";
+  profile.dtype = "f32";
+  profile.shapes = shape_key(setup.dims, vocab_shard(shape));
+  profile.gemm_gflops = 50;
+  profile.copy_gbps = 10;
+  profile.layer_forward_s = 100 * roofline.layer_forward_s;
+  profile.layer_backward_s = 100 * roofline.layer_backward_s;
+  profile.embedding_head_forward_s = profile.embedding_head_backward_s = 1e-3;
+  request.shape_costs.push_back({"slow.json", CostModel({}, profile, "slow.json")});
+  const SearchResult result = search_layouts(f.base, request);
+  int profiled = 0;
+  for (size_t i = 0; i < result.best.size(); ++i) {
+    const LayoutResult& r = result.best[i];
+    const bool has_shape = r.layout.tensor == 2 && r.layout.sequence_parallel &&
+                           r.layout.micro_batch == 1 && r.layout.context == 1;
+    SCOPED_TRACE(i);
+    EXPECT_EQ(r.prediction.source.starts_with("the profile slow.json"), has_shape);
+    EXPECT_EQ(r.config.train.time_profile, has_shape ? "slow.json" : "");
+    if (has_shape) {
+      ++profiled;
+      EXPECT_GT(i, result.best.size() / 2);  // 100x slower layers: among the slowest
+    }
+  }
+  EXPECT_GT(profiled, 0);
 }
 
 // `trainer plan ARGS` on kConfig; the error's message ("" when none).
