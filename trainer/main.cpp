@@ -58,7 +58,8 @@ constexpr CommandUsage kCommandUsages[] = {
      "        Search the parallel layouts of N ranks (tensor, context, pipeline, data,\n"
      "        virtual pipeline, sequence parallel, micro batch, distributed optimizer): plan\n"
      "        recompute under X GiB per rank for each and print the K (default 10) fastest\n"
-     "        by predicted step time; --emit-yaml prints the best as a complete config.\n"},
+     "        by predicted step time; --emit-yaml prints the best as a complete config.\n"
+     "        --profile may be repeated: each prices the layouts with its rank shapes.\n"},
     {"calibrate",
      "  calibrate --config FILE.yaml [--set a.b=value ...] [--out P.json] [--repeats N]\n"
      "        Time, on the config's device (one process), one rank's layer forward, backward\n"

@@ -62,17 +62,15 @@ UnplannedMemory unplanned_memory(const Config& config) {
   for (int64_t stage = 0; stage < config.parallel.pipeline; ++stage) {
     const RankMemory m = predict_rank_memory(config, stage_rank(config.parallel, stage));
     memory.total = std::max(memory.total, m.total());
-    memory.fixed = std::max(memory.fixed, m[runtime::MemoryCategory::param] +
-                                              m[runtime::MemoryCategory::grad] +
-                                              m[runtime::MemoryCategory::optimizer] +
-                                              m.device_overhead);
+    memory.fixed = std::max(memory.fixed,
+                            m[runtime::MemoryCategory::param] + m[runtime::MemoryCategory::grad] +
+                                m[runtime::MemoryCategory::optimizer] + m.device_overhead);
   }
   return memory;
 }
 
 bool better(const LayoutResult& a, const LayoutResult& b) {
-  if (a.prediction.step_s != b.prediction.step_s)
-    return a.prediction.step_s < b.prediction.step_s;
+  if (a.prediction.step_s != b.prediction.step_s) return a.prediction.step_s < b.prediction.step_s;
   return a.peak_bytes < b.peak_bytes;
 }
 
@@ -153,8 +151,8 @@ std::vector<Layout> enumerate_layouts(const Config& base, int64_t ranks) {
         for (const int64_t vp : vps)
           for (const bool sp : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
             for (const int64_t mb : micro_batches)
-              for (const bool dist : dp * cp > 1 ? std::vector<bool>{false, true}
-                                                 : std::vector<bool>{false})
+              for (const bool dist :
+                   dp* cp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
                 layouts.push_back({.tensor = tp,
                                    .context = cp,
                                    .pipeline = pp,
@@ -208,10 +206,10 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
   result.valid = static_cast<int64_t>(candidates.size());
   if (candidates.empty()) {
     throw runtime::ConfigError(
-        "parallel", TRAINER_STR("none of the " << result.enumerated << " layouts of --ranks "
-                                               << request.ranks
-                                               << " is valid for this model; the first fails with: "
-                                               << first_invalid));
+        "parallel",
+        TRAINER_STR("none of the "
+                    << result.enumerated << " layouts of --ranks " << request.ranks
+                    << " is valid for this model; the first fails with: " << first_invalid));
   }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) { return a.bound_s < b.bound_s; });
@@ -225,8 +223,9 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
       break;
     }
     // Shortcuts (docs/layout_search.md, "How it stays fast"): a layout whose parameters and
-    // optimizer state alone exceed the budget cannot fit; one that fits without recompute plans none (nothing is cheaper); an
-    // interleaved one deeper than kMaxPlannedVirtual that needs recompute is not planned.
+    // optimizer state alone exceed the budget cannot fit; one that fits without recompute plans
+    // none (nothing is cheaper); an interleaved one deeper than kMaxPlannedVirtual that needs
+    // recompute is not planned.
     std::optional<LayoutResult> planned;
     const UnplannedMemory memory = unplanned_memory(candidate.config);
     if (least_fixed < 0 || memory.fixed < least_fixed) least_fixed = memory.fixed;
@@ -261,7 +260,8 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
                     << " GiB (--budget-gib) fits none of the " << result.valid
                     << " valid layouts of --ranks " << request.ranks
                     << (least_fixed >= 0 ? "; parameters, gradients and optimizer state alone "
-                                           "take at least " + format_bytes(least_fixed) + " per rank"
+                                           "take at least " +
+                                               format_bytes(least_fixed) + " per rank"
                                          : std::string())));
   }
   return result;
@@ -289,8 +289,7 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
                   static_cast<long long>(l.data), l.sequence_parallel ? "on" : "-",
                   static_cast<long long>(l.micro_batch), l.distributed_optimizer ? "on" : "-",
                   format_bytes(r.peak_bytes).c_str(), r.prediction.step_s * 1e3,
-                  r.prediction.tokens_per_s, r.prediction.mfu_percent,
-                  100.0 * r.recompute_share,
+                  r.prediction.tokens_per_s, r.prediction.mfu_percent, 100.0 * r.recompute_share,
                   r.prediction.source.starts_with("the profile") ? "profile" : "roofline");
     out << line;
     ++sources[r.prediction.source];
@@ -317,7 +316,8 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
   if (request.ranks > 1) out << "links " << request.links.source << "\n";
   out << "not modelled: tensor- and context-parallel communication overlapping compute (it is\n"
          "  counted in full); NCCL's algorithm choice (tree, NVLS; rings are assumed); contention\n"
-         "  between groups sharing links; kernel launch gaps; the pipeline's blocking send/receive\n"
+         "  between groups sharing links; kernel launch gaps; the pipeline's blocking "
+         "send/receive\n"
          "  pairing beyond the data dependencies; uneven parallel.layers_per_stage splits (not\n"
          "  searched). The data-parallel reduction hides behind backward when\n"
          "  optimizer.overlap_grad_reduce is on. A profile prices only layouts with its shapes;\n"
@@ -327,6 +327,28 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
 std::string best_layout_yaml(const SearchResult& result) {
   TRAINER_ASSERT(!result.best.empty(), "best_layout_yaml needs a result");
   return to_yaml(result.best.front().config);
+}
+
+int run_layout_search(const Config& config, const SearchFlags& flags, std::ostream& out) {
+  SearchRequest request{.ranks = flags.ranks,
+                        .budget = budget_bytes(config.train.memory_budget_gib),
+                        .costs = flags.costs,
+                        .shape_costs = {},
+                        .links = flags.links,
+                        .top = static_cast<size_t>(flags.top)};
+  // With more than one profile, each prices its own shapes (the first is flags.costs's).
+  for (size_t i = 0; flags.profiles.size() > 1 && i < flags.profiles.size(); ++i) {
+    const std::string& path = flags.profiles[i];
+    request.shape_costs.push_back(
+        {path, i == 0 ? *flags.costs : CostModel({}, read_time_profile(path), path)});
+  }
+  const SearchResult result = search_layouts(config, request);
+  if (flags.emit_yaml) {
+    out << best_layout_yaml(result);
+  } else {
+    print_search(result, request, out);
+  }
+  return 0;
 }
 
 }  // namespace trainer

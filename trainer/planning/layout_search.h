@@ -50,16 +50,16 @@ Config layout_config(const Config& base, const Layout& layout, int64_t ranks);
 // One planned layout: the config with its recompute plan, and the predictions.
 struct LayoutResult {
   Layout layout;
-  Config config;            // laid out, recompute planned under the budget
+  Config config;  // laid out, recompute planned under the budget
   StepPrediction prediction;
-  int64_t peak_bytes = 0;   // the largest predicted total of any rank
+  int64_t peak_bytes = 0;      // the largest predicted total of any rank
   double recompute_share = 0;  // recompute FLOPs over the model FLOPs of a step
-  double bound_s = 0;       // the lower bound the search ordered it by
+  double bound_s = 0;          // the lower bound the search ordered it by
 };
 
 struct SearchRequest {
   int64_t ranks = 0;
-  int64_t budget = 0;  // bytes per rank
+  int64_t budget = 0;                // bytes per rank
   const CostModel* costs = nullptr;  // the times of every layout no profile below matches
   // Profiles (repeated --profile), each pricing the layouts whose rank shapes it measured; such
   // a layout's config gets its path as train.time_profile.
@@ -81,7 +81,7 @@ struct SearchResult {
   int64_t planned = 0;            // layouts the budget planner ran on
   int64_t over_without_activations = 0;  // skipped: parameters and optimizer alone exceed
   int64_t deep_needing_recompute = 0;    // skipped: vp > kMaxPlannedVirtual and over budget
-  int64_t cut_by_bound = 0;       // never looked at: their bound exceeds the K-th best
+  int64_t cut_by_bound = 0;              // never looked at: their bound exceeds the K-th best
   double seconds = 0;
 };
 
@@ -95,5 +95,17 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
 
 // The best layout as a complete config for `trainer train --config` (to_yaml of its config).
 std::string best_layout_yaml(const SearchResult& result);
+
+// `trainer plan --search` on `config` (its train.memory_budget_gib the budget): the table, or
+// with emit_yaml the best layout's config. Returns the exit code.
+struct SearchFlags {
+  int64_t ranks = 0;                  // --ranks
+  int64_t top = 10;                   // --top
+  bool emit_yaml = false;             // --emit-yaml
+  std::vector<std::string> profiles;  // every --profile; the first is train.time_profile
+  const CostModel* costs = nullptr;   // CostModel::for_config(config)
+  LinkBandwidths links;
+};
+int run_layout_search(const Config& config, const SearchFlags& flags, std::ostream& out);
 
 }  // namespace trainer

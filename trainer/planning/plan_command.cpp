@@ -181,6 +181,14 @@ int64_t positive_integer(const std::string& flag, const std::string& text) {
   return value;
 }
 
+// Every --profile in order (the first is train.time_profile).
+std::vector<std::string> profile_list(const PlanArgs& parsed) {
+  std::vector<std::string> all;
+  if (!parsed.profile.empty()) all.push_back(parsed.profile);
+  all.insert(all.end(), parsed.more_profiles.begin(), parsed.more_profiles.end());
+  return all;
+}
+
 // --search needs --ranks and --budget-gib, and --ranks and --top need --search.
 void check_search_args(const PlanArgs& parsed, const std::vector<std::string>& args) {
   const auto given = [&](const char* flag) {
@@ -228,8 +236,12 @@ PlanArgs parse_plan_args(const std::vector<std::string>& args) {
       parsed.out_prefix = value();
     } else if (a == "--timeline") {
       parsed.timeline_prefix = value();
-    } else if (a == "--profile") {  // again: more shapes' profiles for --search
-      (parsed.profile.empty() ? parsed.profile : parsed.more_profiles.emplace_back()) = value();
+    } else if (a == "--profile") {
+      if (parsed.profile.empty()) {
+        parsed.profile = value();
+      } else {
+        parsed.more_profiles.push_back(value());  // --search: other rank shapes' profiles
+      }
     } else if (a == "--link-gbps") {
       parsed.links = value();
     } else if (a == "--search") {
@@ -291,22 +303,13 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
   const LinkBandwidths links = parsed.links.empty() ? default_links(config)
                                                     : parse_links(parsed.links, default_links(config));
   if (parsed.search) {
-    SearchRequest request{.ranks = parsed.ranks,
-                          .budget = budget_bytes(config.train.memory_budget_gib),
-                          .costs = &costs,
-                          .shape_costs = {},
-                          .links = links,
-                          .top = static_cast<size_t>(parsed.top)};
-    if (!parsed.more_profiles.empty()) request.shape_costs.push_back({parsed.profile, costs});
-    for (const std::string& path : parsed.more_profiles)
-      request.shape_costs.push_back({path, CostModel({}, read_time_profile(path), path)});
-    const SearchResult result = search_layouts(config, request);
-    if (parsed.emit_yaml) {
-      out << best_layout_yaml(result);
-    } else {
-      print_search(result, request, out);
-    }
-    return 0;
+    return run_layout_search(config, {.ranks = parsed.ranks,
+                                      .top = parsed.top,
+                                      .emit_yaml = parsed.emit_yaml,
+                                      .profiles = profile_list(parsed),
+                                      .costs = &costs,
+                                      .links = links},
+                             out);
   }
   double search_seconds = -1;
   if (parsed.budget_gib > 0 || config.recompute.automatic) {

@@ -84,7 +84,8 @@ std::vector<BruteRow> brute_force(const Fixture& f, int64_t budget) {
       continue;
     }
     try {
-      config.recompute = plan_under_budget(config, budget, {&f.costs, default_links(config)}).recompute;
+      config.recompute =
+          plan_under_budget(config, budget, {&f.costs, default_links(config)}).recompute;
     } catch (const runtime::ConfigError&) {
       continue;
     }
@@ -107,8 +108,12 @@ TEST(LayoutSearch, EnumeratesEveryFactorisation) {
     EXPECT_FALSE(l.data * l.context == 1 && l.distributed_optimizer);
   }
   // tp 2 cp 1 pp 2 dp 1, interleaved 2, sequence parallel, micro batch 4: present.
-  const Layout wanted{.tensor = 2, .pipeline = 2, .virtual_pipeline = 2, .data = 1,
-                      .sequence_parallel = true, .micro_batch = 4};
+  const Layout wanted{.tensor = 2,
+                      .pipeline = 2,
+                      .virtual_pipeline = 2,
+                      .data = 1,
+                      .sequence_parallel = true,
+                      .micro_batch = 4};
   EXPECT_NE(std::find(layouts.begin(), layouts.end(), wanted), layouts.end());
 }
 
@@ -138,9 +143,9 @@ TEST(LayoutSearch, MatchesBruteForce) {
     EXPECT_LE(r.bound_s, r.prediction.step_s * (1 + 1e-9));
     if (i > 0) {
       const LayoutResult& prev = result.best[i - 1];
-      EXPECT_TRUE(prev.prediction.step_s < r.prediction.step_s ||
-                  (prev.prediction.step_s == r.prediction.step_s &&
-                   prev.peak_bytes <= r.peak_bytes));
+      EXPECT_TRUE(
+          prev.prediction.step_s < r.prediction.step_s ||
+          (prev.prediction.step_s == r.prediction.step_s && prev.peak_bytes <= r.peak_bytes));
     }
     // The same times and memory as the brute force's i-th row.
     EXPECT_DOUBLE_EQ(r.prediction.step_s, brute[i].step_s);
@@ -247,8 +252,7 @@ TEST(LayoutSearch, NoValidOrFittingLayoutIsAConfigError) {
   const std::string none_valid = plan_error({"--search", "--ranks", "7", "--budget-gib", "1"});
   EXPECT_NE(none_valid.find("parallel: none of the"), std::string::npos) << none_valid;
   EXPECT_NE(none_valid.find("--ranks 7"), std::string::npos) << none_valid;
-  const std::string none_fits =
-      plan_error({"--search", "--ranks", "4", "--budget-gib", "0.0001"});
+  const std::string none_fits = plan_error({"--search", "--ranks", "4", "--budget-gib", "0.0001"});
   EXPECT_NE(none_fits.find("train.memory_budget_gib: 0.0001 GiB (--budget-gib) fits none of the"),
             std::string::npos)
       << none_fits;
