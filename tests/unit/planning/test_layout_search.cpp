@@ -117,8 +117,12 @@ TEST(LayoutSearch, EnumeratesEveryFactorisation) {
   EXPECT_NE(std::find(layouts.begin(), layouts.end(), wanted), layouts.end());
 }
 
-TEST(LayoutSearch, MatchesBruteForce) {
-  const Fixture f;
+// Both ways of exposing the data-parallel reduction (Note [Search bound] in layout_search.cpp).
+class LayoutSearchOverlap : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LayoutSearchOverlap, MatchesBruteForce) {
+  Fixture f;
+  f.base.optimizer.overlap_grad_reduce = GetParam();
   const SearchRequest request = f.request(kBudgetGib, 8);
   const SearchResult result = search_layouts(f.base, request);
   const std::vector<BruteRow> brute = brute_force(f, request.budget);
@@ -153,6 +157,8 @@ TEST(LayoutSearch, MatchesBruteForce) {
   }
   EXPECT_EQ(result.best[0].layout, brute[0].layout);
 }
+
+INSTANTIATE_TEST_SUITE_P(LayoutSearch, LayoutSearchOverlap, ::testing::Bool());
 
 TEST(LayoutSearch, EmitYamlLoadsAsTheBestLayout) {
   const Fixture f;
