@@ -52,7 +52,14 @@ constexpr CommandUsage kCommandUsages[] = {
      "        fits; --emit-yaml prints the plan as a recompute: section; --sweep writes\n"
      "        PREFIX.csv and PREFIX.json (default prefix plan_sweep); --timeline writes\n"
      "        every rank's predicted memory timeline of one step as PREFIX_rank<R>.json and\n"
-     "        PREFIX_rank<R>.trace.json (Perfetto).\n"},
+     "        PREFIX_rank<R>.trace.json (Perfetto).\n"
+     "  plan --config FILE.yaml --search --ranks N --budget-gib X [--top K] [--emit-yaml]\n"
+     "       [--profile P.json] [--link-gbps intra=GBPS,inter=GBPS,ranks-per-node=N]\n"
+     "        Search the parallel layouts of N ranks (tensor, context, pipeline, data,\n"
+     "        virtual pipeline, sequence parallel, micro batch, distributed optimizer): plan\n"
+     "        recompute under X GiB per rank for each and print the K (default 10) fastest\n"
+     "        by predicted step time; --emit-yaml prints the best as a complete config.\n"
+     "        --profile may be repeated: each prices the layouts with its rank shapes.\n"},
     {"calibrate",
      "  calibrate --config FILE.yaml [--set a.b=value ...] [--out P.json] [--repeats N]\n"
      "        Time, on the config's device (one process), one rank's layer forward, backward\n"

@@ -5,6 +5,7 @@
 #include "trainer/planning/plan_command.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <ostream>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
 #include "trainer/planning/auto_plan.h"
+#include "trainer/planning/layout_search.h"
 #include "trainer/memory_timeline_files.h"
 #include "trainer/metrics.h"
 #include "trainer/planning/plan_sweep.h"
@@ -164,7 +166,48 @@ struct PlanArgs {
   std::string timeline_prefix;  // --timeline: the replay's memory timeline of every rank
   std::string profile;          // --profile: train.time_profile
   std::string links;            // --link-gbps
+  bool search = false;          // --search: the layout search (layout_search.h)
+  int64_t ranks = 0;            // --ranks
+  int64_t top = 10;             // --top
+  std::vector<std::string> more_profiles;  // --profile given again (--search only)
 };
+
+// A flag's value as an integer >= 1; InputError naming the flag.
+int64_t positive_integer(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || errno != 0 || value < 1)
+    throw runtime::InputError("plan: " + flag + " needs a positive integer, got '" + text + "'");
+  return value;
+}
+
+// Every --profile in order (the first is train.time_profile).
+std::vector<std::string> profile_list(const PlanArgs& parsed) {
+  std::vector<std::string> all;
+  if (!parsed.profile.empty()) all.push_back(parsed.profile);
+  all.insert(all.end(), parsed.more_profiles.begin(), parsed.more_profiles.end());
+  return all;
+}
+
+// --search needs --ranks and --budget-gib, and --ranks and --top need --search.
+void check_search_args(const PlanArgs& parsed, const std::vector<std::string>& args) {
+  const auto given = [&](const char* flag) {
+    return std::find(args.begin(), args.end(), flag) != args.end();
+  };
+  if (!parsed.search) {
+    for (const char* flag : {"--ranks", "--top"})
+      if (given(flag)) throw runtime::InputError(std::string("plan: ") + flag + " goes with --search");
+    if (!parsed.more_profiles.empty())
+      throw runtime::InputError("plan: --profile more than once goes with --search");
+    return;
+  }
+  if (parsed.ranks == 0) throw runtime::InputError("plan: --search needs --ranks N (the job's ranks)");
+  if (parsed.budget_gib <= 0)
+    throw runtime::InputError("plan: --search needs --budget-gib X (the memory per rank)");
+  if (!parsed.sweep.empty() || !parsed.timeline_prefix.empty())
+    throw runtime::InputError("plan: --search goes with neither --sweep nor --timeline");
+}
 
 PlanArgs parse_plan_args(const std::vector<std::string>& args) {
   PlanArgs parsed;
@@ -195,9 +238,19 @@ PlanArgs parse_plan_args(const std::vector<std::string>& args) {
     } else if (a == "--timeline") {
       parsed.timeline_prefix = value();
     } else if (a == "--profile") {
-      parsed.profile = value();
+      if (parsed.profile.empty()) {
+        parsed.profile = value();
+      } else {
+        parsed.more_profiles.push_back(value());  // --search: other rank shapes' profiles
+      }
     } else if (a == "--link-gbps") {
       parsed.links = value();
+    } else if (a == "--search") {
+      parsed.search = true;
+    } else if (a == "--ranks") {
+      parsed.ranks = positive_integer(a, value());
+    } else if (a == "--top") {
+      parsed.top = positive_integer(a, value());
     } else {
       throw runtime::InputError("plan: unknown argument '" + a + "' (see trainer plan --help)");
     }
@@ -205,6 +258,7 @@ PlanArgs parse_plan_args(const std::vector<std::string>& args) {
   if (parsed.config_path.empty()) throw runtime::InputError("plan: --config FILE is required");
   if (!parsed.timeline_prefix.empty() && (parsed.emit_yaml || !parsed.sweep.empty()))
     throw runtime::InputError("plan: --timeline goes with neither --sweep nor --emit-yaml");
+  check_search_args(parsed, args);
   return parsed;
 }
 
@@ -249,6 +303,15 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
   const CostModel costs = CostModel::for_config(config);
   const LinkBandwidths links = parsed.links.empty() ? default_links(config)
                                                     : parse_links(parsed.links, default_links(config));
+  if (parsed.search) {
+    return run_layout_search(config, {.ranks = parsed.ranks,
+                                      .top = parsed.top,
+                                      .emit_yaml = parsed.emit_yaml,
+                                      .profiles = profile_list(parsed),
+                                      .costs = &costs,
+                                      .links = links},
+                             out);
+  }
   double search_seconds = -1;
   if (parsed.budget_gib > 0 || config.recompute.automatic) {
     const bool by_time = config.train.plan_objective == PlanObjective::time;

@@ -77,5 +77,27 @@ TEST(Calibrate, BadProfilesNameTheFileAndTheField) {
   EXPECT_THROW(read_time_profile(path), runtime::InputError);  // missing file
 }
 
+TEST(Calibrate, ArgumentsAreCheckedByName) {
+  auto error = [](const std::vector<std::string>& args) -> std::string {
+    try {
+      parse_calibrate_args(args);
+    } catch (const runtime::InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error({}).find("--config FILE is required"), std::string::npos);
+  EXPECT_NE(error({"--config", "a.yaml", "--repeats", "0"}).find("--repeats needs a count"),
+            std::string::npos);
+  EXPECT_NE(error({"--config", "a.yaml", "--repeats", "3x"}).find("got '3x'"), std::string::npos);
+  EXPECT_NE(error({"--config", "a.yaml", "--bogus"}).find("unknown argument '--bogus'"),
+            std::string::npos);
+  EXPECT_NE(error({"--config"}).find("--config needs a value"), std::string::npos);
+  const CalibrateArgs ok =
+      parse_calibrate_args({"--config", "a.yaml", "--out", "p.json", "--repeats", "7"});
+  EXPECT_EQ(ok.out_path, "p.json");
+  EXPECT_EQ(ok.options.repeats, 7);
+}
+
 }  // namespace
 }  // namespace trainer

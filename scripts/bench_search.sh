@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The layout search (`trainer plan --search`, docs/layout_search.md), measured two ways.
+# (a) Speed and answers at scale: the 1.3B, 7B and Llama 3 8B GPU configs at 8, 64 and 512 ranks
+#     under 64 GiB per rank (an 80 GB H100 less headroom), roofline times, stated links; the
+#     table and the search's own time. At 512 ranks the global batch is raised so that every
+#     replica gets samples (1.3B: 1024 x 2048 tokens, 7B: 512 x 4096, Llama: 256 x 8192; about 2M
+#     tokens a step).
+# (b) Prediction against measurement on this machine: an 8-layer hidden-128 seq-256 model under
+#     a budget that makes recompute matter; `trainer calibrate` for every rank shape the 1- and
+#     2-rank layouts use (2 threads for one rank, 1 thread per rank for two), the search with
+#     those profiles at --ranks 1 and 2, then a short training run of every listed layout (median
+#     step_ms after the first step): predicted against measured step time, the order, and
+#     Spearman's rank correlation. Writes bench/search.json.
+# Usage: scripts/bench_search.sh [STEPS]   (part (b)'s steps per run, default 6)
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+root=$(repo_root)
+"$root/scripts/setup.sh" >/dev/null
+configure_and_build "$root/build/release" trainer >/dev/null
+trainer="$root/build/release/trainer/trainer"
+steps=${1:-6}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$trainer" prepare-data --synthetic --num-tokens 400000 --output-prefix "$work/data" >/dev/null
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
+  "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" <<'PY'
+import json, os, re, statistics, subprocess, sys, time
+root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
+steps, mpirun_flags = int(sys.argv[4]), sys.argv[5].split()
+ROW = re.compile(r"^\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(on|-) \|"
+                 r"\s+(\d+) \|\s+(on|-) \|\s+([0-9.]+ [KMG]?i?B) \|\s+([0-9.]+) \|\s+([0-9.]+) \|"
+                 r"\s+([0-9.]+) \|\s+([0-9.]+) \| (\w+)$")
+KEYS = ["tp", "cp", "pp", "vp", "dp", "sp", "micro", "dist_opt", "memory", "step_ms",
+        "tokens_per_s", "mfu", "recompute_percent", "times"]
+
+def sets(overrides):
+    return [a for o in overrides for a in ("--set", o)]
+
+def search(config, ranks, budget_gib, extra, env=None):
+    """Runs the search; its output, rows and the time it reports."""
+    out = subprocess.run([trainer, "plan", "--config", config, "--search", "--ranks", str(ranks),
+                          "--budget-gib", str(budget_gib)] + extra,
+                         check=True, capture_output=True, text=True, env=env).stdout
+    rows = []
+    for line in out.splitlines():
+        m = ROW.match(line)
+        if m:
+            v = m.groups()[1:]
+            rows.append({k: (x == "on" if k in ("sp", "dist_opt") else
+                             x if k in ("memory", "times") else
+                             float(x) if "." in x else int(x)) for k, x in zip(KEYS, v)})
+    seconds = float(re.search(r"searched in ([0-9.]+) s", out).group(1))
+    return out, rows, seconds
+
+results = {"scale": [], "cpu": {}}
+
+# (a) -------------------------------------------------------------------------------------------
+print("== (a) the GPU configs, 64 GiB per rank, roofline times, stated links")
+batch_at_512 = {"gpt_1p3b_gpu": 1024, "gpt_7b_8gpu": 512, "llama3_8b_8gpu": 256}
+for name in ("gpt_1p3b_gpu", "gpt_7b_8gpu", "llama3_8b_8gpu"):
+    for ranks in (8, 64, 512):
+        extra = sets([f"train.global_batch_size={batch_at_512[name]}"]) if ranks == 512 else []
+        start = time.time()
+        out, rows, seconds = search(f"{root}/configs/{name}.yaml", ranks, 64, extra)
+        wall = time.time() - start
+        print(f"\n-- {name}, {ranks} ranks{' (global batch ' + str(batch_at_512[name]) + ')' if extra else ''}:"
+              f" searched in {seconds:.2f} s ({wall:.2f} s with the process)")
+        first = not results["scale"]  # what is not modelled: printed once
+        print("\n".join(l for l in out.splitlines()
+                        if first or ROW.match(l) or l.startswith("  rank")
+                        or not (l.startswith("  ") or l.startswith("not modelled"))))
+        results["scale"].append({"config": name, "ranks": ranks, "overrides": extra,
+                                 "search_s": seconds, "process_s": wall, "rows": rows,
+                                 "counts": re.search(r"layouts: (.*);", out).group(1)})
+
+# (b) -------------------------------------------------------------------------------------------
+print("\n== (b) this machine: predicted against measured step time")
+config = f"{root}/configs/tiny.yaml"
+budget_gib = 0.07
+model = ["model.num_layers=8", "model.hidden_size=128", "model.num_attention_heads=4",
+         "model.seq_length=256", "train.micro_batch_size=4", "train.global_batch_size=8",
+         "model.hidden_dropout=0.0", "model.attention_dropout=0.0"]
+run_settings = [f"train.steps={steps}", "train.eval_interval=0", "train.log_interval=1000",
+                "optimizer.lr_warmup_steps=0", "output.export=false", f"data.path={work}/data"]
+threads = {1: "2", 2: "1"}  # OpenMP threads per rank: the machine's 2 cores either way
+
+def env_for(ranks):
+    return dict(os.environ, OMP_NUM_THREADS=threads[ranks], OMP_WAIT_POLICY="passive")
+
+def profile_path(ranks, tp, sp, micro):
+    return f"{work}/profile_r{ranks}_tp{tp}_{'sp' if sp else 'nosp'}_mb{micro}.json"
+
+# Every rank shape the layouts of 1 and 2 ranks can have: tp 1 or 2, sp with tp 2, the micro
+# batch a divisor of the global batch 8 (cp needs flash attention, which this model does not use).
+start = time.time()
+for ranks in (1, 2):
+    for tp in ((1,) if ranks == 1 else (1, 2)):
+        for sp in ((False,) if tp == 1 else (False, True)):
+            for micro in (1, 2, 4, 8):
+                subprocess.run([trainer, "calibrate", "--config", config, "--out",
+                                profile_path(ranks, tp, sp, micro)]
+                               + sets(model + [f"parallel.tensor={tp}",
+                                               f"parallel.sequence_parallel={str(sp).lower()}",
+                                               f"train.micro_batch_size={micro}"]),
+                               check=True, stdout=subprocess.DEVNULL, env=env_for(ranks))
+print(f"calibrated every shape in {time.time() - start:.1f} s")
+
+measured_rows = []
+for ranks in (1, 2):
+    profiles = [p for p in sorted(os.listdir(work)) if p.startswith(f"profile_r{ranks}_")]
+    extra = sets(model) + [a for p in profiles for a in ("--profile", f"{work}/{p}")]
+    out, rows, seconds = search(config, ranks, budget_gib, extra, env_for(ranks))
+    print(f"\n-- search on {ranks} rank{'s' if ranks > 1 else ''} under {budget_gib} GiB:")
+    print("\n".join(l for l in out.splitlines() if ROW.match(l) or l.startswith("  rank")
+                    or l.startswith("layouts")))
+    for row in rows:
+        name = (f"r{ranks}-tp{row['tp']}-pp{row['pp']}-vp{row['vp']}-dp{row['dp']}"
+                f"-{'sp' if row['sp'] else 'nosp'}-mb{row['micro']}"
+                f"-{'dist' if row['dist_opt'] else 'nodist'}")
+        layout = [f"parallel.tensor={row['tp']}", f"parallel.context={row['cp']}",
+                  f"parallel.pipeline={row['pp']}", f"parallel.virtual_pipeline={row['vp']}",
+                  f"parallel.data={row['dp']}",
+                  f"parallel.sequence_parallel={str(row['sp']).lower()}",
+                  f"train.micro_batch_size={row['micro']}",
+                  f"optimizer.distributed={str(row['dist_opt']).lower()}",
+                  # The run plans its recompute as the search did: same budget, same profile.
+                  "recompute.auto=true", f"train.memory_budget_gib={budget_gib}",
+                  f"train.time_profile={profile_path(ranks, row['tp'], row['sp'], row['micro'])}"]
+        outdir = f"{work}/run-{name}"
+        subprocess.run(["mpirun"] + mpirun_flags + ["-np", str(ranks), trainer, "train",
+                        "--config", config] + sets(model + run_settings + layout +
+                                                   [f"output.dir={outdir}"]),
+                       check=True, stdout=subprocess.DEVNULL, env=env_for(ranks))
+        lines = [json.loads(l) for l in open(f"{outdir}/metrics.jsonl")]
+        later = lines[1:] if len(lines) > 1 else lines
+        row.update({"ranks": ranks, "name": name,
+                    "measured_step_ms": statistics.median(l["step_ms"] for l in later),
+                    "run_predicted_step_ms": later[0].get("predicted_step_ms")})
+        measured_rows.append(row)
+
+def ranks_of(values):
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    r = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return r
+
+def spearman(a, b):
+    ra, rb = ranks_of(a), ranks_of(b)
+    ma, mb = statistics.mean(ra), statistics.mean(rb)
+    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return num / den if den else float("nan")
+
+print("\n| layout | predicted ms | run's predicted ms | measured ms | error |")
+print("|---|---|---|---|---|")
+for r in measured_rows:
+    error = r["step_ms"] / r["measured_step_ms"] - 1
+    run_pred = r["run_predicted_step_ms"]
+    print(f"| {r['name']} | {r['step_ms']:.1f} | "
+          f"{run_pred if run_pred is None else format(run_pred, '.1f')} | "
+          f"{r['measured_step_ms']:.1f} | {100 * error:+.0f}% |")
+summary = {}
+for label, subset in (("1 rank", [r for r in measured_rows if r["ranks"] == 1]),
+                      ("2 ranks", [r for r in measured_rows if r["ranks"] == 2]),
+                      ("all", measured_rows)):
+    predicted = [r["step_ms"] for r in subset]
+    measured = [r["measured_step_ms"] for r in subset]
+    same = (sorted(range(len(subset)), key=lambda i: predicted[i]) ==
+            sorted(range(len(subset)), key=lambda i: measured[i]))
+    rho = spearman(predicted, measured) if len(subset) > 1 else float("nan")
+    summary[label] = {"layouts": len(subset), "same_order": same, "spearman": rho}
+    print(f"{label}: {len(subset)} layouts, predicted order {'equals' if same else 'differs from'}"
+          f" the measured order, Spearman {rho:.2f}")
+load = open("/proc/loadavg").read().split()[:3]
+print(f"load average at the end: {' '.join(load)}")
+results["cpu"] = {"budget_gib": budget_gib, "steps": steps, "rows": measured_rows,
+                  "summary": summary, "load_average_end": load}
+json.dump(results, open(f"{root}/bench/search.json", "w"), indent=1)
+print(f"wrote {root}/bench/search.json")
+PY
