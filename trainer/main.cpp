@@ -1,5 +1,6 @@
-// The `trainer` command: train, plan, prepare-data, generate, report, --help (also after a command),
-// --version. Errors are printed with a rank prefix and end the whole job, so no rank hangs.
+// The `trainer` command: train, plan, calibrate, prepare-data, generate, report, --help (also
+// after a command), --version. Errors are printed with a rank prefix and end the whole job, so
+// no rank hangs.
 #include <unistd.h>
 
 #include <cstdio>
@@ -54,7 +55,8 @@ constexpr CommandUsage kCommandUsages[] = {
      "        every rank's predicted memory timeline of one step as PREFIX_rank<R>.json and\n"
      "        PREFIX_rank<R>.trace.json (Perfetto).\n"
      "  plan --config FILE.yaml --search --ranks N --budget-gib X [--top K] [--emit-yaml]\n"
-     "       [--profile P.json] [--link-gbps intra=GBPS,inter=GBPS,ranks-per-node=N]\n"
+     "       [--profile P.json]\n"
+     "       [--link-gbps intra=GBPS,inter=GBPS,ranks-per-node=N,latency-us=US]\n"
      "        Search the parallel layouts of N ranks (tensor, context, pipeline, data,\n"
      "        virtual pipeline, sequence parallel, micro batch, distributed optimizer): plan\n"
      "        recompute under X GiB per rank for each and print the K (default 10) fastest\n"

@@ -2,6 +2,7 @@
 #include "trainer/planning/step_time.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -146,14 +147,20 @@ LinkBandwidths parse_links(const std::string& text, LinkBandwidths links) {
       links.inter_gbps = parse_positive(key, value);
     } else if (key == "ranks-per-node") {
       links.ranks_per_node = static_cast<int64_t>(parse_positive(key, value));
+    } else if (key == "latency-us") {
+      links.latency_s = parse_positive(key, value) * 1e-6;
     } else {
-      throw runtime::InputError("plan: --link-gbps takes intra=, inter= and ranks-per-node=, got '" +
-                                item + "'");
+      throw runtime::InputError(
+          "plan: --link-gbps takes intra=, inter=, ranks-per-node= and latency-us=, got '" + item +
+          "'");
     }
   }
-  links.source = "given: intra " + std::to_string(links.intra_gbps) + " GB/s, inter " +
-                 std::to_string(links.inter_gbps) + " GB/s, " +
-                 std::to_string(links.ranks_per_node) + " ranks per node";
+  char source[160];
+  std::snprintf(source, sizeof source,
+                "given: intra %g GB/s, inter %g GB/s, %lld ranks per node, %g us per message",
+                links.intra_gbps, links.inter_gbps, static_cast<long long>(links.ranks_per_node),
+                links.latency_s * 1e6);
+  links.source = source;
   return links;
 }
 

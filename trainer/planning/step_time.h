@@ -32,7 +32,8 @@ struct LinkBandwidths {
 // Stated links for `config`'s device: NVLink 4 and 400 Gb/s InfiniBand on cuda, MPI over shared
 // memory on the CPU.
 LinkBandwidths default_links(const Config& config);
-// "intra=GBPS,inter=GBPS,ranks-per-node=N" over `links` (any subset); InputError naming the flag.
+// "intra=GBPS,inter=GBPS,ranks-per-node=N,latency-us=US" over `links` (any subset); InputError
+// naming the flag.
 LinkBandwidths parse_links(const std::string& text, LinkBandwidths links);
 
 // The communication one rank spends per microbatch and per step, seconds.
