@@ -245,6 +245,22 @@ int run_train(int argc, char** argv, const std::vector<std::string>& args) {
   return exit_status;
 }
 
+// `trainer plan`; under mpirun every rank joins the link measurement and rank 0 plans.
+int run_plan(int argc, char** argv, const std::vector<std::string>& args) {
+  if (!launched_by_mpi()) return trainer::run_plan_command(args, std::cout);
+  parallel::MpiRuntime mpi(&argc, &argv);
+  runtime::set_error_rank(mpi.world_rank());
+  try {
+    parallel::ParallelConfig world;
+    world.data = mpi.world_size();
+    parallel::ProcessGroups groups = parallel::ProcessGroups::from_mpi(world);
+    return trainer::run_plan_command(args, std::cout, groups.world.get());
+  } catch (const std::exception& e) {
+    report_and_abort(e, mpi.world_rank(), mpi.world_size());
+    return 1;
+  }
+}
+
 // `trainer calibrate`: one process on the config's device.
 int run_calibrate(const std::vector<std::string>& args) {
   const trainer::CalibrateArgs parsed = trainer::parse_calibrate_args(args);
@@ -287,9 +303,7 @@ int main(int argc, char** argv) {
   }
   if (args[0] == "train") return run_train(argc, argv, rest);
   try {
-    if (args[0] == "plan") {
-      return trainer::run_plan_command(rest, std::cout);
-    }
+    if (args[0] == "plan") return run_plan(argc, argv, rest);
     if (args[0] == "calibrate") return run_calibrate(rest);
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
     if (args[0] == "generate")

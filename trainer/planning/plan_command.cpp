@@ -19,6 +19,7 @@
 #include "trainer/planning/layout_search.h"
 #include "trainer/memory_timeline_files.h"
 #include "trainer/metrics.h"
+#include "trainer/planning/link_measure.h"
 #include "trainer/planning/plan_sweep.h"
 #include "trainer/planning/step_time.h"
 #include "trainer/stage_setup.h"
@@ -284,7 +285,8 @@ void print_plan(const Config& config, const std::string& source, std::ostream& o
   print_rank_memory(config, out);
 }
 
-int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
+int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
+                     parallel::Communicator* world) {
   const PlanArgs parsed = parse_plan_args(args);
   std::vector<std::string> overrides = parsed.overrides;
   if (parsed.budget_gib > 0) {
@@ -301,8 +303,12 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out) {
   }
   Config config = load_config(parsed.config_path, overrides, ConfigUse::plan);
   const CostModel costs = CostModel::for_config(config);
-  const LinkBandwidths links = parsed.links.empty() ? default_links(config)
-                                                    : parse_links(parsed.links, default_links(config));
+  LinkBandwidths links = parsed.links.empty() ? default_links(config)
+                                              : parse_links(parsed.links, default_links(config));
+  if (world != nullptr && world->size() > 1) {  // under mpirun: measured links, rank 0 plans
+    if (parsed.links.empty()) links = measure_links(*world, links);
+    if (world->rank() != 0) return 0;
+  }
   if (parsed.search) {
     return run_layout_search(config, {.ranks = parsed.ranks,
                                       .top = parsed.top,

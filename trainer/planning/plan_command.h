@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/core/communicator.h"
 #include "trainer/config/config.h"
 
 namespace trainer {
@@ -15,7 +16,10 @@ namespace trainer {
 // Writes the plan tables of every pipeline stage to `out`.
 void print_plan(const Config& config, const std::string& source, std::ostream& out);
 
-// `trainer plan ARGS...` (after the word plan); returns the exit code.
-int run_plan_command(const std::vector<std::string>& args, std::ostream& out);
+// `trainer plan ARGS...` (after the word plan); returns the exit code. Under mpirun (`world` of
+// more than one rank) the ranks measure their links for the comm model (unless --link-gbps
+// states them) and rank 0 alone plans and prints.
+int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
+                     parallel::Communicator* world = nullptr);
 
 }  // namespace trainer

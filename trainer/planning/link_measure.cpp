@@ -1,0 +1,88 @@
+// Ping-pong between rank 0 and a peer: the best of a few round trips, bandwidth from the large
+// message (two transfers per trip), latency from the small one (half a trip).
+#include "trainer/planning/link_measure.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace trainer {
+namespace {
+
+constexpr int64_t kLargeBytes = int64_t{64} << 20;
+constexpr int kTrips = 3;
+constexpr int kTag = 77;
+
+int32_t host_id() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return static_cast<int32_t>(std::hash<std::string>{}(name) & 0x7fffffff);
+}
+
+// The best round trip of `bytes` between rank 0 and `peer` (seconds; 0 elsewhere).
+double round_trip(parallel::Communicator& world, int peer, int64_t bytes,
+                  std::vector<char>& buffer) {
+  double best = 1e30;
+  for (int trip = 0; trip < kTrips + 1; ++trip) {
+    world.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    if (world.rank() == 0) {
+      world.send_async(buffer.data(), bytes, peer, kTag)->wait();
+      world.recv(buffer.data(), bytes, peer, kTag);
+    } else if (world.rank() == peer) {
+      world.recv(buffer.data(), bytes, 0, kTag);
+      world.send_async(buffer.data(), bytes, 0, kTag)->wait();
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (trip > 0) best = std::min(best, seconds);  // the first warms the path up
+  }
+  return best;
+}
+
+}  // namespace
+
+LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths& stated) {
+  const int n = world.size();
+  std::vector<int32_t> hosts(static_cast<size_t>(n));
+  const int32_t mine = host_id();
+  world.all_gather(hosts.data(), &mine, 1, runtime::DType::i32);
+  int intra = -1, inter = -1, on_node = 0;
+  for (int r = 0; r < n; ++r) {
+    const bool same = hosts[static_cast<size_t>(r)] == hosts[0];
+    on_node += same;
+    if (r > 0 && same && intra < 0) intra = r;
+    if (!same && inter < 0) inter = r;
+  }
+  std::vector<char> buffer(static_cast<size_t>(kLargeBytes));
+  LinkBandwidths links = stated;
+  links.ranks_per_node = on_node;
+  double results[3] = {links.intra_gbps, links.inter_gbps, links.latency_s};
+  if (intra > 0) {
+    results[0] = 2.0 * kLargeBytes / round_trip(world, intra, kLargeBytes, buffer) / 1e9;
+    results[2] = round_trip(world, intra, 8, buffer) / 2;
+  }
+  if (inter > 0) {
+    results[1] = 2.0 * kLargeBytes / round_trip(world, inter, kLargeBytes, buffer) / 1e9;
+    results[2] = std::max(results[2], round_trip(world, inter, 8, buffer) / 2);
+  }
+  world.broadcast(results, sizeof results, 0);
+  links.intra_gbps = results[0];
+  links.inter_gbps = results[1];
+  links.latency_s = results[2];
+  char source[200];
+  std::snprintf(source, sizeof source,
+                "measured under mpirun: %d ranks, %d on rank 0's node; intra %.1f GB/s%s, inter "
+                "%.1f GB/s%s, %.1f us per message",
+                n, on_node, links.intra_gbps, intra > 0 ? "" : " (stated: no peer)",
+                links.inter_gbps, inter > 0 ? "" : " (stated: no peer)", links.latency_s * 1e6);
+  links.source = source;
+  return links;
+}
+
+}  // namespace trainer

@@ -1,0 +1,17 @@
+// Links measured among the ranks of an MPI launch (`mpirun -np N trainer plan --search ...`):
+// rank 0 exchanges 64 MiB and 8-byte messages with the first rank on its own node and the first
+// on another, and the comm model takes their bandwidths and latency instead of the stated ones
+// (step_time.h). Ranks share a node when their host names are equal.
+#pragma once
+
+#include "parallel/core/communicator.h"
+#include "trainer/planning/step_time.h"
+
+namespace trainer {
+
+// Collective over `world`; every rank returns the same links. Where no peer exists of a kind
+// (one node: no inter-node peer), that bandwidth stays `stated`'s. ranks_per_node becomes the
+// measured ranks of rank 0's node.
+LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths& stated);
+
+}  // namespace trainer
