@@ -8,7 +8,7 @@
 # (b) Prediction against measurement on this machine: an 8-layer hidden-128 seq-256 model under
 #     a budget that makes recompute matter; `trainer calibrate` for every rank shape the 1- and
 #     2-rank layouts use (2 threads for one rank, 1 thread per rank for two), the search with
-#     those profiles at --ranks 1 and 2, then a short training run of every listed layout (median
+#     those profiles at --ranks 1 and 2 (2 under mpirun, which measures the links), then a short training run of every listed layout (median
 #     step_ms after the first step): predicted against measured step time, the order, and
 #     Spearman's rank correlation. Writes bench/search.json.
 # Usage: scripts/bench_search.sh [STEPS]   (part (b)'s steps per run, default 6)
@@ -37,11 +37,11 @@ KEYS = ["tp", "cp", "pp", "vp", "dp", "sp", "micro", "dist_opt", "memory", "step
 def sets(overrides):
     return [a for o in overrides for a in ("--set", o)]
 
-def search(config, ranks, budget_gib, extra, env=None):
-    """Runs the search; its output, rows and the time it reports."""
-    out = subprocess.run([trainer, "plan", "--config", config, "--search", "--ranks", str(ranks),
-                          "--budget-gib", str(budget_gib)] + extra,
-                         check=True, capture_output=True, text=True, env=env).stdout
+def search(config, ranks, budget_gib, extra, env=None, launch=()):
+    """Runs the search (under `launch`, e.g. mpirun); its output, rows and the time it reports."""
+    out = subprocess.run(list(launch) + [trainer, "plan", "--config", config, "--search",
+                                         "--ranks", str(ranks), "--budget-gib", str(budget_gib)]
+                         + extra, check=True, capture_output=True, text=True, env=env).stdout
     rows = []
     for line in out.splitlines():
         m = ROW.match(line)
@@ -110,10 +110,12 @@ measured_rows = []
 for ranks in (1, 2):
     profiles = [p for p in sorted(os.listdir(work)) if p.startswith(f"profile_r{ranks}_")]
     extra = sets(model) + [a for p in profiles for a in ("--profile", f"{work}/{p}")]
-    out, rows, seconds = search(config, ranks, budget_gib, extra, env_for(ranks))
+    # Two ranks search under mpirun: the comm model takes the links the ranks measure.
+    launch = ["mpirun"] + mpirun_flags + ["-np", str(ranks)] if ranks > 1 else []
+    out, rows, seconds = search(config, ranks, budget_gib, extra, env_for(ranks), launch)
     print(f"\n-- search on {ranks} rank{'s' if ranks > 1 else ''} under {budget_gib} GiB:")
     print("\n".join(l for l in out.splitlines() if ROW.match(l) or l.startswith("  rank")
-                    or l.startswith("layouts")))
+                    or l.startswith("layouts") or l.startswith("links")))
     for row in rows:
         name = (f"r{ranks}-tp{row['tp']}-pp{row['pp']}-vp{row['vp']}-dp{row['dp']}"
                 f"-{'sp' if row['sp'] else 'nosp'}-mb{row['micro']}"

@@ -183,6 +183,7 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
              const double norm = state.optimizer->grad_norm(groups, state.grads, true);
              clip_gradients(state.grads, norm, c.optimizer.clip_grad);
              state.optimizer->step(groups, state.grads, c.optimizer, c.optimizer.lr, run + 1);
+             runtime::ops::zero(state.grads.flat);  // a step's first act, per parameter too
            }));
   }
 

@@ -32,7 +32,7 @@ struct TimeProfile {
   std::vector<RebuildTime> rebuild;  // each selective entry the planner may choose
   double embedding_head_forward_s = 0;   // embedding + output head + loss, one microbatch
   double embedding_head_backward_s = 0;
-  double optimizer_s_per_param = 0;  // grad norm, clip and AdamW, per parameter of the rank
+  double optimizer_s_per_param = 0;  // grad norm, clip, AdamW, zeroing grads, per parameter
 };
 
 // What a profile's layer times depend on: the rank's layer shapes and features, the attention
