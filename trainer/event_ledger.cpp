@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "runtime/error.h"
+#include "trainer/atomic_file.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/json_object_writer.h"
 
@@ -108,14 +109,9 @@ void keep_jsonl_through_step(const std::string& path, int64_t step) {
     if (line_step && *line_step <= step && line.ends_with('}')) keep = lines.size();
   }
   in.close();
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    for (size_t i = 0; i < keep; ++i) out << lines[i] << "\n";
-    out.flush();
-    if (!out) throw runtime::InputError("cannot rewrite " + path + " (through " + temporary + ")");
-  }
-  std::filesystem::rename(temporary, path);
+  std::string text;
+  for (size_t i = 0; i < keep; ++i) text += lines[i] + "\n";
+  write_file_atomically(path, text);
 }
 
 }  // namespace trainer

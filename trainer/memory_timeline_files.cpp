@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <vector>
 
 #include "runtime/error.h"
+#include "trainer/atomic_file.h"
 #include "trainer/planning/rank_memory.h"
 
 namespace trainer {
@@ -49,20 +51,11 @@ std::array<int64_t, runtime::kNumMemoryCategories> peaks(const timeline::Timelin
   return peak;
 }
 
-// Writes `path` through `path`.tmp and a rename.
+// Writes `path` atomically (atomic_file.h).
 void write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    write(out);
-    out.flush();
-    if (!out) throw runtime::InputError("cannot write memory timeline file " + temporary);
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error)
-    throw runtime::InputError("cannot rename " + temporary + " to " + path + ": " +
-                              error.message());
+  std::ostringstream text;
+  write(text);
+  write_file_atomically(path, text.str());
 }
 
 void write_compact(std::ostream& out, const TimelineSource& source, const timeline::Timeline& t) {

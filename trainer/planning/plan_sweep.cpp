@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "trainer/atomic_file.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/config/config.h"
 #include "trainer/metrics.h"
@@ -20,18 +21,6 @@ namespace trainer {
 namespace {
 
 constexpr int kFrontierPoints = 12;
-
-void write_whole_file(const std::string& path, const std::string& text) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-    file << text;
-    if (!file) throw runtime::InputError(path + ": cannot write (" + temp + ")");
-  }
-  std::error_code error;
-  std::filesystem::rename(temp, path, error);
-  if (error) throw runtime::InputError(path + ": cannot write: " + error.message());
-}
 
 struct Preset {
   const char* name;
@@ -212,7 +201,7 @@ void write_json(const std::string& path, const SweepArgs& args, const std::strin
     out << "]}";
   }
   out << "]}\n";
-  write_whole_file(path, out.str());
+  write_file_atomically(path, out.str());
 }
 
 void write_csv(const std::string& path, int64_t budget, const std::vector<Row>& rows) {
@@ -237,7 +226,7 @@ void write_csv(const std::string& path, int64_t budget, const std::vector<Row>& 
     }
     out << "\n";
   }
-  write_whole_file(path, out.str());
+  write_file_atomically(path, out.str());
 }
 
 }  // namespace

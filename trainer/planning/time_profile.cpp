@@ -1,5 +1,5 @@
 // The profile's JSON (nlohmann-json): one object, every field present; a missing or mistyped
-// field is an InputError naming the file and the field. Written through a .tmp and a rename.
+// field is an InputError naming the file and the field. Written atomically (atomic_file.h).
 #include "trainer/planning/time_profile.h"
 
 #include <filesystem>
@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "trainer/atomic_file.h"
 
 namespace trainer {
 namespace {
@@ -82,18 +83,7 @@ std::string time_profile_json(const TimeProfile& p) {
 }
 
 void write_time_profile(const TimeProfile& p, const std::string& path) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << time_profile_json(p);
-    out.flush();
-    if (!out) throw runtime::InputError("cannot write time profile " + temporary);
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error)
-    throw runtime::InputError("cannot rename " + temporary + " to " + path + ": " +
-                              error.message());
+  write_file_atomically(path, time_profile_json(p));
 }
 
 TimeProfile read_time_profile(const std::string& path) {
