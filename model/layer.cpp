@@ -267,19 +267,19 @@ void rerun(ForwardPiece piece, LayerStash& s, const LayerParams& w, const LayerD
 
 // --- backward pieces, each the reverse of the forward code it names --------------------
 
-// dropout_add for y: dy = dout through the dropout mask, or a copy without hidden dropout.
+// dropout_add for y: returns dy, dout through the dropout mask in a new tensor, or dout itself
+// without hidden dropout (read only: its owner adds to it only after dy's last reader).
 // (x's gradient is dout itself: the residual stream carries it on.)
-void dropout_add_backward(const Tensor& dy, const Tensor& dout, const Tensor& mask,
-                          const LayerDims& d) {
-  if (d.hidden_dropout > 0.f) {
-    ops::dropout_backward({.dinput = dy,
-                           .dout = dout,
-                           .mask = mask,
-                           .count = dy.numel(),
-                           .drop_probability = d.hidden_dropout});
-  } else {
-    ops::copy(dy, dout);
-  }
+Tensor dropout_add_backward(const Tensor& dout, const Tensor& mask, const LayerDims& d,
+                            runtime::Allocator& allocator, const char* name) {
+  if (d.hidden_dropout == 0.f) return dout;
+  Tensor dy = sequence_shard(d, d.hidden, allocator, name);
+  ops::dropout_backward({.dinput = dy,
+                         .dout = dout,
+                         .mask = mask,
+                         .count = dy.numel(),
+                         .drop_probability = d.hidden_dropout});
+  return dy;
 }
 
 // Whether layernorm_linear_backward takes the linear's bias gradient, or an op before it did.
@@ -516,8 +516,7 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
   ops::copy(dresidual, dout);
 
   // mlp, in reverse: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
-  Tensor dfc2 = sequence_shard(d, d.hidden, allocator, "dfc2");
-  dropout_add_backward(dfc2, dout, s.mlp_out_mask, d);
+  Tensor dfc2 = dropout_add_backward(dout, s.mlp_out_mask, d, allocator, "dfc2");
   if (d.features.swiglu) {
     Tensor dfc1 = fc2_swiglu_backward(dfc2, s, w, g, d, allocator);  // (T, B, 2F)
     layernorm_linear_backward(dresidual, dfc1, s, w, g, kPreMlpLayernormFc1, d.fc1_width(), d,
@@ -530,10 +529,11 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
 
   // attention, in reverse: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
   Tensor& dinput = dresidual;  // the skip path hands it on (=); ln1's backward adds to it (+=)
-  Tensor& dproj = dfc2;        // dfc2's buffer, free again
-  dropout_add_backward(dproj, dresidual, s.attn_out_mask, d);
+  dfc2 = Tensor();
+  Tensor dproj = dropout_add_backward(dresidual, s.attn_out_mask, d, allocator, "dproj");
   Tensor dctx = row_parallel_linear_backward(g.proj_weight, g.proj_bias, dproj, s.ctx,
                                              w.proj_weight, HD, d, allocator);  // (T, B, H*D)
+  dproj = Tensor();
   Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);                   // (T, B, qkv_width)
   rope(dqkv, d, /*backward=*/true);
   layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, d.qkv_width(), d, allocator);

@@ -4,6 +4,8 @@
 // kv head's dk and dv by one thread over its query heads in increasing order.
 #include "runtime/kernels/cpu/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -178,10 +180,18 @@ void causal_product(const Operands& op, int64_t M, int64_t N, int64_t K, Causal 
   }
 }
 
-// dst(cols, rows) = src(rows, cols)^T.
+// dst(cols, rows) = src(rows, cols)^T, in square blocks so that both sides are read and
+// written a cache line at a time.
 void transpose(float* dst, const float* src, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  constexpr int64_t kBlock = 8;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const int64_t r1 = std::min(rows, r0 + kBlock);
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
+    }
+  }
 }
 
 // Per-thread scratch for one head's transposed operand (T * D floats), kept between calls.
@@ -259,15 +269,21 @@ void split_heads(float* ctx_heads, const float* ctx, int64_t T, int64_t B, int64
   }
 }
 
+// One task per kv head (its k^T once, then its query heads' scores) when there are enough of them
+// to fill the team; else one per query head, each with its own copy of k^T.
 void attention_scores_forward(float* scores, const float* q, const float* k, int64_t BH, int64_t T,
                               int64_t D, float scale, int64_t group_size) {
   const int64_t r = checked_group(BH, group_size, "attention_scores_forward");
+  const int64_t heads_per_task = BH / r >= omp_get_max_threads() ? r : 1;
 #pragma omp parallel for schedule(static)
-  for (int64_t bh = 0; bh < BH; ++bh) {
+  for (int64_t task = 0; task < BH / heads_per_task; ++task) {
+    const int64_t first_head = task * heads_per_task;
     float* k_t = thread_scratch(T * D);  // (D, T)
-    transpose(k_t, k + bh / r * T * D, T, D);
-    const Operands op{q + bh * T * D, D, 1, k_t, T, scores + bh * T * T, T, scale};
-    causal_product(op, T, T, D, Causal::lower_columns);
+    transpose(k_t, k + first_head / r * T * D, T, D);
+    for (int64_t bh = first_head; bh < first_head + heads_per_task; ++bh) {
+      const Operands op{q + bh * T * D, D, 1, k_t, T, scores + bh * T * T, T, scale};
+      causal_product(op, T, T, D, Causal::lower_columns);
+    }
   }
 }
 

@@ -33,35 +33,39 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                       const float* weight, const float* rstd, int64_t rows, int64_t channels) {
-  // d xhat_i / d x_j = s (delta_ij - xhat_i xhat_j / C), so dinp += s (g - xhat mean(g xhat)).
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = inp + r * channels;
-    const float* dy = dout + r * channels;
-    const float s = rstd[r];
-    const double g_xhat_mean =
-        detail::ordered_sum(
-            channels, [=](int64_t c) { return double{dy[c] * weight[c]} * double{x[c] * s}; }) /
-        static_cast<double>(channels);
-    const float b = static_cast<float>(g_xhat_mean);
-    float* dx = dinp + r * channels;
-#pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) dx[c] += (dy[c] * weight[c] - (x[c] * s) * b) * s;
-  }
-  // dweight += sum_rows dout * xhat: by column blocks, rows in order.
   const int64_t blocks = (channels + kParamColumnBlock - 1) / kParamColumnBlock;
-#pragma omp parallel for schedule(static)
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t c0 = block * kParamColumnBlock;
-    const int64_t width = std::min(kParamColumnBlock, channels - c0);
-    double dw[kParamColumnBlock] = {};
+  // One team for both loops: they write different outputs, so the first needs no barrier.
+#pragma omp parallel
+  {
+    // d xhat_i / d x_j = s (delta_ij - xhat_i xhat_j / C), so dinp += s (g - xhat mean(g xhat)).
+#pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < rows; ++r) {
-      const float* x = inp + r * channels + c0;
-      const float* dy = dout + r * channels + c0;
+      const float* x = inp + r * channels;
+      const float* dy = dout + r * channels;
       const float s = rstd[r];
-      for (int64_t c = 0; c < width; ++c) dw[c] += double{dy[c] * (x[c] * s)};
+      const double g_xhat_mean =
+          detail::ordered_sum(
+              channels, [=](int64_t c) { return double{dy[c] * weight[c]} * double{x[c] * s}; }) /
+          static_cast<double>(channels);
+      const float b = static_cast<float>(g_xhat_mean);
+      float* dx = dinp + r * channels;
+#pragma omp simd
+      for (int64_t c = 0; c < channels; ++c) dx[c] += (dy[c] * weight[c] - (x[c] * s) * b) * s;
     }
-    for (int64_t c = 0; c < width; ++c) dweight[c0 + c] += static_cast<float>(dw[c]);
+    // dweight += sum_rows dout * xhat: by column blocks, rows in order.
+#pragma omp for schedule(static)
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t c0 = block * kParamColumnBlock;
+      const int64_t width = std::min(kParamColumnBlock, channels - c0);
+      double dw[kParamColumnBlock] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* x = inp + r * channels + c0;
+        const float* dy = dout + r * channels + c0;
+        const float s = rstd[r];
+        for (int64_t c = 0; c < width; ++c) dw[c] += double{dy[c] * (x[c] * s)};
+      }
+      for (int64_t c = 0; c < width; ++c) dweight[c0 + c] += static_cast<float>(dw[c]);
+    }
   }
 }
 

@@ -219,6 +219,25 @@ TEST_P(GroupedAttention, UnfusedEqualsMultiHeadWithRepeatedKvHeads) {
   EXPECT_LE(relative_to_max(got_grad.key_values, want_grad.key_values), 1e-6) << "dk, dv";
 }
 
+// The scores run one task per kv head when there are at least as many kv heads as threads, else
+// one per query head (B * G + 1 threads here): the same bits on and below the diagonal.
+TEST_P(GroupedAttention, ScoresForwardSameWithTasksPerKvHeadOrPerQueryHead) {
+  const Group s = group();
+  const int64_t T = 37, BH = s.B * s.H;
+  const auto q = random_vector(s.queries(T), 9), k = random_vector(s.key_values(T) / 2, 10);
+  auto lower_scores = [&](int threads) {
+    auto scores = filled(BH * T * T, kNaN);
+    with_threads(threads, [&] {
+      attention_scores_forward(scores.data(), q.data(), k.data(), BH, T, s.D, 0.3f, s.r);
+    });
+    std::vector<float> lower;
+    for (int64_t row = 0; row < BH * T; ++row)
+      lower.insert(lower.end(), scores.begin() + row * T, scores.begin() + row * T + row % T + 1);
+    return lower;
+  };
+  EXPECT_TRUE(bitwise_equal(lower_scores(1), lower_scores(static_cast<int>(s.B * s.G()) + 1)));
+}
+
 TEST_P(GroupedAttention, FlashEqualsMultiHeadWithRepeatedKvHeads) {
   const Group s = group();
   const int64_t T = 70;  // two query and key tiles of 64
