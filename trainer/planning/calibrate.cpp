@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
-#include <cstdio>
-#include <cstdlib>
 #include <ostream>
 
 #include "model/layer.h"
@@ -107,11 +107,11 @@ MeasuredRates measure_rates(runtime::Allocator& allocator, runtime::DType dtype)
       Tensor::zeros(allocator, {copy_elements}, runtime::DType::f32, MemoryCategory::workspace);
   double gemm = 1e30, copy = 1e30;
   for (int i = 0; i < 4; ++i) {
-    gemm = std::min(gemm, timed(c, [&] {
-                      runtime::ops::linear_forward(
-                          {.out = c, .input = a, .weight = b, .rows = n, .in_features = n,
-                           .out_features = n});
-                    }));
+    gemm = std::min(
+        gemm, timed(c, [&] {
+          runtime::ops::linear_forward(
+              {.out = c, .input = a, .weight = b, .rows = n, .in_features = n, .out_features = n});
+        }));
     copy = std::min(copy, timed(dst, [&] { runtime::ops::copy(dst, src); }));
   }
   return {2.0 * n * n * n / gemm / 1e9, 2.0 * 4 * copy_elements / copy / 1e9};
@@ -172,7 +172,8 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
              }));
     }
     recompute::Microbatch micro;
-    micro.tokens = Tensor::zeros(allocator, {T, B}, runtime::DType::i32, MemoryCategory::activation);
+    micro.tokens =
+        Tensor::zeros(allocator, {T, B}, runtime::DType::i32, MemoryCategory::activation);
     micro.targets =
         Tensor::zeros(allocator, {T, B}, runtime::DType::i32, MemoryCategory::activation);
     record("chunk forward", timed(input, [&] {
@@ -201,8 +202,8 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   p.layer_backward_s = samples.median_of(none + " backward");
   for (const model::LayerRecompute& entry : entries)
     if (entry.mode == model::RecomputeMode::selective)
-      p.rebuild.push_back({model::to_string(entry),
-                           samples.median_of(model::to_string(entry) + " rebuild")});
+      p.rebuild.push_back(
+          {model::to_string(entry), samples.median_of(model::to_string(entry) + " rebuild")});
   p.embedding_head_forward_s =
       std::max(0.0, samples.median_of("chunk forward") - p.layer_forward_s);
   p.embedding_head_backward_s =
@@ -239,8 +240,7 @@ CalibrateArgs parse_calibrate_args(const std::vector<std::string>& args) {
                                 "' (see trainer calibrate --help)");
     }
   }
-  if (parsed.config_path.empty())
-    throw runtime::InputError("calibrate: --config FILE is required");
+  if (parsed.config_path.empty()) throw runtime::InputError("calibrate: --config FILE is required");
   return parsed;
 }
 

@@ -5,11 +5,11 @@
 // moments, grad).
 #include "trainer/planning/cost_model.h"
 
-#include "model/embedding_head.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "model/embedding_head.h"
 #include "model/flops.h"
 #include "model/recompute_modules.h"
 #include "runtime/error.h"
@@ -31,8 +31,7 @@ RankTimes roofline_times(const Config& config, const StageSetup& setup, const De
   const Roofline r{rates};
   const model::LayerDims& d = setup.dims;
   const double flops = static_cast<double>(model::layer_forward_flops(d).total());
-  const double kept =
-      static_cast<double>(model::stash_kept_bytes(model::layer_stash_spec(d, {})));
+  const double kept = static_cast<double>(model::stash_kept_bytes(model::layer_stash_spec(d, {})));
   RankTimes t;
   t.layer_forward_s = r.gemm_s(flops) + r.bytes_s(2 * kept);
   t.layer_backward_s = r.gemm_s(2 * flops) + r.bytes_s(4 * kept);
@@ -46,8 +45,7 @@ RankTimes roofline_times(const Config& config, const StageSetup& setup, const De
   }
   const double hidden_bytes = static_cast<double>(d.seq_shard() * d.micro_batch * d.hidden *
                                                   runtime::dtype_size(d.activation_dtype));
-  const double head_flops =
-      static_cast<double>(model::head_forward_flops(d, vocab_shard(config)));
+  const double head_flops = static_cast<double>(model::head_forward_flops(d, vocab_shard(config)));
   const double logits_bytes = static_cast<double>(d.seq * d.micro_batch * vocab_shard(config) * 4);
   t.embedding_forward_s = r.bytes_s(2 * hidden_bytes);
   t.embedding_backward_s = r.bytes_s(4 * hidden_bytes);
@@ -124,7 +122,9 @@ DeviceRates default_rates(const Config& config) {
 
 CostModel::CostModel(DeviceRates rates, std::optional<TimeProfile> profile,
                      std::string profile_path)
-    : rates_(std::move(rates)), profile_(std::move(profile)), profile_path_(std::move(profile_path)) {
+    : rates_(std::move(rates)),
+      profile_(std::move(profile)),
+      profile_path_(std::move(profile_path)) {
   if (profile_) {
     rates_ = {profile_->gemm_gflops, profile_->copy_gbps,
               "measured by the profile " + profile_path_ + " (" + profile_->device + ")"};
@@ -172,8 +172,8 @@ std::string CostModel::source(const Config& config, const StageSetup& setup) con
   return text;
 }
 
-RecomputePrices time_prices(const RankTimes& times, const model::LayerDims& dims,
-                            double gather_s, double forward_comm_s) {
+RecomputePrices time_prices(const RankTimes& times, const model::LayerDims& dims, double gather_s,
+                            double forward_comm_s) {
   auto ns = [](double seconds) { return static_cast<int64_t>(seconds * 1e9 + 0.5); };
   RecomputePrices prices;
   prices.full_layer = ns(times.layer_forward_s + forward_comm_s);

@@ -84,7 +84,7 @@ int64_t vocab_shard(const Config& config);
 // The chunk search's prices (nanoseconds per microbatch) from `times`: a selective rebuild plus
 // what it all-gathers under sequence parallelism at `gather_s` seconds each; a full layer's
 // forward rerun plus its forward communication, `forward_comm_s`.
-RecomputePrices time_prices(const RankTimes& times, const model::LayerDims& dims,
-                            double gather_s, double forward_comm_s);
+RecomputePrices time_prices(const RankTimes& times, const model::LayerDims& dims, double gather_s,
+                            double forward_comm_s);
 
 }  // namespace trainer

@@ -21,7 +21,7 @@ constexpr int kTag = 77;
 int32_t host_id() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
-  return static_cast<int32_t>(std::hash<std::string>{}(name) & 0x7fffffff);
+  return static_cast<int32_t>(std::hash<std::string>{}(name)&0x7fffffff);
 }
 
 // The best round trip of `bytes` between rank 0 and `peer` (seconds; 0 elsewhere).

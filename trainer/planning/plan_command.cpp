@@ -15,10 +15,10 @@
 #include "runtime/device_scratch.h"
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
-#include "trainer/planning/auto_plan.h"
-#include "trainer/planning/layout_search.h"
 #include "trainer/memory_timeline_files.h"
 #include "trainer/metrics.h"
+#include "trainer/planning/auto_plan.h"
+#include "trainer/planning/layout_search.h"
 #include "trainer/planning/link_measure.h"
 #include "trainer/planning/plan_sweep.h"
 #include "trainer/planning/step_time.h"
@@ -123,8 +123,8 @@ void print_rank_memory(const Config& config, std::ostream& out) {
   const int64_t budget = budget_bytes(config.train.memory_budget_gib);
   if (budget > 0) {
     out << "  largest total " << format_bytes(summary.peak) << " (" << summary.peak
-        << " bytes) against train.memory_budget_gib "
-        << config.train.memory_budget_gib << " (" << format_bytes(budget) << "): "
+        << " bytes) against train.memory_budget_gib " << config.train.memory_budget_gib << " ("
+        << format_bytes(budget) << "): "
         << (summary.peak <= budget
                 ? "fits"
                 : "DOES NOT FIT, " + format_bytes(summary.peak - budget) + " over")
@@ -148,11 +148,11 @@ void print_rank_memory(const Config& config, std::ostream& out) {
 // The step-time model's prediction (step_time.h).
 void print_prediction(const StepPrediction& p, std::ostream& out) {
   char line[256];
-  std::snprintf(line, sizeof line,
-                "\npredicted step time %.1f ms, %.0f tokens/s, MFU %.1f%% (pipeline bubble %.1f ms, "
-                "recompute %.1f ms on the slowest stage)\n",
-                p.step_s * 1e3, p.tokens_per_s, p.mfu_percent, p.bubble_s * 1e3,
-                p.recompute_s * 1e3);
+  std::snprintf(
+      line, sizeof line,
+      "\npredicted step time %.1f ms, %.0f tokens/s, MFU %.1f%% (pipeline bubble %.1f ms, "
+      "recompute %.1f ms on the slowest stage)\n",
+      p.step_s * 1e3, p.tokens_per_s, p.mfu_percent, p.bubble_s * 1e3, p.recompute_s * 1e3);
   out << line << "  time from " << p.source << "\n";
   if (!p.links.empty()) out << "  links " << p.links << "\n";
 }
@@ -164,12 +164,12 @@ struct PlanArgs {
   bool emit_yaml = false;
   std::string sweep;  // KEY=v1,v2,...
   std::string out_prefix = "plan_sweep";
-  std::string timeline_prefix;  // --timeline: the replay's memory timeline of every rank
-  std::string profile;          // --profile: train.time_profile
-  std::string links;            // --link-gbps
-  bool search = false;          // --search: the layout search (layout_search.h)
-  int64_t ranks = 0;            // --ranks
-  int64_t top = 10;             // --top
+  std::string timeline_prefix;             // --timeline: the replay's memory timeline of every rank
+  std::string profile;                     // --profile: train.time_profile
+  std::string links;                       // --link-gbps
+  bool search = false;                     // --search: the layout search (layout_search.h)
+  int64_t ranks = 0;                       // --ranks
+  int64_t top = 10;                        // --top
   std::vector<std::string> more_profiles;  // --profile given again (--search only)
 };
 
@@ -198,12 +198,14 @@ void check_search_args(const PlanArgs& parsed, const std::vector<std::string>& a
   };
   if (!parsed.search) {
     for (const char* flag : {"--ranks", "--top"})
-      if (given(flag)) throw runtime::InputError(std::string("plan: ") + flag + " goes with --search");
+      if (given(flag))
+        throw runtime::InputError(std::string("plan: ") + flag + " goes with --search");
     if (!parsed.more_profiles.empty())
       throw runtime::InputError("plan: --profile more than once goes with --search");
     return;
   }
-  if (parsed.ranks == 0) throw runtime::InputError("plan: --search needs --ranks N (the job's ranks)");
+  if (parsed.ranks == 0)
+    throw runtime::InputError("plan: --search needs --ranks N (the job's ranks)");
   if (parsed.budget_gib <= 0)
     throw runtime::InputError("plan: --search needs --budget-gib X (the memory per rank)");
   if (!parsed.sweep.empty() || !parsed.timeline_prefix.empty())
@@ -310,12 +312,13 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
     if (world->rank() != 0) return 0;
   }
   if (parsed.search) {
-    return run_layout_search(config, {.ranks = parsed.ranks,
-                                      .top = parsed.top,
-                                      .emit_yaml = parsed.emit_yaml,
-                                      .profiles = profile_list(parsed),
-                                      .costs = &costs,
-                                      .links = links},
+    return run_layout_search(config,
+                             {.ranks = parsed.ranks,
+                              .top = parsed.top,
+                              .emit_yaml = parsed.emit_yaml,
+                              .profiles = profile_list(parsed),
+                              .costs = &costs,
+                              .links = links},
                              out);
   }
   double search_seconds = -1;

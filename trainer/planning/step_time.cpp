@@ -140,7 +140,8 @@ LinkBandwidths parse_links(const std::string& text, LinkBandwidths links) {
   std::stringstream items(text);
   for (std::string item; std::getline(items, item, ',');) {
     const size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const std::string key = item.substr(0, eq),
+                      value = eq == std::string::npos ? "" : item.substr(eq + 1);
     if (key == "intra") {
       links.intra_gbps = parse_positive(key, value);
     } else if (key == "inter") {
@@ -195,18 +196,17 @@ CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBa
     const double bytes = static_cast<double>(d.seq_shard() * d.micro_batch * d.hidden) * s;
     c.p2p_s = bytes / (group_gbps(links, stage_stride, p.pipeline) * kGB) + links.latency_s;
   }
-  const double params =
-      static_cast<double>(model::GptParams::count(config.model, setup.shard));
+  const double params = static_cast<double>(model::GptParams::count(config.model, setup.shard));
   const int64_t replicas = p.replicas();
   if (replicas > 1) {
     const double grad_bytes = 4 * params;
-    c.grad_reduce_s =
-        config.optimizer.distributed
-            ? collective_s(links, grad_bytes, p.tensor, replicas, false) +
-                  collective_s(links, params * s, p.tensor, replicas, false)
-            : collective_s(links, grad_bytes, p.tensor, replicas, true);
+    c.grad_reduce_s = config.optimizer.distributed
+                          ? collective_s(links, grad_bytes, p.tensor, replicas, false) +
+                                collective_s(links, params * s, p.tensor, replicas, false)
+                          : collective_s(links, grad_bytes, p.tensor, replicas, true);
   }
-  if (p.pipeline > 1 && !config.model.untie_embeddings && (setup.shard.embedding || setup.shard.head)) {
+  if (p.pipeline > 1 && !config.model.untie_embeddings &&
+      (setup.shard.embedding || setup.shard.head)) {
     const double table = static_cast<double>(vocab_shard(config) * config.model.hidden_size) * 4;
     c.embedding_sync_s = collective_s(links, table, stage_stride * (p.pipeline - 1), 2, true);
   }
@@ -242,8 +242,9 @@ StepPrediction predict_step_time(const Config& config, const CostModel& costs,
       ChunkTimes c = chunk_times(chunk, t, comm);
       // A selective rebuild's sequence-parallel gathers.
       for (const model::LayerRecompute& entry : chunk.plan.layers) {
-        const double gathers = static_cast<double>(
-            model::rebuild_input_gathers(entry, setup.dims.features)) * comm.rebuild_gather_s;
+        const double gathers =
+            static_cast<double>(model::rebuild_input_gathers(entry, setup.dims.features)) *
+            comm.rebuild_gather_s;
         c.backward_s += gathers;
         c.recompute_s += gathers;
       }
@@ -253,19 +254,18 @@ StepPrediction predict_step_time(const Config& config, const CostModel& costs,
       chunks.push_back(c);
     }
     const double params = static_cast<double>(model::GptParams::count(config.model, setup.shard));
-    const double updated = config.optimizer.distributed
-                               ? params / static_cast<double>(p.replicas())
-                               : params;
+    const double updated =
+        config.optimizer.distributed ? params / static_cast<double>(p.replicas()) : params;
     sp.optimizer_s = updated * t.optimizer_s_per_param;
     const double backward_busy = [&] {
       double b = 0;
       for (const ChunkTimes& c : chunks) b += c.backward_s;
       return b * static_cast<double>(setup.num_microbatches);
     }();
-    sp.reduce_s = (config.optimizer.overlap_grad_reduce
-                       ? std::max(0.0, comm.grad_reduce_s - backward_busy)
-                       : comm.grad_reduce_s) +
-                  comm.embedding_sync_s;
+    sp.reduce_s =
+        (config.optimizer.overlap_grad_reduce ? std::max(0.0, comm.grad_reduce_s - backward_busy)
+                                              : comm.grad_reduce_s) +
+        comm.embedding_sync_s;
     prediction.stages.push_back(sp);
     times.push_back(std::move(chunks));
     model_flops += static_cast<double>(setup.model_flops_per_step) *

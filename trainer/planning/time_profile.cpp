@@ -20,22 +20,22 @@ constexpr int64_t kFormatVersion = 1;
 template <class T>
 T field(const Json& json, const char* name, const std::string& path) {
   if (!json.contains(name))
-    throw runtime::InputError(TRAINER_STR(path << ": time profile field '" << name
-                                               << "' is missing"));
+    throw runtime::InputError(
+        TRAINER_STR(path << ": time profile field '" << name << "' is missing"));
   try {
     return json.at(name).get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw runtime::InputError(TRAINER_STR(path << ": time profile field '" << name
-                                               << "' has the wrong type: "
-                                               << json.at(name).dump()));
+    throw runtime::InputError(TRAINER_STR(path
+                                          << ": time profile field '" << name
+                                          << "' has the wrong type: " << json.at(name).dump()));
   }
 }
 
 double seconds_field(const Json& json, const char* name, const std::string& path) {
   const double value = field<double>(json, name, path);
   if (!(value >= 0))
-    throw runtime::InputError(TRAINER_STR(path << ": time profile field '" << name
-                                               << "' must be >= 0, got " << value));
+    throw runtime::InputError(
+        TRAINER_STR(path << ": time profile field '" << name << "' must be >= 0, got " << value));
   return value;
 }
 
@@ -46,12 +46,11 @@ std::string shape_key(const model::LayerDims& d, int64_t vocab_shard) {
   std::ostringstream key;
   key << "T" << d.seq << " B" << d.micro_batch << " C" << d.hidden << " H" << d.heads << " Hkv"
       << d.kv_heads() << " D" << d.head_dim << " F" << d.ffn << " V" << vocab_shard << " "
-      << runtime::dtype_name(d.activation_dtype) << " "
-      << (f.flash() ? "flash" : "unfused") << (f.layernorm() ? " layernorm" : " rmsnorm")
-      << (f.swiglu ? " swiglu" : " gelu") << (f.rope ? " rope" : " learned")
-      << (f.linear_bias ? " bias" : " nobias") << " dropout" << d.hidden_dropout << "/"
-      << d.attention_dropout << " tp" << d.tp_size << (d.sequence_parallel ? " sp" : "")
-      << " cp" << d.cp_size;
+      << runtime::dtype_name(d.activation_dtype) << " " << (f.flash() ? "flash" : "unfused")
+      << (f.layernorm() ? " layernorm" : " rmsnorm") << (f.swiglu ? " swiglu" : " gelu")
+      << (f.rope ? " rope" : " learned") << (f.linear_bias ? " bias" : " nobias") << " dropout"
+      << d.hidden_dropout << "/" << d.attention_dropout << " tp" << d.tp_size
+      << (d.sequence_parallel ? " sp" : "") << " cp" << d.cp_size;
   return key.str();
 }
 
@@ -115,8 +114,9 @@ TimeProfile parse_time_profile(const std::string& text, const std::string& path)
   p.gemm_gflops = seconds_field(json, "gemm_gflops", path);
   p.copy_gbps = seconds_field(json, "copy_gbps", path);
   if (!(p.gemm_gflops > 0 && p.copy_gbps > 0))
-    throw runtime::InputError(TRAINER_STR(path << ": time profile rates must be > 0, got gemm_gflops "
-                                               << p.gemm_gflops << ", copy_gbps " << p.copy_gbps));
+    throw runtime::InputError(TRAINER_STR(path
+                                          << ": time profile rates must be > 0, got gemm_gflops "
+                                          << p.gemm_gflops << ", copy_gbps " << p.copy_gbps));
   p.layer_forward_s = seconds_field(json, "layer_forward_s", path);
   p.layer_backward_s = seconds_field(json, "layer_backward_s", path);
   const Json& rebuild = json.contains("rebuild") ? json.at("rebuild") : Json();

@@ -20,17 +20,17 @@ struct RebuildTime {
 };
 
 struct TimeProfile {
-  std::string device;  // "cpu: <model name>, N threads" or "cuda: <name>"
-  std::string dtype;   // the activations' dtype: "f32" or "bf16"
-  std::string shapes;  // shape_key() of the rank the pieces were measured at
-  std::string build;   // trainer version and git revision
-  int64_t repeats = 0;  // timed runs of each piece (the median is kept)
+  std::string device;      // "cpu: <model name>, N threads" or "cuda: <name>"
+  std::string dtype;       // the activations' dtype: "f32" or "bf16"
+  std::string shapes;      // shape_key() of the rank the pieces were measured at
+  std::string build;       // trainer version and git revision
+  int64_t repeats = 0;     // timed runs of each piece (the median is kept)
   double gemm_gflops = 0;  // the best large GEMM measured: the roofline's rate and the MFU peak
   double copy_gbps = 0;    // device-to-device copy bandwidth, bytes read + written per second / 1e9
-  double layer_forward_s = 0;   // one layer, plan none
-  double layer_backward_s = 0;  // one layer, without any rebuild
-  std::vector<RebuildTime> rebuild;  // each selective entry the planner may choose
-  double embedding_head_forward_s = 0;   // embedding + output head + loss, one microbatch
+  double layer_forward_s = 0;           // one layer, plan none
+  double layer_backward_s = 0;          // one layer, without any rebuild
+  std::vector<RebuildTime> rebuild;     // each selective entry the planner may choose
+  double embedding_head_forward_s = 0;  // embedding + output head + loss, one microbatch
   double embedding_head_backward_s = 0;
   double optimizer_s_per_param = 0;  // grad norm, clip, AdamW, zeroing grads, per parameter
 };

@@ -59,8 +59,7 @@ TEST(Calibrate, BadProfilesNameTheFileAndTheField) {
       read_time_profile(path);
     } catch (const runtime::InputError& e) {
       const std::string message = e.what();
-      return message.find(path) != std::string::npos &&
-             message.find(expected) != std::string::npos;
+      return message.find(path) != std::string::npos && message.find(expected) != std::string::npos;
     }
     return false;
   };

@@ -15,17 +15,18 @@ namespace {
 
 Config tiny(const std::vector<std::string>& extra) {
   std::vector<std::string> overrides = {
-      "model.num_layers=8",         "model.hidden_size=64",        "model.num_attention_heads=4",
-      "model.seq_length=64",        "model.vocab_size=128",        "train.micro_batch_size=2",
-      "train.global_batch_size=16", "optimizer.overlap_grad_reduce=false"};
+      "model.num_layers=8",          "model.hidden_size=64",
+      "model.num_attention_heads=4", "model.seq_length=64",
+      "model.vocab_size=128",        "train.micro_batch_size=2",
+      "train.global_batch_size=16",  "optimizer.overlap_grad_reduce=false"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   return parse_config("", "test", overrides, ConfigUse::plan);
 }
 
 // A profile at `config`'s stage-0 shapes: forward 1 ms, backward 2 ms, rebuilds as given,
 // nothing else.
-TimeProfile profile_for(const Config& config, std::array<double, 4> modules = {0.5e-3, 0.1e-3,
-                                                                              0.05e-3, 0.3e-3}) {
+TimeProfile profile_for(const Config& config,
+                        std::array<double, 4> modules = {0.5e-3, 0.1e-3, 0.05e-3, 0.3e-3}) {
   const StageSetup setup = make_stage_setup(config, 0, 0);
   TimeProfile p;
   p.device = "test";
@@ -41,7 +42,9 @@ TimeProfile profile_for(const Config& config, std::array<double, 4> modules = {0
   return p;
 }
 
-LinkBandwidths free_links() { return {1e12, 1e12, 1 << 20, 0, "free"}; }
+LinkBandwidths free_links() {
+  return {1e12, 1e12, 1 << 20, 0, "free"};
+}
 
 TEST(StepTime, OneProcessIsEveryMicrobatchOneAfterAnother) {
   const Config config = tiny({"recompute.granularity=none"});
@@ -77,8 +80,7 @@ TEST(StepTime, RebuildsCostTheirPiecesOnceEach) {
   const CostModel costs({}, profile, "p.json");
   const RankTimes t = costs.times(none, make_stage_setup(none, 0, 0));
   auto entry = [](bool core_attn, bool act, bool layernorm, bool mlp) {
-    return model::LayerRecompute{model::RecomputeMode::selective,
-                                 {core_attn, act, layernorm, mlp}};
+    return model::LayerRecompute{model::RecomputeMode::selective, {core_attn, act, layernorm, mlp}};
   };
   EXPECT_NEAR(t.rebuild_s(entry(true, false, false, false)), 0.5e-3, 1e-12);
   // mlp reruns fc1 and the activation; act adds nothing more.
@@ -86,8 +88,8 @@ TEST(StepTime, RebuildsCostTheirPiecesOnceEach) {
   EXPECT_NEAR(t.rebuild_s(entry(true, true, true, true)), 0.5e-3 + 0.05e-3 + 0.3e-3, 1e-12);
   EXPECT_NEAR(t.rebuild_s({model::RecomputeMode::full, {}}), 1e-3, 1e-12);
   // Full recompute of every layer adds one forward per layer to each backward.
-  Config full = tiny({"recompute.granularity=full", "recompute.method=uniform",
-                      "recompute.num_layers=1"});
+  Config full =
+      tiny({"recompute.granularity=full", "recompute.method=uniform", "recompute.num_layers=1"});
   EXPECT_NEAR(predict_step_time(full, costs, free_links()).step_s, 8 * 8 * 4e-3, 1e-9);
 }
 
