@@ -40,7 +40,10 @@ struct ChunkTimes {
   double forward_s = 0, backward_s = 0, recompute_s = 0;
 };
 
-ChunkTimes chunk_times(const StageChunk& chunk, const RankTimes& t, const CommTimes& comm) {
+// `features`: the blocks' (which GEMM inputs a selective rebuild all-gathers again under sequence
+// parallelism, each at comm.rebuild_gather_s).
+ChunkTimes chunk_times(const StageChunk& chunk, const RankTimes& t, const CommTimes& comm,
+                       const model::BlockFeatures& features) {
   ChunkTimes c;
   const recompute::RecomputePlan& plan = chunk.plan;
   for (int64_t i = 0; i < plan.num_layers(); ++i) {
@@ -51,8 +54,10 @@ ChunkTimes chunk_times(const StageChunk& chunk, const RankTimes& t, const CommTi
     if (plan.is_full(i)) {
       rebuild = t.layer_forward_s + comm.layer_forward_s;
     } else if (entry.mode == model::RecomputeMode::selective) {
-      rebuild = t.rebuild_s(entry);  // its sequence-parallel gathers: predict_step_time's
+      rebuild = t.rebuild_s(entry);
     }
+    rebuild += static_cast<double>(model::rebuild_input_gathers(entry, features)) *
+               comm.rebuild_gather_s;
     c.recompute_s += rebuild;
   }
   c.backward_s += c.recompute_s;
@@ -228,26 +233,16 @@ StepPrediction predict_step_time(const Config& config, const CostModel& costs,
   StepPrediction prediction;
   double model_flops = 0;
   double p2p_s = 0;
-  std::vector<CommTimes> comms;
   for (int64_t stage = 0; stage < p.pipeline; ++stage) {
     setups.push_back(make_stage_setup(config, stage, 0));
     const StageSetup& setup = setups.back();
     const RankTimes t = costs.times(config, setup);
-    comms.push_back(comm_times(config, setup, links));
-    const CommTimes& comm = comms.back();
+    const CommTimes comm = comm_times(config, setup, links);
     p2p_s = comm.p2p_s;
     std::vector<ChunkTimes> chunks;
     StagePrediction sp;
     for (const StageChunk& chunk : setup.chunks) {
-      ChunkTimes c = chunk_times(chunk, t, comm);
-      // A selective rebuild's sequence-parallel gathers.
-      for (const model::LayerRecompute& entry : chunk.plan.layers) {
-        const double gathers =
-            static_cast<double>(model::rebuild_input_gathers(entry, setup.dims.features)) *
-            comm.rebuild_gather_s;
-        c.backward_s += gathers;
-        c.recompute_s += gathers;
-      }
+      const ChunkTimes c = chunk_times(chunk, t, comm, setup.dims.features);
       const double M = static_cast<double>(setup.num_microbatches);
       sp.busy_s += M * (c.forward_s + c.backward_s);
       sp.recompute_s += M * c.recompute_s;
