@@ -56,8 +56,8 @@ ChunkTimes chunk_times(const StageChunk& chunk, const RankTimes& t, const CommTi
     } else if (entry.mode == model::RecomputeMode::selective) {
       rebuild = t.rebuild_s(entry);
     }
-    rebuild += static_cast<double>(model::rebuild_input_gathers(entry, features)) *
-               comm.rebuild_gather_s;
+    rebuild +=
+        static_cast<double>(model::rebuild_input_gathers(entry, features)) * comm.rebuild_gather_s;
     c.recompute_s += rebuild;
   }
   c.backward_s += c.recompute_s;
