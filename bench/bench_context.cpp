@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/openmp_wait.h"
 #include "trainer/config/config.h"
 #include "trainer/planning/rank_memory.h"
 
 namespace {
 
-constexpr int64_t kStep = 64;               // lengths searched: multiples of 2 x 8 x tp
+constexpr int64_t kStep = 64;  // lengths searched: multiples of 2 x 8 x tp
 constexpr int64_t kLongest = int64_t{1} << 22;
 
 // The run's config file and its overrides.
@@ -44,6 +45,7 @@ int64_t longest(const Run& run, int64_t cp, int64_t budget) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  runtime::choose_openmp_wait_policy(argv);
   if (argc < 3) {
     std::fprintf(stderr, "usage: bench_context BUDGET_MIB CONFIG [OVERRIDE...]\n");
     return 2;

@@ -10,6 +10,7 @@
 
 #include "bench/bench_common.h"
 #include "runtime/kernels/cpu/gemm.h"
+#include "runtime/openmp_wait.h"
 
 namespace {
 
@@ -54,6 +55,7 @@ std::vector<std::string> overrides_of(const Shape& shape, const bench::WorkDir& 
 }  // namespace
 
 int main(int argc, char** argv) {
+  runtime::choose_openmp_wait_policy(argv);
   const std::string out_path = argc > 1 ? argv[1] : "bench/cpu.json";
   const int steps = argc > 2 ? std::stoi(argv[2]) : 5;
   const double peak_small = sgemm_gflops(1024, 768, 768, 5);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
+#include "runtime/openmp_wait.h"
 #include "trainer/config/config.h"
 #include "trainer/metrics.h"
 #include "trainer/stage_setup.h"
@@ -47,9 +48,8 @@ std::vector<Preset> presets() {
   const std::vector<std::string> llama = {"model.architecture=llama", "model.num_query_groups=2",
                                           "model.ffn_hidden_size=688",
                                           "model.attention_backend=flash"};
-  for (const auto& [name, recompute] :
-       {std::pair{"llama flash selective core_attn", selective},
-        std::pair{"llama flash full uniform 1", full}}) {
+  for (const auto& [name, recompute] : {std::pair{"llama flash selective core_attn", selective},
+                                        std::pair{"llama flash full uniform 1", full}}) {
     Preset preset{name, llama};
     preset.overrides.insert(preset.overrides.end(), recompute.begin(), recompute.end());
     list.push_back(preset);
@@ -149,6 +149,7 @@ void throughput(const bench::WorkDir& work, std::ofstream& json) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  runtime::choose_openmp_wait_policy(argv);
   const std::string out_path = argc > 1 ? argv[1] : "bench/long_seq.json";
   const int64_t budget = (argc > 2 ? std::stoll(argv[2]) : kDefaultBudgetMib) << 20;
   std::printf(

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
+#include "runtime/openmp_wait.h"
 #include "trainer/metrics.h"
 
 namespace {
@@ -86,6 +87,7 @@ void print_header(const bench::ModelShape& shape, int64_t micro_batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  runtime::choose_openmp_wait_policy(argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   const bool quick = !args.empty() && args.back() == "--quick";
   if (quick) args.pop_back();

@@ -4,6 +4,8 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
+# Tests run side by side (ctest -j), so their OpenMP workers sleep between regions.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 "$root/scripts/setup.sh"
 rm -rf "$root/build/test"
 configure_and_build "$root/build/test"

@@ -5,6 +5,8 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
+# Tests run side by side (ctest -j), so their OpenMP workers sleep between regions.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 "$root/scripts/setup.sh"
 build="$root/build/asan"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINER_SANITIZE=address \

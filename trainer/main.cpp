@@ -20,6 +20,7 @@
 #include "runtime/kernels/cuda/device.h"
 #endif
 #include "runtime/error.h"
+#include "runtime/openmp_wait.h"
 #include "trainer/config/config.h"
 #include "trainer/data/prepare_data.h"
 #include "trainer/generate/generate_command.h"
@@ -273,20 +274,10 @@ int run_calibrate(const std::vector<std::string>& args) {
   return trainer::calibrate_command(parsed, config, *device.allocator, std::cout);
 }
 
-// Note [OpenMP and OpenBLAS threads] (runtime/kernels/cpu/gemm.cpp): libgomp's
-// spinning workers steal the cores OpenBLAS needs right after, halving GEMM
-// speed. libgomp reads OMP_WAIT_POLICY when it loads, before main, so the
-// trainer re-executes itself once with the passive policy unless one is set.
-void ensure_passive_openmp_wait(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: run on, slower
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_passive_openmp_wait(argv);
+  runtime::choose_openmp_wait_policy(argv);
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(usage().c_str(), args.empty() ? stderr : stdout);

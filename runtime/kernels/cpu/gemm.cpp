@@ -17,13 +17,12 @@ namespace runtime::cpu {
 namespace {
 
 // Note [OpenMP and OpenBLAS threads]
-// The kernels use OpenMP; OpenBLAS has its own pthread pool. With libgomp's default
-// wait policy an OpenMP worker keeps spinning for a while after each parallel region, on
-// the core OpenBLAS's worker needs next: measured on 2 cores, a 1024x384x128 sgemm that
-// follows any parallel region (even an empty one) runs at one-thread speed (1070 us
-// instead of 570 us). Run the process with OMP_WAIT_POLICY=passive (libgomp reads it when
-// it is loaded, before main) so that the pools share the cores. The products themselves run
-// on the OpenMP team (Note [Host GEMM threads]), so OpenBLAS's pool stays idle.
+// The kernels use OpenMP; OpenBLAS has its own pthread pool. With two pools on the cores, a
+// spinning OpenMP worker held the core OpenBLAS's worker needed next: measured on 2 cores, a
+// 1024x384x128 sgemm after any parallel region ran at one-thread speed (1070 us instead of
+// 570 us). So OpenBLAS is kept to one thread and the products run on the OpenMP team (Note
+// [Host GEMM threads]): its pool stays idle, and the OpenMP workers may spin between regions
+// when the process has the cores to itself (the trainer's main chooses the wait policy).
 
 // Note [Host GEMM threads]
 // OpenBLAS is set to one thread, and each product is split over the OpenMP team here: C's
@@ -120,7 +119,8 @@ void run_gemms(const std::vector<Gemm>& gemms) {
   }
   const int64_t n = static_cast<int64_t>(ranges.size());
 #pragma omp parallel for schedule(static) if (n > 1)
-  for (int64_t i = 0; i < n; ++i) gemm_rows(*ranges[i].gemm, ranges[i].row_begin, ranges[i].row_end);
+  for (int64_t i = 0; i < n; ++i)
+    gemm_rows(*ranges[i].gemm, ranges[i].row_begin, ranges[i].row_end);
 }
 
 }  // namespace
@@ -151,8 +151,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   std::vector<Gemm> gemms{{true, false, out_features, in_features, rows, 1.f, dout, out_features,
                            inp, in_features, 1.f, dweight, in_features}};
   if (dinp != nullptr) {
-    gemms.push_back({false, false, rows, in_features, out_features, 1.f, dout, out_features,
-                     weight, in_features, 0.f, dinp, in_features});
+    gemms.push_back({false, false, rows, in_features, out_features, 1.f, dout, out_features, weight,
+                     in_features, 0.f, dinp, in_features});
   }
   run_gemms(gemms);
   if (dbias != nullptr) bias_gradient(dbias, dout, rows, out_features);
