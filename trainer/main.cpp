@@ -65,10 +65,12 @@ constexpr CommandUsage kCommandUsages[] = {
      "        --profile may be repeated: each prices the layouts with its rank shapes.\n"},
     {"calibrate",
      "  calibrate --config FILE.yaml [--set a.b=value ...] [--out P.json] [--repeats N]\n"
+     "            [--min-seconds S]\n"
      "        Time, on the config's device (one process), one rank's layer forward, backward\n"
      "        and every recompute choice, the embedding and head, the optimizer, and the\n"
      "        device's GEMM rate and copy bandwidth; write them as a time profile for\n"
-     "        train.time_profile and `trainer plan --profile` (default time_profile.json).\n"},
+     "        train.time_profile and `trainer plan --profile` (default time_profile.json).\n"
+     "        Medians over at least N rounds (default 5) spanning S seconds (default 2).\n"},
     {"prepare-data",
      "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
      "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"

@@ -33,6 +33,9 @@ using runtime::MemoryCategory;
 using runtime::Tensor;
 using Clock = std::chrono::steady_clock;
 
+// The most rounds a calibration keeps (CalibrationOptions::min_seconds).
+constexpr int kMaxRounds = 1000;
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
@@ -150,9 +153,24 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   const int64_t T = dims.context().local_seq(), B = dims.micro_batch;
   recompute::ChunkExecutor& chunk = *state.chunks[0];
 
+  // Note [Calibration window]
+  // A virtual machine's speed drifts over seconds (steps of one training process on 2 shared
+  // cores measured 403-668 ms): a calibration of a few rounds, some 50 ms, catches one moment,
+  // and three in a row measured a layer's forward + backward at 6.43, 7.64 and 7.81 ms. The
+  // rounds are therefore repeated until they span min_seconds, so that the medians sample the
+  // drift as a training step does.
   Samples samples;
-  for (int run = 0; run < options.warmup + options.repeats; ++run) {
+  Clock::time_point kept_since;
+  auto more_rounds = [&](int run) {
+    if (run < options.warmup + options.repeats) return true;
+    if (run >= options.warmup + kMaxRounds) return false;
+    return std::chrono::duration<double>(Clock::now() - kept_since).count() < options.min_seconds;
+  };
+  int kept = 0;
+  for (int run = 0; more_rounds(run); ++run) {
     const bool keep = run >= options.warmup;
+    if (run == options.warmup) kept_since = Clock::now();
+    if (keep) ++kept;
     auto record = [&](const std::string& name, double seconds) {
       if (keep) samples.add(name, seconds);
     };
@@ -193,7 +211,7 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   p.dtype = std::string(runtime::dtype_name(dims.activation_dtype));
   p.shapes = shape_key(dims, c.model.padded_vocab(c.parallel.tensor) / c.parallel.tensor);
   p.build = std::string(version()) + " " + git_revision();
-  p.repeats = options.repeats;
+  p.repeats = kept;
   const MeasuredRates rates = measure_rates(allocator, dims.activation_dtype);
   p.gemm_gflops = rates.gemm_gflops;
   p.copy_gbps = rates.copy_gbps;
@@ -235,6 +253,14 @@ CalibrateArgs parse_calibrate_args(const std::vector<std::string>& args) {
         throw runtime::InputError("calibrate: --repeats needs a count from 1 to 1000, got '" +
                                   text + "'");
       parsed.options.repeats = static_cast<int>(repeats);
+    } else if (a == "--min-seconds") {
+      const std::string& text = value();
+      char* end = nullptr;
+      const double seconds = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(seconds >= 0 && seconds <= 600))
+        throw runtime::InputError("calibrate: --min-seconds needs seconds from 0 to 600, got '" +
+                                  text + "'");
+      parsed.options.min_seconds = seconds;
     } else {
       throw runtime::InputError("calibrate: unknown argument '" + a +
                                 "' (see trainer calibrate --help)");
@@ -267,8 +293,8 @@ int calibrate_command(const CalibrateArgs& args, const Config& config,
                 ms(p.embedding_head_forward_s), ms(p.embedding_head_backward_s),
                 p.optimizer_s_per_param * 1e9);
   out << line;
-  std::snprintf(line, sizeof line, "wrote %s (median of %d after %d warm-up, in %.1f s)\n",
-                args.out_path.c_str(), args.options.repeats, args.options.warmup,
+  std::snprintf(line, sizeof line, "wrote %s (median of %d rounds after %d warm-up, in %.1f s)\n",
+                args.out_path.c_str(), static_cast<int>(p.repeats), args.options.warmup,
                 std::chrono::duration<double>(Clock::now() - start).count());
   out << line;
   return 0;

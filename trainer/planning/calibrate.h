@@ -2,10 +2,11 @@
 // pieces the planner prices: a layer's forward and backward, each selective entry's rebuild
 // (the recompute table's real forward pieces, model/recompute_modules.h), the embedding with
 // the head and loss, and the optimizer step; plus the device's GEMM rate and copy bandwidth.
-// Each piece: warm-up runs, then the median of repeats. The rank's collectives are the meta
-// replay's (no peers, no transfer: parallel/core/replay_communicator.h), so the pieces run at
-// the rank's exact shapes (its heads, ffn and vocabulary shard, its sequence-parallel rows and
-// context-ring blocks) and the communication is the comm model's to add.
+// Each piece: warm-up runs, then the median of repeats, the rounds (every piece once each)
+// repeated until they span min_seconds (Note [Calibration window] in calibrate.cpp). The rank's
+// collectives are the meta replay's (no peers, no transfer: parallel/core/replay_communicator.h),
+// so the pieces run at the rank's exact shapes (its heads, ffn and vocabulary shard, its
+// sequence-parallel rows and context-ring blocks) and the communication is the comm model's to add.
 #pragma once
 
 #include <iosfwd>
@@ -35,7 +36,8 @@ std::string calibration_device(const Config& config);
 
 struct CalibrationOptions {
   int warmup = 2;
-  int repeats = 5;
+  int repeats = 5;           // at least this many kept rounds
+  double min_seconds = 2.0;  // and more until the kept rounds span this long (at most 1000)
 };
 
 // The profile of the first rank of pipeline stage 0 of `config` (every stage's layers have its
@@ -43,7 +45,8 @@ struct CalibrationOptions {
 TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
                       const CalibrationOptions& options = {});
 
-// `trainer calibrate --config F.yaml [--set k=v ...] [--out P.json] [--repeats N]`; main sets up
+// `trainer calibrate --config F.yaml [--set k=v ...] [--out P.json] [--repeats N]
+// [--min-seconds S]`; main sets up
 // the config's device (one process) and calls calibrate_command.
 struct CalibrateArgs {
   std::string config_path;

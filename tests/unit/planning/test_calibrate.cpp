@@ -2,6 +2,7 @@
 // own, JSON that reads back equal, and bad profiles named by file and field.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -31,7 +32,9 @@ TEST(Calibrate, ProfileMatchesTheRunAndReadsBack) {
          "model.hidden_dropout=0.1"},
         ConfigUse::plan);
     runtime::CpuAllocator allocator;
-    const TimeProfile p = calibrate(config, allocator, {.warmup = 1, .repeats = 3});
+    const TimeProfile p =
+        calibrate(config, allocator, {.warmup = 1, .repeats = 3, .min_seconds = 0});
+    EXPECT_EQ(p.repeats, 3);
     const StageSetup setup = make_stage_setup(config, 0, 0);
     EXPECT_EQ(p.shapes, shape_key(setup.dims, vocab_shard(config)));
     EXPECT_GT(p.layer_forward_s, 0);
@@ -96,6 +99,30 @@ TEST(Calibrate, ArgumentsAreCheckedByName) {
       parse_calibrate_args({"--config", "a.yaml", "--out", "p.json", "--repeats", "7"});
   EXPECT_EQ(ok.out_path, "p.json");
   EXPECT_EQ(ok.options.repeats, 7);
+  EXPECT_EQ(ok.options.min_seconds, 2.0);
+  EXPECT_EQ(
+      parse_calibrate_args({"--config", "a.yaml", "--min-seconds", "0.5"}).options.min_seconds,
+      0.5);
+  EXPECT_NE(
+      error({"--config", "a.yaml", "--min-seconds", "-1"}).find("--min-seconds needs seconds"),
+      std::string::npos);
+  EXPECT_NE(error({"--config", "a.yaml", "--min-seconds", "x"}).find("got 'x'"), std::string::npos);
+}
+
+// Rounds go on past --repeats until they span min_seconds.
+TEST(Calibrate, RoundsSpanTheWindow) {
+  const Config config =
+      parse_config("", "test",
+                   {"model.num_layers=2", "model.hidden_size=32", "model.num_attention_heads=2",
+                    "model.seq_length=16", "model.vocab_size=64", "train.micro_batch_size=1",
+                    "train.global_batch_size=1"},
+                   ConfigUse::plan);
+  runtime::CpuAllocator allocator;
+  const auto start = std::chrono::steady_clock::now();
+  const TimeProfile p =
+      calibrate(config, allocator, {.warmup = 0, .repeats = 1, .min_seconds = 0.3});
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.3);
+  EXPECT_GT(p.repeats, 1);
 }
 
 }  // namespace
