@@ -85,8 +85,10 @@ run_settings = [f"train.steps={steps}", "train.eval_interval=0", "train.log_inte
                 "optimizer.lr_warmup_steps=0", "output.export=false", f"data.path={work}/data"]
 threads = {1: "2", 2: "1"}  # OpenMP threads per rank: the machine's 2 cores either way
 
-def env_for(ranks):
-    return dict(os.environ, OMP_NUM_THREADS=threads[ranks], OMP_WAIT_POLICY="passive")
+def env_for(ranks):  # the trainer chooses its OpenMP wait policy (Note [OpenMP wait policy])
+    env = dict(os.environ, OMP_NUM_THREADS=threads[ranks])
+    env.pop("OMP_WAIT_POLICY", None)
+    return env
 
 def profile_path(ranks, tp, sp, micro):
     return f"{work}/profile_r{ranks}_tp{tp}_{'sp' if sp else 'nosp'}_mb{micro}.json"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shared by the scripts: repo root, build helpers and the root-safe mpirun flags.
 # Source it. The trainer chooses its own OpenMP wait policy (Note [OpenMP wait policy] in
-# trainer/main.cpp); an OMP_WAIT_POLICY set by the caller wins.
+# runtime/openmp_wait.cpp); an OMP_WAIT_POLICY set by the caller wins.
 repo_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
 # configure_and_build BUILD_DIR [TARGET...]: Release build of the targets (all when none).
