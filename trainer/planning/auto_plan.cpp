@@ -11,10 +11,11 @@
 #include <tuple>
 
 #include "parallel/pipeline/schedules.h"
-#include "trainer/planning/chunk_search.h"
-#include "trainer/planning/step_time.h"
 #include "runtime/error.h"
 #include "trainer/metrics.h"
+#include "trainer/planning/chunk_search.h"
+#include "trainer/planning/stage_choice.h"
+#include "trainer/planning/step_time.h"
 #include "trainer/stage_setup.h"
 
 namespace trainer {
@@ -58,48 +59,6 @@ std::vector<EntryOverhead> entry_overheads(const Config& config, int64_t stage,
     overheads.push_back({entry, non_activation_bytes(memory)});
   }
   return overheads;
-}
-
-struct StageChoice {
-  std::vector<const ChunkCandidate*> chunks;
-  RecomputeCost cost;
-  int64_t peak = 0;
-};
-
-// The cheapest combination (one candidate per chunk) whose scheduled activation peak is at most
-// `room`; with none, the one of the least peak (chunks empty when some front is empty).
-StageChoice choose_combination(const std::vector<std::vector<ChunkCandidate>>& fronts,
-                               const std::vector<parallel::ScheduleOp>& ops, int64_t room,
-                               bool* fits) {
-  StageChoice best, smallest;
-  *fits = false;
-  for (const auto& front : fronts)
-    if (front.empty()) return best;
-  std::vector<size_t> pick(fronts.size(), 0);
-  std::vector<recompute::ActivationMemory> memory(fronts.size());
-  for (bool more = true; more;) {
-    StageChoice here;
-    for (size_t v = 0; v < fronts.size(); ++v) {
-      const ChunkCandidate& c = fronts[v][pick[v]];
-      here.chunks.push_back(&c);
-      here.cost = here.cost + c.cost;
-      memory[v].forward_end = c.forward_end;
-      memory[v].backward_peak = c.backward_peak;
-    }
-    here.peak = parallel::predict_activation_peak(ops, memory);
-    if (smallest.chunks.empty() || here.peak < smallest.peak) smallest = here;
-    const bool better = here.cost < best.cost || (here.cost == best.cost && here.peak < best.peak);
-    if (here.peak <= room && (!*fits || better)) best = here, *fits = true;
-    more = false;  // the next combination, last chunk fastest
-    for (size_t v = fronts.size(); v-- > 0;) {
-      if (++pick[v] < fronts[v].size()) {
-        more = true;
-        break;
-      }
-      pick[v] = 0;
-    }
-  }
-  return *fits ? best : smallest;
 }
 
 // A chunk plan as layer overrides of global layers: runs of one entry as one range, each full
@@ -181,9 +140,8 @@ class StageSearch {
     for (int64_t room = budget - threshold; room >= 0;) {
       const std::vector<std::vector<ChunkCandidate>> chunk_fronts = fronts(threshold, room);
       if (chunk_fronts.empty()) return std::nullopt;
-      bool fits = false;
-      const StageChoice choice = choose_combination(chunk_fronts, ops_, room, &fits);
-      if (!fits) return std::nullopt;
+      const StageChoice choice = choose_stage_combination(chunk_fronts, ops_, room);
+      if (!choice.fits) return std::nullopt;
       StagePlan plan = replay(choice);
       if (plan.total <= budget) return plan;
       room -= plan.total - budget;
@@ -193,8 +151,7 @@ class StageSearch {
 
   // The plan of the least activation peak with every entry allowed (for the error message).
   StagePlan least_memory() const {
-    bool fits = false;
-    return replay(choose_combination(fronts(-1, -1), ops_, -1, &fits));
+    return replay(choose_stage_combination(fronts(-1, -1), ops_, -1));
   }
 
  private:

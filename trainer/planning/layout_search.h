@@ -18,11 +18,11 @@
 
 namespace trainer {
 
-// Interleaving deeper than this is searched only where it fits without recompute: the budget
-// planner tries every combination of the chunks' plans on a stage, a number that grows as the
-// chunk fronts' sizes to the power vp (1.3B, pp 2: vp 2 plans in 0.3 s, vp 3 in 5 s, vp 4 in
-// minutes).
-inline constexpr int64_t kMaxPlannedVirtual = 2;
+// Interleaving deeper than this is searched only where it fits without recompute: a stage's
+// plan combines one plan per chunk, and although the branch and bound (stage_choice.h) plans
+// vp 4 in seconds (7B over 8 ranks: 11.6 s, against 6.8 s with vp 2 only); with vp 8 and 16
+// planned too that search ran past 5 minutes.
+inline constexpr int64_t kMaxPlannedVirtual = 4;
 
 // One way to lay out the job; everything else (model, global batch, ...) is the config's.
 struct Layout {

@@ -1,0 +1,29 @@
+// A pipeline stage's recompute choice across its chunks: one candidate per chunk (each chunk's
+// front from chunk_search.h), the cheapest whose scheduled activation peak fits. Under
+// interleaving a stage holds vp chunks, and the combinations number the product of the fronts'
+// sizes; the search is a branch and bound that returns what trying every combination in order
+// returns (Note [Stage choice] in stage_choice.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "parallel/pipeline/schedules.h"
+#include "trainer/planning/chunk_search.h"
+
+namespace trainer {
+
+struct StageChoice {
+  std::vector<const ChunkCandidate*> chunks;  // one per chunk; empty when some front is empty
+  RecomputeCost cost;
+  int64_t peak = 0;  // the scheduled activation peak (parallel::predict_activation_peak)
+  bool fits = false;
+};
+
+// The cheapest combination (ties: the lower peak, then the first in the order that varies the
+// last chunk fastest) whose peak over `ops` is at most `room` (fits = true); with none, the
+// combination of the least peak (the first such).
+StageChoice choose_stage_combination(const std::vector<std::vector<ChunkCandidate>>& fronts,
+                                     const std::vector<parallel::ScheduleOp>& ops, int64_t room);
+
+}  // namespace trainer
