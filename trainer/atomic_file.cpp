@@ -9,6 +9,14 @@
 namespace trainer {
 
 void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(folder, error);
+    if (error)
+      throw runtime::InputError("cannot write " + path + ": cannot make the folder " +
+                                folder.string() + ": " + error.message());
+  }
   const std::string temporary = path + ".tmp";
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);

@@ -32,9 +32,14 @@ namespace {
 // needs. A linear's backward runs its two products (dinput and dweight, equal FLOPs) side by
 // side, so on 2 threads each runs whole on one thread. Measured on 2 cores (Llama bench shape,
 // a loaded machine): about 1.5x faster steps than with OpenBLAS's threads.
-// Values: OpenBLAS never splits k, and on this machine's OpenBLAS (Haswell kernels) a call
-// over rows [r, M) with r a multiple of 12 gives the same bits as the whole product, so with
-// kRowBlock = 24 the results do not depend on the thread count (tests/unit/kernels/test_gemm).
+// Values: OpenBLAS never splits k, and a call over rows [r, M) with r a multiple of 12 gives
+// the same bits as the whole product (Haswell kernels), or of 8 (SkylakeX/Cooperlake), so
+// kRowBlock = 24 serves both; but OpenBLAS's AVX-512 builds send products of at most 100^3
+// multiply-adds to a separate small-matrix kernel, whose sums differ in the last bits (on a
+// Zen 4 VM: 0 of 186 random splits into pieces over 1e6 multiply-adds differed, pieces below
+// it mostly did). So a product is split only into pieces of over kMinPieceWork multiply-adds,
+// four times that threshold, and a smaller one runs whole on one thread: the results do not
+// depend on the thread count (tests/unit/kernels/test_gemm).
 
 blasint blas_dim(int64_t value, const char* name) {
   TRAINER_ASSERT(value >= 0 && value <= INT_MAX,
@@ -45,8 +50,9 @@ blasint blas_dim(int64_t value, const char* name) {
 // Column block for the bias reduction: each block is summed by one thread, row by row.
 constexpr int64_t kBiasColumnBlock = 64;
 
-// Rows of C per split unit (Note [Host GEMM threads]).
+// Rows of C per split unit, and the least multiply-adds of a piece (Note [Host GEMM threads]).
 constexpr int64_t kRowBlock = 24;
+constexpr double kMinPieceWork = 4.0e6;
 
 // One product C(M, N) = alpha * op(A) op(B) + beta * C (row-major, leading dims given).
 struct Gemm {
@@ -110,7 +116,12 @@ void run_gemms(const std::vector<Gemm>& gemms) {
   std::vector<Range> ranges;
   for (const Gemm& g : gemms) {
     const int64_t blocks = (g.M + kRowBlock - 1) / kRowBlock;
-    const int64_t parts = std::min(parts_per_gemm, std::max<int64_t>(blocks, 1));
+    // Every piece holds at least floor(M / kRowBlock) / parts whole blocks.
+    const double block_work = static_cast<double>(kRowBlock) * g.N * g.K;
+    const int64_t blocks_per_piece =
+        block_work > 0 ? static_cast<int64_t>(kMinPieceWork / block_work) + 1 : 1;
+    const int64_t parts =
+        std::max<int64_t>(1, std::min(parts_per_gemm, g.M / kRowBlock / blocks_per_piece));
     for (int64_t p = 0; p < parts; ++p) {
       const int64_t begin = std::min(g.M, blocks * p / parts * kRowBlock);
       const int64_t end = std::min(g.M, blocks * (p + 1) / parts * kRowBlock);

@@ -1,9 +1,10 @@
 // Tests of sgemm and the linear layer against naive double-precision references, the
 // `=` (dinp) vs `+=` (dweight, dbias) rule, finite differences, and products and gradients
 // that do not depend on the thread count.
-#include "runtime/kernels/cpu/gemm.h"
+#include <tuple>
 
 #include "kernel_test_util.h"
+#include "runtime/kernels/cpu/gemm.h"
 
 namespace {
 
@@ -59,22 +60,30 @@ TEST(Sgemm, MatchesNaiveProductForEveryTransposeWithPaddedLeadingDims) {
   expect_sgemm_matches_naive(37, 29, 41);
 }
 
-// Note [Host GEMM threads]: with 2 and 3 threads the 150 rows of C are split into ranges.
+// Note [Host GEMM threads]: with 2 and 3 threads the 2400 rows of C are split into ranges.
 TEST(Sgemm, RowRangesOverThreadsMatchNaiveProduct) {
-  for (int threads : {2, 3}) with_threads(threads, [] { expect_sgemm_matches_naive(150, 29, 41); });
+  for (int threads : {2, 3})
+    with_threads(threads, [] { expect_sgemm_matches_naive(2400, 67, 90); });
 }
 
+// Products split into pieces with 3 threads (2400 x 67 x 90: three of 800 rows), a product
+// too small to split, and one whose pieces would fall under OpenBLAS's small-matrix kernel.
 TEST(Sgemm, BitIdenticalAcrossThreadCountsForEveryTranspose) {
-  const int64_t M = 250, N = 67, K = 90;
-  const auto A = random_vector(M * K, 30), B = random_vector(K * N, 31);
-  const auto C0 = random_vector(M * N, 32);
-  for (bool ta : {false, true}) {
-    for (bool tb : {false, true}) {
-      expect_thread_count_independent([&] {
-        auto C = C0;
-        sgemm(ta, tb, M, N, K, 1.f, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.5f, C.data(), N);
-        return C;
-      });
+  for (const auto& [M, N, K] :
+       {std::tuple<int64_t, int64_t, int64_t>{2400, 67, 90}, {250, 67, 90}, {1000, 67, 90}}) {
+    const auto A = random_vector(M * K, 30), B = random_vector(K * N, 31);
+    const auto C0 = random_vector(M * N, 32);
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (float beta : {0.f, 0.5f}) {
+          expect_thread_count_independent([&] {
+            auto C = C0;
+            sgemm(ta, tb, M, N, K, 1.f, A.data(), ta ? M : K, B.data(), tb ? K : N, beta, C.data(),
+                  N);
+            return C;
+          });
+        }
+      }
     }
   }
 }

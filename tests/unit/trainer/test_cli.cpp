@@ -145,6 +145,22 @@ TEST(Cli, PlanSaysByHowMuchNothingFits) {
       << bad.output;
 }
 
+// Output prefixes in folders that do not exist yet: the folders are made; a folder that cannot
+// be made (a file is in the way) is named.
+TEST(Cli, PlanOutputsMakeTheirFolders) {
+  const trainer::testing_support::TempDir dir;
+  const std::string config = write_shapes_only_config(dir);
+  const Result r = run("plan --config " + config + " --timeline " + (dir / "new/deeper/timeline"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::ifstream(dir / "new/deeper/timeline_rank0.json").good()) << r.output;
+  EXPECT_TRUE(std::ifstream(dir / "new/deeper/timeline_rank0.trace.json").good());
+  std::ofstream(dir / "file") << "x";
+  const Result blocked = run("plan --config " + config + " --timeline " + (dir / "file/timeline"));
+  EXPECT_EQ(blocked.exit_code, 1);
+  EXPECT_NE(blocked.output.find("cannot make the folder " + (dir / "file")), std::string::npos)
+      << blocked.output;
+}
+
 TEST(Cli, PlanSweepWritesTheTableCsvAndJson) {
   const trainer::testing_support::TempDir dir;
   const std::string prefix = dir / "sweep";
