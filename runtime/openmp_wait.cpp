@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 
 namespace runtime {
 namespace {
@@ -35,10 +36,15 @@ int positive_env(const char* name, int fallback) {
 const char* openmp_wait_policy() {
   cpu_set_t cpus;
   const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  // Ranks on this node, as Open MPI, MPICH and Slurm state them.
-  int node_ranks = positive_env("OMPI_COMM_WORLD_LOCAL_SIZE", 0);
-  if (node_ranks == 0) node_ranks = positive_env("MPI_LOCALNRANKS", 0);
-  if (node_ranks == 0) node_ranks = positive_env("SLURM_NTASKS_PER_NODE", 1);
+  // Ranks on this node, as Open MPI's mpirun, PMIx, MPICH's Hydra and Slurm's srun state them
+  // before main (SLURM_STEP_TASKS_PER_NODE reads "4(x2)": its first count).
+  int node_ranks = 0;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                           "SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
+    node_ranks = positive_env(name, 0);
+    if (node_ranks > 0) break;
+  }
+  if (node_ranks == 0) node_ranks = 1;
   const int threads = positive_env("OMP_NUM_THREADS", cores);
   return static_cast<int64_t>(node_ranks) * threads <= cores ? "active" : "passive";
 }

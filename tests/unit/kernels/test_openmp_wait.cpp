@@ -47,7 +47,9 @@ int cores() {
 
 std::string policy(const char* local_size, const char* threads) {
   const Environment env({{"OMPI_COMM_WORLD_LOCAL_SIZE", local_size},
+                         {"PMIX_LOCAL_SIZE", nullptr},
                          {"MPI_LOCALNRANKS", nullptr},
+                         {"SLURM_STEP_TASKS_PER_NODE", nullptr},
                          {"SLURM_NTASKS_PER_NODE", nullptr},
                          {"OMP_NUM_THREADS", threads}});
   return runtime::openmp_wait_policy();
@@ -67,22 +69,21 @@ TEST(OpenmpWait, SpinsOnlyWhenTheTeamsFitTheCores) {
   EXPECT_EQ(policy("1", (over + ",1").c_str()), "passive");
 }
 
-TEST(OpenmpWait, MpichAndSlurmStateTheRanksToo) {
+// Each launcher's variable alone says two ranks share the node (Slurm's step count as "2(x3)").
+TEST(OpenmpWait, EveryLauncherStatesTheRanks) {
   const std::string all = std::to_string(cores());
-  {
-    const Environment env({{"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
-                           {"MPI_LOCALNRANKS", "2"},
-                           {"SLURM_NTASKS_PER_NODE", nullptr},
-                           {"OMP_NUM_THREADS", all.c_str()}});
-    EXPECT_STREQ(runtime::openmp_wait_policy(), "passive");
+  const char* names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                         "SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"};
+  for (const char* stated : names) {
+    std::vector<std::pair<const char*, const char*>> values{{"OMP_NUM_THREADS", all.c_str()}};
+    for (const char* name : names) values.push_back({name, name == stated ? "2(x3)" : nullptr});
+    const Environment env(values);
+    EXPECT_STREQ(runtime::openmp_wait_policy(), "passive") << stated;
   }
-  {
-    const Environment env({{"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
-                           {"MPI_LOCALNRANKS", nullptr},
-                           {"SLURM_NTASKS_PER_NODE", "2"},
-                           {"OMP_NUM_THREADS", all.c_str()}});
-    EXPECT_STREQ(runtime::openmp_wait_policy(), "passive");
-  }
+  std::vector<std::pair<const char*, const char*>> none{{"OMP_NUM_THREADS", all.c_str()}};
+  for (const char* name : names) none.push_back({name, nullptr});
+  const Environment env(none);
+  EXPECT_STREQ(runtime::openmp_wait_policy(), "active");
 }
 
 }  // namespace
