@@ -4,8 +4,8 @@
 // (active) worker wakes at once, a sleeping (passive) one through the kernel, which on a
 // virtual machine costs a variable wake-up each region. Measured on 2 cores
 // (scripts/bench_llama_cpu.sh's Llama shape, 20 steps per process, 3 processes each): active
-// gave medians 131-146 ms with every step within 15% of its process's fastest, passive 133-178
-// ms with single steps up to 241 ms. Spinning pays only while the process's team has the cores
+// gave medians 131-146 ms with every step within 16% of its process's fastest, passive 133-172
+// ms with single steps up to 226 ms. Spinning pays only while the process's team has the cores
 // to itself: with more threads on the node than cores (several ranks per node, or
 // OMP_NUM_THREADS over the cores) spinning workers take cores other ranks need, so those
 // processes sleep. OpenBLAS runs single-threaded (Note [OpenMP and OpenBLAS threads] in

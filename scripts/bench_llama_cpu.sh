@@ -6,7 +6,7 @@
 # side's result is the median over its processes of their median step, and each round's ratio
 # is printed too. Both use every core. The trainer chooses its own OpenMP wait policy (Note
 # [OpenMP wait policy]); PyTorch runs with OMP_WAIT_POLICY=passive, the fastest of the
-# settings tried for it on 2 cores (README, "CPU throughput"). Writes bench/llama_cpu.json.
+# settings tried for it on 2 cores (README, "CPU speed"). Writes bench/llama_cpu.json.
 # PyTorch comes from Debian's python3-torch (`apt-get install python3-torch`).
 # Usage: scripts/bench_llama_cpu.sh [TIMED_STEPS] [ROUNDS]
 set -euo pipefail

@@ -46,8 +46,8 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
                       const CalibrationOptions& options = {});
 
 // `trainer calibrate --config F.yaml [--set k=v ...] [--out P.json] [--repeats N]
-// [--min-seconds S]`; main sets up
-// the config's device (one process) and calls calibrate_command.
+// [--min-seconds S]`; main sets up the config's device (one process) and calls
+// calibrate_command.
 struct CalibrateArgs {
   std::string config_path;
   std::vector<std::string> overrides;

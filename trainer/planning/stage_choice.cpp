@@ -22,7 +22,6 @@ class Search {
          const std::vector<parallel::ScheduleOp>& ops)
       : fronts_(fronts),
         ops_(ops),
-        memory_(fronts.size()),
         pick_(fronts.size(), 0),
         least_(fronts.size()),
         rest_cost_(fronts.size() + 1) {
@@ -43,23 +42,25 @@ class Search {
     memory_ = least_;
   }
 
-  // The cheapest combination that fits `room` (then the lower peak), in best_.
-  void cheapest_fitting(int64_t room) {
+  // The cheapest combination that fits `room` (then the lower peak); empty chunks when none.
+  StageChoice cheapest_fitting(int64_t room) {
     room_ = room;
-    objective_ = Objective::cheapest_fitting;
-    visit(0, {});
+    return run(Objective::cheapest_fitting);
   }
 
-  // The combination of the least peak, in best_.
-  void least_peak() {
-    objective_ = Objective::least_peak;
-    visit(0, {});
-  }
-
-  const StageChoice& best() const { return best_; }
+  // The combination of the least peak.
+  StageChoice least_peak() { return run(Objective::least_peak); }
 
  private:
   enum class Objective { cheapest_fitting, least_peak };
+
+  StageChoice run(Objective objective) {
+    objective_ = objective;
+    found_ = false;
+    best_ = {};
+    visit(0, {});
+    return best_;
+  }
 
   int64_t peak() const { return parallel::predict_activation_peak(ops_, memory_); }
 
@@ -114,18 +115,11 @@ StageChoice choose_stage_combination(const std::vector<std::vector<ChunkCandidat
                                      const std::vector<parallel::ScheduleOp>& ops, int64_t room) {
   for (const auto& front : fronts)
     if (front.empty()) return {};
-  {
-    Search search(fronts, ops);
-    search.cheapest_fitting(room);
-    if (!search.best().chunks.empty()) {
-      StageChoice choice = search.best();
-      choice.fits = true;
-      return choice;
-    }
-  }
   Search search(fronts, ops);
-  search.least_peak();
-  return search.best();
+  StageChoice choice = search.cheapest_fitting(room);
+  if (choice.chunks.empty()) return search.least_peak();
+  choice.fits = true;
+  return choice;
 }
 
 }  // namespace trainer

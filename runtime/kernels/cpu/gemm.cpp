@@ -22,7 +22,7 @@ namespace {
 // 1024x384x128 sgemm after any parallel region ran at one-thread speed (1070 us instead of
 // 570 us). So OpenBLAS is kept to one thread and the products run on the OpenMP team (Note
 // [Host GEMM threads]): its pool stays idle, and the OpenMP workers may spin between regions
-// when the process has the cores to itself (the trainer's main chooses the wait policy).
+// when the process has the cores to itself (Note [OpenMP wait policy], runtime/openmp_wait.h).
 
 // Note [Host GEMM threads]
 // OpenBLAS is set to one thread, and each product is split over the OpenMP team here: C's
@@ -32,13 +32,13 @@ namespace {
 // needs. A linear's backward runs its two products (dinput and dweight, equal FLOPs) side by
 // side, so on 2 threads each runs whole on one thread. Measured on 2 cores (Llama bench shape,
 // a loaded machine): about 1.5x faster steps than with OpenBLAS's threads.
-// Values: OpenBLAS never splits k, and a call over rows [r, M) with r a multiple of 12 gives
-// the same bits as the whole product (Haswell kernels), or of 8 (SkylakeX/Cooperlake), so
-// kRowBlock = 24 serves both; but OpenBLAS's AVX-512 builds send products of at most 100^3
-// multiply-adds to a separate small-matrix kernel, whose sums differ in the last bits (on a
-// Zen 4 VM: 0 of 186 random splits into pieces over 1e6 multiply-adds differed, pieces below
-// it mostly did). So a product is split only into pieces of over kMinPieceWork multiply-adds,
-// four times that threshold, and a smaller one runs whole on one thread: the results do not
+// Values: OpenBLAS never splits k, and with its Haswell kernels a call over rows [r, M) with r
+// a multiple of 12 gives the same bits as the whole product. Its AVX-512 (Cooperlake) kernels,
+// chosen on a Zen 4 VM, did too for splits at multiples of 24 whose pieces each have over 1e6
+// multiply-adds (0 of 186 random shapes differed), but mostly not below that: products of up
+// to 100^3 multiply-adds there take another kernel, which rounds differently. So a product is
+// split only at multiples of kRowBlock = 24 into pieces of over kMinPieceWork multiply-adds
+// (four times that size), and a smaller one runs whole on one thread: the results do not
 // depend on the thread count (tests/unit/kernels/test_gemm).
 
 blasint blas_dim(int64_t value, const char* name) {
