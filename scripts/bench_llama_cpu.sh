@@ -6,7 +6,9 @@
 # side's result is the median over its processes of their median step, and each round's ratio
 # is printed too. Both use every core. The trainer chooses its own OpenMP wait policy (Note
 # [OpenMP wait policy]); PyTorch runs with OMP_WAIT_POLICY=passive, the fastest of the
-# settings tried for it on 2 cores (README, "CPU speed"). Writes bench/llama_cpu.json.
+# settings tried for it on 2 cores (README, "CPU speed"). Last, the machine's bound: the step's
+# model FLOPs at the FMA throughput the trainer measures at startup, and the share of that peak
+# each side runs at. Writes bench/llama_cpu.json.
 # PyTorch comes from Debian's python3-torch (`apt-get install python3-torch`).
 # Usage: scripts/bench_llama_cpu.sh [TIMED_STEPS] [ROUNDS]
 set -euo pipefail
@@ -39,12 +41,13 @@ for round in $(seq "$rounds"); do
   rm -rf "$work/out"
   (unset OMP_WAIT_POLICY; "$trainer" train --config "$work/run.yaml" > "$work/ours.log")
   cp "$work/out/metrics.jsonl" "$work/ours_$round.jsonl"
+  cp "$work/ours.log" "$work/ours_$round.log"
   OMP_WAIT_POLICY=passive "$python" "$root/bench/peers/llama_torch.py" "$work/torch_$round.json" \
     --layers 4 --hidden 256 --heads 8 --groups 2 --ffn 688 --seq 128 --micro-batch 8 \
     --vocab 256 --warmup-steps 2 --timed-steps "$steps"
 done
 "$python" - "$work" "$rounds" "$root/bench/llama_cpu.json" <<'PY'
-import json, statistics, sys
+import json, re, statistics, sys
 work, rounds, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 tokens = 8 * 128
 ours, torch = [], []
@@ -52,6 +55,12 @@ for r in range(1, rounds + 1):
     steps = [json.loads(l)["step_ms"] for l in open(f"{work}/ours_{r}.jsonl")][2:]
     ours.append({"median_step_ms": statistics.median(steps), "step_ms": steps})
     torch.append(json.load(open(f"{work}/torch_{r}.json")))
+# The machine's bound: the model FLOPs of a step (metrics' model_tflops x step_ms) at the FMA
+# throughput the trainer measured at startup (its `peak for MFU` line), best over the rounds.
+last = json.loads(open(f"{work}/ours_1.jsonl").readlines()[-1])
+model_gflop = last["model_tflops"] * last["step_ms"]
+peaks = [float(re.search(r"peak for MFU: ([0-9.]+) GFLOP/s \(FMA", open(f"{work}/ours_{r}.log").read()).group(1))
+         for r in range(1, rounds + 1)]
 our_ms = statistics.median(p["median_step_ms"] for p in ours)
 torch_ms = statistics.median(p["median_step_ms"] for p in torch)
 result = {"shape": "L4 H256 heads 8 kv 2 ffn 688 seq 128 micro 8 fp32",
@@ -63,6 +72,8 @@ result = {"shape": "L4 H256 heads 8 kv 2 ffn 688 seq 128 micro 8 fp32",
                             "omp_wait_policy": "passive", "processes": torch},
           "round_ratios": [t["median_step_ms"] / o["median_step_ms"] for o, t in zip(ours, torch)]}
 result["ratio_tokens_per_s"] = torch_ms / our_ms
+result["bound"] = {"model_gflop_per_step": model_gflop, "fma_peak_gflops": max(peaks),
+                   "least_step_ms": model_gflop / max(peaks) * 1e3}
 json.dump(result, open(out, "w"), indent=1)
 for r, (o, t) in enumerate(zip(ours, torch), 1):
     print(f"round {r}: trainer {o['median_step_ms']:6.1f} ms/step, PyTorch {t['median_step_ms']:6.1f}"
@@ -72,4 +83,9 @@ print(f"PyTorch eager: {result['pytorch_eager']['tokens_per_s']:8.0f} tokens/s (
       f" torch {torch[0]['torch']}, {torch[0]['threads']} threads)")
 print(f"ratio: {result['ratio_tokens_per_s']:.2f}x (medians over {rounds} rounds;"
       f" rounds {min(result['round_ratios']):.2f}x-{max(result['round_ratios']):.2f}x)")
+least = result["bound"]["least_step_ms"]
+print(f"bound: {model_gflop:.1f} GFLOP of model FLOPs a step at the measured FMA peak of"
+      f" {max(peaks):.0f} GFLOP/s take {least:.1f} ms; the trainer's step runs at"
+      f" {100 * least / our_ms:.0f}% of that peak, PyTorch's at {100 * least / torch_ms:.0f}%;"
+      f" 2x PyTorch would need {100 * least / (torch_ms / 2):.0f}%")
 PY

@@ -122,7 +122,7 @@ class Trainer {
   void init_weights();
   // The MFU denominator: the device's peak for the precision, or the CPU's (trainer/mfu_peak.h).
   PeakRate mfu_peak() const;
-  // A CPU step faster than the peak (a stated clock below the real one) raises the peak to the
+  // A CPU step faster than the peak (a disturbed startup measurement) raises the peak to the
   // higher of a new sgemm measurement and the step's rate, and says so: MFU stays <= 100%.
   void keep_peak_above(const StepMetrics& m);
   // config.yaml, and the run's description on the log.
