@@ -66,11 +66,13 @@ constexpr CommandUsage kCommandUsages[] = {
     {"calibrate",
      "  calibrate --config FILE.yaml [--set a.b=value ...] [--out P.json] [--repeats N]\n"
      "            [--min-seconds S]\n"
-     "        Time, on the config's device (one process), one rank's layer forward, backward\n"
-     "        and every recompute choice, the embedding and head, the optimizer, and the\n"
-     "        device's GEMM rate and copy bandwidth; write them as a time profile for\n"
+     "        Time, on the config's device, one rank's layer forward, backward and every\n"
+     "        recompute choice, the embedding and head, the optimizer, and the device's\n"
+     "        GEMM rate and copy bandwidth; write them as a time profile for\n"
      "        train.time_profile and `trainer plan --profile` (default time_profile.json).\n"
-     "        Medians over at least N rounds (default 5) spanning S seconds (default 2).\n"},
+     "        Medians over at least N rounds (default 5) spanning S seconds (default 2).\n"
+     "        Under mpirun, a multiple of tensor x context ranks calibrate side by side and\n"
+     "        the tensor/context collectives are measured over real peers.\n"},
     {"prepare-data",
      "  prepare-data --input FILE ... --output-prefix PREFIX [--append-eod] [--split-lines]\n"
      "  prepare-data --synthetic --output-prefix PREFIX [--num-tokens N] [--seed S]\n"
@@ -264,16 +266,32 @@ int run_plan(int argc, char** argv, const std::vector<std::string>& args) {
   }
 }
 
-// `trainer calibrate`: one process on the config's device.
-int run_calibrate(const std::vector<std::string>& args) {
+// `trainer calibrate`: one process on the config's device, or under mpirun every rank, side by
+// side over the calibration groups, rank 0 writing the profile.
+int run_calibrate(int argc, char** argv, const std::vector<std::string>& args) {
   const trainer::CalibrateArgs parsed = trainer::parse_calibrate_args(args);
   const trainer::Config config =
       trainer::load_config(parsed.config_path, parsed.overrides, trainer::ConfigUse::plan);
   trainer::check_supported(config);
-  RunDevice device;
-  parallel::ProcessGroups groups = parallel::ProcessGroups::single();
-  set_up_device(config, groups, 0, device);
-  return trainer::calibrate_command(parsed, config, *device.allocator, std::cout);
+  if (!launched_by_mpi()) {
+    RunDevice device;
+    parallel::ProcessGroups groups = parallel::ProcessGroups::single();
+    set_up_device(config, groups, 0, device);
+    return trainer::calibrate_command(parsed, config, *device.allocator, std::cout);
+  }
+  parallel::MpiRuntime mpi(&argc, &argv);
+  runtime::set_error_rank(mpi.world_rank());
+  try {
+    RunDevice device;  // before the groups: it outlives their communicators
+    parallel::ProcessGroups groups = trainer::calibration_groups(config, mpi.world_size());
+    set_up_device(config, groups, mpi.local_rank(), device);
+    std::ostringstream discard;
+    return trainer::calibrate_command(parsed, config, *device.allocator,
+                                      mpi.world_rank() == 0 ? std::cout : discard, &groups);
+  } catch (const std::exception& e) {
+    report_and_abort(e, mpi.world_rank(), mpi.world_size());
+    return 1;
+  }
 }
 
 }  // namespace
@@ -297,7 +315,7 @@ int main(int argc, char** argv) {
   if (args[0] == "train") return run_train(argc, argv, rest);
   try {
     if (args[0] == "plan") return run_plan(argc, argv, rest);
-    if (args[0] == "calibrate") return run_calibrate(rest);
+    if (args[0] == "calibrate") return run_calibrate(argc, argv, rest);
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
     if (args[0] == "generate")
       return trainer::run_generate(trainer::parse_generate_options(rest), std::cout);

@@ -51,15 +51,16 @@ double timed(const Tensor& on, const std::function<void()>& run) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The model of the calibration: one layer, one stage, one replica, one microbatch, no recompute.
-Config calibration_config(const Config& config) {
+// The model of the calibration: one layer, one stage, `replicas` replicas (calibrating side by
+// side, never reducing gradients), one microbatch each, no recompute.
+Config calibration_config(const Config& config, int64_t replicas) {
   Config c = config;
   c.parallel.pipeline = 1;
   c.parallel.virtual_pipeline = 1;
   c.parallel.layers_per_stage.clear();
-  c.parallel.data = 1;
+  c.parallel.data = replicas;
   c.model.num_layers = 1;
-  c.train.global_batch_size = c.train.micro_batch_size;
+  c.train.global_batch_size = c.train.micro_batch_size * replicas;
   c.recompute = {};
   c.optimizer.distributed = false;
   return c;
@@ -128,10 +129,23 @@ MeasuredRates measure_host_rates() {
   return rates;
 }
 
+parallel::ProcessGroups calibration_groups(const Config& config, int64_t world_size) {
+  const parallel::ParallelConfig& p = config.parallel;
+  const int64_t group = p.tensor * p.context;
+  if (world_size % group != 0)
+    throw runtime::InputError(TRAINER_STR(
+        "calibrate: " << world_size << " ranks are not a multiple of parallel.tensor x "
+                      << "parallel.context = " << p.tensor << " x " << p.context << " = " << group));
+  return parallel::ProcessGroups::from_mpi(
+      calibration_config(config, world_size / group).parallel);
+}
+
 TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
-                      const CalibrationOptions& options) {
-  const Config c = calibration_config(config);
-  parallel::ProcessGroups groups = parallel::replay_groups(c.parallel, 0);
+                      const CalibrationOptions& options, parallel::ProcessGroups* peers) {
+  parallel::ProcessGroups replay;
+  if (!peers) replay = parallel::replay_groups(calibration_config(config, 1).parallel, 0);
+  parallel::ProcessGroups& groups = peers ? *peers : replay;
+  const Config c = calibration_config(config, groups.config.data);
   RankState state;
   build_rank_state(state, c, groups, allocator, [&](RankState& s) {
     model::init_params(s.has_master_copy() ? s.master : s.params, c.model, c.train.seed);
@@ -159,12 +173,17 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   // and three in a row measured a layer's forward + backward at 6.43, 7.64 and 7.81 ms. The
   // rounds are therefore repeated until they span min_seconds, so that the medians sample the
   // drift as a training step does.
+  // Ranks calibrating side by side run the same rounds (their collectives pair up): rank 0's
+  // clock decides.
   Samples samples;
   Clock::time_point kept_since;
   auto more_rounds = [&](int run) {
     if (run < options.warmup + options.repeats) return true;
     if (run >= options.warmup + kMaxRounds) return false;
-    return std::chrono::duration<double>(Clock::now() - kept_since).count() < options.min_seconds;
+    bool more =
+        std::chrono::duration<double>(Clock::now() - kept_since).count() < options.min_seconds;
+    if (peers) groups.world->broadcast(&more, sizeof more, 0);
+    return more;
   };
   int kept = 0;
   for (int run = 0; more_rounds(run); ++run) {
@@ -228,6 +247,8 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
       std::max(0.0, samples.median_of("chunk backward") - p.layer_backward_s);
   p.optimizer_s_per_param =
       samples.median_of("optimizer") / static_cast<double>(state.params.flat.numel());
+  p.ranks = peers ? groups.world_size() : 1;
+  p.collectives_measured = peers && c.parallel.tensor * c.parallel.context > 1;
   return p;
 }
 
@@ -271,9 +292,11 @@ CalibrateArgs parse_calibrate_args(const std::vector<std::string>& args) {
 }
 
 int calibrate_command(const CalibrateArgs& args, const Config& config,
-                      runtime::Allocator& allocator, std::ostream& out) {
+                      runtime::Allocator& allocator, std::ostream& out,
+                      parallel::ProcessGroups* peers) {
   const auto start = Clock::now();
-  const TimeProfile p = calibrate(config, allocator, args.options);
+  const TimeProfile p = calibrate(config, allocator, args.options, peers);
+  if (peers && peers->world_rank != 0) return 0;
   write_time_profile(p, args.out_path);
   auto ms = [](double seconds) { return seconds * 1e3; };
   char line[256];
@@ -283,6 +306,17 @@ int calibrate_command(const CalibrateArgs& args, const Config& config,
                 "backward %.3f ms\n",
                 p.gemm_gflops, p.copy_gbps, ms(p.layer_forward_s), ms(p.layer_backward_s));
   out << line;
+  const parallel::ParallelConfig& pc = config.parallel;
+  if (p.ranks > 1) {
+    out << "  " << p.ranks << " ranks side by side ("
+        << (p.collectives_measured ? TRAINER_STR("tensor x context groups of " << pc.tensor << " x "
+                                                  << pc.context << ": collectives measured")
+                                   : std::string("no tensor or context group"))
+        << ")\n";
+  } else if (pc.tensor * pc.context > 1) {
+    out << "  collectives replayed: the comm model adds them (mpirun -np " << pc.tensor * pc.context
+        << " trainer calibrate measures them)\n";
+  }
   for (const RebuildTime& r : p.rebuild) {
     std::snprintf(line, sizeof line, "  rebuild %-40s %.3f ms\n", r.entry.c_str(), ms(r.seconds));
     out << line;

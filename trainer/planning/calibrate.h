@@ -3,16 +3,21 @@
 // (the recompute table's real forward pieces, model/recompute_modules.h), the embedding with
 // the head and loss, and the optimizer step; plus the device's GEMM rate and copy bandwidth.
 // Each piece: warm-up runs, then the median of repeats, the rounds (every piece once each)
-// repeated until they span min_seconds (Note [Calibration window] in calibrate.cpp). The rank's
-// collectives are the meta replay's (no peers, no transfer: parallel/core/replay_communicator.h),
-// so the pieces run at the rank's exact shapes (its heads, ffn and vocabulary shard, its
-// sequence-parallel rows and context-ring blocks) and the communication is the comm model's to add.
+// repeated until they span min_seconds (Note [Calibration window] in calibrate.cpp). The pieces
+// run at the rank's exact shapes (its heads, ffn and vocabulary shard, its sequence-parallel rows
+// and context-ring blocks). Alone, the rank's collectives are the meta replay's (no peers, no
+// transfer: parallel/core/replay_communicator.h) and the comm model adds the communication.
+// Under mpirun (`mpirun -np N trainer calibrate`) the N ranks form N / (tp x cp) replicas of one
+// tensor x context group and calibrate side by side: the collectives run over real peers and are
+// part of the pieces' times (TimeProfile::collectives_measured), and the ranks share the cores,
+// memory and links as a run's ranks do. Rank 0's measurements make the profile.
 #pragma once
 
 #include <iosfwd>
 #include <string>
 #include <vector>
 
+#include "parallel/core/process_groups.h"
 #include "runtime/allocator.h"
 #include "trainer/config/config.h"
 #include "trainer/planning/time_profile.h"
@@ -40,14 +45,22 @@ struct CalibrationOptions {
   double min_seconds = 2.0;  // and more until the kept rounds span this long (at most 1000)
 };
 
+// The groups of `mpirun -np world_size trainer calibrate` for `config` (collective over
+// MPI_COMM_WORLD): tensor x context groups as the run's, world_size / (tp x cp) of them as
+// replicas, one pipeline stage. InputError naming the sizes when world_size is not a multiple
+// of tp x cp.
+parallel::ProcessGroups calibration_groups(const Config& config, int64_t world_size);
+
 // The profile of the first rank of pipeline stage 0 of `config` (every stage's layers have its
 // shapes), measured on `allocator`'s device (the host, or the CUDA device this process set up).
+// `peers`: calibration_groups' groups, on every rank of them; null: alone, over the replay.
 TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
-                      const CalibrationOptions& options = {});
+                      const CalibrationOptions& options = {},
+                      parallel::ProcessGroups* peers = nullptr);
 
 // `trainer calibrate --config F.yaml [--set k=v ...] [--out P.json] [--repeats N]
-// [--min-seconds S]`; main sets up the config's device (one process) and calls
-// calibrate_command.
+// [--min-seconds S]`; main sets up the config's device (and under mpirun the calibration groups)
+// and calls calibrate_command.
 struct CalibrateArgs {
   std::string config_path;
   std::vector<std::string> overrides;
@@ -56,8 +69,10 @@ struct CalibrateArgs {
 };
 CalibrateArgs parse_calibrate_args(const std::vector<std::string>& args);
 
-// Calibrates, writes the profile to args.out_path and prints what it measured; returns 0.
+// Calibrates, and on rank 0 writes the profile to args.out_path and prints what it measured to
+// `out`; returns 0. `peers` as calibrate's.
 int calibrate_command(const CalibrateArgs& args, const Config& config,
-                      runtime::Allocator& allocator, std::ostream& out);
+                      runtime::Allocator& allocator, std::ostream& out,
+                      parallel::ProcessGroups* peers = nullptr);
 
 }  // namespace trainer

@@ -162,6 +162,7 @@ RankTimes CostModel::times(const Config& config, const StageSetup& setup) const 
   t.embedding_backward_s = p.embedding_head_backward_s * roofline.embedding_backward_s / backward;
   t.head_backward_s = p.embedding_head_backward_s - t.embedding_backward_s;
   t.optimizer_s_per_param = p.optimizer_s_per_param;
+  t.collectives_included = p.collectives_measured;
   return t;
 }
 

@@ -42,6 +42,9 @@ struct RankTimes {
   double head_forward_s = 0, head_backward_s = 0;  // final norm, output layer, loss
   double optimizer_s_per_param = 0;
   bool from_profile = false;
+  // The layer, embedding and head times include the tensor- and context-parallel collectives
+  // (a profile calibrated over real peers): the comm model adds none of them (step_time.h).
+  bool collectives_included = false;
 
   // A forward piece's rerun: core attention is core_attn's rebuild, the activation act's, the
   // two layernorms half of layernorm's each, fc1 what mlp's rebuild adds to act's.

@@ -41,7 +41,8 @@ double step_time_bound(const Config& config, const CostModel& costs, const LinkB
   double bound = 0;
   for (int64_t stage = 0; stage < config.parallel.pipeline; ++stage) {
     const StagePrediction& p = none.stages[static_cast<size_t>(stage)];
-    const CommTimes comm = comm_times(config, make_stage_setup(config, stage, 0), links);
+    const StageSetup setup = make_stage_setup(config, stage, 0);
+    const CommTimes comm = comm_times(config, setup, links, costs.times(config, setup));
     const double reduce = config.optimizer.overlap_grad_reduce
                               ? std::max(p.finish_s, comm.grad_reduce_s) - p.finish_s
                               : comm.grad_reduce_s;

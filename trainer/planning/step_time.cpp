@@ -170,13 +170,14 @@ LinkBandwidths parse_links(const std::string& text, LinkBandwidths links) {
   return links;
 }
 
-CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBandwidths& links) {
+CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBandwidths& links,
+                     const RankTimes& times) {
   const parallel::ParallelConfig& p = config.parallel;
   const model::LayerDims& d = setup.dims;
   const double s = static_cast<double>(runtime::dtype_size(d.activation_dtype));
   const double hidden = static_cast<double>(d.seq * d.micro_batch * d.hidden) * s;  // (T, B, C)
   CommTimes c;
-  if (p.tensor > 1) {
+  if (p.tensor > 1 && !times.collectives_included) {
     // Forward: two all-reduces (attention and MLP outputs), or two all-gathers and two
     // reduce-scatters under sequence parallelism; backward the same again.
     const double boundary = p.sequence_parallel
@@ -186,7 +187,7 @@ CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBa
     c.layer_backward_s = c.layer_forward_s;
     if (p.sequence_parallel) c.rebuild_gather_s = collective_s(links, hidden, 1, p.tensor, false);
   }
-  if (p.context > 1) {
+  if (p.context > 1 && !times.collectives_included) {
     // The ring passes each rank's keys and values on cp - 1 times; backward passes them and
     // their gradients.
     const double kv =
@@ -220,9 +221,9 @@ CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBa
 
 RecomputePrices stage_time_prices(const Config& config, const StageSetup& setup,
                                   const CostModel& costs, const LinkBandwidths& links) {
-  const CommTimes comm = comm_times(config, setup, links);
-  return time_prices(costs.times(config, setup), setup.dims, comm.rebuild_gather_s,
-                     comm.layer_forward_s);
+  const RankTimes times = costs.times(config, setup);
+  const CommTimes comm = comm_times(config, setup, links, times);
+  return time_prices(times, setup.dims, comm.rebuild_gather_s, comm.layer_forward_s);
 }
 
 StepPrediction predict_step_time(const Config& config, const CostModel& costs,
@@ -237,7 +238,7 @@ StepPrediction predict_step_time(const Config& config, const CostModel& costs,
     setups.push_back(make_stage_setup(config, stage, 0));
     const StageSetup& setup = setups.back();
     const RankTimes t = costs.times(config, setup);
-    const CommTimes comm = comm_times(config, setup, links);
+    const CommTimes comm = comm_times(config, setup, links, t);
     p2p_s = comm.p2p_s;
     std::vector<ChunkTimes> chunks;
     StagePrediction sp;

@@ -7,7 +7,8 @@
 // reduce-scatter (n-1)/n) and point-to-point sends at a group's link bandwidth plus a latency.
 // A group is intra-node when it spans at most ranks_per_node consecutive ranks (tensor fastest,
 // then context, data, pipeline). Tensor- and context-parallel traffic is not overlapped with
-// compute; the data-parallel reduction hides behind backward compute when overlapped
+// compute, and comes from the profile's layer times instead when it was calibrated over real
+// peers (TimeProfile::collectives_measured); the data-parallel reduction hides behind backward compute when overlapped
 // (optimizer.overlap_grad_reduce) and is exposed for what backward leaves. Not modelled: NCCL's
 // algorithm choice (tree, NVLS), link contention between groups, kernel launch gaps, and the
 // pipeline's blocking send/receive pairing beyond the data dependencies.
@@ -45,7 +46,10 @@ struct CommTimes {
   double grad_reduce_s = 0;     // the step's data-parallel gradient reduction (and gather)
   double embedding_sync_s = 0;  // the tied embeddings' all-reduce between first and last stage
 };
-CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBandwidths& links);
+// The tensor- and context-parallel terms are 0 when `times` already include them
+// (RankTimes::collectives_included).
+CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBandwidths& links,
+                     const RankTimes& times);
 
 struct StagePrediction {
   double busy_s = 0;       // forward and backward ops, one after another

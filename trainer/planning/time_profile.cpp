@@ -15,7 +15,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kFormatVersion = 2;  // 2: ranks, collectives_measured
 
 template <class T>
 T field(const Json& json, const char* name, const std::string& path) {
@@ -77,7 +77,9 @@ std::string time_profile_json(const TimeProfile& p) {
                      {"rebuild", rebuild},
                      {"embedding_head_forward_s", p.embedding_head_forward_s},
                      {"embedding_head_backward_s", p.embedding_head_backward_s},
-                     {"optimizer_s_per_param", p.optimizer_s_per_param}};
+                     {"optimizer_s_per_param", p.optimizer_s_per_param},
+                     {"ranks", p.ranks},
+                     {"collectives_measured", p.collectives_measured}};
   return json.dump(1) + "\n";
 }
 
@@ -130,6 +132,11 @@ TimeProfile parse_time_profile(const std::string& text, const std::string& path)
   p.embedding_head_forward_s = seconds_field(json, "embedding_head_forward_s", path);
   p.embedding_head_backward_s = seconds_field(json, "embedding_head_backward_s", path);
   p.optimizer_s_per_param = seconds_field(json, "optimizer_s_per_param", path);
+  p.ranks = field<int64_t>(json, "ranks", path);
+  if (p.ranks < 1)
+    throw runtime::InputError(
+        TRAINER_STR(path << ": time profile field 'ranks' must be >= 1, got " << p.ranks));
+  p.collectives_measured = field<bool>(json, "collectives_measured", path);
   return p;
 }
 

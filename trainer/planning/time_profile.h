@@ -33,6 +33,11 @@ struct TimeProfile {
   double embedding_head_forward_s = 0;  // embedding + output head + loss, one microbatch
   double embedding_head_backward_s = 0;
   double optimizer_s_per_param = 0;  // grad norm, clip, AdamW, zeroing grads, per parameter
+  int64_t ranks = 1;                 // processes that calibrated side by side (under mpirun)
+  // The layer, embedding and head pieces include the rank's tensor- and context-parallel
+  // collectives, run over real peers (`mpirun -np N trainer calibrate` with tp x cp > 1); else
+  // they ran over the meta replay, and the comm model adds them (step_time.h).
+  bool collectives_measured = false;
 };
 
 // What a profile's layer times depend on: the rank's layer shapes and features, the attention

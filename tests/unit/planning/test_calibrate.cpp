@@ -35,6 +35,8 @@ TEST(Calibrate, ProfileMatchesTheRunAndReadsBack) {
     const TimeProfile p =
         calibrate(config, allocator, {.warmup = 1, .repeats = 3, .min_seconds = 0});
     EXPECT_EQ(p.repeats, 3);
+    EXPECT_EQ(p.ranks, 1);
+    EXPECT_FALSE(p.collectives_measured);  // alone: the replay's collectives
     const StageSetup setup = make_stage_setup(config, 0, 0);
     EXPECT_EQ(p.shapes, shape_key(setup.dims, vocab_shard(config)));
     EXPECT_GT(p.layer_forward_s, 0);
@@ -67,7 +69,8 @@ TEST(Calibrate, BadProfilesNameTheFileAndTheField) {
     return false;
   };
   EXPECT_TRUE(rejected("{not json", "not a JSON time profile"));
-  EXPECT_TRUE(rejected("{\"format\": 1}", "'device' is missing"));
+  EXPECT_TRUE(rejected("{\"format\": 2}", "'device' is missing"));
+  EXPECT_TRUE(rejected("{\"format\": 1}", "format 1, this trainer reads 2"));
   EXPECT_TRUE(rejected("{\"format\": 7}", "format 7"));
   TimeProfile p;
   p.gemm_gflops = 1;
@@ -75,6 +78,9 @@ TEST(Calibrate, BadProfilesNameTheFileAndTheField) {
   std::string json = time_profile_json(p);
   json.replace(json.find("\"layer_forward_s\": 0"), 20, "\"layer_forward_s\": -1");
   EXPECT_TRUE(rejected(json, "'layer_forward_s' must be >= 0"));
+  json = time_profile_json(p);
+  json.replace(json.find("\"ranks\": 1"), 10, "\"ranks\": 0");
+  EXPECT_TRUE(rejected(json, "'ranks' must be >= 1, got 0"));
   std::filesystem::remove(path);
   EXPECT_THROW(read_time_profile(path), runtime::InputError);  // missing file
 }

@@ -104,6 +104,34 @@ TEST(StepTime, ProfileOfOtherShapesFallsBackToTheRooflineAndSaysSo) {
   EXPECT_NE(costs.source(config, setup).find("not this run's"), std::string::npos);
 }
 
+// A profile calibrated over real peers has the tensor-parallel collectives inside its layer
+// times: the comm model adds them only to a replayed one's. Selective rebuilds stay
+// profile-priced either way, and the data-parallel reduction is the comm model's in both.
+TEST(StepTime, MeasuredCollectivesAreNotAddedTwice) {
+  const Config config = tiny({"parallel.tensor=2", "parallel.sequence_parallel=true",
+                              "parallel.data=2", "recompute.granularity=none"});
+  const StageSetup setup = make_stage_setup(config, 0, 0);
+  const LinkBandwidths links{10, 10, 8, 5e-6, "test"};
+  TimeProfile replayed = profile_for(config);
+  TimeProfile measured = replayed;
+  measured.ranks = 2;
+  measured.collectives_measured = true;
+  const CostModel replayed_costs({}, replayed, "p.json"), measured_costs({}, measured, "p.json");
+  const CommTimes added = comm_times(config, setup, links, replayed_costs.times(config, setup));
+  const CommTimes inside = comm_times(config, setup, links, measured_costs.times(config, setup));
+  EXPECT_GT(added.layer_forward_s, 0);
+  EXPECT_GT(added.rebuild_gather_s, 0);
+  EXPECT_EQ(inside.layer_forward_s, 0);
+  EXPECT_EQ(inside.layer_backward_s, 0);
+  EXPECT_EQ(inside.rebuild_gather_s, 0);
+  EXPECT_GT(inside.grad_reduce_s, 0);
+  EXPECT_EQ(inside.grad_reduce_s, added.grad_reduce_s);
+  // 4 microbatches (16 / 2 / 2) x 8 layers, each forward and backward, lose the collectives.
+  const double gap = predict_step_time(config, replayed_costs, links).step_s -
+                     predict_step_time(config, measured_costs, links).step_s;
+  EXPECT_NEAR(gap, 4 * 8 * (added.layer_forward_s + added.layer_backward_s), 1e-9);
+}
+
 // Under every budget from full recompute's total to none's, the time planner's plan is
 // predicted no slower than any Megatron preset that fits, and no slower than the FLOPs
 // planner's, on one process and on a 4-stage pipeline. With attention made expensive, the two
