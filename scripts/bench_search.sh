@@ -7,11 +7,16 @@
 #     tokens a step).
 # (b) Prediction against measurement on this machine: an 8-layer hidden-128 seq-256 model under
 #     a budget that makes recompute matter; `trainer calibrate` for every rank shape the 1- and
-#     2-rank layouts use (2 threads for one rank, 1 thread per rank for two), the search with
-#     those profiles at --ranks 1 and 2 (2 under mpirun, which measures the links), then a short training run of every listed layout (median
-#     step_ms after the first step): predicted against measured step time, the order, and
-#     Spearman's rank correlation. Writes bench/search.json.
-# Usage: scripts/bench_search.sh [STEPS]   (part (b)'s steps per run, default 6)
+#     2-rank layouts use (2 threads for one rank; for two ranks, 1 thread each and both ranks
+#     calibrating side by side under mpirun, so that tensor-parallel collectives are measured
+#     over the real peer and the ranks share the cores as in the runs), the search with those
+#     profiles at --ranks 1 and 2 (2 under mpirun, which measures the links), then ROUNDS rounds
+#     of a short training run of every listed layout, the layouts interleaved within each round
+#     (each run's median step_ms after the first step; a layout's measurement is the median
+#     over the rounds): predicted against measured step time, the order, and Spearman's rank
+#     correlation. Writes bench/search.json.
+# Usage: scripts/bench_search.sh [STEPS] [ROUNDS]   (part (b)'s steps per run, default 6, and
+#        rounds, default 3)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
@@ -19,15 +24,16 @@ root=$(repo_root)
 configure_and_build "$root/build/release" trainer >/dev/null
 trainer="$root/build/release/trainer/trainer"
 steps=${1:-6}
+rounds=${2:-3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$trainer" prepare-data --synthetic --num-tokens 400000 --output-prefix "$work/data" >/dev/null
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
   "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" <<'PY'
+python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" "$rounds" <<'PY'
 import json, os, re, statistics, subprocess, sys, time
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
-steps, mpirun_flags = int(sys.argv[4]), sys.argv[5].split()
+steps, mpirun_flags, rounds = int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
 ROW = re.compile(r"^\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(on|-) \|"
                  r"\s+(\d+) \|\s+(on|-) \|\s+([0-9.]+ [KMG]?i?B) \|\s+([0-9.]+) \|\s+([0-9.]+) \|"
                  r"\s+([0-9.]+) \|\s+([0-9.]+) \| (\w+)$")
@@ -100,7 +106,9 @@ for ranks in (1, 2):
     for tp in ((1,) if ranks == 1 else (1, 2)):
         for sp in ((False,) if tp == 1 else (False, True)):
             for micro in (1, 2, 4, 8):
-                subprocess.run([trainer, "calibrate", "--config", config, "--out",
+                # Two ranks calibrate side by side: one tp2 group, or two tp1 replicas.
+                launch = ["mpirun"] + mpirun_flags + ["-np", str(ranks)] if ranks > 1 else []
+                subprocess.run(launch + [trainer, "calibrate", "--config", config, "--out",
                                 profile_path(ranks, tp, sp, micro)]
                                + sets(model + [f"parallel.tensor={tp}",
                                                f"parallel.sequence_parallel={str(sp).lower()}",
@@ -119,30 +127,42 @@ for ranks in (1, 2):
     print("\n".join(l for l in out.splitlines() if ROW.match(l) or l.startswith("  rank")
                     or l.startswith("layouts") or l.startswith("links")))
     for row in rows:
-        name = (f"r{ranks}-tp{row['tp']}-pp{row['pp']}-vp{row['vp']}-dp{row['dp']}"
-                f"-{'sp' if row['sp'] else 'nosp'}-mb{row['micro']}"
-                f"-{'dist' if row['dist_opt'] else 'nodist'}")
-        layout = [f"parallel.tensor={row['tp']}", f"parallel.context={row['cp']}",
-                  f"parallel.pipeline={row['pp']}", f"parallel.virtual_pipeline={row['vp']}",
-                  f"parallel.data={row['dp']}",
-                  f"parallel.sequence_parallel={str(row['sp']).lower()}",
-                  f"train.micro_batch_size={row['micro']}",
-                  f"optimizer.distributed={str(row['dist_opt']).lower()}",
-                  # The run plans its recompute as the search did: same budget, same profile.
-                  "recompute.auto=true", f"train.memory_budget_gib={budget_gib}",
-                  f"train.time_profile={profile_path(ranks, row['tp'], row['sp'], row['micro'])}"]
-        outdir = f"{work}/run-{name}"
-        subprocess.run(["mpirun"] + mpirun_flags + ["-np", str(ranks), trainer, "train",
-                        "--config", config] + sets(model + run_settings + layout +
-                                                   [f"output.dir={outdir}"]),
-                       check=True, stdout=subprocess.DEVNULL, env=env_for(ranks))
-        lines = [json.loads(l) for l in open(f"{outdir}/metrics.jsonl")]
-        later = lines[1:] if len(lines) > 1 else lines
-        row.update({"ranks": ranks, "name": name,
-                    "measured_step_ms": statistics.median(l["step_ms"] for l in later),
-                    "run_predicted_step_ms": later[0].get("predicted_step_ms")})
+        row["ranks"] = ranks
+        row["name"] = (f"r{ranks}-tp{row['tp']}-pp{row['pp']}-vp{row['vp']}-dp{row['dp']}"
+                       f"-{'sp' if row['sp'] else 'nosp'}-mb{row['micro']}"
+                       f"-{'dist' if row['dist_opt'] else 'nodist'}")
+        row["runs_step_ms"] = []
         measured_rows.append(row)
-
+def train_once(row):
+    """One short run of the layout of `row`: its median step_ms after the first step."""
+    ranks = row["ranks"]
+    layout = [f"parallel.tensor={row['tp']}", f"parallel.context={row['cp']}",
+              f"parallel.pipeline={row['pp']}", f"parallel.virtual_pipeline={row['vp']}",
+              f"parallel.data={row['dp']}",
+              f"parallel.sequence_parallel={str(row['sp']).lower()}",
+              f"train.micro_batch_size={row['micro']}",
+              f"optimizer.distributed={str(row['dist_opt']).lower()}",
+              # The run plans its recompute as the search did: same budget, same profile.
+              "recompute.auto=true", f"train.memory_budget_gib={budget_gib}",
+              f"train.time_profile={profile_path(ranks, row['tp'], row['sp'], row['micro'])}"]
+    outdir = f"{work}/run-{row['name']}"
+    subprocess.run(["rm", "-rf", outdir], check=True)
+    subprocess.run(["mpirun"] + mpirun_flags + ["-np", str(ranks), trainer, "train",
+                    "--config", config] + sets(model + run_settings + layout +
+                                               [f"output.dir={outdir}"]),
+                   check=True, stdout=subprocess.DEVNULL, env=env_for(ranks))
+    lines = [json.loads(l) for l in open(f"{outdir}/metrics.jsonl")]
+    later = lines[1:] if len(lines) > 1 else lines
+    row["run_predicted_step_ms"] = later[0].get("predicted_step_ms")
+    return statistics.median(l["step_ms"] for l in later)
+# Rounds of every layout in turn, so that the machine's drift over minutes falls on all alike.
+start = time.time()
+for _ in range(rounds):
+    for row in measured_rows:
+        row["runs_step_ms"].append(train_once(row))
+for row in measured_rows:
+    row["measured_step_ms"] = statistics.median(row["runs_step_ms"])
+print(f"\nmeasured {len(measured_rows)} layouts x {rounds} rounds in {time.time() - start:.0f} s")
 def ranks_of(values):
     order = sorted(range(len(values)), key=lambda i: values[i])
     r = [0.0] * len(values)
@@ -163,14 +183,15 @@ def spearman(a, b):
     den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
     return num / den if den else float("nan")
 
-print("\n| layout | predicted ms | run's predicted ms | measured ms | error |")
+print("\n| layout | predicted ms | run's predicted ms | measured ms (rounds) | error |")
 print("|---|---|---|---|---|")
 for r in measured_rows:
     error = r["step_ms"] / r["measured_step_ms"] - 1
     run_pred = r["run_predicted_step_ms"]
+    runs = ", ".join(f"{x:.0f}" for x in r["runs_step_ms"])
     print(f"| {r['name']} | {r['step_ms']:.1f} | "
           f"{run_pred if run_pred is None else format(run_pred, '.1f')} | "
-          f"{r['measured_step_ms']:.1f} | {100 * error:+.0f}% |")
+          f"{r['measured_step_ms']:.1f} ({runs}) | {100 * error:+.0f}% |")
 summary = {}
 for label, subset in (("1 rank", [r for r in measured_rows if r["ranks"] == 1]),
                       ("2 ranks", [r for r in measured_rows if r["ranks"] == 2]),
@@ -185,7 +206,7 @@ for label, subset in (("1 rank", [r for r in measured_rows if r["ranks"] == 1]),
           f" the measured order, Spearman {rho:.2f}")
 load = open("/proc/loadavg").read().split()[:3]
 print(f"load average at the end: {' '.join(load)}")
-results["cpu"] = {"budget_gib": budget_gib, "steps": steps, "rows": measured_rows,
+results["cpu"] = {"budget_gib": budget_gib, "steps": steps, "rounds": rounds, "rows": measured_rows,
                   "summary": summary, "load_average_end": load}
 json.dump(results, open(f"{root}/bench/search.json", "w"), indent=1)
 print(f"wrote {root}/bench/search.json")
