@@ -1,8 +1,10 @@
-// build_rank_state: the allocations every rank makes once, in their one order.
+// build_rank_state: the allocations every rank makes once, in their one order; and one step's
+// work on them, for Trainer and the replay alike.
 #include "trainer/rank_state.h"
 
 #include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
+#include "runtime/trace.h"
 
 namespace trainer {
 
@@ -42,6 +44,41 @@ void build_rank_state(RankState& state, const Config& config, parallel::ProcessG
 void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum) {
   groups.pp->all_reduce_sum(&loss_sum, 1);  // only the last stage has it
   groups.dp->all_reduce_sum(&loss_sum, 1);
+}
+
+parallel::PipelineStep make_pipeline_step(RankState& state, parallel::ProcessGroups& groups,
+                                          const Config& config, int64_t step,
+                                          MicrobatchSource microbatch) {
+  parallel::PipelineStep p;
+  for (const auto& chunk : state.chunks) p.chunks.push_back(chunk.get());
+  p.pp = groups.pp.get();
+  p.num_microbatches = state.setup.num_microbatches;
+  p.microbatch = std::move(microbatch);
+  p.step = recompute::StepInfo{config.train.seed, step};
+  p.loss_scale = 1.0f / static_cast<float>((config.train.global_batch_size / config.parallel.data) *
+                                           state.setup.dims.context().local_seq());
+  return p;
+}
+
+StepGradients compute_step_gradients(RankState& state, parallel::ProcessGroups& groups,
+                                     const Config& config, parallel::PipelineStep pipeline) {
+  runtime::ops::zero(state.grads.flat);
+  pipeline.gradients = state.optimizer->start_gradient_reduction(
+      groups, state.grads, config.parallel.sequence_parallel);
+  StepGradients result;
+  result.loss_sum = parallel::run_schedule(state.setup.schedule, pipeline);
+  all_reduce_step_loss(groups, result.loss_sum);
+  const runtime::trace::Scope reduce_trace({.name = "reduce_gradients"});
+  result.reduce_time =
+      state.optimizer->reduce_gradients(groups, state.grads, config.parallel.sequence_parallel);
+  return result;
+}
+
+void apply_update(RankState& state, parallel::ProcessGroups& groups, const Config& config,
+                  double grad_norm, double lr, int64_t step) {
+  const runtime::trace::Scope optimizer_trace({.name = "optimizer"});
+  clip_gradients(state.grads, grad_norm, config.optimizer.clip_grad);
+  state.optimizer->step(groups, state.grads, config.optimizer, lr, step);
 }
 
 }  // namespace trainer

@@ -1,7 +1,8 @@
 // What one rank builds once before its first step, in the order it allocates it: the stage
 // setup, the compute weights, the master weights, the gradients, the optimizer and the chunks'
-// executors. Trainer and the whole-rank memory replay (rank_memory.h) both build it here, so the
-// replay allocates what training allocates by construction.
+// executors; and the work of one step on it. Trainer and the whole-rank memory replay
+// (rank_memory.h) both build and step it here, so the replay allocates what training allocates
+// by construction.
 #pragma once
 
 #include <functional>
@@ -10,6 +11,7 @@
 
 #include "model/gpt_params.h"
 #include "parallel/core/process_groups.h"
+#include "parallel/pipeline/schedules.h"
 #include "recompute/executor.h"
 #include "trainer/config/config.h"
 #include "trainer/optimizer.h"
@@ -47,5 +49,30 @@ void build_rank_state(RankState& state, const Config& config, parallel::ProcessG
 
 // The step's summed loss on every rank: the last stage holds it, summed over pp, then dp x cp.
 void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum);
+
+// The data of microbatch `mb` for model chunk `chunk` (PipelineStep::microbatch).
+using MicrobatchSource = std::function<recompute::Microbatch(int64_t mb, int64_t chunk)>;
+
+// The pipeline step of `state` for training step `step` (0 for an evaluation): its chunks, its
+// pipeline group and microbatch count, microbatches from `microbatch`, and the loss scale that
+// makes the gradients the mean over the global batch's tokens (per token of this rank, then
+// averaged over the dp x cp replicas).
+parallel::PipelineStep make_pipeline_step(RankState& state, parallel::ProcessGroups& groups,
+                                          const Config& config, int64_t step,
+                                          MicrobatchSource microbatch);
+
+struct StepGradients {
+  double loss_sum = 0;  // over every token of the global batch, on every rank
+  GradReduceTime reduce_time;
+};
+
+// One step's gradients: zero them, run `pipeline` through the schedule with the gradient
+// reduction started, sum the loss over the ranks, finish the reduction.
+StepGradients compute_step_gradients(RankState& state, parallel::ProcessGroups& groups,
+                                     const Config& config, parallel::PipelineStep pipeline);
+
+// The update that follows: clip to `grad_norm`, then the optimizer's step `step` at `lr`.
+void apply_update(RankState& state, parallel::ProcessGroups& groups, const Config& config,
+                  double grad_norm, double lr, int64_t step);
 
 }  // namespace trainer

@@ -277,19 +277,11 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
 
 parallel::PipelineStep Trainer::pipeline_step(const SampleSource& sampler, int64_t batch,
                                               int64_t step) {
-  const TrainConfig& t = config_.train;
-  parallel::PipelineStep p;
-  for (const auto& chunk : state_.chunks) p.chunks.push_back(chunk.get());
-  p.pp = groups_.pp.get();
-  p.num_microbatches = state_.setup.num_microbatches;
-  p.microbatch = [this, &sampler, batch](int64_t mb, int64_t chunk) {
-    return make_microbatch(sampler, batch, mb, *state_.chunks[static_cast<size_t>(chunk)]);
-  };
-  p.step = recompute::StepInfo{t.seed, step};
-  // Per token of this rank: the gradients are then averaged over the dp x cp replicas.
-  p.loss_scale = 1.0f / static_cast<float>((t.global_batch_size / config_.parallel.data) *
-                                           state_.setup.dims.context().local_seq());
-  return p;
+  return make_pipeline_step(state_, groups_, config_, step,
+                            [this, &sampler, batch](int64_t mb, int64_t chunk) {
+                              return make_microbatch(sampler, batch, mb,
+                                                     *state_.chunks[static_cast<size_t>(chunk)]);
+                            });
 }
 
 StepMetrics Trainer::train_step() {
@@ -302,19 +294,10 @@ StepMetrics Trainer::train_step() {
   allocator_.reset_peaks();
   const int64_t comm_before = groups_.payload_bytes();
   for (const auto& chunk : state_.chunks) chunk->reset_recompute_flops();
-  runtime::ops::zero(state_.grads.flat);
 
   const int64_t batch = skipped_.batch_of_step(step);
-  parallel::PipelineStep pipeline = pipeline_step(data_->train(), batch, step);
-  pipeline.gradients = state_.optimizer->start_gradient_reduction(
-      groups_, state_.grads, config_.parallel.sequence_parallel);
-  double loss_sum = parallel::run_schedule(state_.setup.schedule, pipeline);
-  all_reduce_step_loss(groups_, loss_sum);
-  const GradReduceTime reduce_time = [&] {
-    const runtime::trace::Scope reduce_trace({.name = "reduce_gradients"});
-    return state_.optimizer->reduce_gradients(groups_, state_.grads,
-                                              config_.parallel.sequence_parallel);
-  }();
+  auto [loss_sum, reduce_time] =
+      compute_step_gradients(state_, groups_, config_, pipeline_step(data_->train(), batch, step));
   inject_fault(batch, loss_sum);
 
   StepMetrics m;
@@ -331,11 +314,7 @@ StepMetrics Trainer::train_step() {
     m.memory = allocator_.stats();
     return m;
   }
-  {
-    const runtime::trace::Scope optimizer_trace({.name = "optimizer"});
-    clip_gradients(state_.grads, m.grad_norm, config_.optimizer.clip_grad);
-    state_.optimizer->step(groups_, state_.grads, config_.optimizer, m.lr, step);
-  }
+  apply_update(state_, groups_, config_, m.grad_norm, m.lr, step);
   step_ = step;
   runtime::ops::synchronize(state_.params.flat);  // device ops are asynchronous: time finished work
 

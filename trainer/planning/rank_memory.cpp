@@ -1,7 +1,7 @@
-// The replay of one training step of one rank on the meta device, in the order Trainer runs it:
-// what build_rank_state allocates once (as Trainer builds it), then one step's schedule,
-// gradient reductions, clipping and update. The layout tests compare each
-// category with a real run, which keeps this replay and Trainer in step.
+// The replay of one training step of one rank on the meta device, through the functions Trainer
+// runs (rank_state.h): what build_rank_state allocates once, then one step's schedule, gradient
+// reduction, clipping and update. Only the microbatches are the replay's own (replay_microbatch,
+// beside Trainer::make_microbatch). The layout tests compare each category with a real run.
 #include "trainer/planning/rank_memory.h"
 
 #include <memory>
@@ -56,9 +56,6 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank,
   build_rank_state(state, config, groups, allocator);
   const int64_t payload_before = groups.payload_bytes(), ring_before = groups.cp->payload_bytes();
   const StageSetup& setup = state.setup;
-  const model::GptParams& grads = state.grads;
-  Optimizer* const optimizer = state.optimizer.get();
-  const std::vector<std::unique_ptr<recompute::ChunkExecutor>>& chunks = state.chunks;
 
   allocator.reset_peaks();
   if (timeline != nullptr) runtime::memory_timeline::start(allocator);
@@ -67,30 +64,16 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank,
   std::optional<runtime::MetaScratch> scratch;
   if (config.train.device == Device::cuda && scratch_sizes != nullptr)
     scratch.emplace(*scratch_sizes);
-  {  // Trainer::train_step, with its scopes (a timeline's phases)
+  {  // Trainer::train_step's work, with its scopes (a timeline's phases)
     const runtime::trace::Scope step_scope({.name = "step", .step = 1});
-    runtime::ops::zero(grads.flat);
-    parallel::PipelineStep step;
-    for (const auto& chunk : chunks) step.chunks.push_back(chunk.get());
-    step.pp = groups.pp.get();
-    step.num_microbatches = setup.num_microbatches;
-    step.microbatch = [&](int64_t, int64_t chunk) {
-      return replay_microbatch(config, setup.dims, allocator,
-                               chunks[static_cast<size_t>(chunk)]->chunk());
-    };
-    step.step = recompute::StepInfo{config.train.seed, 1};
-    step.gradients =
-        optimizer->start_gradient_reduction(groups, grads, config.parallel.sequence_parallel);
-    double loss_sum = parallel::run_schedule(setup.schedule, step);
-    all_reduce_step_loss(groups, loss_sum);
-    {
-      const runtime::trace::Scope reduce_scope({.name = "reduce_gradients"});
-      optimizer->reduce_gradients(groups, grads, config.parallel.sequence_parallel);
-    }
-    const double norm = optimizer->grad_norm(groups, grads, setup.shard.embedding);
-    const runtime::trace::Scope optimizer_scope({.name = "optimizer"});
-    clip_gradients(grads, norm, config.optimizer.clip_grad);
-    optimizer->step(groups, grads, config.optimizer, config.optimizer.lr, 1);
+    compute_step_gradients(
+        state, groups, config,
+        make_pipeline_step(state, groups, config, 1, [&](int64_t, int64_t chunk) {
+          return replay_microbatch(config, setup.dims, allocator,
+                                   state.chunks[static_cast<size_t>(chunk)]->chunk());
+        }));
+    const double norm = state.optimizer->grad_norm(groups, state.grads, setup.shard.embedding);
+    apply_update(state, groups, config, norm, config.optimizer.lr, 1);
   }
   if (timeline != nullptr) *timeline = runtime::memory_timeline::stop();
 
