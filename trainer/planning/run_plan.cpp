@@ -21,14 +21,15 @@ TimeProfile share(const std::optional<TimeProfile>& mine, parallel::Communicator
 }
 
 // The run directory's profile from an earlier start of this run, when it was measured on this
-// device at this run's shapes (a resumed run plans as it did).
-std::optional<TimeProfile> earlier_profile(const Config& config, const std::string& path) {
+// device at this run's shapes by as many ranks side by side (a resumed run plans as it did).
+std::optional<TimeProfile> earlier_profile(const Config& config, const std::string& path,
+                                           int64_t ranks) {
   if (!std::filesystem::exists(path)) return std::nullopt;
   try {
     TimeProfile profile = read_time_profile(path);
     const StageSetup setup = make_stage_setup(config, 0, 0);
     if (profile.shapes == shape_key(setup.dims, vocab_shard(config)) &&
-        profile.device == calibration_device(config))
+        profile.device == calibration_device(config) && profile.ranks == ranks)
       return profile;
   } catch (const runtime::InputError&) {
   }
@@ -45,15 +46,24 @@ Config plan_run(const Config& config, parallel::ProcessGroups& groups,
     timing.origin = t.time_profile;
   } else if (config.recompute.automatic && t.plan_objective == PlanObjective::time) {
     const std::string path = run_profile_path(config);
+    // On CPUs every rank calibrates side by side over real tensor/context groups (calibrate.h):
+    // the host's cores are shared as in the run, and the collectives are measured.
+    const bool side_by_side = groups.world_size() > 1 && t.device == Device::cpu;
     std::optional<TimeProfile> mine;
     bool reused = false;
     if (groups.world_rank == 0) {
-      mine = earlier_profile(config, path);
+      mine = earlier_profile(config, path, side_by_side ? groups.world_size() : 1);
       reused = mine.has_value();
-      if (!mine) mine = calibrate(config, allocator);
+    }
+    if (groups.world_size() > 1) groups.world->broadcast(&reused, sizeof reused, 0);
+    if (!reused && side_by_side) {
+      parallel::ProcessGroups peers = calibration_groups(config, groups.world_size());
+      TimeProfile measured = calibrate(config, allocator, {}, &peers);
+      if (groups.world_rank == 0) mine = std::move(measured);
+    } else if (!reused && groups.world_rank == 0) {
+      mine = calibrate(config, allocator);
     }
     if (groups.world_size() > 1) {
-      groups.world->broadcast(&reused, sizeof reused, 0);
       timing.profile = share(mine, *groups.world);
     } else {
       timing.profile = *mine;

@@ -1,8 +1,9 @@
 // What a training run plans with before it builds anything (docs/planning.md): the time profile
 // (train.time_profile, or a calibration at startup when recompute.auto plans by time and none
-// is given: world rank 0 measures on its device and every rank plans from its profile, so every
-// rank chooses the same plan; a restart reuses the run directory's profile when it was measured
-// on this device at these shapes), the resolved recompute.auto plan, and the predicted step time.
+// is given: world rank 0 measures on its device, or on CPUs every rank side by side over real
+// tensor/context groups, and every rank plans from rank 0's profile, so every rank chooses the
+// same plan; a restart reuses the run directory's profile when it was measured on this device at
+// these shapes), the resolved recompute.auto plan, and the predicted step time.
 #pragma once
 
 #include <optional>
