@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The recompute planner against Megatron's presets, by measured tokens/s, in one run: an 8-layer
 # model (hidden 128, seq 256, dropout 0.1, 8 microbatches of 2) on one process and on a 4-stage
-# 1F1B pipeline (4 ranks oversubscribed on this machine's cores). `trainer calibrate` (the median
-# of three) gives the time profile every run uses. Five budgets from full recompute's predicted
+# 1F1B pipeline (4 ranks oversubscribed on this machine's cores). Each rep of each layout and
+# backend runs on a profile `trainer calibrate` measured just before it (the pipeline's by its 4
+# ranks side by side under mpirun). Five budgets from full recompute's predicted
 # total to none's; at each, the time planner (train.plan_objective time) and the FLOPs planner
 # beside the fastest preset that fits. Every configuration runs REPS times, interleaved (rep 1
 # of every config, then rep 2, ...), and its tokens/s is the median over reps of each run's
 # median step after the first. Then the step-time prediction against the measurement on one
-# process, for every preset and three planned budgets, unfused and flash: the error of each and
-# the rank correlation. Writes bench/planner.json.
+# process, for every preset and three planned budgets, unfused and flash: the error of each (the
+# median over reps of each run's against its own prediction) and the rank correlation. Writes
+# bench/planner.json.
 # Usage: scripts/bench_planner.sh [STEPS] [REPS]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -61,22 +63,18 @@ def predicted_peak(overrides):
     line = next(l for l in out.splitlines() if l.startswith("  largest total"))
     return int(line.split("(")[1].split()[0])
 
-# A process's speed on this VM varies from one process to the next (three calibrations in a row
-# measured one layer's forward at 6.8, 6.6 and 4.7 ms): calibrate three times and keep the
-# profile of the median layer time.
-profiles = {}
-for backend, b in backends.items():
-    measured = []
-    for i in range(3):
-        path = f"{work}/profile-{backend}-{i}.json"
-        subprocess.run([trainer, "calibrate", "--config", config, "--out", path, "--repeats", "9"]
-                       + sets(shape + b), check=True, stdout=subprocess.DEVNULL)
-        p = json.load(open(path))
-        measured.append((p["layer_forward_s"] + p["layer_backward_s"], path))
-    measured.sort()
-    profiles[backend] = measured[1][1]
-    print(f"calibrated {backend} three times: layer forward + backward "
-          + ", ".join(f"{1e3 * t:.2f}" for t, _ in measured) + " ms; kept the median")
+# This VM's speed drifts over minutes (one process's steps of one config ran at 373 ms, then at
+# 475 ms from one step to the next, the machine otherwise idle): each rep of each group of
+# configurations therefore runs on a profile calibrated just before it, so that a run's
+# prediction and its measurement see the machine alike. The pipeline's profile is calibrated
+# by its 4 ranks side by side under mpirun, as they run.
+def calibrate(layout, backend, rep):
+    path = f"{work}/profile-{layout}-{backend}-{rep}.json".replace(" ", "_")
+    launch = ["mpirun"] + mpirun_flags + ["-np", "4"] if layout == "pp4" else []
+    subprocess.run(launch + [trainer, "calibrate", "--config", config, "--out", path]
+                   + sets(shape + layouts[layout] + backends[backend]),
+                   check=True, stdout=subprocess.DEVNULL)
+    return path
 
 # The configurations: (layout, backend) -> name -> overrides.
 configs = {}
@@ -85,7 +83,7 @@ for layout, l in layouts.items():
     for backend, b in backends.items():
         if layout == "pp4" and backend == "flash":
             continue  # the pipeline comparison runs unfused only
-        base = shape + l + b + [f"train.time_profile={profiles[backend]}"]
+        base = shape + l + b
         group = {name: base + o for name, o in presets.items()}
         full = predicted_peak(group["full uniform 1"])
         none = predicted_peak(group["none"])
@@ -99,9 +97,10 @@ for layout, l in layouts.items():
                 group[f"flops planner {fraction}"] = base + auto + ["train.plan_objective=flops"]
         configs[(layout, backend)] = group
 
-def run(layout, name, overrides, rep):
+def run(layout, name, overrides, rep, profile):
     out = f"{work}/run-{layout}-{name}-{rep}".replace(" ", "_")
-    cmd = [trainer, "train", "--config", config] + sets(overrides + run_only + [f"output.dir={out}"])
+    cmd = [trainer, "train", "--config", config] + sets(
+        overrides + run_only + [f"train.time_profile={profile}", f"output.dir={out}"])
     if layout == "pp4":
         cmd = ["mpirun"] + mpirun_flags + ["-np", "4"] + cmd
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -124,14 +123,20 @@ def total(line, per_category, per_rank):
 samples = {}
 for rep in range(reps):
     for (layout, backend), group in configs.items():
+        profile = calibrate(layout, backend, rep)
         for name, overrides in group.items():
-            samples.setdefault((layout, backend, name), []).append(run(layout, name, overrides, rep))
+            samples.setdefault((layout, backend, name), []).append(
+                run(layout, name, overrides, rep, profile))
 
 def summary(key):
     s = samples[key]
     return {"tokens_per_s": statistics.median(x["tokens_per_s"] for x in s),
             "step_ms": statistics.median(x["step_ms"] for x in s),
-            "predicted_step_ms": s[0]["predicted_step_ms"],
+            "predicted_step_ms": statistics.median(x["predicted_step_ms"] for x in s),
+            # each run against its own prediction (from the profile calibrated just before it)
+            "error": statistics.median(x["predicted_step_ms"] / x["step_ms"] - 1 for x in s),
+            "runs_step_ms": [x["step_ms"] for x in s],
+            "runs_predicted_step_ms": [x["predicted_step_ms"] for x in s],
             "runs_tokens_per_s": [x["tokens_per_s"] for x in s],
             "measured_peak": max(x["measured_peak"] for x in s),
             "predicted_peak": max(x["predicted_peak"] for x in s)}
@@ -164,32 +169,45 @@ for layout in layouts:
     results["layouts"][layout] = {"budgets": rows, "presets": preset_summaries}
 
 def ranks(values):
+    """1-based ranks, tied values sharing their mean rank."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     r = [0.0] * len(values)
-    for position, i in enumerate(order):
-        r[i] = position
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
     return r
 
 def spearman(a, b):
+    """Pearson's correlation of the ranks (ties included)."""
     ra, rb = ranks(a), ranks(b)
-    n = len(a)
-    return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb)) / (n * (n * n - 1))
+    ma, mb = statistics.mean(ra), statistics.mean(rb)
+    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return num / den if den else float("nan")
 
 pooled_p, pooled_m = [], []
 for backend in backends:
-    print(f"\nstep time on one process ({backend}): predicted against measured (median)")
+    print(f"\nstep time on one process ({backend}): predicted against measured (medians over the"
+          " reps; the error is the median of each run's against its own prediction)")
     print("| config | predicted ms | measured ms | error |")
     print("|---|---|---|---|")
     names = list(presets) + [f"time planner {f}" for f in accuracy_fractions]
     predicted, measured, entries = [], [], []
     for name in names:
         s = summary(("1 process", backend, name))
-        error = s["predicted_step_ms"] / s["step_ms"] - 1
+        error = s["error"]
         print(f"| {name} | {s['predicted_step_ms']:.1f} | {s['step_ms']:.1f} | {100 * error:+.1f}% |")
         predicted.append(s["predicted_step_ms"])
         measured.append(s["step_ms"])
         entries.append({"config": name, "predicted_step_ms": s["predicted_step_ms"],
-                        "step_ms": s["step_ms"], "error": error})
+                        "step_ms": s["step_ms"], "error": error,
+                        "runs_predicted_step_ms": s["runs_predicted_step_ms"],
+                        "runs_step_ms": s["runs_step_ms"]})
     rho = spearman(predicted, measured)
     worst = max(abs(e["error"]) for e in entries)
     print(f"largest error {100 * worst:.1f}%, Spearman rank correlation {rho:.3f}")
