@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The recompute planner against Megatron's presets, by measured tokens/s, in one run: an 8-layer
 # model (hidden 128, seq 256, dropout 0.1, 8 microbatches of 2) on one process and on a 4-stage
-# 1F1B pipeline (4 ranks oversubscribed on this machine's cores). Each rep of each layout and
-# backend runs on a profile `trainer calibrate` measured just before it (the pipeline's by its 4
-# ranks side by side under mpirun). Five budgets from full recompute's predicted
-# total to none's; at each, the time planner (train.plan_objective time) and the FLOPs planner
-# beside the fastest preset that fits. Every configuration runs REPS times, interleaved (rep 1
+# 1F1B pipeline (4 ranks oversubscribed on this machine's cores). Each one-process run plans
+# and predicts with a profile `trainer calibrate` measured just before it; the pipeline's runs
+# with one per rep, measured by its 4 ranks side by side under mpirun. Five budgets from full
+# recompute's predicted total to none's; at each, the time planner (train.plan_objective time)
+# and the FLOPs planner beside the fastest preset that fits. Every configuration runs REPS times, interleaved (rep 1
 # of every config, then rep 2, ...), and its tokens/s is the median over reps of each run's
 # median step after the first. Then the step-time prediction against the measurement on one
 # process, for every preset and three planned budgets, unfused and flash: the error of each (the
@@ -63,11 +63,12 @@ def predicted_peak(overrides):
     line = next(l for l in out.splitlines() if l.startswith("  largest total"))
     return int(line.split("(")[1].split()[0])
 
-# This VM's speed drifts over minutes (one process's steps of one config ran at 373 ms, then at
-# 475 ms from one step to the next, the machine otherwise idle): each rep of each group of
-# configurations therefore runs on a profile calibrated just before it, so that a run's
-# prediction and its measurement see the machine alike. The pipeline's profile is calibrated
-# by its 4 ranks side by side under mpirun, as they run.
+# This VM runs at two speeds about 27% apart that change over minutes (one process's steps of
+# one config ran at 373 ms, then at 475 ms from one step to the next, the machine otherwise
+# idle). So each one-process run plans and predicts with a profile calibrated just before it,
+# and its prediction and its measurement see the machine alike; the pipeline's runs, whose
+# predictions are not compared, share a profile per rep, calibrated by their 4 ranks side by
+# side under mpirun as they run.
 def calibrate(layout, backend, rep):
     path = f"{work}/profile-{layout}-{backend}-{rep}.json".replace(" ", "_")
     launch = ["mpirun"] + mpirun_flags + ["-np", "4"] if layout == "pp4" else []
@@ -123,8 +124,9 @@ def total(line, per_category, per_rank):
 samples = {}
 for rep in range(reps):
     for (layout, backend), group in configs.items():
-        profile = calibrate(layout, backend, rep)
+        shared = calibrate(layout, backend, rep) if layout == "pp4" else None
         for name, overrides in group.items():
+            profile = shared or calibrate(layout, backend, rep)
             samples.setdefault((layout, backend, name), []).append(
                 run(layout, name, overrides, rep, profile))
 
