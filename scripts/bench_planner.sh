@@ -5,12 +5,12 @@
 # and predicts with a profile `trainer calibrate` measured just before it; the pipeline's runs
 # with one per rep, measured by its 4 ranks side by side under mpirun. Five budgets from full
 # recompute's predicted total to none's; at each, the time planner (train.plan_objective time)
-# and the FLOPs planner beside the fastest preset that fits. Every configuration runs REPS times, interleaved (rep 1
-# of every config, then rep 2, ...), and its tokens/s is the median over reps of each run's
-# median step after the first. Then the step-time prediction against the measurement on one
-# process, for every preset and three planned budgets, unfused and flash: the error of each (the
-# median over reps of each run's against its own prediction) and the rank correlation. Writes
-# bench/planner.json.
+# and the FLOPs planner beside the fastest preset that fits. Every configuration runs REPS
+# times, interleaved (rep 1 of every config, then rep 2, ...), and its tokens/s is the median
+# over reps of each run's median step after the first. Then the step-time prediction against
+# the measurement on one process, for every preset and three planned budgets, unfused and
+# flash: the error of each (the median over reps of each run's against its own prediction) and
+# the rank correlation. Writes bench/planner.json.
 # Usage: scripts/bench_planner.sh [STEPS] [REPS]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
