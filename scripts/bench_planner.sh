@@ -27,6 +27,8 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) bef
 /usr/bin/python3 - "$root" "$trainer" "$work" "$steps" "$reps" "$(mpirun_flags)" <<'PY'
 import json, statistics, subprocess, sys
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, f"{root}/scripts")
+from rank_correlation import spearman  # noqa: E402
 steps, reps, mpirun_flags = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
 config = f"{root}/configs/tiny.yaml"
 shape = ["model.num_layers=8", "model.hidden_size=128", "model.num_attention_heads=4",
@@ -170,27 +172,6 @@ for layout in layouts:
                      "ratio_to_preset": ratio, "over_budget": over})
     results["layouts"][layout] = {"budgets": rows, "presets": preset_summaries}
 
-def ranks(values):
-    """1-based ranks, tied values sharing their mean rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    r = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return r
-
-def spearman(a, b):
-    """Pearson's correlation of the ranks (ties included)."""
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = statistics.mean(ra), statistics.mean(rb)
-    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return num / den if den else float("nan")
 
 pooled_p, pooled_m = [], []
 for backend in backends:

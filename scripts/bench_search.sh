@@ -33,6 +33,8 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" "$rounds" <<'PY'
 import json, os, re, statistics, subprocess, sys, time
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, f"{root}/scripts")
+from rank_correlation import spearman  # noqa: E402
 steps, mpirun_flags, rounds = int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
 ROW = re.compile(r"^\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(on|-) \|"
                  r"\s+(\d+) \|\s+(on|-) \|\s+([0-9.]+ [KMG]?i?B) \|\s+([0-9.]+) \|\s+([0-9.]+) \|"
@@ -163,25 +165,6 @@ for _ in range(rounds):
 for row in measured_rows:
     row["measured_step_ms"] = statistics.median(row["runs_step_ms"])
 print(f"\nmeasured {len(measured_rows)} layouts x {rounds} rounds in {time.time() - start:.0f} s")
-def ranks_of(values):
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    r = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return r
-
-def spearman(a, b):
-    ra, rb = ranks_of(a), ranks_of(b)
-    ma, mb = statistics.mean(ra), statistics.mean(rb)
-    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return num / den if den else float("nan")
 
 print("\n| layout | predicted ms | run's predicted ms | measured ms (rounds) | error |")
 print("|---|---|---|---|---|")

@@ -1,0 +1,27 @@
+"""Spearman's rank correlation for the benchmark scripts (bench_planner.sh, bench_search.sh):
+Pearson's correlation of the ranks, tied values sharing their mean rank."""
+import statistics
+
+
+def ranks(values):
+    """1-based ranks of `values`, tied values sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    result = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            result[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return result
+
+
+def spearman(a, b):
+    """Spearman's rank correlation of two equally long sequences; nan when a side is constant."""
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.mean(ra), statistics.mean(rb)
+    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
+    return num / den if den else float("nan")
