@@ -17,7 +17,7 @@
 namespace trainer {
 namespace {
 
-constexpr int kChains = 12;         // independent FMA chains: latency x units on every core
+constexpr int kChains = 12;              // independent FMA chains: latency x units on every core
 constexpr int64_t kChainSteps = 250000;  // ~10 ms of FMAs per thread
 constexpr int kFlopsPerFma = 2;
 

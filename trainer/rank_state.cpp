@@ -63,8 +63,8 @@ parallel::PipelineStep make_pipeline_step(RankState& state, parallel::ProcessGro
 StepGradients compute_step_gradients(RankState& state, parallel::ProcessGroups& groups,
                                      const Config& config, parallel::PipelineStep pipeline) {
   runtime::ops::zero(state.grads.flat);
-  pipeline.gradients = state.optimizer->start_gradient_reduction(
-      groups, state.grads, config.parallel.sequence_parallel);
+  pipeline.gradients = state.optimizer->start_gradient_reduction(groups, state.grads,
+                                                                 config.parallel.sequence_parallel);
   StepGradients result;
   result.loss_sum = parallel::run_schedule(state.setup.schedule, pipeline);
   all_reduce_step_loss(groups, result.loss_sum);

@@ -50,8 +50,8 @@ void build_rank_state(RankState& state, const Config& config, parallel::ProcessG
 // The step's summed loss on every rank: the last stage holds it, summed over pp, then dp x cp.
 void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum);
 
-// The data of microbatch `mb` for model chunk `chunk` (PipelineStep::microbatch).
-using MicrobatchSource = std::function<recompute::Microbatch(int64_t mb, int64_t chunk)>;
+// The data of microbatch `mb` for model chunk `chunk`.
+using MicrobatchSource = decltype(parallel::PipelineStep::microbatch);
 
 // The pipeline step of `state` for training step `step` (0 for an evaluation): its chunks, its
 // pipeline group and microbatch count, microbatches from `microbatch`, and the loss scale that

@@ -19,11 +19,11 @@
 #include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 #include "runtime/trace.h"
-#include "trainer/planning/auto_plan.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/mfu_peak.h"
+#include "trainer/planning/auto_plan.h"
 #include "trainer/stop_signals.h"
 
 namespace trainer {
@@ -151,7 +151,8 @@ void Trainer::init_weights() {
 
 PeakRate Trainer::mfu_peak() const {
   if (timing_.profile)
-    return {timing_.profile->gemm_gflops, "the GEMM rate of the time profile (" + timing_.origin + ")"};
+    return {timing_.profile->gemm_gflops,
+            "the GEMM rate of the time profile (" + timing_.origin + ")"};
   if (!on_device_) return cpu_mfu_peak();
   const TrainConfig& t = config_.train;
   if (t.peak_tflops > 0) return {t.peak_tflops * 1e3, "train.peak_tflops"};
@@ -162,10 +163,10 @@ PeakRate Trainer::mfu_peak() const {
 void Trainer::keep_peak_above(const StepMetrics& m) {
   const double achieved_gflops = m.hardware_tflops * 1e3;  // HFU's numerator >= MFU's
   if (on_device_ || achieved_gflops <= peak_.gflops) return;
-  const double measured = measure_sgemm_gflops();
-  peak_ = {std::max(measured, achieved_gflops),
-           measured >= achieved_gflops
-               ? "OpenBLAS sgemm re-measured at step " + std::to_string(m.step) +
+  const PeakRate measured = cpu_mfu_peak();
+  peak_ = {std::max(measured.gflops, achieved_gflops),
+           measured.gflops >= achieved_gflops
+               ? measured.source + ", again at step " + std::to_string(m.step) +
                      " (the step beat the peak)"
                : "the rate of step " + std::to_string(m.step) + " (above every peak measured)"};
   log_ << "peak for MFU raised to " << format("%.1f", peak_.gflops) << " GFLOP/s (" << peak_.source
@@ -277,11 +278,10 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
 
 parallel::PipelineStep Trainer::pipeline_step(const SampleSource& sampler, int64_t batch,
                                               int64_t step) {
-  return make_pipeline_step(state_, groups_, config_, step,
-                            [this, &sampler, batch](int64_t mb, int64_t chunk) {
-                              return make_microbatch(sampler, batch, mb,
-                                                     *state_.chunks[static_cast<size_t>(chunk)]);
-                            });
+  return make_pipeline_step(
+      state_, groups_, config_, step, [this, &sampler, batch](int64_t mb, int64_t chunk) {
+        return make_microbatch(sampler, batch, mb, *state_.chunks[static_cast<size_t>(chunk)]);
+      });
 }
 
 StepMetrics Trainer::train_step() {

@@ -123,7 +123,7 @@ class Trainer {
   // The MFU denominator: the device's peak for the precision, or the CPU's (trainer/mfu_peak.h).
   PeakRate mfu_peak() const;
   // A CPU step faster than the peak (a disturbed startup measurement) raises the peak to the
-  // higher of a new sgemm measurement and the step's rate, and says so: MFU stays <= 100%.
+  // higher of a new cpu_mfu_peak() and the step's rate, and says so: MFU stays <= 100%.
   void keep_peak_above(const StepMetrics& m);
   // config.yaml, and the run's description on the log.
   void start_logging();
@@ -239,9 +239,9 @@ class Trainer {
   std::vector<int32_t> sample_buffer_;
   std::unique_ptr<tokenizer::Tokenizer> sample_tokenizer_;  // world rank 0; none: no text
   std::vector<int32_t> sample_prompt_ids_;                  // world rank 0
-  int64_t step_ = 0;  // completed optimizer steps
+  int64_t step_ = 0;                                        // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;
-  PeakRate peak_;  // the MFU denominator (mfu_peak, keep_peak_above)
+  PeakRate peak_;                 // the MFU denominator (mfu_peak, keep_peak_above)
   double predicted_step_ms_ = 0;  // the step-time model's (trainer/planning/step_time.h)
 };
 

@@ -133,11 +133,11 @@ parallel::ProcessGroups calibration_groups(const Config& config, int64_t world_s
   const parallel::ParallelConfig& p = config.parallel;
   const int64_t group = p.tensor * p.context;
   if (world_size % group != 0)
-    throw runtime::InputError(TRAINER_STR(
-        "calibrate: " << world_size << " ranks are not a multiple of parallel.tensor x "
-                      << "parallel.context = " << p.tensor << " x " << p.context << " = " << group));
-  return parallel::ProcessGroups::from_mpi(
-      calibration_config(config, world_size / group).parallel);
+    throw runtime::InputError(
+        TRAINER_STR("calibrate: " << world_size << " ranks are not a multiple of parallel.tensor x "
+                                  << "parallel.context = " << p.tensor << " x " << p.context
+                                  << " = " << group));
+  return parallel::ProcessGroups::from_mpi(calibration_config(config, world_size / group).parallel);
 }
 
 TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
@@ -309,9 +309,10 @@ int calibrate_command(const CalibrateArgs& args, const Config& config,
   const parallel::ParallelConfig& pc = config.parallel;
   if (p.ranks > 1) {
     out << "  " << p.ranks << " ranks side by side ("
-        << (p.collectives_measured ? TRAINER_STR("tensor x context groups of " << pc.tensor << " x "
-                                                  << pc.context << ": collectives measured")
-                                   : std::string("no tensor or context group"))
+        << (p.collectives_measured
+                ? TRAINER_STR("tensor x context groups of " << pc.tensor << " x " << pc.context
+                                                            << ": collectives measured")
+                : std::string("no tensor or context group"))
         << ")\n";
   } else if (pc.tensor * pc.context > 1) {
     out << "  collectives replayed: the comm model adds them (mpirun -np " << pc.tensor * pc.context

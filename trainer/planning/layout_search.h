@@ -19,9 +19,9 @@
 namespace trainer {
 
 // Interleaving deeper than this is searched only where it fits without recompute: a stage's
-// plan combines one plan per chunk, and although the branch and bound (stage_choice.h) plans
-// vp 4 in seconds (7B over 8 ranks: 9-12 s, against 7 s with vp 2 only); with vp 8 and 16
-// planned too that search ran past 5 minutes.
+// plan combines one plan per chunk. The branch and bound (stage_choice.h) plans vp 4 in seconds
+// (7B over 8 ranks: 9-12 s, against 7 s with vp 2 only), but with vp 8 and 16 planned too that
+// search ran past 5 minutes.
 inline constexpr int64_t kMaxPlannedVirtual = 4;
 
 // One way to lay out the job; everything else (model, global batch, ...) is the config's.

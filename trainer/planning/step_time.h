@@ -8,10 +8,10 @@
 // A group is intra-node when it spans at most ranks_per_node consecutive ranks (tensor fastest,
 // then context, data, pipeline). Tensor- and context-parallel traffic is not overlapped with
 // compute, and comes from the profile's layer times instead when it was calibrated over real
-// peers (TimeProfile::collectives_measured); the data-parallel reduction hides behind backward compute when overlapped
-// (optimizer.overlap_grad_reduce) and is exposed for what backward leaves. Not modelled: NCCL's
-// algorithm choice (tree, NVLS), link contention between groups, kernel launch gaps, and the
-// pipeline's blocking send/receive pairing beyond the data dependencies.
+// peers (TimeProfile::collectives_measured); the data-parallel reduction hides behind backward
+// compute when overlapped (optimizer.overlap_grad_reduce) and is exposed for what backward leaves.
+// Not modelled: NCCL's algorithm choice (tree, NVLS), link contention between groups, kernel launch
+// gaps, and the pipeline's blocking send/receive pairing beyond the data dependencies.
 #pragma once
 
 #include <string>
