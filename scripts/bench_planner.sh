@@ -10,7 +10,8 @@
 # over reps of each run's median step after the first. Then the step-time prediction against
 # the measurement on one process, for every preset and three planned budgets, unfused and
 # flash: the error of each (the median over reps of each run's against its own prediction) and
-# the rank correlation. Writes bench/planner.json.
+# the rank correlation, raw, over the pairs the runs separate, and at the machine's calibrated
+# speed. Writes bench/planner.json.
 # Usage: scripts/bench_planner.sh [STEPS] [REPS]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -28,7 +29,7 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) bef
 import json, statistics, subprocess, sys
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, f"{root}/scripts")
-from rank_correlation import spearman  # noqa: E402
+from rank_correlation import separated_pairs, spearman  # noqa: E402
 steps, reps, mpirun_flags = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
 config = f"{root}/configs/tiny.yaml"
 shape = ["model.num_layers=8", "model.hidden_size=128", "model.num_attention_heads=4",
@@ -109,7 +110,12 @@ def run(layout, name, overrides, rep, profile):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     lines = [json.loads(x) for x in open(f"{out}/metrics.jsonl")]
     later = lines[1:] if len(lines) > 1 else lines
+    calibrated = json.load(open(profile))
     return {"step_ms": statistics.median(x["step_ms"] for x in later),
+            # the machine's speed just before the run: one layer's forward and backward as
+            # calibrated (the same shapes for every config of a layout and backend)
+            "calibrated_layer_ms": 1e3 * (calibrated["layer_forward_s"] +
+                                          calibrated["layer_backward_s"]),
             "tokens_per_s": statistics.median(x["tokens_per_s"] for x in later),
             "predicted_step_ms": later[0]["predicted_step_ms"],
             "measured_peak": max(total(x, "peak_{}_bytes", "rank_total_peak_bytes") for x in later),
@@ -142,6 +148,7 @@ def summary(key):
             "runs_step_ms": [x["step_ms"] for x in s],
             "runs_predicted_step_ms": [x["predicted_step_ms"] for x in s],
             "runs_tokens_per_s": [x["tokens_per_s"] for x in s],
+            "runs_calibrated_layer_ms": [x["calibrated_layer_ms"] for x in s],
             "measured_peak": max(x["measured_peak"] for x in s),
             "predicted_peak": max(x["predicted_peak"] for x in s)}
 
@@ -173,33 +180,62 @@ for layout in layouts:
     results["layouts"][layout] = {"budgets": rows, "presets": preset_summaries}
 
 
-pooled_p, pooled_m = [], []
+# The ranking, three ways. Raw: the medians above, whose runs met the machine in either of its
+# speeds. Separated pairs: of the pairs of configs whose runs do not overlap, how many the
+# prediction orders the same. At the calibrated speed: every run's predicted and measured step
+# divided by its own profile's layer time over the median of those (how fast the machine was
+# just before that run, the same measurement for every config of a backend), then the medians.
+pooled = {"raw": ([], []), "calibrated speed": ([], [])}
 for backend in backends:
     print(f"\nstep time on one process ({backend}): predicted against measured (medians over the"
-          " reps; the error is the median of each run's against its own prediction)")
-    print("| config | predicted ms | measured ms | error |")
-    print("|---|---|---|---|")
+          " reps; the error is the median of each run's against its own prediction; the last two"
+          " columns at the machine's median calibrated speed)")
+    print("| config | predicted ms | measured ms | error | predicted ms, median speed |"
+          " measured ms, median speed |")
+    print("|---|---|---|---|---|---|")
     names = list(presets) + [f"time planner {f}" for f in accuracy_fractions]
-    predicted, measured, entries = [], [], []
+    speed = statistics.median(v for n in names
+                              for v in summary(("1 process", backend, n))["runs_calibrated_layer_ms"])
+    predicted, measured, runs, at_speed, entries = [], [], [], ([], []), []
     for name in names:
         s = summary(("1 process", backend, name))
         error = s["error"]
-        print(f"| {name} | {s['predicted_step_ms']:.1f} | {s['step_ms']:.1f} | {100 * error:+.1f}% |")
+        scale = [speed / v for v in s["runs_calibrated_layer_ms"]]
+        p_at = statistics.median(p * k for p, k in zip(s["runs_predicted_step_ms"], scale))
+        m_at = statistics.median(m * k for m, k in zip(s["runs_step_ms"], scale))
+        print(f"| {name} | {s['predicted_step_ms']:.1f} | {s['step_ms']:.1f} | {100 * error:+.1f}% |"
+              f" {p_at:.1f} | {m_at:.1f} |")
         predicted.append(s["predicted_step_ms"])
         measured.append(s["step_ms"])
+        runs.append(s["runs_step_ms"])
+        at_speed[0].append(p_at)
+        at_speed[1].append(m_at)
         entries.append({"config": name, "predicted_step_ms": s["predicted_step_ms"],
                         "step_ms": s["step_ms"], "error": error,
+                        "predicted_step_ms_at_median_speed": p_at,
+                        "step_ms_at_median_speed": m_at,
                         "runs_predicted_step_ms": s["runs_predicted_step_ms"],
-                        "runs_step_ms": s["runs_step_ms"]})
+                        "runs_step_ms": s["runs_step_ms"],
+                        "runs_calibrated_layer_ms": s["runs_calibrated_layer_ms"]})
     rho = spearman(predicted, measured)
+    rho_at = spearman(*at_speed)
+    agreeing, separated = separated_pairs(predicted, runs)
     worst = max(abs(e["error"]) for e in entries)
-    print(f"largest error {100 * worst:.1f}%, Spearman rank correlation {rho:.3f}")
-    pooled_p += predicted
-    pooled_m += measured
-    results["accuracy"][backend] = {"configs": entries, "spearman": rho, "largest_error": worst}
-rho = spearman(pooled_p, pooled_m)
-print(f"\nunfused and flash together: Spearman rank correlation {rho:.3f}")
+    print(f"largest error {100 * worst:.1f}%; Spearman rank correlation {rho:.3f} raw, {rho_at:.3f}"
+          f" at the calibrated speed; {agreeing} of the {separated} pairs the runs separate"
+          " predicted in their order")
+    for way, (p, m) in (("raw", (predicted, measured)), ("calibrated speed", at_speed)):
+        pooled[way][0].extend(p)
+        pooled[way][1].extend(m)
+    results["accuracy"][backend] = {"configs": entries, "spearman": rho,
+                                    "spearman_at_calibrated_speed": rho_at,
+                                    "separated_pairs": separated,
+                                    "separated_pairs_in_order": agreeing, "largest_error": worst}
+rho, rho_at = spearman(*pooled["raw"]), spearman(*pooled["calibrated speed"])
+print(f"\nunfused and flash together: Spearman rank correlation {rho:.3f} raw, {rho_at:.3f} at the"
+      " calibrated speed")
 results["accuracy"]["pooled_spearman"] = rho
+results["accuracy"]["pooled_spearman_at_calibrated_speed"] = rho_at
 json.dump(results, open(f"{root}/bench/planner.json", "w"), indent=1)
 PY
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) after the run"

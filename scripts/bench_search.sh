@@ -13,8 +13,9 @@
 #     profiles at --ranks 1 and 2 (2 under mpirun, which measures the links), then ROUNDS rounds
 #     of a short training run of every listed layout, the layouts interleaved within each round
 #     (each run's median step_ms after the first step; a layout's measurement is the median
-#     over the rounds): predicted against measured step time, the order, and Spearman's rank
-#     correlation. Writes bench/search.json.
+#     over the rounds): predicted against measured step time, the order, Spearman's rank
+#     correlation, and how many of the pairs of layouts whose rounds do not overlap (the pairs
+#     the measurement tells apart) the prediction orders the same. Writes bench/search.json.
 # Usage: scripts/bench_search.sh [STEPS] [ROUNDS]   (part (b)'s steps per run, default 6, and
 #        rounds, default 3)
 set -euo pipefail
@@ -34,7 +35,7 @@ python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" "$rounds" <<'PY'
 import json, os, re, statistics, subprocess, sys, time
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, f"{root}/scripts")
-from rank_correlation import spearman  # noqa: E402
+from rank_correlation import separated_pairs, spearman  # noqa: E402
 steps, mpirun_flags, rounds = int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
 ROW = re.compile(r"^\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(on|-) \|"
                  r"\s+(\d+) \|\s+(on|-) \|\s+([0-9.]+ [KMG]?i?B) \|\s+([0-9.]+) \|\s+([0-9.]+) \|"
@@ -184,9 +185,12 @@ for label, subset in (("1 rank", [r for r in measured_rows if r["ranks"] == 1]),
     same = (sorted(range(len(subset)), key=lambda i: predicted[i]) ==
             sorted(range(len(subset)), key=lambda i: measured[i]))
     rho = spearman(predicted, measured) if len(subset) > 1 else float("nan")
-    summary[label] = {"layouts": len(subset), "same_order": same, "spearman": rho}
+    agreeing, separated = separated_pairs(predicted, [r["runs_step_ms"] for r in subset])
+    summary[label] = {"layouts": len(subset), "same_order": same, "spearman": rho,
+                      "separated_pairs": separated, "separated_pairs_in_order": agreeing}
     print(f"{label}: {len(subset)} layouts, predicted order {'equals' if same else 'differs from'}"
-          f" the measured order, Spearman {rho:.2f}")
+          f" the measured order, Spearman {rho:.2f}; {agreeing} of the {separated} pairs whose"
+          " rounds do not overlap predicted in their order")
 load = open("/proc/loadavg").read().split()[:3]
 print(f"load average at the end: {' '.join(load)}")
 results["cpu"] = {"budget_gib": budget_gib, "steps": steps, "rounds": rounds, "rows": measured_rows,

@@ -1,5 +1,6 @@
 """Spearman's rank correlation for the benchmark scripts (bench_planner.sh, bench_search.sh):
-Pearson's correlation of the ranks, tied values sharing their mean rank."""
+Pearson's correlation of the ranks, tied values sharing their mean rank; and the order of the pairs
+that the measured runs separate."""
 import statistics
 
 
@@ -25,3 +26,16 @@ def spearman(a, b):
     num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
     den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
     return num / den if den else float("nan")
+
+
+def separated_pairs(predicted, runs):
+    """The pairs of configurations the measurement tells apart (every run of one faster than
+    every run of the other) and how many of them `predicted` orders the same way:
+    (agreeing, separated)."""
+    agreeing = separated = 0
+    for i in range(len(runs)):
+        for j in range(len(runs)):
+            if i != j and max(runs[i]) < min(runs[j]):
+                separated += 1
+                agreeing += predicted[i] < predicted[j]
+    return agreeing, separated

@@ -106,6 +106,7 @@ struct StagePlan {
   RecomputeCost cost;
   int64_t total = 0;
   RankMemory memory;
+  ChoiceProof proof = ChoiceProof::cheapest;  // of its chunks' combination
 };
 
 // The search of one stage. Plans are sought per overhead threshold: with only the entries whose
@@ -183,6 +184,7 @@ class StageSearch {
   StagePlan replay(const StageChoice& choice) const {
     StagePlan plan;
     plan.cost = choice.cost;
+    plan.proof = choice.proof;
     for (size_t v = 0; v < ranges_.size(); ++v)
       add_overrides(choice.chunks[v]->plan, ranges_[v].first, plan.overrides);
     Config planned = config_;
@@ -226,6 +228,7 @@ AutoPlan plan_under_budget(const Config& config, int64_t budget, const PlanPrici
     result.recompute.layers.insert(result.recompute.layers.end(), best->overrides.begin(),
                                    best->overrides.end());
     result.stage_memory.push_back(best->memory);
+    result.stage_proof.push_back(best->proof);
   }
   result.search_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -13,6 +13,7 @@
 #include "recompute/recompute_config.h"
 #include "trainer/config/config.h"
 #include "trainer/planning/rank_memory.h"
+#include "trainer/planning/stage_choice.h"
 #include "trainer/planning/step_time.h"
 
 namespace trainer {
@@ -21,6 +22,8 @@ struct AutoPlan {
   // The chosen plan as an ordinary section (per-layer overrides, auto off).
   recompute::RecomputeConfig recompute;
   std::vector<RankMemory> stage_memory;  // predicted, per pipeline stage
+  // Per stage: whether its chunks' combination is the cheapest that fits (stage_choice.h).
+  std::vector<ChoiceProof> stage_proof;
   double search_seconds = 0;
 };
 

@@ -225,8 +225,7 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
     }
     // Shortcuts (docs/layout_search.md, "How it stays fast"): a layout whose parameters and
     // optimizer state alone exceed the budget cannot fit; one that fits without recompute plans
-    // none (nothing is cheaper); an interleaved one deeper than kMaxPlannedVirtual that needs
-    // recompute is not planned.
+    // none (nothing is cheaper).
     std::optional<LayoutResult> planned;
     const UnplannedMemory memory = unplanned_memory(candidate.config);
     if (least_fixed < 0 || memory.fixed < least_fixed) least_fixed = memory.fixed;
@@ -237,9 +236,6 @@ SearchResult search_layouts(const Config& base, const SearchRequest& request) {
     if (memory.total <= request.budget) {
       planned = unplanned_layout(candidate.config, *candidate.costs, request, memory);
       ++result.without_recompute;
-    } else if (candidate.layout.virtual_pipeline > kMaxPlannedVirtual) {
-      ++result.deep_needing_recompute;
-      continue;
     }
     if (!planned) {
       ++result.planned;
@@ -299,8 +295,7 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
                 "layouts: %lld enumerated, %lld valid, %lld looked at in order of their lower "
                 "bound: %lld fit (%lld without recompute, %lld planned by the budget planner), "
                 "%lld skipped as parameters, gradients and optimizer state alone exceed the "
-                "budget, %lld skipped as interleaved deeper than vp %lld and needing recompute; "
-                "%lld never looked at (bound above the last of the best %zu); searched in "
+                "budget; %lld never looked at (bound above the last of the best %zu); searched in "
                 "%.2f s\n",
                 static_cast<long long>(result.enumerated), static_cast<long long>(result.valid),
                 static_cast<long long>(result.valid - result.cut_by_bound),
@@ -308,8 +303,6 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
                 static_cast<long long>(result.without_recompute),
                 static_cast<long long>(result.planned),
                 static_cast<long long>(result.over_without_activations),
-                static_cast<long long>(result.deep_needing_recompute),
-                static_cast<long long>(kMaxPlannedVirtual),
                 static_cast<long long>(result.cut_by_bound), request.top, result.seconds);
   out << line;
   for (const auto& [source, count] : sources)

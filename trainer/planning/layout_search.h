@@ -18,12 +18,6 @@
 
 namespace trainer {
 
-// Interleaving deeper than this is searched only where it fits without recompute: a stage's
-// plan combines one plan per chunk. The branch and bound (stage_choice.h) plans vp 4 in seconds
-// (7B over 8 ranks: 9-12 s, against 7 s with vp 2 only), but with vp 8 and 16 planned too that
-// search ran past 5 minutes.
-inline constexpr int64_t kMaxPlannedVirtual = 4;
-
 // One way to lay out the job; everything else (model, global batch, ...) is the config's.
 struct Layout {
   int64_t tensor = 1;
@@ -80,7 +74,6 @@ struct SearchResult {
   int64_t without_recompute = 0;  // of which fit without recompute (the planner is not run)
   int64_t planned = 0;            // layouts the budget planner ran on
   int64_t over_without_activations = 0;  // skipped: parameters and optimizer alone exceed
-  int64_t deep_needing_recompute = 0;    // skipped: vp > kMaxPlannedVirtual and over budget
   int64_t cut_by_bound = 0;              // never looked at: their bound exceeds the K-th best
   double seconds = 0;
 };

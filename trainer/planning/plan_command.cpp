@@ -322,12 +322,14 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
                              out);
   }
   double search_seconds = -1;
+  std::vector<ChoiceProof> stage_proof;
   if (parsed.budget_gib > 0 || config.recompute.automatic) {
     const bool by_time = config.train.plan_objective == PlanObjective::time;
     const AutoPlan plan = plan_under_budget(config, budget_bytes(config.train.memory_budget_gib),
                                             {by_time ? &costs : nullptr, links});
     config.recompute = plan.recompute;
     search_seconds = plan.search_seconds;
+    stage_proof = plan.stage_proof;
   }
   if (parsed.emit_yaml) {  // without the fields the plan leaves unset
     std::istringstream yaml(recompute_yaml(config.recompute));
@@ -352,6 +354,14 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
                   config.train.plan_objective == PlanObjective::time ? "time" : "FLOPs",
                   search_seconds);
     out << line;
+    for (size_t stage = 0; stage < stage_proof.size(); ++stage) {
+      if (stage_proof[stage] == ChoiceProof::cheapest) continue;
+      out << "  stage " << stage << ": the interleaved chunks' combination is "
+          << (stage_proof[stage] == ChoiceProof::near
+                  ? TRAINER_STR("within " << kNearGap * 100 << "% of the cheapest's price")
+                  : std::string("the best found within the searches' limits"))
+          << " (the exact search stopped at its limit)\n";
+    }
   }
   print_prediction(predict_step_time(config, costs, links), out);
   return 0;

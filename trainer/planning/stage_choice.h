@@ -2,7 +2,8 @@
 // front from chunk_search.h), the cheapest whose scheduled activation peak fits. Under
 // interleaving a stage holds vp chunks, and the combinations number the product of the fronts'
 // sizes; the search is a branch and bound that returns what trying every combination in order
-// returns (Note [Stage choice] in stage_choice.cpp).
+// returns, within a limit of visits that only deep interleaving on tight rooms reaches (Note
+// [Stage choice] in stage_choice.cpp).
 #pragma once
 
 #include <cstdint>
@@ -13,17 +14,33 @@
 
 namespace trainer {
 
+// What is known of a choice against the cheapest fitting combination (Note [Stage choice]).
+enum class ChoiceProof {
+  cheapest,    // the search ran to its end: nothing fitting is cheaper
+  near,        // the exact search hit its limit; nothing fitting is cheaper by kNearGap or more
+  best_found,  // both searches hit their limits: the best they and the greedy found
+};
+inline constexpr double kNearGap = 1e-2;  // of the recompute price
+
+// The walks' limits, in subtrees visited (not seconds, so that every rank plans alike).
+struct ChoiceLimits {
+  int64_t exact_visits = 100'000;
+  int64_t near_visits = 1'000'000;
+};
+
 struct StageChoice {
   std::vector<const ChunkCandidate*> chunks;  // one per chunk; empty when some front is empty
   RecomputeCost cost;
   int64_t peak = 0;  // the scheduled activation peak (parallel::predict_activation_peak)
   bool fits = false;
+  ChoiceProof proof = ChoiceProof::cheapest;
 };
 
 // The cheapest combination (ties: the lower peak, then the first in the order that varies the
 // last chunk fastest) whose peak over `ops` is at most `room` (fits = true); with none, the
 // combination of the least peak (the first such).
 StageChoice choose_stage_combination(const std::vector<std::vector<ChunkCandidate>>& fronts,
-                                     const std::vector<parallel::ScheduleOp>& ops, int64_t room);
+                                     const std::vector<parallel::ScheduleOp>& ops, int64_t room,
+                                     const ChoiceLimits& limits = {});
 
 }  // namespace trainer

@@ -72,8 +72,7 @@ struct BruteRow {
   int64_t peak = 0;
 };
 
-// Every valid layout planned by the budget planner; a layout interleaved deeper than
-// kMaxPlannedVirtual counts only where its plan is no recompute.
+// Every valid layout planned by the budget planner.
 std::vector<BruteRow> brute_force(const Fixture& f, int64_t budget) {
   std::vector<BruteRow> rows;
   for (const Layout& layout : enumerate_layouts(f.base, kRanks)) {
@@ -89,7 +88,6 @@ std::vector<BruteRow> brute_force(const Fixture& f, int64_t budget) {
     } catch (const runtime::ConfigError&) {
       continue;
     }
-    if (layout.virtual_pipeline > kMaxPlannedVirtual && !config.recompute.layers.empty()) continue;
     rows.push_back({layout, predict_step_time(config, f.costs, default_links(config)).step_s,
                     summarize_plan(config).peak});
   }

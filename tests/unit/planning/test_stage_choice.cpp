@@ -104,7 +104,78 @@ TEST(StageChoice, DeepInterleavingIsFast) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(choice.fits);
+  EXPECT_EQ(choice.proof, ChoiceProof::cheapest);
   EXPECT_LT(seconds, 1.0);
+}
+
+// Past the exact walk's limit the near walk's answer is within kNearGap of the cheapest, and
+// past both the greedy's still fits; the brute force says what the cheapest is.
+TEST(StageChoice, PastItsLimitSettlesNearTheCheapest) {
+  std::mt19937 rng(5);
+  const auto ops = parallel::schedule_ops(parallel::ScheduleKind::interleaved, 4, 0, 3, 8);
+  int near = 0, best_found = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    std::vector<std::vector<ChunkCandidate>> fronts;
+    for (int v = 0; v < 3; ++v) fronts.push_back(random_front(rng, 12));
+    const int64_t least = brute_force(fronts, ops, -1).peak;
+    for (const int64_t room : {least + 500, least * 3 / 2, least * 2}) {
+      const StageChoice cheapest = brute_force(fronts, ops, room);
+      ASSERT_TRUE(cheapest.fits);
+      const StageChoice settled =
+          choose_stage_combination(fronts, ops, room, {.exact_visits = 3, .near_visits = 1 << 20});
+      ASSERT_TRUE(settled.fits);
+      EXPECT_LE(settled.peak, room);
+      if (settled.proof == ChoiceProof::cheapest) {
+        EXPECT_EQ(settled.chunks, cheapest.chunks);
+        continue;
+      }
+      ASSERT_EQ(settled.proof, ChoiceProof::near);
+      ++near;
+      EXPECT_LE(static_cast<double>(settled.cost.price) * (1 - kNearGap),
+                static_cast<double>(cheapest.cost.price));
+      const StageChoice stopped =
+          choose_stage_combination(fronts, ops, room, {.exact_visits = 3, .near_visits = 3});
+      ASSERT_TRUE(stopped.fits);
+      EXPECT_LE(stopped.peak, room);
+      EXPECT_LE(cheapest.cost, stopped.cost);
+      best_found += stopped.proof == ChoiceProof::best_found;
+    }
+  }
+  EXPECT_GT(near, 20);
+  EXPECT_GT(best_found, 10);
+}
+
+// A front like the chunk search's on a stage of like layers: price falls almost linearly as
+// memory grows, so that many combinations price within a hair of each other.
+std::vector<ChunkCandidate> near_linear_front(std::mt19937& rng, int size) {
+  std::uniform_int_distribution<int64_t> noise(0, 30);
+  std::vector<ChunkCandidate> front;
+  for (int i = 0; i < size; ++i) {
+    ChunkCandidate c;
+    c.forward_end = 1000 + 50 * i + noise(rng);
+    c.backward_peak = c.forward_end / 2 + 10 * noise(rng);
+    c.cost = {100000 - 2000 * i + noise(rng), noise(rng)};
+    front.push_back(c);
+  }
+  return front;
+}
+
+// vp 8, every chunk with the same near-linear front of 40 on tight rooms: the exact walk gives
+// up (40^8 combinations), the near walk ends, and its answer fits.
+TEST(StageChoice, EightChunksOfLikeFrontsEnd) {
+  std::mt19937 rng(3);
+  const auto ops = parallel::schedule_ops(parallel::ScheduleKind::interleaved, 2, 0, 8, 16);
+  const std::vector<std::vector<ChunkCandidate>> fronts(8, near_linear_front(rng, 40));
+  const int64_t least = choose_stage_combination(fronts, ops, -1).peak;
+  int near = 0;
+  for (const int64_t room : {least * 5 / 4, least * 3 / 2, least * 2}) {
+    const StageChoice choice = choose_stage_combination(fronts, ops, room);
+    EXPECT_TRUE(choice.fits);
+    EXPECT_LE(choice.peak, room);
+    EXPECT_NE(choice.proof, ChoiceProof::best_found) << "room " << room;
+    near += choice.proof == ChoiceProof::near;
+  }
+  EXPECT_GT(near, 0);
 }
 
 }  // namespace
