@@ -13,9 +13,12 @@
 #     profiles at --ranks 1 and 2 (2 under mpirun, which measures the links), then ROUNDS rounds
 #     of a short training run of every listed layout, the layouts interleaved within each round
 #     (each run's median step_ms after the first step; a layout's measurement is the median
-#     over the rounds): predicted against measured step time, the order, Spearman's rank
-#     correlation, and how many of the pairs of layouts whose rounds do not overlap (the pairs
-#     the measurement tells apart) the prediction orders the same. Writes bench/search.json.
+#     over the rounds). This VM's speed drifts over minutes, so each run plans and predicts with
+#     a profile of its shape calibrated just before it. Then: the search's prediction against
+#     the measured step time; each run against its own prediction; the order, Spearman's rank
+#     correlation (raw, and with each run scaled to its shape's median calibrated speed), and
+#     how many of the pairs of layouts whose rounds do not overlap (the pairs the measurement
+#     tells apart) the prediction orders the same. Writes bench/search.json.
 # Usage: scripts/bench_search.sh [STEPS] [ROUNDS]   (part (b)'s steps per run, default 6, and
 #        rounds, default 3)
 set -euo pipefail
@@ -102,6 +105,15 @@ def env_for(ranks):  # the trainer chooses its OpenMP wait policy (Note [OpenMP 
 def profile_path(ranks, tp, sp, micro):
     return f"{work}/profile_r{ranks}_tp{tp}_{'sp' if sp else 'nosp'}_mb{micro}.json"
 
+def calibrate(ranks, tp, sp, micro, path):
+    """Two ranks calibrate side by side: one tp2 group, or two tp1 replicas."""
+    launch = ["mpirun"] + mpirun_flags + ["-np", str(ranks)] if ranks > 1 else []
+    subprocess.run(launch + [trainer, "calibrate", "--config", config, "--out", path]
+                   + sets(model + [f"parallel.tensor={tp}",
+                                   f"parallel.sequence_parallel={str(sp).lower()}",
+                                   f"train.micro_batch_size={micro}"]),
+                   check=True, stdout=subprocess.DEVNULL, env=env_for(ranks))
+
 # Every rank shape the layouts of 1 and 2 ranks can have: tp 1 or 2, sp with tp 2, the micro
 # batch a divisor of the global batch 8 (cp needs flash attention, which this model does not use).
 start = time.time()
@@ -109,14 +121,7 @@ for ranks in (1, 2):
     for tp in ((1,) if ranks == 1 else (1, 2)):
         for sp in ((False,) if tp == 1 else (False, True)):
             for micro in (1, 2, 4, 8):
-                # Two ranks calibrate side by side: one tp2 group, or two tp1 replicas.
-                launch = ["mpirun"] + mpirun_flags + ["-np", str(ranks)] if ranks > 1 else []
-                subprocess.run(launch + [trainer, "calibrate", "--config", config, "--out",
-                                profile_path(ranks, tp, sp, micro)]
-                               + sets(model + [f"parallel.tensor={tp}",
-                                               f"parallel.sequence_parallel={str(sp).lower()}",
-                                               f"train.micro_batch_size={micro}"]),
-                               check=True, stdout=subprocess.DEVNULL, env=env_for(ranks))
+                calibrate(ranks, tp, sp, micro, profile_path(ranks, tp, sp, micro))
 print(f"calibrated every shape in {time.time() - start:.1f} s")
 
 measured_rows = []
@@ -135,19 +140,25 @@ for ranks in (1, 2):
                        f"-{'sp' if row['sp'] else 'nosp'}-mb{row['micro']}"
                        f"-{'dist' if row['dist_opt'] else 'nodist'}")
         row["runs_step_ms"] = []
+        row["runs_predicted_step_ms"] = []
+        row["runs_calibrated_layer_ms"] = []
         measured_rows.append(row)
-def train_once(row):
-    """One short run of the layout of `row`: its median step_ms after the first step."""
+def train_once(row, round_index):
+    """One short run of the layout of `row` on a profile of its shape calibrated just before it
+    (this VM's speed drifts over minutes): its median step_ms after the first step, its own
+    prediction, and the profile's layer time (how fast the machine was)."""
     ranks = row["ranks"]
+    profile = f"{work}/run-profile-{row['name']}-{round_index}.json"
+    calibrate(ranks, row["tp"], row["sp"], row["micro"], profile)
     layout = [f"parallel.tensor={row['tp']}", f"parallel.context={row['cp']}",
               f"parallel.pipeline={row['pp']}", f"parallel.virtual_pipeline={row['vp']}",
               f"parallel.data={row['dp']}",
               f"parallel.sequence_parallel={str(row['sp']).lower()}",
               f"train.micro_batch_size={row['micro']}",
               f"optimizer.distributed={str(row['dist_opt']).lower()}",
-              # The run plans its recompute as the search did: same budget, same profile.
+              # The run plans its recompute as the search did, under the same budget.
               "recompute.auto=true", f"train.memory_budget_gib={budget_gib}",
-              f"train.time_profile={profile_path(ranks, row['tp'], row['sp'], row['micro'])}"]
+              f"train.time_profile={profile}"]
     outdir = f"{work}/run-{row['name']}"
     subprocess.run(["rm", "-rf", outdir], check=True)
     subprocess.run(["mpirun"] + mpirun_flags + ["-np", str(ranks), trainer, "train",
@@ -156,26 +167,44 @@ def train_once(row):
                    check=True, stdout=subprocess.DEVNULL, env=env_for(ranks))
     lines = [json.loads(l) for l in open(f"{outdir}/metrics.jsonl")]
     later = lines[1:] if len(lines) > 1 else lines
-    row["run_predicted_step_ms"] = later[0].get("predicted_step_ms")
-    return statistics.median(l["step_ms"] for l in later)
+    calibrated = json.load(open(profile))
+    row["runs_predicted_step_ms"].append(later[0]["predicted_step_ms"])
+    row["runs_calibrated_layer_ms"].append(
+        1e3 * (calibrated["layer_forward_s"] + calibrated["layer_backward_s"]))
+    row["runs_step_ms"].append(statistics.median(l["step_ms"] for l in later))
 # Rounds of every layout in turn, so that the machine's drift over minutes falls on all alike.
 start = time.time()
-for _ in range(rounds):
+for round_index in range(rounds):
     for row in measured_rows:
-        row["runs_step_ms"].append(train_once(row))
+        train_once(row, round_index)
+# At the calibrated speed: each run's measured and predicted step scaled by its profile's layer
+# time against the median of its shape's (the same shape calibrated at different times
+# measures how fast the machine was).
+shape_speed = {}
 for row in measured_rows:
+    shape_speed.setdefault((row["ranks"], row["tp"], row["sp"], row["micro"]), []).extend(
+        row["runs_calibrated_layer_ms"])
+for row in measured_rows:
+    speed = statistics.median(shape_speed[(row["ranks"], row["tp"], row["sp"], row["micro"])])
+    scale = [speed / v for v in row["runs_calibrated_layer_ms"]]
     row["measured_step_ms"] = statistics.median(row["runs_step_ms"])
+    row["run_error"] = statistics.median(
+        p / m - 1 for p, m in zip(row["runs_predicted_step_ms"], row["runs_step_ms"]))
+    row["predicted_step_ms_at_median_speed"] = statistics.median(
+        p * k for p, k in zip(row["runs_predicted_step_ms"], scale))
+    row["step_ms_at_median_speed"] = statistics.median(
+        m * k for m, k in zip(row["runs_step_ms"], scale))
 print(f"\nmeasured {len(measured_rows)} layouts x {rounds} rounds in {time.time() - start:.0f} s")
 
-print("\n| layout | predicted ms | run's predicted ms | measured ms (rounds) | error |")
-print("|---|---|---|---|---|")
+print("\n| layout | search's predicted ms | measured ms (rounds) | runs' predicted ms |"
+      " runs' error | predicted / measured ms at the median calibrated speed |")
+print("|---|---|---|---|---|---|")
 for r in measured_rows:
-    error = r["step_ms"] / r["measured_step_ms"] - 1
-    run_pred = r["run_predicted_step_ms"]
     runs = ", ".join(f"{x:.0f}" for x in r["runs_step_ms"])
-    print(f"| {r['name']} | {r['step_ms']:.1f} | "
-          f"{run_pred if run_pred is None else format(run_pred, '.1f')} | "
-          f"{r['measured_step_ms']:.1f} ({runs}) | {100 * error:+.0f}% |")
+    run_preds = ", ".join(f"{x:.0f}" for x in r["runs_predicted_step_ms"])
+    print(f"| {r['name']} | {r['step_ms']:.1f} | {r['measured_step_ms']:.1f} ({runs}) |"
+          f" {run_preds} | {100 * r['run_error']:+.0f}% |"
+          f" {r['predicted_step_ms_at_median_speed']:.1f} / {r['step_ms_at_median_speed']:.1f} |")
 summary = {}
 for label, subset in (("1 rank", [r for r in measured_rows if r["ranks"] == 1]),
                       ("2 ranks", [r for r in measured_rows if r["ranks"] == 2]),
@@ -185,12 +214,19 @@ for label, subset in (("1 rank", [r for r in measured_rows if r["ranks"] == 1]),
     same = (sorted(range(len(subset)), key=lambda i: predicted[i]) ==
             sorted(range(len(subset)), key=lambda i: measured[i]))
     rho = spearman(predicted, measured) if len(subset) > 1 else float("nan")
+    rho_at = spearman([r["predicted_step_ms_at_median_speed"] for r in subset],
+                      [r["step_ms_at_median_speed"] for r in subset]) if len(subset) > 1 \
+        else float("nan")
     agreeing, separated = separated_pairs(predicted, [r["runs_step_ms"] for r in subset])
     summary[label] = {"layouts": len(subset), "same_order": same, "spearman": rho,
-                      "separated_pairs": separated, "separated_pairs_in_order": agreeing}
+                      "spearman_at_calibrated_speed": rho_at, "separated_pairs": separated,
+                      "separated_pairs_in_order": agreeing,
+                      "largest_run_error": max(abs(r["run_error"]) for r in subset)}
     print(f"{label}: {len(subset)} layouts, predicted order {'equals' if same else 'differs from'}"
-          f" the measured order, Spearman {rho:.2f}; {agreeing} of the {separated} pairs whose"
-          " rounds do not overlap predicted in their order")
+          f" the measured order, Spearman {rho:.2f} ({rho_at:.2f} at the calibrated speed);"
+          f" {agreeing} of the {separated} pairs whose rounds do not overlap predicted in their"
+          f" order; runs within {100 * summary[label]['largest_run_error']:.0f}% of their own"
+          " predictions")
 load = open("/proc/loadavg").read().split()[:3]
 print(f"load average at the end: {' '.join(load)}")
 results["cpu"] = {"budget_gib": budget_gib, "steps": steps, "rounds": rounds, "rows": measured_rows,
