@@ -43,7 +43,7 @@ double step_time_bound(const Config& config, const CostModel& costs, const LinkB
     const StagePrediction& p = none.stages[static_cast<size_t>(stage)];
     const StageSetup setup = make_stage_setup(config, stage, 0);
     const CommTimes comm = comm_times(config, setup, links, costs.times(config, setup));
-    const double reduce = config.optimizer.overlap_grad_reduce
+    const double reduce = reduction_hides_behind_backward(config)
                               ? std::max(p.finish_s, comm.grad_reduce_s) - p.finish_s
                               : comm.grad_reduce_s;
     bound = std::max(bound, p.finish_s + reduce + comm.embedding_sync_s + p.optimizer_s);
@@ -314,7 +314,8 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
          "send/receive\n"
          "  pairing beyond the data dependencies; uneven parallel.layers_per_stage splits (not\n"
          "  searched). The data-parallel reduction hides behind backward when\n"
-         "  optimizer.overlap_grad_reduce is on. A profile prices only layouts with its shapes;\n"
+         "  optimizer.overlap_grad_reduce is on, on CUDA (on the CPU it is exposed). A profile\n"
+         "  prices only layouts with its shapes;\n"
          "  others use the roofline.\n";
 }
 

@@ -170,6 +170,10 @@ LinkBandwidths parse_links(const std::string& text, LinkBandwidths links) {
   return links;
 }
 
+bool reduction_hides_behind_backward(const Config& config) {
+  return config.optimizer.overlap_grad_reduce && config.train.device == Device::cuda;
+}
+
 CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBandwidths& links,
                      const RankTimes& times) {
   const parallel::ParallelConfig& p = config.parallel;
@@ -259,8 +263,8 @@ StepPrediction predict_step_time(const Config& config, const CostModel& costs,
       return b * static_cast<double>(setup.num_microbatches);
     }();
     sp.reduce_s =
-        (config.optimizer.overlap_grad_reduce ? std::max(0.0, comm.grad_reduce_s - backward_busy)
-                                              : comm.grad_reduce_s) +
+        (reduction_hides_behind_backward(config) ? std::max(0.0, comm.grad_reduce_s - backward_busy)
+                                                 : comm.grad_reduce_s) +
         comm.embedding_sync_s;
     prediction.stages.push_back(sp);
     times.push_back(std::move(chunks));

@@ -9,7 +9,8 @@
 // then context, data, pipeline). Tensor- and context-parallel traffic is not overlapped with
 // compute, and comes from the profile's layer times instead when it was calibrated over real
 // peers (TimeProfile::collectives_measured); the data-parallel reduction hides behind backward
-// compute when overlapped (optimizer.overlap_grad_reduce) and is exposed for what backward leaves.
+// compute when overlapped (optimizer.overlap_grad_reduce) on CUDA and is exposed for what
+// backward leaves; on the CPU it is exposed whole (reduction_hides_behind_backward).
 // Not modelled: NCCL's algorithm choice (tree, NVLS), link contention between groups, kernel launch
 // gaps, and the pipeline's blocking send/receive pairing beyond the data dependencies.
 #pragma once
@@ -46,6 +47,13 @@ struct CommTimes {
   double grad_reduce_s = 0;     // the step's data-parallel gradient reduction (and gather)
   double embedding_sync_s = 0;  // the tied embeddings' all-reduce between first and last stage
 };
+// Whether the data-parallel reduction can hide behind backward compute: overlapped
+// (optimizer.overlap_grad_reduce) on CUDA, where NCCL moves and sums on its own. On the CPU,
+// MPI's copies and sums run on the computing cores inside the progress calls between backward
+// ops, so the whole reduction adds to the step (dp2 here: about 3 ms of grad_reduce_in_backward
+// + grad_reduce_wait per step either way).
+bool reduction_hides_behind_backward(const Config& config);
+
 // The tensor- and context-parallel terms are 0 when `times` already include them
 // (RankTimes::collectives_included).
 CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBandwidths& links,

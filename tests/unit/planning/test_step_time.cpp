@@ -132,6 +132,35 @@ TEST(StepTime, MeasuredCollectivesAreNotAddedTwice) {
   EXPECT_NEAR(gap, 4 * 8 * (added.layer_forward_s + added.layer_backward_s), 1e-9);
 }
 
+// On the CPU MPI's sums run on the computing cores, so an overlapped data-parallel reduction
+// still adds its whole time; on CUDA it hides behind backward (here far longer than it).
+TEST(StepTime, DataParallelReductionHidesBehindBackwardOnlyOnCuda) {
+  const LinkBandwidths links{10, 10, 8, 5e-6, "test"};
+  for (const std::string device : {"cpu", "cuda"}) {
+    const std::vector<std::string> layout = {"parallel.data=2", "recompute.granularity=none",
+                                             "train.device=" + device};
+    std::vector<std::string> overlap_on = layout, overlap_off = layout;
+    overlap_on.push_back("optimizer.overlap_grad_reduce=true");
+    overlap_off.push_back("optimizer.overlap_grad_reduce=false");
+    const Config overlapped = tiny(overlap_on), serial = tiny(overlap_off);
+    const CostModel costs({}, profile_for(overlapped), "p.json");
+    const StageSetup setup = make_stage_setup(overlapped, 0, 0);
+    const CommTimes comm = comm_times(overlapped, setup, links, costs.times(overlapped, setup));
+    ASSERT_GT(comm.grad_reduce_s, 0);
+    const StepPrediction hidden = predict_step_time(overlapped, costs, links);
+    const StepPrediction exposed = predict_step_time(serial, costs, links);
+    EXPECT_NEAR(exposed.stages[0].reduce_s, comm.grad_reduce_s + comm.embedding_sync_s, 1e-12);
+    if (device == "cpu") {
+      EXPECT_EQ(reduction_hides_behind_backward(overlapped), false);
+      EXPECT_EQ(hidden.step_s, exposed.step_s);
+    } else {
+      EXPECT_EQ(reduction_hides_behind_backward(overlapped), true);
+      EXPECT_NEAR(hidden.stages[0].reduce_s, comm.embedding_sync_s, 1e-12);
+      EXPECT_LT(hidden.step_s, exposed.step_s);
+    }
+  }
+}
+
 // Under every budget from full recompute's total to none's, the time planner's plan is
 // predicted no slower than any Megatron preset that fits, and no slower than the FLOPs
 // planner's, on one process and on a 4-stage pipeline. With attention made expensive, the two
