@@ -256,11 +256,14 @@ std::optional<CostModel> objective_costs(const Config& config) {
   return CostModel::for_config(config);
 }
 
-Config with_auto_plan(const Config& config, const PlanPricing& pricing) {
+Config with_auto_plan(const Config& config, const PlanPricing& pricing,
+                      std::vector<ChoiceProof>* stage_proof) {
   if (!config.recompute.automatic) return config;
+  const AutoPlan plan =
+      plan_under_budget(config, budget_bytes(config.train.memory_budget_gib), pricing);
+  if (stage_proof != nullptr) *stage_proof = plan.stage_proof;
   Config planned = config;
-  planned.recompute =
-      plan_under_budget(config, budget_bytes(config.train.memory_budget_gib), pricing).recompute;
+  planned.recompute = plan.recompute;
   return planned;
 }
 

@@ -47,8 +47,10 @@ std::optional<CostModel> objective_costs(const Config& config);
 // the largest consumer.
 AutoPlan plan_under_budget(const Config& config, int64_t budget, const PlanPricing& pricing);
 
-// `config` with recompute.auto replaced by its plan (unchanged without auto).
-Config with_auto_plan(const Config& config, const PlanPricing& pricing);
+// `config` with recompute.auto replaced by its plan (unchanged without auto); the plan's
+// AutoPlan::stage_proof into `stage_proof` when given.
+Config with_auto_plan(const Config& config, const PlanPricing& pricing,
+                      std::vector<ChoiceProof>* stage_proof = nullptr);
 
 // A plan's predictions over the whole job: each stage's memory (every rank of a stage holds the
 // same), the largest total, and the recompute FLOPs as a share of the model FLOPs of a step.

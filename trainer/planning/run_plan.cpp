@@ -72,9 +72,10 @@ Config plan_run(const Config& config, parallel::ProcessGroups& groups,
     timing.calibrated_here = !reused;
   }
   if (!config.recompute.automatic) return config;
-  if (t.plan_objective == PlanObjective::flops) return with_auto_plan(config, {});
+  if (t.plan_objective == PlanObjective::flops)
+    return with_auto_plan(config, {}, &timing.stage_proof);
   const CostModel costs = run_cost_model(config, timing);
-  return with_auto_plan(config, {&costs, default_links(config)});
+  return with_auto_plan(config, {&costs, default_links(config)}, &timing.stage_proof);
 }
 
 std::string run_profile_path(const Config& config) {

@@ -8,19 +8,22 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "parallel/core/process_groups.h"
 #include "runtime/allocator.h"
 #include "trainer/config/config.h"
+#include "trainer/planning/stage_choice.h"
 #include "trainer/planning/step_time.h"
 #include "trainer/planning/time_profile.h"
 
 namespace trainer {
 
 struct RunTiming {
-  std::optional<TimeProfile> profile;  // the profile the run plans and predicts with, if any
-  std::string origin;                  // its path, or "calibrated at startup"
-  bool calibrated_here = false;        // measured by this run (written to the run directory)
+  std::optional<TimeProfile> profile;    // the profile the run plans and predicts with, if any
+  std::string origin;                    // its path, or "calibrated at startup"
+  bool calibrated_here = false;          // measured by this run (written to the run directory)
+  std::vector<ChoiceProof> stage_proof;  // recompute.auto's, per stage (auto_plan.h)
 };
 
 // `config` with recompute.auto replaced by its plan; fills `timing` (collective over the world

@@ -206,5 +206,18 @@ TEST(StepTime, TimePlannerIsNeverPredictedSlowerThanAFittingPreset) {
   }
 }
 
+// with_auto_plan hands out each stage's proof (what a run logs); these small interleaved stages
+// are proven the cheapest.
+TEST(StepTime, AutoPlanHandsOutEachStagesProof) {
+  const Config config =
+      tiny({"parallel.pipeline=2", "parallel.virtual_pipeline=2", "recompute.auto=true",
+            "train.memory_budget_gib=0.02", "train.plan_objective=flops"});
+  std::vector<ChoiceProof> proofs;
+  const Config planned = with_auto_plan(config, {}, &proofs);
+  EXPECT_FALSE(planned.recompute.automatic);
+  ASSERT_EQ(proofs.size(), 2u);
+  for (const ChoiceProof proof : proofs) EXPECT_EQ(proof, ChoiceProof::cheapest);
+}
+
 }  // namespace
 }  // namespace trainer
