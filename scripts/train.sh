@@ -20,8 +20,10 @@ done
 configure_and_build "$root/build/release" trainer
 trainer="$root/build/release/trainer/trainer"
 
-# The bundled configs train on a generated corpus under data/; make it once.
-data_path=$(sed -n 's/^ *path: *\(data\/synthetic[^ ]*\).*/\1/p' "$config" | head -1)
+# The bundled configs train on a generated corpus under data/; make it once (block or flow
+# style: `path: data/synthetic` or `data: {path: data/synthetic, ...}`).
+data_path=$(grep -v '^ *#' "$config" | grep -o 'path: *data/synthetic[^ ,}]*' | head -1 |
+  sed 's/^path: *//' || true)
 if [ -n "$data_path" ] && [ ! -f "$root/$data_path.idx" ]; then
   (cd "$root" && "$trainer" prepare-data --synthetic --output-prefix "$data_path")
 fi
