@@ -121,15 +121,10 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     if (config.recompute.automatic) {
       log_ << "recompute.auto: planned under train.memory_budget_gib "
            << config.train.memory_budget_gib << " (trainer plan prints the plan)\n";
-      for (size_t stage = 0; stage < timing_.stage_proof.size(); ++stage) {
-        if (timing_.stage_proof[stage] == ChoiceProof::cheapest) continue;
-        log_ << "recompute.auto: stage " << stage << "'s interleaved chunks combined "
-             << (timing_.stage_proof[stage] == ChoiceProof::near
-                     ? TRAINER_STR("within " << kNearGap * 100
-                                             << "% of the cheapest recompute price")
-                     : std::string("as the best found within the search's limits"))
-             << " (the exact search stopped at its limit)\n";
-      }
+      for (size_t stage = 0; stage < timing_.stage_proof.size(); ++stage)
+        if (timing_.stage_proof[stage] != ChoiceProof::cheapest)
+          log_ << "recompute.auto: stage " << stage << ": "
+               << describe_proof(timing_.stage_proof[stage]) << "\n";
     }
     start_logging();
   }

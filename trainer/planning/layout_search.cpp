@@ -93,8 +93,7 @@ std::optional<LayoutResult> plan_layout(const Config& config, const CostModel& c
   try {
     const AutoPlan plan = plan_under_budget(config, request.budget, {&costs, request.links});
     result.config.recompute = plan.recompute;
-    for (const ChoiceProof proof : plan.stage_proof)
-      result.near_cheapest = result.near_cheapest || proof != ChoiceProof::cheapest;
+    for (const ChoiceProof proof : plan.stage_proof) result.proof = std::max(result.proof, proof);
   } catch (const runtime::ConfigError& error) {
     if (error.path() != "train.memory_budget_gib") throw;
     return std::nullopt;
@@ -293,13 +292,11 @@ void print_search(const SearchResult& result, const SearchRequest& request, std:
     out << line;
     ++sources[r.prediction.source];
   }
-  std::string near;
-  for (size_t i = 0; i < result.best.size(); ++i)
-    if (result.best[i].near_cheapest) near += (near.empty() ? "" : ", ") + std::to_string(i + 1);
-  if (!near.empty()) {
-    out << "rows " << near << ": some stage's interleaved chunks were combined within "
-        << kNearGap * 100 << "% of the cheapest recompute price, not proven the cheapest (the "
-        << "exact search stopped at its limit)\n";
+  for (const ChoiceProof proof : {ChoiceProof::near, ChoiceProof::best_found}) {
+    std::string rows;
+    for (size_t i = 0; i < result.best.size(); ++i)
+      if (result.best[i].proof == proof) rows += (rows.empty() ? "" : ", ") + std::to_string(i + 1);
+    if (!rows.empty()) out << "rows " << rows << ", some stage: " << describe_proof(proof) << "\n";
   }
   std::snprintf(line, sizeof line,
                 "layouts: %lld enumerated, %lld valid, %lld looked at in order of their lower "

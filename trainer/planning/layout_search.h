@@ -14,6 +14,7 @@
 
 #include "trainer/config/config.h"
 #include "trainer/planning/cost_model.h"
+#include "trainer/planning/stage_choice.h"
 #include "trainer/planning/step_time.h"
 
 namespace trainer {
@@ -49,9 +50,9 @@ struct LayoutResult {
   int64_t peak_bytes = 0;      // the largest predicted total of any rank
   double recompute_share = 0;  // recompute FLOPs over the model FLOPs of a step
   double bound_s = 0;          // the lower bound the search ordered it by
-  // Some stage's chunks' combination was not proven the cheapest (deep interleaving past the
-  // exact walk's limit; stage_choice.h).
-  bool near_cheapest = false;
+  // The least proven of its stages' chunk combinations (deep interleaving past the exact walk's
+  // limit; stage_choice.h).
+  ChoiceProof proof = ChoiceProof::cheapest;
 };
 
 struct SearchRequest {

@@ -354,14 +354,9 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
                   config.train.plan_objective == PlanObjective::time ? "time" : "FLOPs",
                   search_seconds);
     out << line;
-    for (size_t stage = 0; stage < stage_proof.size(); ++stage) {
-      if (stage_proof[stage] == ChoiceProof::cheapest) continue;
-      out << "  stage " << stage << ": the interleaved chunks' combination is "
-          << (stage_proof[stage] == ChoiceProof::near
-                  ? TRAINER_STR("within " << kNearGap * 100 << "% of the cheapest's price")
-                  : std::string("the best found within the searches' limits"))
-          << " (the exact search stopped at its limit)\n";
-    }
+    for (size_t stage = 0; stage < stage_proof.size(); ++stage)
+      if (stage_proof[stage] != ChoiceProof::cheapest)
+        out << "  stage " << stage << ": " << describe_proof(stage_proof[stage]) << "\n";
   }
   print_prediction(predict_step_time(config, costs, links), out);
   return 0;

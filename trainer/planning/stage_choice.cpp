@@ -32,8 +32,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <optional>
+#include <set>
+
+#include "runtime/error.h"
 
 namespace trainer {
 namespace {
@@ -58,20 +60,19 @@ bool bounded_by(const std::vector<int64_t>& fa, int ba, const std::vector<int64_
 }
 
 PeakRows peak_rows(const std::vector<parallel::ScheduleOp>& ops, size_t chunks) {
-  std::map<std::pair<std::vector<int64_t>, int>, bool> distinct;
+  std::set<std::pair<std::vector<int64_t>, int>> distinct;
   std::vector<int64_t> live(chunks, 0);
   for (const parallel::ScheduleOp& op : ops) {
     const auto c = static_cast<size_t>(op.chunk);
     if (op.forward) {
       ++live[c];
-      distinct[{live, -1}] = true;
+      distinct.insert({live, -1});
     } else {
       --live[c];
-      distinct[{live, static_cast<int>(c)}] = true;
+      distinct.insert({live, static_cast<int>(c)});
     }
   }
-  std::vector<std::pair<std::vector<int64_t>, int>> all;
-  for (const auto& [row, unused] : distinct) all.push_back(row);
+  const std::vector<std::pair<std::vector<int64_t>, int>> all(distinct.begin(), distinct.end());
   PeakRows rows;
   for (size_t i = 0; i < all.size(); ++i) {
     bool dropped = false;
@@ -110,16 +111,10 @@ class Search {
     cheapest_term_.assign(R, std::vector<int64_t>(V + 1, 0));
     steps_.assign(R, std::vector<std::vector<HullStep>>(V + 1));
     rest_cost_.assign(V + 1, {});
-    cheapest_rest_.assign(V + 1, 0);
     for (size_t v = V; v-- > 0;) {
-      const ChunkCandidate* cheapest = &fronts[v][0];
-      for (const ChunkCandidate& c : fronts[v]) {
-        if (c.cost.price < cheapest->cost.price) cheapest = &c;
-      }
       RecomputeCost least = fronts[v][0].cost;
       for (const ChunkCandidate& c : fronts[v]) least = std::min(least, c.cost);
       rest_cost_[v] = least + rest_cost_[v + 1];
-      cheapest_rest_[v] = cheapest->cost.price + cheapest_rest_[v + 1];
       for (size_t r = 0; r < R; ++r) {
         int64_t low = rows_.term(r, v, fronts[v][0]);
         for (const ChunkCandidate& c : fronts[v]) low = std::min(low, rows_.term(r, v, c));
@@ -309,7 +304,7 @@ class Search {
                                       static_cast<double>(over - last->saved_before) /
                                       static_cast<double>(last->saved));
     }
-    return static_cast<double>(cheapest_rest_[v]) + bound;
+    return static_cast<double>(rest_cost_[v].price) + bound;
   }
 
   int64_t peak_bound(size_t v) const {
@@ -378,8 +373,9 @@ class Search {
   std::vector<std::vector<int64_t>> least_term_;           // [row][v]: chunks [v, V)'s least terms
   std::vector<std::vector<int64_t>> cheapest_term_;        // [row][v]: their cheapest points' terms
   std::vector<std::vector<std::vector<HullStep>>> steps_;  // [row][v]: their hulls' steps, merged
-  std::vector<int64_t> cheapest_rest_;    // [v]: the least prices of chunks v.. together
-  std::vector<RecomputeCost> rest_cost_;  // [v]: the least cost of chunks v.. together
+  // [v]: the least cost of chunks v.. together (its price: the least price, costs being ordered
+  // by price first)
+  std::vector<RecomputeCost> rest_cost_;
   Objective objective_ = Objective::cheapest_fitting;
   int64_t room_ = 0;
   std::optional<int64_t> cut_price_;
@@ -392,6 +388,15 @@ class Search {
 };
 
 }  // namespace
+
+std::string describe_proof(ChoiceProof proof) {
+  if (proof == ChoiceProof::cheapest) return "";
+  return "the interleaved chunks' combination is " +
+         (proof == ChoiceProof::near
+              ? TRAINER_STR("within " << kNearGap * 100 << "% of the cheapest recompute price")
+              : std::string("the best found within the searches' limits")) +
+         " (the exact search stopped at its limit)";
+}
 
 StageChoice choose_stage_combination(const std::vector<std::vector<ChunkCandidate>>& fronts,
                                      const std::vector<parallel::ScheduleOp>& ops, int64_t room,

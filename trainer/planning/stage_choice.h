@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "parallel/pipeline/schedules.h"
@@ -21,6 +22,11 @@ enum class ChoiceProof {
   best_found,  // both searches hit their limits: the best they and the greedy found
 };
 inline constexpr double kNearGap = 1e-2;  // of the recompute price
+
+// A proof in words, for the plan's printout and the run's log: "" for cheapest, else "the
+// interleaved chunks' combination is within 1% of the cheapest recompute price (the exact
+// search stopped at its limit)" or its best_found counterpart.
+std::string describe_proof(ChoiceProof proof);
 
 // The walks' limits, in subtrees visited (not seconds, so that every rank plans alike).
 struct ChoiceLimits {

@@ -10,8 +10,8 @@
 // compute, and comes from the profile's layer times instead when it was calibrated over real
 // peers (TimeProfile::collectives_measured); the data-parallel reduction hides behind backward
 // compute when overlapped (optimizer.overlap_grad_reduce) on CUDA and is exposed for what
-// backward leaves; on the CPU it is exposed whole (reduction_hides_behind_backward).
-// Not modelled: NCCL's algorithm choice (tree, NVLS), link contention between groups, kernel launch
+// backward leaves; on the CPU it is exposed whole (reduction_hides_behind_backward). Not
+// modelled: NCCL's algorithm choice (tree, NVLS), link contention between groups, kernel launch
 // gaps, and the pipeline's blocking send/receive pairing beyond the data dependencies.
 #pragma once
 
