@@ -29,7 +29,7 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) bef
 import json, statistics, subprocess, sys
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, f"{root}/scripts")
-from rank_correlation import separated_pairs, spearman  # noqa: E402
+from rank_correlation import at_speed, calibrated_layer_ms, separated_pairs, spearman  # noqa: E402
 steps, reps, mpirun_flags = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
 config = f"{root}/configs/tiny.yaml"
 shape = ["model.num_layers=8", "model.hidden_size=128", "model.num_attention_heads=4",
@@ -110,12 +110,10 @@ def run(layout, name, overrides, rep, profile):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     lines = [json.loads(x) for x in open(f"{out}/metrics.jsonl")]
     later = lines[1:] if len(lines) > 1 else lines
-    calibrated = json.load(open(profile))
     return {"step_ms": statistics.median(x["step_ms"] for x in later),
-            # the machine's speed just before the run: one layer's forward and backward as
-            # calibrated (the same shapes for every config of a layout and backend)
-            "calibrated_layer_ms": 1e3 * (calibrated["layer_forward_s"] +
-                                          calibrated["layer_backward_s"]),
+            # the machine's speed just before the run (the same shapes for every config of a
+            # layout and backend)
+            "calibrated_layer_ms": calibrated_layer_ms(profile),
             "tokens_per_s": statistics.median(x["tokens_per_s"] for x in later),
             "predicted_step_ms": later[0]["predicted_step_ms"],
             "measured_peak": max(total(x, "peak_{}_bytes", "rank_total_peak_bytes") for x in later),
@@ -200,9 +198,8 @@ for backend in backends:
     for name in names:
         s = summary(("1 process", backend, name))
         error = s["error"]
-        scale = [speed / v for v in s["runs_calibrated_layer_ms"]]
-        p_at = statistics.median(p * k for p, k in zip(s["runs_predicted_step_ms"], scale))
-        m_at = statistics.median(m * k for m, k in zip(s["runs_step_ms"], scale))
+        p_at = at_speed(s["runs_predicted_step_ms"], s["runs_calibrated_layer_ms"], speed)
+        m_at = at_speed(s["runs_step_ms"], s["runs_calibrated_layer_ms"], speed)
         print(f"| {name} | {s['predicted_step_ms']:.1f} | {s['step_ms']:.1f} | {100 * error:+.1f}% |"
               f" {p_at:.1f} | {m_at:.1f} |")
         predicted.append(s["predicted_step_ms"])

@@ -38,7 +38,7 @@ python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" "$rounds" <<'PY'
 import json, os, re, statistics, subprocess, sys, time
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, f"{root}/scripts")
-from rank_correlation import separated_pairs, spearman  # noqa: E402
+from rank_correlation import at_speed, calibrated_layer_ms, separated_pairs, spearman  # noqa: E402
 steps, mpirun_flags, rounds = int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
 ROW = re.compile(r"^\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(on|-) \|"
                  r"\s+(\d+) \|\s+(on|-) \|\s+([0-9.]+ [KMG]?i?B) \|\s+([0-9.]+) \|\s+([0-9.]+) \|"
@@ -167,10 +167,8 @@ def train_once(row, round_index):
                    check=True, stdout=subprocess.DEVNULL, env=env_for(ranks))
     lines = [json.loads(l) for l in open(f"{outdir}/metrics.jsonl")]
     later = lines[1:] if len(lines) > 1 else lines
-    calibrated = json.load(open(profile))
     row["runs_predicted_step_ms"].append(later[0]["predicted_step_ms"])
-    row["runs_calibrated_layer_ms"].append(
-        1e3 * (calibrated["layer_forward_s"] + calibrated["layer_backward_s"]))
+    row["runs_calibrated_layer_ms"].append(calibrated_layer_ms(profile))
     row["runs_step_ms"].append(statistics.median(l["step_ms"] for l in later))
 # Rounds of every layout in turn, so that the machine's drift over minutes falls on all alike.
 start = time.time()
@@ -186,14 +184,13 @@ for row in measured_rows:
         row["runs_calibrated_layer_ms"])
 for row in measured_rows:
     speed = statistics.median(shape_speed[(row["ranks"], row["tp"], row["sp"], row["micro"])])
-    scale = [speed / v for v in row["runs_calibrated_layer_ms"]]
     row["measured_step_ms"] = statistics.median(row["runs_step_ms"])
     row["run_error"] = statistics.median(
         p / m - 1 for p, m in zip(row["runs_predicted_step_ms"], row["runs_step_ms"]))
-    row["predicted_step_ms_at_median_speed"] = statistics.median(
-        p * k for p, k in zip(row["runs_predicted_step_ms"], scale))
-    row["step_ms_at_median_speed"] = statistics.median(
-        m * k for m, k in zip(row["runs_step_ms"], scale))
+    row["predicted_step_ms_at_median_speed"] = at_speed(
+        row["runs_predicted_step_ms"], row["runs_calibrated_layer_ms"], speed)
+    row["step_ms_at_median_speed"] = at_speed(row["runs_step_ms"], row["runs_calibrated_layer_ms"],
+                                              speed)
 print(f"\nmeasured {len(measured_rows)} layouts x {rounds} rounds in {time.time() - start:.0f} s")
 
 print("\n| layout | search's predicted ms | measured ms (rounds) | runs' predicted ms |"

@@ -1,6 +1,8 @@
-"""Spearman's rank correlation for the benchmark scripts (bench_planner.sh, bench_search.sh):
-Pearson's correlation of the ranks, tied values sharing their mean rank; and the order of the pairs
-that the measured runs separate."""
+"""Ranking predictions against measurements for the benchmark scripts (bench_planner.sh,
+bench_search.sh): Spearman's rank correlation (Pearson's correlation of the ranks, tied values
+sharing their mean rank); the order of the pairs that the measured runs separate; and runs scaled
+to the machine's median calibrated speed."""
+import json
 import statistics
 
 
@@ -39,3 +41,16 @@ def separated_pairs(predicted, runs):
                 separated += 1
                 agreeing += predicted[i] < predicted[j]
     return agreeing, separated
+
+
+def calibrated_layer_ms(profile_path):
+    """How fast the machine was when `profile_path` (a `trainer calibrate` profile) was
+    measured: one layer's forward and backward, ms."""
+    profile = json.load(open(profile_path))
+    return 1e3 * (profile["layer_forward_s"] + profile["layer_backward_s"])
+
+
+def at_speed(values, layer_ms, median_layer_ms):
+    """The median of a configuration's runs (`values`), each scaled from the speed its profile
+    measured (`layer_ms`, per run) to `median_layer_ms`."""
+    return statistics.median(x * median_layer_ms / ms for x, ms in zip(values, layer_ms))
