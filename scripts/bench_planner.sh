@@ -194,7 +194,7 @@ for backend in backends:
     names = list(presets) + [f"time planner {f}" for f in accuracy_fractions]
     speed = statistics.median(v for n in names
                               for v in summary(("1 process", backend, n))["runs_calibrated_layer_ms"])
-    predicted, measured, runs, at_speed, entries = [], [], [], ([], []), []
+    predicted, measured, runs, scaled, entries = [], [], [], ([], []), []
     for name in names:
         s = summary(("1 process", backend, name))
         error = s["error"]
@@ -205,8 +205,8 @@ for backend in backends:
         predicted.append(s["predicted_step_ms"])
         measured.append(s["step_ms"])
         runs.append(s["runs_step_ms"])
-        at_speed[0].append(p_at)
-        at_speed[1].append(m_at)
+        scaled[0].append(p_at)
+        scaled[1].append(m_at)
         entries.append({"config": name, "predicted_step_ms": s["predicted_step_ms"],
                         "step_ms": s["step_ms"], "error": error,
                         "predicted_step_ms_at_median_speed": p_at,
@@ -215,13 +215,13 @@ for backend in backends:
                         "runs_step_ms": s["runs_step_ms"],
                         "runs_calibrated_layer_ms": s["runs_calibrated_layer_ms"]})
     rho = spearman(predicted, measured)
-    rho_at = spearman(*at_speed)
+    rho_at = spearman(*scaled)
     agreeing, separated = separated_pairs(predicted, runs)
     worst = max(abs(e["error"]) for e in entries)
     print(f"largest error {100 * worst:.1f}%; Spearman rank correlation {rho:.3f} raw, {rho_at:.3f}"
           f" at the calibrated speed; {agreeing} of the {separated} pairs the runs separate"
           " predicted in their order")
-    for way, (p, m) in (("raw", (predicted, measured)), ("calibrated speed", at_speed)):
+    for way, (p, m) in (("raw", (predicted, measured)), ("calibrated speed", scaled)):
         pooled[way][0].extend(p)
         pooled[way][1].extend(m)
     results["accuracy"][backend] = {"configs": entries, "spearman": rho,
