@@ -22,8 +22,15 @@ trainer="$root/build/release/trainer/trainer"
 
 # The bundled configs train on a generated corpus under data/; make it once (block or flow
 # style: `path: data/synthetic` or `data: {path: data/synthetic, ...}`).
+# A `--set data.path=...` override replaces the config's path (the last one wins).
 data_path=$(grep -v '^ *#' "$config" | grep -o 'path: *data/synthetic[^ ,}]*' | head -1 |
   sed 's/^path: *//' || true)
+for ((i = 0; i + 1 < ${#args[@]}; ++i)); do
+  if [ "${args[i]}" = --set ] && [[ "${args[i + 1]}" == data.path=* ]]; then
+    data_path=${args[i + 1]#data.path=}
+    [[ "$data_path" == data/synthetic* ]] || data_path=""
+  fi
+done
 if [ -n "$data_path" ] && [ ! -f "$root/$data_path.idx" ]; then
   (cd "$root" && "$trainer" prepare-data --synthetic --output-prefix "$data_path")
 fi
