@@ -26,8 +26,11 @@
 // ChoiceLimits::exact_visits the walk stops and a second walk settles for kNearGap: it cuts every
 // subtree that cannot beat a price reached by that share of it, so that what it returns, when it
 // ends, is within kNearGap of the cheapest (ChoiceProof::near). Past near_visits too, the better of
-// the walks' best and the greedy's is returned as ChoiceProof::best_found. Both limits count
-// visits, not seconds, so that every rank plans alike.
+// the walks' best and the greedy's is returned as ChoiceProof::best_found. Where neither walk nor
+// the greedy found a fit (the greedy stops when no single move lowers the peak, at the tightest
+// rooms), the least-peak walk's combination, when it fits, made cheaper as the greedy's second
+// half does, is returned as best_found: a walk cut short never turns a fit into "does not
+// fit". The limits count visits, not seconds, so that every rank plans alike.
 #include "trainer/planning/stage_choice.h"
 
 #include <algorithm>
@@ -165,9 +168,20 @@ class Search {
   StageChoice least_peak() {
     objective_ = Objective::least_peak;
     cut_price_.reset();
-    StageChoice least = run(limits_.near_visits);
+    StageChoice least = run(limits_.least_peak_visits);
     if (stopped_) least.proof = ChoiceProof::best_found;
     return least;
+  }
+
+  // The least-peak combination `least`, which fits the room the fitting walks stopped short in,
+  // made cheaper as the greedy does (a best_found answer).
+  StageChoice cheapened_fit(const StageChoice& least) const {
+    std::vector<size_t> pick;
+    for (size_t v = 0; v < fronts_.size(); ++v)
+      pick.push_back(static_cast<size_t>(least.chunks[v] - fronts_[v].data()));
+    StageChoice fit = cheapened(std::move(pick));
+    fit.proof = ChoiceProof::best_found;
+    return fit;
   }
 
  private:
@@ -222,6 +236,12 @@ class Search {
       pick[move->first] = move->second;
       peak = moved_peak;
     }
+    return cheapened(std::move(pick));
+  }
+
+  // `pick`, which fits the room, with each chunk in turn moved to its cheapest candidate that
+  // keeps the peak within the room, until none moves.
+  StageChoice cheapened(std::vector<size_t> pick) const {
     for (bool moved = true; moved;) {
       moved = false;
       for (size_t v = 0; v < fronts_.size(); ++v) {
@@ -405,9 +425,14 @@ StageChoice choose_stage_combination(const std::vector<std::vector<ChunkCandidat
     if (front.empty()) return {};
   Search search(fronts, ops, limits);
   StageChoice choice = search.cheapest_fitting(room);
-  if (choice.chunks.empty()) return search.least_peak();
-  choice.fits = true;
-  return choice;
+  if (!choice.chunks.empty()) {
+    choice.fits = true;
+    return choice;
+  }
+  const StageChoice least = search.least_peak();
+  // A fitting walk that ends finds every fit; one that stopped (and a greedy that stuck) may not.
+  if (least.chunks.empty() || least.peak > room) return least;
+  return search.cheapened_fit(least);
 }
 
 }  // namespace trainer

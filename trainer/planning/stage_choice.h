@@ -32,6 +32,7 @@ std::string describe_proof(ChoiceProof proof);
 struct ChoiceLimits {
   int64_t exact_visits = 100'000;
   int64_t near_visits = 1'000'000;
+  int64_t least_peak_visits = 1'000'000;  // the least-peak walk, when no fit was found
 };
 
 struct StageChoice {

@@ -145,6 +145,30 @@ TEST(StageChoice, PastItsLimitSettlesNearTheCheapest) {
   EXPECT_GT(best_found, 10);
 }
 
+// At the tightest rooms (the least peak itself, or a little above it) the greedy can stop short
+// of fitting, and walks cut off at a few visits find no fit of their own: what fits is still
+// found (the least-peak walk's answer), never "does not fit" where a combination fits.
+TEST(StageChoice, WalksCutShortStillFindWhatFits) {
+  std::mt19937 rng(9);
+  int tightest = 0;
+  for (const int64_t chunks : {2, 3}) {
+    const auto ops = parallel::schedule_ops(parallel::ScheduleKind::interleaved, 4, 0, chunks, 8);
+    for (int trial = 0; trial < 60; ++trial) {
+      std::vector<std::vector<ChunkCandidate>> fronts;
+      for (int64_t v = 0; v < chunks; ++v) fronts.push_back(random_front(rng, 12));
+      const int64_t least = brute_force(fronts, ops, -1).peak;
+      for (const int64_t room : {least, least + 100, least + 300}) {
+        const StageChoice cut =
+            choose_stage_combination(fronts, ops, room, {.exact_visits = 2, .near_visits = 2});
+        ASSERT_TRUE(cut.fits) << "room " << room << ", least peak " << least;
+        EXPECT_LE(cut.peak, room);
+        tightest += room == least && cut.proof == ChoiceProof::best_found;
+      }
+    }
+  }
+  EXPECT_GT(tightest, 10);
+}
+
 // A front like the chunk search's on a stage of like layers: price falls almost linearly as
 // memory grows, so that many combinations price within a hair of each other.
 std::vector<ChunkCandidate> near_linear_front(std::mt19937& rng, int size) {
