@@ -57,7 +57,7 @@ constexpr CommandUsage kCommandUsages[] = {
      "        PREFIX_rank<R>.trace.json (Perfetto).\n"
      "  plan --config FILE.yaml --search --ranks N --budget-gib X [--top K] [--emit-yaml]\n"
      "       [--profile P.json]\n"
-     "       [--link-gbps intra=GBPS,inter=GBPS,ranks-per-node=N,latency-us=US]\n"
+     "       [--link-gbps intra=GBPS,inter=GBPS,reduce=GBPS,ranks-per-node=N,latency-us=US]\n"
      "        Search the parallel layouts of N ranks (tensor, context, pipeline, data,\n"
      "        virtual pipeline, sequence parallel, micro batch, distributed optimizer): plan\n"
      "        recompute under X GiB per rank for each and print the K (default 10) fastest\n"

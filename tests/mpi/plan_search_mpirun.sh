@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `trainer plan --search` under mpirun: the two ranks measure their link, rank 0 alone prints the
-# table with the measured links; --link-gbps skips the measurement and says so.
+# `trainer plan --search` under mpirun: the two ranks measure their link and an all-reduce, rank 0
+# alone prints the table with the measured links; --link-gbps skips the measurement and says so.
 set -u
 trainer=$1 mpirun=$2
 source "$(dirname "$0")/../script_test_util.sh"
@@ -15,6 +15,8 @@ flags=(--oversubscribe --bind-to none -np 2)
   fail "the table is not printed once: $(cat "$dir/out")"
 grep -q "^links measured under mpirun: 2 ranks, 2 on rank 0's node; intra [0-9.]* GB/s" \
   "$dir/out" || fail "no measured links: $(grep links "$dir/out")"
+grep -q "^links measured under mpirun: .*, sums within a node at [0-9.]* GB/s (all-reduce)," \
+  "$dir/out" || fail "no measured all-reduce: $(grep links "$dir/out")"
 "$mpirun" "${flags[@]}" "$trainer" plan --config "$dir/run.yaml" --search --ranks 2 \
   --budget-gib 1 --link-gbps intra=7,inter=3 > "$dir/out" 2> "$dir/err" ||
   fail "plan --search --link-gbps exited $?: $(cat "$dir/err")"

@@ -1,5 +1,7 @@
 // Ping-pong between rank 0 and a peer: the best of a few round trips, bandwidth from the large
-// message (two transfers per trip), latency from the small one (half a trip).
+// message (two transfers per trip), latency from the small one (half a trip). When every rank
+// shares rank 0's node, an all-reduce of the large message over them all gives the bus bandwidth
+// of sums (2(n-1)/n of the payload per rank, over the best time).
 #include "trainer/planning/link_measure.h"
 
 #include <unistd.h>
@@ -45,6 +47,21 @@ double round_trip(parallel::Communicator& world, int peer, int64_t bytes,
   return best;
 }
 
+// The best all-reduce of `bytes` (f32) over the world, seconds, on every rank.
+double all_reduce_time(parallel::Communicator& world, int64_t bytes) {
+  std::vector<float> values(static_cast<size_t>(bytes) / sizeof(float), 1.f);
+  double best = 1e30;
+  for (int trip = 0; trip < kTrips + 1; ++trip) {
+    world.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    world.all_reduce_sum(values.data(), static_cast<int64_t>(values.size()), runtime::DType::f32);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (trip > 0) best = std::min(best, seconds);
+  }
+  return best;
+}
+
 }  // namespace
 
 LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths& stated) {
@@ -62,7 +79,7 @@ LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths
   std::vector<char> buffer(static_cast<size_t>(kLargeBytes));
   LinkBandwidths links = stated;
   links.ranks_per_node = on_node;
-  double results[3] = {links.intra_gbps, links.inter_gbps, links.latency_s};
+  double results[4] = {links.intra_gbps, links.inter_gbps, links.latency_s, links.reduce_gbps};
   if (intra > 0) {
     results[0] = 2.0 * kLargeBytes / round_trip(world, intra, kLargeBytes, buffer) / 1e9;
     results[2] = round_trip(world, intra, 8, buffer) / 2;
@@ -71,16 +88,24 @@ LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths
     results[1] = 2.0 * kLargeBytes / round_trip(world, inter, kLargeBytes, buffer) / 1e9;
     results[2] = std::max(results[2], round_trip(world, inter, 8, buffer) / 2);
   }
+  // Collective: every rank takes part (all of them on rank 0's node, or none).
+  if (intra > 0 && on_node == n) {
+    const double share = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
+    results[3] = share * kLargeBytes / all_reduce_time(world, kLargeBytes) / 1e9;
+  }
   world.broadcast(results, sizeof results, 0);
   links.intra_gbps = results[0];
   links.inter_gbps = results[1];
   links.latency_s = results[2];
-  char source[200];
+  links.reduce_gbps = results[3];
+  char source[260];
   std::snprintf(source, sizeof source,
                 "measured under mpirun: %d ranks, %d on rank 0's node; intra %.1f GB/s%s, inter "
-                "%.1f GB/s%s, %.1f us per message",
+                "%.1f GB/s%s, sums within a node %s%s, %.1f us per message",
                 n, on_node, links.intra_gbps, intra > 0 ? "" : " (stated: no peer)",
-                links.inter_gbps, inter > 0 ? "" : " (stated: no peer)", links.latency_s * 1e6);
+                links.inter_gbps, inter > 0 ? "" : " (stated: no peer)",
+                reduce_words(links).c_str(),
+                intra > 0 && on_node == n ? " (all-reduce)" : "", links.latency_s * 1e6);
   links.source = source;
   return links;
 }

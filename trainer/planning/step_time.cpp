@@ -22,16 +22,18 @@ double group_gbps(const LinkBandwidths& links, int64_t stride, int64_t size) {
   return stride * size <= links.ranks_per_node ? links.intra_gbps : links.inter_gbps;
 }
 
-double ring_factor(int64_t n, bool all_reduce) {
-  if (n <= 1) return 0;
-  const double f = static_cast<double>(n - 1) / static_cast<double>(n);
-  return all_reduce ? 2 * f : f;
-}
+enum class Collective { all_gather, reduce_scatter, all_reduce };
 
+// A ring collective of `bytes` over the group; sums within a node at reduce_gbps where known.
 double collective_s(const LinkBandwidths& links, double bytes, int64_t stride, int64_t size,
-                    bool all_reduce) {
+                    Collective kind) {
   if (size <= 1) return 0;
-  return ring_factor(size, all_reduce) * bytes / (group_gbps(links, stride, size) * kGB) +
+  const double share = static_cast<double>(size - 1) / static_cast<double>(size);
+  const bool sums = kind != Collective::all_gather;
+  const bool intra = stride * size <= links.ranks_per_node;
+  const double gbps =
+      sums && intra && links.reduce_gbps > 0 ? links.reduce_gbps : group_gbps(links, stride, size);
+  return (kind == Collective::all_reduce ? 2 : 1) * share * bytes / (gbps * kGB) +
          links.latency_s * static_cast<double>(size - 1);
 }
 
@@ -135,10 +137,18 @@ double parse_positive(const std::string& flag, const std::string& text) {
 
 LinkBandwidths default_links(const Config& config) {
   if (config.train.device == Device::cuda)
-    return {360, 45, 8, 10e-6,
+    return {360, 45, 8, 10e-6, 0,
             "stated: NVLink 4 360 GB/s bus bandwidth within a node of 8, 400 Gb/s InfiniBand "
             "45 GB/s across"};
-  return {5, 5, 1 << 20, 5e-6, "stated: MPI over shared memory, 5 GB/s"};
+  return {5, 5, 1 << 20, 5e-6, 2,
+          "stated: MPI over shared memory, 5 GB/s, sums (all-reduce, reduce-scatter) 2 GB/s"};
+}
+
+std::string reduce_words(const LinkBandwidths& links) {
+  if (links.reduce_gbps <= 0) return "at the link's";
+  char text[40];
+  std::snprintf(text, sizeof text, "at %.1f GB/s", links.reduce_gbps);
+  return text;
 }
 
 LinkBandwidths parse_links(const std::string& text, LinkBandwidths links) {
@@ -153,19 +163,22 @@ LinkBandwidths parse_links(const std::string& text, LinkBandwidths links) {
       links.inter_gbps = parse_positive(key, value);
     } else if (key == "ranks-per-node") {
       links.ranks_per_node = static_cast<int64_t>(parse_positive(key, value));
+    } else if (key == "reduce") {
+      links.reduce_gbps = parse_positive(key, value);
     } else if (key == "latency-us") {
       links.latency_s = parse_positive(key, value) * 1e-6;
     } else {
       throw runtime::InputError(
-          "plan: --link-gbps takes intra=, inter=, ranks-per-node= and latency-us=, got '" + item +
-          "'");
+          "plan: --link-gbps takes intra=, inter=, reduce=, ranks-per-node= and latency-us=, got '" +
+          item + "'");
     }
   }
-  char source[160];
+  char source[200];
   std::snprintf(source, sizeof source,
-                "given: intra %g GB/s, inter %g GB/s, %lld ranks per node, %g us per message",
-                links.intra_gbps, links.inter_gbps, static_cast<long long>(links.ranks_per_node),
-                links.latency_s * 1e6);
+                "given: intra %g GB/s, inter %g GB/s, sums within a node %s, %lld ranks per node, "
+                "%g us per message",
+                links.intra_gbps, links.inter_gbps, reduce_words(links).c_str(),
+                static_cast<long long>(links.ranks_per_node), links.latency_s * 1e6);
   links.source = source;
   return links;
 }
@@ -184,12 +197,15 @@ CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBa
   if (p.tensor > 1 && !times.collectives_included) {
     // Forward: two all-reduces (attention and MLP outputs), or two all-gathers and two
     // reduce-scatters under sequence parallelism; backward the same again.
-    const double boundary = p.sequence_parallel
-                                ? 2 * collective_s(links, hidden, 1, p.tensor, false)
-                                : collective_s(links, hidden, 1, p.tensor, true);
+    const double boundary =
+        p.sequence_parallel
+            ? collective_s(links, hidden, 1, p.tensor, Collective::all_gather) +
+                  collective_s(links, hidden, 1, p.tensor, Collective::reduce_scatter)
+            : collective_s(links, hidden, 1, p.tensor, Collective::all_reduce);
     c.layer_forward_s = 2 * boundary;
     c.layer_backward_s = c.layer_forward_s;
-    if (p.sequence_parallel) c.rebuild_gather_s = collective_s(links, hidden, 1, p.tensor, false);
+    if (p.sequence_parallel)
+      c.rebuild_gather_s = collective_s(links, hidden, 1, p.tensor, Collective::all_gather);
   }
   if (p.context > 1 && !times.collectives_included) {
     // The ring passes each rank's keys and values on cp - 1 times; backward passes them and
@@ -210,15 +226,17 @@ CommTimes comm_times(const Config& config, const StageSetup& setup, const LinkBa
   const int64_t replicas = p.replicas();
   if (replicas > 1) {
     const double grad_bytes = 4 * params;
-    c.grad_reduce_s = config.optimizer.distributed
-                          ? collective_s(links, grad_bytes, p.tensor, replicas, false) +
-                                collective_s(links, params * s, p.tensor, replicas, false)
-                          : collective_s(links, grad_bytes, p.tensor, replicas, true);
+    c.grad_reduce_s =
+        config.optimizer.distributed
+            ? collective_s(links, grad_bytes, p.tensor, replicas, Collective::reduce_scatter) +
+                  collective_s(links, params * s, p.tensor, replicas, Collective::all_gather)
+            : collective_s(links, grad_bytes, p.tensor, replicas, Collective::all_reduce);
   }
   if (p.pipeline > 1 && !config.model.untie_embeddings &&
       (setup.shard.embedding || setup.shard.head)) {
     const double table = static_cast<double>(vocab_shard(config) * config.model.hidden_size) * 4;
-    c.embedding_sync_s = collective_s(links, table, stage_stride * (p.pipeline - 1), 2, true);
+    c.embedding_sync_s =
+        collective_s(links, table, stage_stride * (p.pipeline - 1), 2, Collective::all_reduce);
   }
   return c;
 }

@@ -28,15 +28,22 @@ struct LinkBandwidths {
   double inter_gbps = 0;  // across nodes
   int64_t ranks_per_node = 8;
   double latency_s = 0;  // per message
+  // The bus bandwidth of a sum (all-reduce, reduce-scatter) within a node, where it was measured
+  // or given: MPI on the CPU adds on the computing cores and moves less than a send does (2
+  // ranks here: about 2 GB/s against 5.5 GB/s of ping-pong at 64 MiB). 0: the link's.
+  double reduce_gbps = 0;
   std::string source;
 };
 
 // Stated links for `config`'s device: NVLink 4 and 400 Gb/s InfiniBand on cuda, MPI over shared
 // memory on the CPU.
 LinkBandwidths default_links(const Config& config);
-// "intra=GBPS,inter=GBPS,ranks-per-node=N,latency-us=US" over `links` (any subset); InputError
-// naming the flag.
+// "intra=GBPS,inter=GBPS,reduce=GBPS,ranks-per-node=N,latency-us=US" over `links` (any subset);
+// InputError naming the flag.
 LinkBandwidths parse_links(const std::string& text, LinkBandwidths links);
+// How sums within a node are priced, for the links' source line: "at 2.1 GB/s" or "at the
+// link's".
+std::string reduce_words(const LinkBandwidths& links);
 
 // The communication one rank spends per microbatch and per step, seconds.
 struct CommTimes {

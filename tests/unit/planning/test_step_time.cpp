@@ -43,7 +43,7 @@ TimeProfile profile_for(const Config& config,
 }
 
 LinkBandwidths free_links() {
-  return {1e12, 1e12, 1 << 20, 0, "free"};
+  return {1e12, 1e12, 1 << 20, 0, 0, "free"};
 }
 
 TEST(StepTime, OneProcessIsEveryMicrobatchOneAfterAnother) {
@@ -111,7 +111,7 @@ TEST(StepTime, MeasuredCollectivesAreNotAddedTwice) {
   const Config config = tiny({"parallel.tensor=2", "parallel.sequence_parallel=true",
                               "parallel.data=2", "recompute.granularity=none"});
   const StageSetup setup = make_stage_setup(config, 0, 0);
-  const LinkBandwidths links{10, 10, 8, 5e-6, "test"};
+  const LinkBandwidths links{10, 10, 8, 5e-6, 0, "test"};
   TimeProfile replayed = profile_for(config);
   TimeProfile measured = replayed;
   measured.ranks = 2;
@@ -135,7 +135,7 @@ TEST(StepTime, MeasuredCollectivesAreNotAddedTwice) {
 // On the CPU MPI's sums run on the computing cores, so an overlapped data-parallel reduction
 // still adds its whole time; on CUDA it hides behind backward (here far longer than it).
 TEST(StepTime, DataParallelReductionHidesBehindBackwardOnlyOnCuda) {
-  const LinkBandwidths links{10, 10, 8, 5e-6, "test"};
+  const LinkBandwidths links{10, 10, 8, 5e-6, 0, "test"};
   for (const std::string device : {"cpu", "cuda"}) {
     const std::vector<std::string> layout = {"parallel.data=2", "recompute.granularity=none",
                                              "train.device=" + device};
@@ -159,6 +159,35 @@ TEST(StepTime, DataParallelReductionHidesBehindBackwardOnlyOnCuda) {
       EXPECT_LT(hidden.step_s, exposed.step_s);
     }
   }
+}
+
+// Sums within a node (the data-parallel all-reduce, the distributed optimizer's reduce-scatter)
+// go at reduce_gbps where it is known; its all-gather of parameters stays at the link's; across
+// nodes the inter link prices all of them.
+TEST(StepTime, SumsWithinANodeGoAtTheReduceBandwidth) {
+  const LinkBandwidths link_only{10, 10, 8, 0, 0, "test"};
+  LinkBandwidths with_sums = link_only;
+  with_sums.reduce_gbps = 2.5;  // a quarter of the link
+  for (const bool distributed : {false, true}) {
+    const Config config = tiny({"parallel.data=2", "recompute.granularity=none",
+                                distributed ? "optimizer.distributed=true"
+                                            : "optimizer.distributed=false"});
+    const CostModel costs({}, profile_for(config), "p.json");
+    const StageSetup setup = make_stage_setup(config, 0, 0);
+    const RankTimes times = costs.times(config, setup);
+    const double plain = comm_times(config, setup, link_only, times).grad_reduce_s;
+    const double summed = comm_times(config, setup, with_sums, times).grad_reduce_s;
+    ASSERT_GT(plain, 0);
+    // Non-distributed: one all-reduce, 4x slower. Distributed: the reduce-scatter of f32
+    // gradients 4x slower, the all-gather of the (f32 here) parameters as before.
+    EXPECT_NEAR(summed, distributed ? plain / 2 * 4 + plain / 2 : 4 * plain, 1e-12);
+    LinkBandwidths across = with_sums;
+    across.ranks_per_node = 1;  // the replicas on two nodes
+    EXPECT_NEAR(comm_times(config, setup, across, times).grad_reduce_s, plain, 1e-12);
+  }
+  EXPECT_EQ(reduce_words(with_sums), "at 2.5 GB/s");
+  EXPECT_EQ(parse_links("reduce=3", link_only).reduce_gbps, 3);
+  EXPECT_THROW(parse_links("reduce=0", link_only), runtime::InputError);
 }
 
 // Under every budget from full recompute's total to none's, the time planner's plan is
