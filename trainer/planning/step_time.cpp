@@ -137,11 +137,21 @@ double parse_positive(const std::string& flag, const std::string& text) {
 
 LinkBandwidths default_links(const Config& config) {
   if (config.train.device == Device::cuda)
-    return {360, 45, 8, 10e-6, 0,
-            "stated: NVLink 4 360 GB/s bus bandwidth within a node of 8, 400 Gb/s InfiniBand "
-            "45 GB/s across"};
-  return {5, 5, 1 << 20, 5e-6, 2,
-          "stated: MPI over shared memory, 5 GB/s, sums (all-reduce, reduce-scatter) 2 GB/s"};
+    return {.intra_gbps = 360,
+            .inter_gbps = 45,
+            .ranks_per_node = 8,
+            .latency_s = 10e-6,
+            .source =
+                "stated: NVLink 4 360 GB/s bus bandwidth within a node of 8, 400 Gb/s "
+                "InfiniBand 45 GB/s across"};
+  return {.intra_gbps = 5,
+          .inter_gbps = 5,
+          .ranks_per_node = 1 << 20,
+          .latency_s = 5e-6,
+          .reduce_gbps = 2,
+          .source =
+              "stated: MPI over shared memory, 5 GB/s, sums (all-reduce, reduce-scatter) "
+              "2 GB/s"};
 }
 
 std::string reduce_words(const LinkBandwidths& links) {
@@ -169,7 +179,8 @@ LinkBandwidths parse_links(const std::string& text, LinkBandwidths links) {
       links.latency_s = parse_positive(key, value) * 1e-6;
     } else {
       throw runtime::InputError(
-          "plan: --link-gbps takes intra=, inter=, reduce=, ranks-per-node= and latency-us=, got '" +
+          "plan: --link-gbps takes intra=, inter=, reduce=, ranks-per-node= and latency-us=, got "
+          "'" +
           item + "'");
     }
   }
