@@ -8,7 +8,9 @@
 # [OpenMP wait policy]); PyTorch runs with OMP_WAIT_POLICY=passive, the fastest of the
 # settings tried for it on 2 cores (README, "CPU speed"). Last, the machine's bound: the step's
 # model FLOPs at the FMA throughput the trainer measures at startup, and the share of that peak
-# each side runs at. Writes bench/llama_cpu.json.
+# each side runs at; and, in each round after the two, the step's GEMMs alone through the
+# trainer's own linears (bench_step_gemms: OpenBLAS split over the threads as a step runs them),
+# the least a step with those products can take. Writes bench/llama_cpu.json.
 # PyTorch comes from Debian's python3-torch (`apt-get install python3-torch`).
 # Usage: scripts/bench_llama_cpu.sh [TIMED_STEPS] [ROUNDS]
 set -euo pipefail
@@ -17,7 +19,7 @@ root=$(repo_root)
 steps=${1:-20}
 rounds=${2:-5}
 "$root/scripts/setup.sh" >/dev/null
-configure_and_build "$root/build/release" trainer >/dev/null
+configure_and_build "$root/build/release" trainer bench_step_gemms >/dev/null
 python=""
 for candidate in python3 /usr/bin/python3; do
   if "$candidate" -c "import torch" 2>/dev/null; then python=$candidate; break; fi
@@ -45,6 +47,8 @@ for round in $(seq "$rounds"); do
   OMP_WAIT_POLICY=passive "$python" "$root/bench/peers/llama_torch.py" "$work/torch_$round.json" \
     --layers 4 --hidden 256 --heads 8 --groups 2 --ffn 688 --seq 128 --micro-batch 8 \
     --vocab 256 --warmup-steps 2 --timed-steps "$steps"
+  (unset OMP_WAIT_POLICY; "$root/build/release/bench/bench_step_gemms" 4 256 8 2 688 128 8 256 \
+    "$steps" > "$work/gemms_$round.json")
 done
 "$python" - "$work" "$rounds" "$root/bench/llama_cpu.json" <<'PY'
 import json, re, statistics, sys
@@ -71,6 +75,11 @@ result = {"shape": "L4 H256 heads 8 kv 2 ffn 688 seq 128 micro 8 fp32",
                             "torch": torch[0]["torch"], "threads": torch[0]["threads"],
                             "omp_wait_policy": "passive", "processes": torch},
           "round_ratios": [t["median_step_ms"] / o["median_step_ms"] for o, t in zip(ours, torch)]}
+gemm_ms = statistics.median(json.load(open(f"{work}/gemms_{r}.json"))["gemm_ms"]
+                            for r in range(1, rounds + 1))
+result["gemms_alone"] = {"median_ms": gemm_ms,
+                         "rounds_ms": [json.load(open(f"{work}/gemms_{r}.json"))["gemm_ms"]
+                                       for r in range(1, rounds + 1)]}
 result["ratio_tokens_per_s"] = torch_ms / our_ms
 result["bound"] = {"model_gflop_per_step": model_gflop, "fma_peak_gflops": max(peaks),
                    "least_step_ms": model_gflop / max(peaks) * 1e3}
@@ -88,4 +97,9 @@ print(f"bound: {model_gflop:.1f} GFLOP of model FLOPs a step at the measured FMA
       f" {max(peaks):.0f} GFLOP/s take {least:.1f} ms; the trainer's step runs at"
       f" {100 * least / our_ms:.0f}% of that peak, PyTorch's at {100 * least / torch_ms:.0f}%;"
       f" 2x PyTorch would need {100 * least / (torch_ms / 2):.0f}%")
+print(f"the step's GEMMs alone (the trainer's linears, bench_step_gemms): {gemm_ms:.1f} ms"
+      f" (rounds {min(result['gemms_alone']['rounds_ms']):.1f}-"
+      f"{max(result['gemms_alone']['rounds_ms']):.1f}), {100 * gemm_ms / our_ms:.0f}% of the"
+      f" trainer's step; a 2x step is {torch_ms / 2:.1f} ms, leaving"
+      f" {torch_ms / 2 - gemm_ms:.1f} ms for everything else")
 PY
