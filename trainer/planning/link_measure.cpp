@@ -28,7 +28,7 @@ int32_t host_id() {
 
 // The best round trip of `bytes` between rank 0 and `peer` (seconds; 0 elsewhere).
 double round_trip(parallel::Communicator& world, int peer, int64_t bytes,
-                  std::vector<char>& buffer) {
+                  std::vector<float>& buffer) {
   double best = 1e30;
   for (int trip = 0; trip < kTrips + 1; ++trip) {
     world.barrier();
@@ -47,14 +47,13 @@ double round_trip(parallel::Communicator& world, int peer, int64_t bytes,
   return best;
 }
 
-// The best all-reduce of `bytes` (f32) over the world, seconds, on every rank.
-double all_reduce_time(parallel::Communicator& world, int64_t bytes) {
-  std::vector<float> values(static_cast<size_t>(bytes) / sizeof(float), 1.f);
+// The best all-reduce of `buffer` as f32 (it holds zeros) over the world, seconds, on every rank.
+double all_reduce_time(parallel::Communicator& world, std::vector<float>& buffer) {
   double best = 1e30;
   for (int trip = 0; trip < kTrips + 1; ++trip) {
     world.barrier();
     const auto start = std::chrono::steady_clock::now();
-    world.all_reduce_sum(values.data(), static_cast<int64_t>(values.size()), runtime::DType::f32);
+    world.all_reduce_sum(buffer.data(), static_cast<int64_t>(buffer.size()), runtime::DType::f32);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (trip > 0) best = std::min(best, seconds);
@@ -76,7 +75,7 @@ LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths
     if (r > 0 && same && intra < 0) intra = r;
     if (!same && inter < 0) inter = r;
   }
-  std::vector<char> buffer(static_cast<size_t>(kLargeBytes));
+  std::vector<float> buffer(static_cast<size_t>(kLargeBytes) / sizeof(float));
   LinkBandwidths links = stated;
   links.ranks_per_node = on_node;
   double results[4] = {links.intra_gbps, links.inter_gbps, links.latency_s, links.reduce_gbps};
@@ -91,7 +90,7 @@ LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths
   // Collective: every rank takes part (all of them on rank 0's node, or none).
   if (intra > 0 && on_node == n) {
     const double share = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
-    results[3] = share * kLargeBytes / all_reduce_time(world, kLargeBytes) / 1e9;
+    results[3] = share * kLargeBytes / all_reduce_time(world, buffer) / 1e9;
   }
   world.broadcast(results, sizeof results, 0);
   links.intra_gbps = results[0];
