@@ -103,8 +103,8 @@ LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths
                 "%.1f GB/s%s, sums within a node %s%s, %.1f us per message",
                 n, on_node, links.intra_gbps, intra > 0 ? "" : " (stated: no peer)",
                 links.inter_gbps, inter > 0 ? "" : " (stated: no peer)",
-                reduce_words(links).c_str(),
-                intra > 0 && on_node == n ? " (all-reduce)" : "", links.latency_s * 1e6);
+                reduce_words(links).c_str(), intra > 0 && on_node == n ? " (all-reduce)" : "",
+                links.latency_s * 1e6);
   links.source = source;
   return links;
 }
