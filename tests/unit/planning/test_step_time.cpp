@@ -169,9 +169,9 @@ TEST(StepTime, SumsWithinANodeGoAtTheReduceBandwidth) {
   LinkBandwidths with_sums = link_only;
   with_sums.reduce_gbps = 2.5;  // a quarter of the link
   for (const bool distributed : {false, true}) {
-    const Config config = tiny({"parallel.data=2", "recompute.granularity=none",
-                                distributed ? "optimizer.distributed=true"
-                                            : "optimizer.distributed=false"});
+    const Config config =
+        tiny({"parallel.data=2", "recompute.granularity=none",
+              distributed ? "optimizer.distributed=true" : "optimizer.distributed=false"});
     const CostModel costs({}, profile_for(config), "p.json");
     const StageSetup setup = make_stage_setup(config, 0, 0);
     const RankTimes times = costs.times(config, setup);
