@@ -308,7 +308,13 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
   LinkBandwidths links = parsed.links.empty() ? default_links(config)
                                               : parse_links(parsed.links, default_links(config));
   if (world != nullptr && world->size() > 1) {  // under mpirun: measured links, rank 0 plans
-    if (parsed.links.empty()) links = measure_links(*world, links);
+    // The ranks measure their MPI links, which a CPU run's collectives take; a CUDA run's go over
+    // NCCL between the GPUs, which this command does not set up, so they stay stated (or given).
+    if (parsed.links.empty() && config.train.device == Device::cpu) {
+      links = measure_links(*world, links);
+    } else if (parsed.links.empty()) {
+      links.source += " (not measured under mpirun: a CUDA run's collectives go over NCCL)";
+    }
     if (world->rank() != 0) return 0;
   }
   if (parsed.search) {
