@@ -18,15 +18,18 @@
 
 namespace {
 
-// One linear of the step: rows x in_features -> out_features, with its buffers.
+// One linear of the step, `count` times in it: rows x in_features -> out_features, with its
+// buffers.
 struct Linear {
+  double count;
   int64_t in_features, out_features;
   std::vector<float> weight, weight_grad, inp, out, dinp;
 };
 
-Linear make_linear(int64_t rows, int64_t in_features, int64_t out_features) {
+Linear make_linear(double count, int64_t rows, int64_t in_features, int64_t out_features) {
   const auto size = [](int64_t a, int64_t b) { return static_cast<size_t>(a * b); };
-  return {in_features,
+  return {count,
+          in_features,
           out_features,
           std::vector<float>(size(out_features, in_features), 0.01f),
           std::vector<float>(size(out_features, in_features), 0.f),
@@ -56,21 +59,20 @@ int main(int argc, char** argv) {
   const int64_t rows = seq * micro, head_dim = hidden / heads;
   // One layer's linears (the layers are alike: each is timed once and counted `layers` times),
   // then the head.
+  const auto per_layer = static_cast<double>(layers);
   std::vector<Linear> linears;
-  linears.push_back(make_linear(rows, hidden, (heads + 2 * groups) * head_dim));
-  linears.push_back(make_linear(rows, heads * head_dim, hidden));
-  linears.push_back(make_linear(rows, hidden, 2 * ffn));
-  linears.push_back(make_linear(rows, ffn, hidden));
-  linears.push_back(make_linear(rows, hidden, vocab));
+  linears.push_back(make_linear(per_layer, rows, hidden, (heads + 2 * groups) * head_dim));
+  linears.push_back(make_linear(per_layer, rows, heads * head_dim, hidden));
+  linears.push_back(make_linear(per_layer, rows, hidden, 2 * ffn));
+  linears.push_back(make_linear(per_layer, rows, ffn, hidden));
+  linears.push_back(make_linear(1, rows, hidden, vocab));
   double flop = 0;
-  for (size_t i = 0; i < linears.size(); ++i)
-    flop += (i + 1 < linears.size() ? static_cast<double>(layers) : 1.0) * 6.0 *
-            static_cast<double>(rows * linears[i].in_features * linears[i].out_features);
+  for (const Linear& l : linears)
+    flop += l.count * 6.0 * static_cast<double>(rows * l.in_features * l.out_features);
   std::vector<double> totals;
   for (int repeat = 0; repeat < repeats + 1; ++repeat) {  // the first warms up
     double total = 0;
-    for (size_t i = 0; i < linears.size(); ++i) {
-      Linear& l = linears[i];
+    for (Linear& l : linears) {
       const auto start = std::chrono::steady_clock::now();
       runtime::cpu::linear_forward(l.out.data(), l.inp.data(), l.weight.data(), nullptr, rows,
                                    l.in_features, l.out_features);
@@ -79,7 +81,7 @@ int main(int argc, char** argv) {
                                     l.out_features);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      total += (i + 1 < linears.size() ? static_cast<double>(layers) : 1.0) * seconds;
+      total += l.count * seconds;
     }
     if (repeat > 0) totals.push_back(total);
   }

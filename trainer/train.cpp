@@ -121,10 +121,8 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     if (config.recompute.automatic) {
       log_ << "recompute.auto: planned under train.memory_budget_gib "
            << config.train.memory_budget_gib << " (trainer plan prints the plan)\n";
-      for (size_t stage = 0; stage < timing_.stage_proof.size(); ++stage)
-        if (timing_.stage_proof[stage] != ChoiceProof::cheapest)
-          log_ << "recompute.auto: stage " << stage << ": "
-               << describe_proof(timing_.stage_proof[stage]) << "\n";
+      for (const std::string& proof : stage_proof_lines(timing_.stage_proof))
+        log_ << "recompute.auto: " << proof << "\n";
     }
     start_logging();
   }

@@ -26,13 +26,26 @@ int32_t host_id() {
   return static_cast<int32_t>(std::hash<std::string>{}(name)&0x7fffffff);
 }
 
-// The best round trip of `bytes` between rank 0 and `peer` (seconds; 0 elsewhere).
-double round_trip(parallel::Communicator& world, int peer, int64_t bytes,
-                  std::vector<float>& buffer) {
+// The best of kTrips timed runs of `run` after one that warms the path up, each started together
+// on every rank (seconds).
+template <class Run>
+double best_time(parallel::Communicator& world, const Run& run) {
   double best = 1e30;
   for (int trip = 0; trip < kTrips + 1; ++trip) {
     world.barrier();
     const auto start = std::chrono::steady_clock::now();
+    run();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (trip > 0) best = std::min(best, seconds);
+  }
+  return best;
+}
+
+// The best round trip of `bytes` between rank 0 and `peer` (seconds; 0 elsewhere).
+double round_trip(parallel::Communicator& world, int peer, int64_t bytes,
+                  std::vector<float>& buffer) {
+  return best_time(world, [&] {
     if (world.rank() == 0) {
       world.send_async(buffer.data(), bytes, peer, kTag)->wait();
       world.recv(buffer.data(), bytes, peer, kTag);
@@ -40,25 +53,14 @@ double round_trip(parallel::Communicator& world, int peer, int64_t bytes,
       world.recv(buffer.data(), bytes, 0, kTag);
       world.send_async(buffer.data(), bytes, 0, kTag)->wait();
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (trip > 0) best = std::min(best, seconds);  // the first warms the path up
-  }
-  return best;
+  });
 }
 
 // The best all-reduce of `buffer` as f32 (it holds zeros) over the world, seconds, on every rank.
 double all_reduce_time(parallel::Communicator& world, std::vector<float>& buffer) {
-  double best = 1e30;
-  for (int trip = 0; trip < kTrips + 1; ++trip) {
-    world.barrier();
-    const auto start = std::chrono::steady_clock::now();
+  return best_time(world, [&] {
     world.all_reduce_sum(buffer.data(), static_cast<int64_t>(buffer.size()), runtime::DType::f32);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (trip > 0) best = std::min(best, seconds);
-  }
-  return best;
+  });
 }
 
 }  // namespace
@@ -88,7 +90,8 @@ LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths
     results[2] = std::max(results[2], round_trip(world, inter, 8, buffer) / 2);
   }
   // Collective: every rank takes part (all of them on rank 0's node, or none).
-  if (intra > 0 && on_node == n) {
+  const bool sums_measured = intra > 0 && on_node == n;
+  if (sums_measured) {
     const double share = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
     results[3] = share * kLargeBytes / all_reduce_time(world, buffer) / 1e9;
   }
@@ -103,7 +106,7 @@ LinkBandwidths measure_links(parallel::Communicator& world, const LinkBandwidths
                 "%.1f GB/s%s, sums within a node %s%s, %.1f us per message",
                 n, on_node, links.intra_gbps, intra > 0 ? "" : " (stated: no peer)",
                 links.inter_gbps, inter > 0 ? "" : " (stated: no peer)",
-                reduce_words(links).c_str(), intra > 0 && on_node == n ? " (all-reduce)" : "",
+                reduce_words(links).c_str(), sums_measured ? " (all-reduce)" : "",
                 links.latency_s * 1e6);
   links.source = source;
   return links;

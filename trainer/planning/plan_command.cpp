@@ -360,9 +360,7 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
                   config.train.plan_objective == PlanObjective::time ? "time" : "FLOPs",
                   search_seconds);
     out << line;
-    for (size_t stage = 0; stage < stage_proof.size(); ++stage)
-      if (stage_proof[stage] != ChoiceProof::cheapest)
-        out << "  stage " << stage << ": " << describe_proof(stage_proof[stage]) << "\n";
+    for (const std::string& proof : stage_proof_lines(stage_proof)) out << "  " << proof << "\n";
   }
   print_prediction(predict_step_time(config, costs, links), out);
   return 0;

@@ -418,6 +418,14 @@ std::string describe_proof(ChoiceProof proof) {
          " (the exact search stopped at its limit)";
 }
 
+std::vector<std::string> stage_proof_lines(const std::vector<ChoiceProof>& proofs) {
+  std::vector<std::string> lines;
+  for (size_t stage = 0; stage < proofs.size(); ++stage)
+    if (proofs[stage] != ChoiceProof::cheapest)
+      lines.push_back("stage " + std::to_string(stage) + ": " + describe_proof(proofs[stage]));
+  return lines;
+}
+
 StageChoice choose_stage_combination(const std::vector<std::vector<ChunkCandidate>>& fronts,
                                      const std::vector<parallel::ScheduleOp>& ops, int64_t room,
                                      const ChoiceLimits& limits) {

@@ -27,6 +27,9 @@ inline constexpr double kNearGap = 1e-2;  // of the recompute price
 // interleaved chunks' combination is within 1% of the cheapest recompute price (the exact
 // search stopped at its limit)" or its best_found counterpart.
 std::string describe_proof(ChoiceProof proof);
+// "stage S: " and describe_proof for each stage (proofs[S]) not proven the cheapest: what
+// `trainer plan` prints and a recompute.auto run logs.
+std::vector<std::string> stage_proof_lines(const std::vector<ChoiceProof>& proofs);
 
 // The walks' limits, in subtrees visited (not seconds, so that every rank plans alike).
 struct ChoiceLimits {

@@ -18,8 +18,12 @@ namespace {
 constexpr double kGB = 1e9;
 
 // A group of `size` ranks `stride` apart: intra-node when it spans at most a node.
+bool intra_node(const LinkBandwidths& links, int64_t stride, int64_t size) {
+  return stride * size <= links.ranks_per_node;
+}
+
 double group_gbps(const LinkBandwidths& links, int64_t stride, int64_t size) {
-  return stride * size <= links.ranks_per_node ? links.intra_gbps : links.inter_gbps;
+  return intra_node(links, stride, size) ? links.intra_gbps : links.inter_gbps;
 }
 
 enum class Collective { all_gather, reduce_scatter, all_reduce };
@@ -30,9 +34,9 @@ double collective_s(const LinkBandwidths& links, double bytes, int64_t stride, i
   if (size <= 1) return 0;
   const double share = static_cast<double>(size - 1) / static_cast<double>(size);
   const bool sums = kind != Collective::all_gather;
-  const bool intra = stride * size <= links.ranks_per_node;
-  const double gbps =
-      sums && intra && links.reduce_gbps > 0 ? links.reduce_gbps : group_gbps(links, stride, size);
+  const double gbps = sums && links.reduce_gbps > 0 && intra_node(links, stride, size)
+                          ? links.reduce_gbps
+                          : group_gbps(links, stride, size);
   return (kind == Collective::all_reduce ? 2 : 1) * share * bytes / (gbps * kGB) +
          links.latency_s * static_cast<double>(size - 1);
 }
