@@ -30,7 +30,8 @@ struct LinkBandwidths {
   double latency_s = 0;  // per message
   // The bus bandwidth of a sum (all-reduce, reduce-scatter) within a node, where it was measured
   // or given: MPI on the CPU adds on the computing cores and moves less than a send does (2
-  // ranks here: about 2 GB/s against 5.5 GB/s of ping-pong at 64 MiB). 0: the link's.
+  // ranks on a 2-core VM: 1.5-2.2 GB/s against 4.7-7.1 GB/s of ping-pong at 64 MiB). 0: the
+  // link's.
   double reduce_gbps = 0;
   std::string source;
 };
