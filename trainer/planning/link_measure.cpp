@@ -42,7 +42,7 @@ double best_time(parallel::Communicator& world, const Run& run) {
   return best;
 }
 
-// The best round trip of `bytes` between rank 0 and `peer` (seconds; 0 elsewhere).
+// The best round trip of `bytes` between rank 0 and `peer`, seconds (rank 0's is the one used).
 double round_trip(parallel::Communicator& world, int peer, int64_t bytes,
                   std::vector<float>& buffer) {
   return best_time(world, [&] {
