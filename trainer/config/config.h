@@ -13,7 +13,9 @@
 
 namespace trainer {
 
-enum class DecayStyle { constant, linear, cosine };
+enum class DecayStyle { constant, linear, cosine, inverse_square_root, wsd };
+// The shape of a WSD schedule's final decay (Megatron's --lr-wsd-decay-style).
+enum class WsdDecayStyle { exponential, linear, cosine, minus_sqrt };
 enum class Device { cpu, cuda };
 enum class Precision { automatic, fp32, bf16 };  // automatic: bf16 on cuda, fp32 on cpu
 enum class OnNonfinite { stop, skip_step };
@@ -59,7 +61,7 @@ struct TrainConfig {
   // A sample from the model every N steps, printed and written to events.jsonl (as llm.c does);
   // 0: never. Seeded by train.seed (temperature 1, the whole vocabulary).
   int64_t sample_interval = 0;
-  std::string sample_prompt;  // the text the sample continues; "": the eod token (a new document)
+  std::string sample_prompt;   // the text the sample continues; "": the eod token (a new document)
   int64_t sample_tokens = 32;  // new tokens per sample
   Device device = Device::cpu;
   Precision precision = Precision::automatic;  // parse_config resolves auto; see uses_bf16
@@ -117,6 +119,10 @@ struct OptimizerConfig {
   int64_t lr_warmup_steps = 0;  // linear from 0
   int64_t lr_decay_steps = 0;   // 0: train.steps (decay ends there, then min_lr)
   DecayStyle lr_decay_style = DecayStyle::cosine;
+  // wsd (warmup-stable-decay): the peak until the last lr_wsd_decay_steps of the decay steps,
+  // then down to min_lr in lr_wsd_decay_style's shape. Set only with lr_decay_style wsd.
+  int64_t lr_wsd_decay_steps = 0;
+  WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::exponential;
   // ZeRO-1: fp32 master weights and moments sharded over the dp ranks, gradients
   // reduce-scattered to their owners, updated weights all-gathered (docs/memory.md).
   bool distributed = false;

@@ -245,8 +245,7 @@ struct EnumNames<model::Architecture> {
 template <>
 struct EnumNames<model::Normalization> {
   static constexpr std::array<std::pair<std::string_view, model::Normalization>, 2> entries{
-      {{"layernorm", model::Normalization::layernorm},
-       {"rmsnorm", model::Normalization::rmsnorm}}};
+      {{"layernorm", model::Normalization::layernorm}, {"rmsnorm", model::Normalization::rmsnorm}}};
 };
 template <>
 struct EnumNames<model::Activation> {
@@ -300,10 +299,20 @@ struct EnumNames<TargetAction> {
 };
 template <>
 struct EnumNames<DecayStyle> {
-  static constexpr std::array<std::pair<std::string_view, DecayStyle>, 3> entries{
+  static constexpr std::array<std::pair<std::string_view, DecayStyle>, 5> entries{
       {{"constant", DecayStyle::constant},
        {"linear", DecayStyle::linear},
-       {"cosine", DecayStyle::cosine}}};
+       {"cosine", DecayStyle::cosine},
+       {"inverse_square_root", DecayStyle::inverse_square_root},
+       {"wsd", DecayStyle::wsd}}};
+};
+template <>
+struct EnumNames<WsdDecayStyle> {
+  static constexpr std::array<std::pair<std::string_view, WsdDecayStyle>, 4> entries{
+      {{"exponential", WsdDecayStyle::exponential},
+       {"linear", WsdDecayStyle::linear},
+       {"cosine", WsdDecayStyle::cosine},
+       {"minus_sqrt", WsdDecayStyle::minus_sqrt}}};
 };
 template <>
 struct EnumNames<parallel::CommBackend> {

@@ -245,6 +245,8 @@ struct ConfigSchema<OptimizerConfig> {
         field("lr_warmup_steps", &OptimizerConfig::lr_warmup_steps),
         field("lr_decay_steps", &OptimizerConfig::lr_decay_steps),
         field("lr_decay_style", &OptimizerConfig::lr_decay_style),
+        field("lr_wsd_decay_steps", &OptimizerConfig::lr_wsd_decay_steps),
+        field("lr_wsd_decay_style", &OptimizerConfig::lr_wsd_decay_style),
         field("distributed", &OptimizerConfig::distributed),
         field("bucket_mb", &OptimizerConfig::bucket_mb),
         field("overlap_grad_reduce", &OptimizerConfig::overlap_grad_reduce),

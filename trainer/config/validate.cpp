@@ -186,6 +186,25 @@ void validate_sampling(const TrainConfig& train, const model::GptConfig& model) 
   }
 }
 
+// lr_wsd_decay_steps: set (>= 1) exactly when the decay style is wsd. Its bound by the decay
+// steps after warmup is validate_optimizer's, which knows the decay steps.
+void validate_wsd_steps(const OptimizerConfig& optimizer) {
+  check_at_least<int64_t>("optimizer.lr_wsd_decay_steps", optimizer.lr_wsd_decay_steps, 0);
+  const bool wsd = optimizer.lr_decay_style == DecayStyle::wsd;
+  if (!wsd && optimizer.lr_wsd_decay_steps != 0) {
+    throw ConfigError("optimizer.lr_wsd_decay_steps",
+                      text_of(optimizer.lr_wsd_decay_steps) +
+                          " applies to optimizer.lr_decay_style wsd only, not " +
+                          std::string(config_detail::enum_name(optimizer.lr_decay_style)) +
+                          " (set lr_decay_style: wsd, or drop lr_wsd_decay_steps)");
+  }
+  if (wsd && optimizer.lr_wsd_decay_steps == 0) {
+    throw ConfigError("optimizer.lr_wsd_decay_steps",
+                      "must be >= 1 with optimizer.lr_decay_style wsd (the steps of its final "
+                      "decay to optimizer.min_lr), got 0");
+  }
+}
+
 void validate_optimizer(const OptimizerConfig& optimizer, const TrainConfig& train) {
   check_positive("optimizer.lr", optimizer.lr);
   if (!(optimizer.min_lr >= 0 && optimizer.min_lr <= optimizer.lr)) {
@@ -199,6 +218,8 @@ void validate_optimizer(const OptimizerConfig& optimizer, const TrainConfig& tra
   check_non_negative("optimizer.clip_grad", optimizer.clip_grad);
   check_at_least<int64_t>("optimizer.lr_warmup_steps", optimizer.lr_warmup_steps, 0);
   check_at_least<int64_t>("optimizer.lr_decay_steps", optimizer.lr_decay_steps, 0);
+  validate_wsd_steps(optimizer);
+  const bool wsd = optimizer.lr_decay_style == DecayStyle::wsd;
   // Buckets from 1 KiB (256 fp32 gradients) to 64 GiB; 0 is one bucket.
   constexpr double kMinBucketMb = 1.0 / 1024, kMaxBucketMb = 65536;
   const double bucket_mb = optimizer.bucket_mb;
@@ -217,6 +238,15 @@ void validate_optimizer(const OptimizerConfig& optimizer, const TrainConfig& tra
               (from_steps ? " (optimizer.lr_decay_steps 0, so train.steps " + text_of(train.steps)
                           : " (optimizer.lr_decay_steps " + text_of(decay_steps)) +
               ")");
+    }
+    const int64_t after_warmup = decay_steps - optimizer.lr_warmup_steps;
+    if (wsd && optimizer.lr_wsd_decay_steps > after_warmup) {
+      throw ConfigError("optimizer.lr_wsd_decay_steps",
+                        text_of(optimizer.lr_wsd_decay_steps) + " exceeds the " +
+                            text_of(after_warmup) + " decay steps after warmup (" +
+                            (from_steps ? "train.steps " : "optimizer.lr_decay_steps ") +
+                            text_of(decay_steps) + " less optimizer.lr_warmup_steps " +
+                            text_of(optimizer.lr_warmup_steps) + ")");
     }
   }
 }

@@ -59,7 +59,9 @@ inline Config non_default_config() {
   config.optimizer.clip_grad = 0.5f;
   config.optimizer.lr_warmup_steps = 10;
   config.optimizer.lr_decay_steps = 40;
-  config.optimizer.lr_decay_style = DecayStyle::linear;
+  config.optimizer.lr_decay_style = DecayStyle::wsd;
+  config.optimizer.lr_wsd_decay_steps = 20;
+  config.optimizer.lr_wsd_decay_style = WsdDecayStyle::minus_sqrt;
   config.data.path = "data/my corpus: v2";
   config.data.split = {0.1, 0.25, 7};
   config.data.shuffle = true;
@@ -164,6 +166,8 @@ inline void expect_same_config(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.optimizer.lr_warmup_steps, expected.optimizer.lr_warmup_steps);
   EXPECT_EQ(actual.optimizer.lr_decay_steps, expected.optimizer.lr_decay_steps);
   EXPECT_EQ(actual.optimizer.lr_decay_style, expected.optimizer.lr_decay_style);
+  EXPECT_EQ(actual.optimizer.lr_wsd_decay_steps, expected.optimizer.lr_wsd_decay_steps);
+  EXPECT_EQ(actual.optimizer.lr_wsd_decay_style, expected.optimizer.lr_wsd_decay_style);
   EXPECT_EQ(actual.data.path, expected.data.path);
   EXPECT_EQ(actual.data.blend, expected.data.blend);
   EXPECT_EQ(actual.data.split, expected.data.split);

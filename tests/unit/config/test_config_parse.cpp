@@ -50,7 +50,9 @@ optimizer:
   clip_grad: 0.5
   lr_warmup_steps: 10
   lr_decay_steps: 40
-  lr_decay_style: linear
+  lr_decay_style: wsd
+  lr_wsd_decay_steps: 20
+  lr_wsd_decay_style: minus_sqrt
 data:
   path: "data/my corpus: v2"
   split: [0.1, 0.25, 7]
@@ -185,7 +187,11 @@ TEST(ConfigParse, EnumsListTheAllowedNames) {
   EXPECT_TRUE(parse_rejected("train: {precision: fp16}\n", kWithData, "train.precision",
                              {"'fp16'", "auto, fp32, bf16"}));
   EXPECT_TRUE(parse_rejected("optimizer: {lr_decay_style: step}\n", kWithData,
-                             "optimizer.lr_decay_style", {"'step'", "constant, linear, cosine"}));
+                             "optimizer.lr_decay_style",
+                             {"'step'", "constant, linear, cosine, inverse_square_root, wsd"}));
+  EXPECT_TRUE(parse_rejected("optimizer: {lr_decay_style: wsd, lr_wsd_decay_style: sqrt}\n",
+                             kWithData, "optimizer.lr_wsd_decay_style",
+                             {"'sqrt'", "exponential, linear, cosine, minus_sqrt"}));
   EXPECT_TRUE(parse_rejected("parallel: {backend: gloo}\n", kWithData, "parallel.backend",
                              {"'gloo'", "auto, mpi, nccl"}));
   EXPECT_EQ(parse_config("parallel: {backend: auto}\n", "t.yaml", kWithData).parallel.backend,

@@ -335,6 +335,32 @@ TEST(ValidateOptimizer, WarmupWithinTheDecaySteps) {
   EXPECT_TRUE(accepted(config));
 }
 
+TEST(ValidateOptimizer, WsdDecayStepsExactlyWithWsdAndWithinTheDecayAfterWarmup) {
+  Config config = valid_config();
+  config.train.steps = 100;
+  config.optimizer.lr_warmup_steps = 10;
+  config.optimizer.lr_decay_style = DecayStyle::wsd;
+  EXPECT_TRUE(rejected(config, "optimizer.lr_wsd_decay_steps",
+                       {"must be >= 1 with optimizer.lr_decay_style wsd", "got 0"}));
+  config.optimizer.lr_wsd_decay_steps = -2;
+  EXPECT_TRUE(rejected(config, "optimizer.lr_wsd_decay_steps", {"must be >= 0, got -2"}));
+  config.optimizer.lr_wsd_decay_steps = 91;
+  EXPECT_TRUE(rejected(config, "optimizer.lr_wsd_decay_steps",
+                       {"91 exceeds the 90 decay steps after warmup", "train.steps 100",
+                        "optimizer.lr_warmup_steps 10"}));
+  config.optimizer.lr_wsd_decay_steps = 90;
+  EXPECT_TRUE(accepted(config));
+  config.optimizer.lr_decay_steps = 50;
+  EXPECT_TRUE(
+      rejected(config, "optimizer.lr_wsd_decay_steps",
+               {"90 exceeds the 40 decay steps after warmup", "optimizer.lr_decay_steps 50"}));
+  config.optimizer.lr_wsd_decay_steps = 40;
+  EXPECT_TRUE(accepted(config));
+  config.optimizer.lr_decay_style = DecayStyle::cosine;
+  EXPECT_TRUE(rejected(config, "optimizer.lr_wsd_decay_steps",
+                       {"40 applies to optimizer.lr_decay_style wsd only, not cosine"}));
+}
+
 // ---- data ----
 
 TEST(ValidateData, PathNonEmpty) {

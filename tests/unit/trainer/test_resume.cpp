@@ -14,10 +14,15 @@ namespace {
 using testing_support::CorpusDir;
 using testing_support::InProcessRun;
 
-// The loss field of a metrics.jsonl line.
-std::string loss_of(const std::string& line) {
-  const size_t begin = line.find("\"loss\": ") + 8;
+// The field `key` of a metrics.jsonl line, as written.
+std::string field_of(const std::string& line, const std::string& key) {
+  const std::string quoted = "\"" + key + "\": ";
+  const size_t begin = line.find(quoted) + quoted.size();
   return line.substr(begin, line.find(',', begin) - begin);
+}
+
+std::string loss_of(const std::string& line) {
+  return field_of(line, "loss");
 }
 
 TEST(Resume, SplitRunIsBitIdenticalToOneRun) {
@@ -69,6 +74,47 @@ TEST(Resume, AsyncCheckpointsResumeBitIdentical) {
   resumed.trainer->run();
   EXPECT_TRUE(
       testing_support::same_bytes(whole.trainer->params().flat, resumed.trainer->params().flat));
+}
+
+// The WSD workflow: train at a constant peak, then branch the final decay off any checkpoint
+// of the stable phase. Resuming a constant-rate checkpoint of step 4 with wsd over 8 steps
+// (decay in the last 4) equals one wsd run of 8 steps: the same rates, losses and weights.
+TEST(Resume, WsdDecayBranchedFromAConstantCheckpointEqualsOneWsdRun) {
+  CorpusDir dir;
+  const std::vector<std::string> wsd = {"train.steps=8", "optimizer.lr_warmup_steps=2",
+                                        "optimizer.lr_decay_style=wsd",
+                                        "optimizer.lr_wsd_decay_steps=4"};
+  InProcessRun whole(dir.config("whole", wsd));
+  whole.trainer->run();
+
+  InProcessRun stable(dir.config(
+      "stable", {"train.steps=4", "optimizer.lr_warmup_steps=2",
+                 "optimizer.lr_decay_style=constant", "checkpoint.dir=" + dir / "ckpt"}));
+  stable.trainer->run();
+  std::vector<std::string> branch = wsd;
+  branch.push_back("checkpoint.dir=" + dir / "ckpt");
+  InProcessRun decay(dir.config("decay", branch));
+  ASSERT_TRUE(decay.trainer->resume("auto"));
+  EXPECT_EQ(decay.trainer->step(), 4);
+  decay.trainer->run();
+
+  const auto whole_lines = testing_support::read_lines(dir / "whole/metrics.jsonl");
+  const auto stable_lines = testing_support::read_lines(dir / "stable/metrics.jsonl");
+  const auto decay_lines = testing_support::read_lines(dir / "decay/metrics.jsonl");
+  ASSERT_EQ(whole_lines.size(), 8u);
+  ASSERT_EQ(stable_lines.size(), 4u);
+  ASSERT_EQ(decay_lines.size(), 4u);
+  for (size_t i = 0; i < 8; ++i) {
+    const std::string& line = i < 4 ? stable_lines[i] : decay_lines[i - 4];
+    EXPECT_EQ(field_of(line, "lr"), field_of(whole_lines[i], "lr")) << "step " << i + 1;
+    EXPECT_EQ(loss_of(line), loss_of(whole_lines[i])) << "step " << i + 1;
+  }
+  // Steps 3-5 at the peak, then down: step 8 is 3 of the 4 decay steps in.
+  EXPECT_EQ(field_of(whole_lines[4], "lr"), field_of(whole_lines[2], "lr"));
+  EXPECT_LT(std::stod(field_of(whole_lines[5], "lr")), std::stod(field_of(whole_lines[4], "lr")));
+  EXPECT_LT(std::stod(field_of(whole_lines[7], "lr")), std::stod(field_of(whole_lines[6], "lr")));
+  EXPECT_TRUE(
+      testing_support::same_bytes(whole.trainer->params().flat, decay.trainer->params().flat));
 }
 
 TEST(Resume, AutoWithoutCheckpointStartsFresh) {

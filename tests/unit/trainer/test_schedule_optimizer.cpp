@@ -37,6 +37,41 @@ TEST(LrSchedule, LinearAndConstant) {
   EXPECT_DOUBLE_EQ(learning_rate(schedule(DecayStyle::constant, 4, 100), 100, 3), 0.5);
 }
 
+// WSD: the peak until the last lr_wsd_decay_steps of the decay, then each shape's coefficient
+// of (max - min) half way through (r = 0.5) and min_lr at the end; values computed by hand.
+TEST(LrSchedule, WsdHoldsThePeakThenDecaysInItsShape) {
+  OptimizerConfig o = schedule(DecayStyle::wsd, 10, 110);
+  o.lr_wsd_decay_steps = 40;  // the decay starts after 70 completed steps
+  const std::pair<WsdDecayStyle, double> half_way[] = {
+      {WsdDecayStyle::linear, 0.5},
+      {WsdDecayStyle::cosine, 0.5},
+      {WsdDecayStyle::exponential, 0.41421356237309515},  // 2 * 0.5^0.5 - 1
+      {WsdDecayStyle::minus_sqrt, 0.29289321881345254}};  // 1 - 0.5^0.5
+  for (const auto& [style, coefficient] : half_way) {
+    o.lr_wsd_decay_style = style;
+    EXPECT_DOUBLE_EQ(learning_rate(o, 200, 6), 0.5);   // warmup as before
+    EXPECT_DOUBLE_EQ(learning_rate(o, 200, 41), 1.0);  // stable
+    EXPECT_DOUBLE_EQ(learning_rate(o, 200, 71), 1.0);  // last step at the peak
+    EXPECT_LT(learning_rate(o, 200, 72), 1.0);         // first step of the decay
+    EXPECT_NEAR(learning_rate(o, 200, 91), 0.1 + 0.9 * coefficient, 1e-6);
+    EXPECT_NEAR(learning_rate(o, 200, 111), 0.1, 1e-6);  // the decay's end: min_lr
+    EXPECT_DOUBLE_EQ(learning_rate(o, 200, 150), o.min_lr);
+  }
+}
+
+TEST(LrSchedule, InverseSquareRootFromThePeakFlooredAtMin) {
+  const OptimizerConfig o = schedule(DecayStyle::inverse_square_root, 4, 1000);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000, 3), 0.5);          // warmup
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000, 5), 1.0);          // end of warmup: peak
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000, 17), 0.5);         // sqrt(4 / 16)
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000, 65), 0.25);        // sqrt(4 / 64)
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000, 901), o.min_lr);   // sqrt(4 / 900) < min_lr
+  EXPECT_DOUBLE_EQ(learning_rate(o, 1000, 1002), o.min_lr);  // past decay
+  const OptimizerConfig no_warmup = schedule(DecayStyle::inverse_square_root, 0, 1000);
+  EXPECT_DOUBLE_EQ(learning_rate(no_warmup, 1000, 1), 1.0);  // max(n, 1)
+  EXPECT_DOUBLE_EQ(learning_rate(no_warmup, 1000, 26), 0.2);
+}
+
 TEST(LrSchedule, DecayStepsDefaultToTrainSteps) {
   const OptimizerConfig o = schedule(DecayStyle::linear, 0, 0);
   EXPECT_NEAR(learning_rate(o, 40, 21), 0.1 + 0.9 * 0.5, 1e-6);
