@@ -32,10 +32,12 @@ StopSignals::~StopSignals() {
   sigaction(SIGINT, &previous_int_, nullptr);
 }
 
-bool StopSignals::stop_requested(parallel::Communicator& world) const {
-  double requested = g_signals > 0 ? 1.0 : 0.0;
-  world.all_reduce_sum(&requested, 1);
-  return requested > 0;
+StopSignals::Stop StopSignals::stop_after_step(parallel::Communicator& world,
+                                               bool past_duration) const {
+  double requested[2] = {g_signals > 0 ? 1.0 : 0.0, past_duration ? 1.0 : 0.0};
+  world.all_reduce_sum(requested, 2);
+  if (requested[0] > 0) return Stop::signal;
+  return requested[1] > 0 ? Stop::duration : Stop::none;
 }
 
 }  // namespace trainer

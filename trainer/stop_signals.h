@@ -16,8 +16,11 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  // Collective over `world`: true on every rank once any rank got a signal.
-  bool stop_requested(parallel::Communicator& world) const;
+  // What stops the run after this step, the same on every rank (collective over `world`): a
+  // signal any rank got; else `past_duration` on any rank (train.exit_duration_minutes, each
+  // rank by its own clock); else nothing.
+  enum class Stop { none, signal, duration };
+  Stop stop_after_step(parallel::Communicator& world, bool past_duration) const;
 
  private:
   struct sigaction previous_term_ {};

@@ -499,9 +499,19 @@ TrainSummary Trainer::run_steps() {
     if (m.rewind) continue;
     const bool last = step_ == t.steps;
     if (pending_save_ && pending_save_->poll(*groups_.world)) finish_checkpoints();
-    if (signals.stop_requested(*groups_.world)) {
+    const bool past_duration = t.exit_duration_minutes > 0 && !last &&
+                               seconds_since(created_) >= 60.0 * t.exit_duration_minutes;
+    const StopSignals::Stop asked = signals.stop_after_step(*groups_.world, past_duration);
+    if (asked == StopSignals::Stop::signal) {
       record_event(Event("signal", step_));
       return stop_run(summary, StopReason::signal, "stopped by a signal");
+    }
+    if (asked == StopSignals::Stop::duration) {
+      return stop_run(summary, StopReason::duration,
+                      TRAINER_STR("stopped by train.exit_duration_minutes "
+                                  << t.exit_duration_minutes << ": "
+                                  << format("%.1f", seconds_since(created_) / 60.0)
+                                  << " minutes since the trainer started"));
     }
     if (config_.checkpoint.interval > 0 && step_ % config_.checkpoint.interval == 0 && !last) {
       save_checkpoint();

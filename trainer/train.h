@@ -3,6 +3,7 @@
 // periodic validation, metrics, the guard, targets and event ledger, and the final export.
 #pragma once
 
+#include <chrono>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -33,13 +34,14 @@
 namespace trainer {
 
 // Why run() returned: train.steps done, or stopped early with a checkpoint written (when
-// checkpoint.dir is set) by SIGTERM/SIGINT, a target gate (targets.action
-// checkpoint_and_stop) or the divergence guard (a spike after train.guard.max_rewinds).
-enum class StopReason { completed, signal, target_missed, diverged };
+// checkpoint.dir is set) by SIGTERM/SIGINT, train.exit_duration_minutes, a target gate
+// (targets.action checkpoint_and_stop) or the divergence guard (a spike after
+// train.guard.max_rewinds).
+enum class StopReason { completed, signal, duration, target_missed, diverged };
 std::string_view to_string(StopReason reason);
 
-// Exit codes of `trainer train` (docs/operations.md, "Exit codes"): 0 for completed and
-// signal (a preempted job resumes), 1 an error, 2 usage, and these.
+// Exit codes of `trainer train` (docs/operations.md, "Exit codes"): 0 for completed, signal
+// and duration (a preempted or timed-out job resumes), 1 an error, 2 usage, and these.
 inline constexpr int kExitTargetMissed = 3;
 inline constexpr int kExitDiverged = 4;
 int exit_code(StopReason reason);
@@ -243,6 +245,8 @@ class Trainer {
   int64_t skipped_in_a_row_ = 0;
   PeakRate peak_;                 // the MFU denominator (mfu_peak, keep_peak_above)
   double predicted_step_ms_ = 0;  // the step-time model's (trainer/planning/step_time.h)
+  // When the trainer started: train.exit_duration_minutes counts from here.
+  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
 };
 
 // "layers 0-3 full, layers 4-11 selective{core_attn}"

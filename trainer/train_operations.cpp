@@ -22,6 +22,8 @@ std::string_view to_string(StopReason reason) {
       return "completed";
     case StopReason::signal:
       return "signal";
+    case StopReason::duration:
+      return "duration";
     case StopReason::target_missed:
       return "target_missed";
     case StopReason::diverged:

@@ -60,7 +60,12 @@ grep -q " NCCL_DEBUG=INFO$" "$dir/srun2" || fail "user NCCL_DEBUG not kept: $(ca
   fail "no requeue after a signal stop: $(cat "$dir/srun2")"
 run_job "$dir/srun3" REQUEUE=0 FAKE_OUTPUT="stopped by a signal after step 7" || fail "REQUEUE=0"
 ! grep -q scontrol "$dir/srun3" || fail "REQUEUE=0 still requeued"
-echo "signal stop: scontrol requeue 4242 (none with REQUEUE=0 or after a finished run)"
+run_job "$dir/srun4" FAKE_OUTPUT="stopped by train.exit_duration_minutes 1400: 1400.3 minutes since \
+the trainer started after step 9; checkpoint written to runs/ckpt" || fail "timed-out srun job"
+[ "$(tail -1 "$dir/srun4")" = "scontrol requeue 4242" ] ||
+  fail "no requeue after an exit_duration stop: $(cat "$dir/srun4")"
+echo "signal and exit_duration stops: scontrol requeue 4242 (none with REQUEUE=0 or after a" \
+  "finished run)"
 
 # 3. mpirun: ranks from the allocation, 8 per node, NCCL variables exported to every rank.
 run_job "$dir/mpirun1" LAUNCHER=mpirun NCCL_SOCKET_IFNAME=ib0 || fail "mpirun job: exit $?"

@@ -70,6 +70,10 @@ struct TrainConfig {
   double peak_tflops = 0.0;
   OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
   int64_t max_skipped_steps = 5;                 // skip_step: this many skips in a row stop the run
+  // Stop after the first step that ends this many wall-clock minutes after the trainer started
+  // (on any rank), with a checkpoint written, exit 0: a run that resumes under a job time limit
+  // (Megatron's --exit-duration-in-mins). 0: never.
+  double exit_duration_minutes = 0;
   std::string init_from;  // HF GPT-2 model.safetensors to start from (not on resume)
   GuardConfig guard;
   InjectConfig inject;  // a test hook; see InjectConfig

@@ -213,6 +213,7 @@ struct ConfigSchema<TrainConfig> {
         field("sample_interval", &TrainConfig::sample_interval),
         field("sample_prompt", &TrainConfig::sample_prompt),
         field("sample_tokens", &TrainConfig::sample_tokens),
+        field("exit_duration_minutes", &TrainConfig::exit_duration_minutes),
         field("device", &TrainConfig::device),
         field("precision", &TrainConfig::precision),
         field("peak_tflops", &TrainConfig::peak_tflops),

@@ -146,6 +146,10 @@ void validate_train(const TrainConfig& train, const parallel::ParallelConfig& pa
                           text_of(parallel.data) + " = " + text_of(per_step));
   }
   check_at_least<int64_t>("train.log_interval", train.log_interval, 1);
+  if (!(std::isfinite(train.exit_duration_minutes) && train.exit_duration_minutes >= 0)) {
+    throw ConfigError("train.exit_duration_minutes", "must be finite and >= 0 (0: never), got " +
+                                                         text_of(train.exit_duration_minutes));
+  }
   check_at_least<int64_t>("train.eval_interval", train.eval_interval, 0);
   if (train.eval_interval > 0 && train.eval_iters < 1) {
     throw ConfigError("train.eval_iters", "must be >= 1 when train.eval_interval is " +

@@ -48,6 +48,7 @@ inline Config non_default_config() {
   config.train.log_interval = 5;
   config.train.eval_interval = 10;
   config.train.eval_iters = 3;
+  config.train.exit_duration_minutes = 90.5;
   config.train.device = Device::cuda;
   config.train.precision = Precision::bf16;
   config.optimizer.lr = 3e-4f;
@@ -154,6 +155,7 @@ inline void expect_same_config(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.train.log_interval, expected.train.log_interval);
   EXPECT_EQ(actual.train.eval_interval, expected.train.eval_interval);
   EXPECT_EQ(actual.train.eval_iters, expected.train.eval_iters);
+  EXPECT_EQ(actual.train.exit_duration_minutes, expected.train.exit_duration_minutes);
   EXPECT_EQ(actual.train.device, expected.train.device);
   EXPECT_EQ(actual.train.precision, expected.train.precision);
   EXPECT_EQ(actual.optimizer.lr, expected.optimizer.lr);

@@ -36,6 +36,7 @@ train:
   log_interval: 5
   eval_interval: 10
   eval_iters: 3
+  exit_duration_minutes: 90.5
   device: cuda
   precision: bf16
   guard: {action: skip_step, loss_spike_factor: 2.5, window: 20, max_rewinds: 1}

@@ -330,6 +330,39 @@ TEST(RunFiles, KeepThroughStepDropsTheTail) {
                                       "{\"step\": 4}"}));
 }
 
+// train.exit_duration_minutes: past it, the run stops after the step with a checkpoint and
+// exit code 0, and a resume finishes it as one uninterrupted run would; never after the last
+// step (that run completes).
+TEST(ExitDuration, StopsAfterTheStepWithACheckpointAndResumes) {
+  CorpusDir dir;
+  InProcessRun whole(dir.config("whole", {"train.steps=4"}));
+  whole.trainer->run();
+
+  const std::string ckpt = "checkpoint.dir=" + dir / "ckpt";
+  InProcessRun timed(
+      dir.config("timed", {"train.steps=4", ckpt, "train.exit_duration_minutes=1e-9"}));
+  const TrainSummary summary = timed.trainer->run();
+  EXPECT_EQ(summary.stop, StopReason::duration);
+  EXPECT_EQ(exit_code(summary.stop), 0);
+  EXPECT_EQ(timed.trainer->step(), 1);
+  EXPECT_EQ(read_lines(dir / "ckpt/latest").at(0), "step_00000001");
+  EXPECT_TRUE(contains(timed.log.str(), "stopped by train.exit_duration_minutes 1e-09: "))
+      << timed.log.str();
+  const auto ends = events_of(dir / "timed/events.jsonl", "end");
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_TRUE(contains(ends[0], "\"reason\": \"duration\"")) << ends[0];
+  EXPECT_TRUE(contains(ends[0], "\"exit_code\": 0")) << ends[0];
+
+  InProcessRun resumed(dir.config("resumed", {"train.steps=4", ckpt}));
+  ASSERT_TRUE(resumed.trainer->resume("auto"));
+  EXPECT_EQ(resumed.trainer->run().stop, StopReason::completed);
+  EXPECT_TRUE(
+      testing_support::same_bytes(whole.trainer->params().flat, resumed.trainer->params().flat));
+
+  InProcessRun last(dir.config("last", {"train.steps=1", "train.exit_duration_minutes=1e-9"}));
+  EXPECT_EQ(last.trainer->run().stop, StopReason::completed);
+}
+
 TEST(OperationsConfig, ErrorsNameTheField) {
   auto parse = [](std::vector<std::string> overrides) {
     overrides.insert(overrides.begin(), "data.path=x");
@@ -349,6 +382,9 @@ TEST(OperationsConfig, ErrorsNameTheField) {
   testing_support::expect_error<runtime::ConfigError>(
       [&] { parse({"targets.action=checkpoint_and_stop"}); },
       {"targets.action", "checkpoint.dir must be set"}, "a stop without checkpoint.dir");
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] { parse({"train.exit_duration_minutes=-5"}); },
+      {"train.exit_duration_minutes", "must be finite and >= 0", "got -5"}, "a negative duration");
   const Config round = parse({"data.skip_batches=[[1, 2]]", "train.guard.action=warn",
                               "targets.max_loss={at_step: 3, value: 2.5}"});
   EXPECT_EQ(to_yaml(parse_config(to_yaml(round), "round trip")), to_yaml(round));
