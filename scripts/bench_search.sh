@@ -10,15 +10,18 @@
 #     2-rank layouts use (2 threads for one rank; for two ranks, 1 thread each and both ranks
 #     calibrating side by side under mpirun, so that tensor-parallel collectives are measured
 #     over the real peer and the ranks share the cores as in the runs), the search with those
-#     profiles at --ranks 1 and 2 (2 under mpirun, which measures the links), then ROUNDS rounds
-#     of a short training run of every listed layout, the layouts interleaved within each round
-#     (each run's median step_ms after the first step; a layout's measurement is the median
-#     over the rounds). This VM's speed drifts over minutes, so each run plans and predicts with
-#     a profile of its shape calibrated just before it. Then: the search's prediction against
-#     the measured step time; each run against its own prediction; the order, Spearman's rank
-#     correlation (raw, and with each run scaled to its shape's median calibrated speed), and
-#     how many of the pairs of layouts whose rounds do not overlap (the pairs the measurement
-#     tells apart) the prediction orders the same. Writes bench/search.json.
+#     profiles at --ranks 1 and 2 (2 under mpirun, which measures the links) listing every layout
+#     that fits (--top 100), then ROUNDS rounds of a short training run of each of them, the
+#     layouts interleaved within each round (each run's median step_ms after the first step; a
+#     layout's measurement is the median over the rounds). This VM's speed drifts over
+#     minutes, so each run plans and predicts with a profile of its shape calibrated just
+#     before it. Then: the search's prediction against the measured step time; each run
+#     against its own prediction; the order, Spearman's rank correlation (raw, and with each
+#     run scaled to its shape's median calibrated speed), and how many of the pairs of layouts
+#     whose rounds do not overlap (the pairs the measurement tells apart) the prediction orders
+#     the same; and the same for the search run again with each rank shape at its median
+#     calibration (of the shape's calibrations before the runs and before each of its runs).
+#     Writes bench/search.json.
 # Usage: scripts/bench_search.sh [STEPS] [ROUNDS]   (part (b)'s steps per run, default 6, and
 #        rounds, default 3)
 set -euo pipefail
@@ -35,7 +38,7 @@ trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
   "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" "$rounds" <<'PY'
-import json, os, re, statistics, subprocess, sys, time
+import json, os, re, shutil, statistics, subprocess, sys, time
 root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, f"{root}/scripts")
 from rank_correlation import at_speed, calibrated_layer_ms, separated_pairs, spearman  # noqa: E402
@@ -124,14 +127,14 @@ for ranks in (1, 2):
                 calibrate(ranks, tp, sp, micro, profile_path(ranks, tp, sp, micro))
 print(f"calibrated every shape in {time.time() - start:.1f} s")
 
-measured_rows = []
-for ranks in (1, 2):
-    profiles = [p for p in sorted(os.listdir(work)) if p.startswith(f"profile_r{ranks}_")]
-    extra = sets(model) + [a for p in profiles for a in ("--profile", f"{work}/{p}")]
+def search_rows(ranks, profiles, label):
+    """The search on `ranks` ranks with `profiles` listing every layout that fits (not only
+    the fastest ten: the order is asked of all of them), each row named."""
+    extra = sets(model) + ["--top", "100"] + [a for p in profiles for a in ("--profile", p)]
     # Two ranks search under mpirun: the comm model takes the links the ranks measure.
     launch = ["mpirun"] + mpirun_flags + ["-np", str(ranks)] if ranks > 1 else []
     out, rows, seconds = search(config, ranks, budget_gib, extra, env_for(ranks), launch)
-    print(f"\n-- search on {ranks} rank{'s' if ranks > 1 else ''} under {budget_gib} GiB:")
+    print(f"\n-- search on {ranks} rank{'s' if ranks > 1 else ''} under {budget_gib} GiB, {label}:")
     print("\n".join(l for l in out.splitlines() if ROW.match(l) or l.startswith("  rank")
                     or l.startswith("layouts") or l.startswith("links")))
     for row in rows:
@@ -139,6 +142,20 @@ for ranks in (1, 2):
         row["name"] = (f"r{ranks}-tp{row['tp']}-pp{row['pp']}-vp{row['vp']}-dp{row['dp']}"
                        f"-{'sp' if row['sp'] else 'nosp'}-mb{row['micro']}"
                        f"-{'dist' if row['dist_opt'] else 'nodist'}")
+    return rows
+
+def shape_of(row):
+    return (row["ranks"], row["tp"], row["sp"], row["micro"])
+
+measured_rows = []
+shape_profiles = {}  # every calibration of a rank shape in this bench, in order
+for ranks in (1, 2):
+    for tp in ((1,) if ranks == 1 else (1, 2)):
+        for sp in ((False,) if tp == 1 else (False, True)):
+            for micro in (1, 2, 4, 8):
+                shape_profiles[(ranks, tp, sp, micro)] = [profile_path(ranks, tp, sp, micro)]
+    profiles = [p for (r, *_), paths in shape_profiles.items() if r == ranks for p in paths]
+    for row in search_rows(ranks, profiles, "each shape calibrated once, before the runs"):
         row["runs_step_ms"] = []
         row["runs_predicted_step_ms"] = []
         row["runs_calibrated_layer_ms"] = []
@@ -150,6 +167,7 @@ def train_once(row, round_index):
     ranks = row["ranks"]
     profile = f"{work}/run-profile-{row['name']}-{round_index}.json"
     calibrate(ranks, row["tp"], row["sp"], row["micro"], profile)
+    shape_profiles[shape_of(row)].append(profile)
     layout = [f"parallel.tensor={row['tp']}", f"parallel.context={row['cp']}",
               f"parallel.pipeline={row['pp']}", f"parallel.virtual_pipeline={row['vp']}",
               f"parallel.data={row['dp']}",
@@ -180,10 +198,9 @@ for round_index in range(rounds):
 # measures how fast the machine was).
 shape_speed = {}
 for row in measured_rows:
-    shape_speed.setdefault((row["ranks"], row["tp"], row["sp"], row["micro"]), []).extend(
-        row["runs_calibrated_layer_ms"])
+    shape_speed.setdefault(shape_of(row), []).extend(row["runs_calibrated_layer_ms"])
 for row in measured_rows:
-    speed = statistics.median(shape_speed[(row["ranks"], row["tp"], row["sp"], row["micro"])])
+    speed = statistics.median(shape_speed[shape_of(row)])
     row["measured_step_ms"] = statistics.median(row["runs_step_ms"])
     row["run_error"] = statistics.median(
         p / m - 1 for p, m in zip(row["runs_predicted_step_ms"], row["runs_step_ms"]))
@@ -193,13 +210,35 @@ for row in measured_rows:
                                               speed)
 print(f"\nmeasured {len(measured_rows)} layouts x {rounds} rounds in {time.time() - start:.0f} s")
 
-print("\n| layout | search's predicted ms | measured ms (rounds) | runs' predicted ms |"
-      " runs' error | predicted / measured ms at the median calibrated speed |")
+# The search again, each rank shape priced by its median calibration: of every calibration of
+# the shape in this bench (before the runs, and before each run of a layout of that shape), the
+# one at the median layer time. One calibration of a shape caught at a slow or fast moment of
+# this VM moves every layout of that shape; the median one does not. No run's measurement
+# enters these profiles.
+median_dir = f"{work}/median"
+os.makedirs(median_dir, exist_ok=True)
+median_profiles = {}
+for shape, paths in shape_profiles.items():
+    ordered = sorted(paths, key=calibrated_layer_ms)
+    chosen = f"{median_dir}/{os.path.basename(profile_path(*shape))}"
+    shutil.copyfile(ordered[len(ordered) // 2], chosen)
+    median_profiles.setdefault(shape[0], []).append(chosen)
+for ranks in (1, 2):
+    again = {row["name"]: row for row in search_rows(ranks, median_profiles[ranks],
+                                                      "each shape at its median calibration")}
+    for row in measured_rows:
+        if row["ranks"] == ranks:
+            row["median_profile_step_ms"] = again[row["name"]]["step_ms"]
+
+print("\n| layout | search's predicted ms (first calibration; median calibration) |"
+      " measured ms (rounds) | runs' predicted ms | runs' error |"
+      " predicted / measured ms at the median calibrated speed |")
 print("|---|---|---|---|---|---|")
 for r in measured_rows:
     runs = ", ".join(f"{x:.0f}" for x in r["runs_step_ms"])
     run_preds = ", ".join(f"{x:.0f}" for x in r["runs_predicted_step_ms"])
-    print(f"| {r['name']} | {r['step_ms']:.1f} | {r['measured_step_ms']:.1f} ({runs}) |"
+    print(f"| {r['name']} | {r['step_ms']:.1f}; {r['median_profile_step_ms']:.1f} |"
+          f" {r['measured_step_ms']:.1f} ({runs}) |"
           f" {run_preds} | {100 * r['run_error']:+.0f}% |"
           f" {r['predicted_step_ms_at_median_speed']:.1f} / {r['step_ms_at_median_speed']:.1f} |")
 summary = {}
@@ -215,15 +254,22 @@ for label, subset in (("1 rank", [r for r in measured_rows if r["ranks"] == 1]),
                       [r["step_ms_at_median_speed"] for r in subset]) if len(subset) > 1 \
         else float("nan")
     agreeing, separated = separated_pairs(predicted, [r["runs_step_ms"] for r in subset])
+    at_median = [r["median_profile_step_ms"] for r in subset]
+    rho_median = spearman(at_median, measured) if len(subset) > 1 else float("nan")
+    agreeing_median, _ = separated_pairs(at_median, [r["runs_step_ms"] for r in subset])
     summary[label] = {"layouts": len(subset), "same_order": same, "spearman": rho,
                       "spearman_at_calibrated_speed": rho_at, "separated_pairs": separated,
                       "separated_pairs_in_order": agreeing,
+                      "spearman_median_calibration": rho_median,
+                      "separated_pairs_in_order_median_calibration": agreeing_median,
                       "largest_run_error": max(abs(r["run_error"]) for r in subset)}
     print(f"{label}: {len(subset)} layouts, predicted order {'equals' if same else 'differs from'}"
           f" the measured order, Spearman {rho:.2f} ({rho_at:.2f} at the calibrated speed);"
           f" {agreeing} of the {separated} pairs whose rounds do not overlap predicted in their"
           f" order; runs within {100 * summary[label]['largest_run_error']:.0f}% of their own"
           " predictions")
+    print(f"  searched with each shape's median calibration: Spearman {rho_median:.2f};"
+          f" {agreeing_median} of the {separated} separated pairs in their order")
 load = open("/proc/loadavg").read().split()[:3]
 print(f"load average at the end: {' '.join(load)}")
 results["cpu"] = {"budget_gib": budget_gib, "steps": steps, "rounds": rounds, "rows": measured_rows,
