@@ -101,7 +101,8 @@ void Decoder::layer_forward(const Tensor& x, const LayerParams& w, Tensor& cache
                        .group_size = d.features.group_size,
                        .head_dim = D,
                        .seq_offset = position,
-                       .base = d.features.rotary_base});
+                       .base = d.features.rotary_base,
+                       .scaling = d.features.rope_scaling});
   }
   ops::pack_kv({.kv = cache_layer.rows(position, n),  // the new positions' k and v
                 .qkv = qkv,

@@ -28,8 +28,7 @@ std::string hf_family_mismatch(const GptConfig& c) {
     return llama ? "model.position_embedding learned" : "model.position_embedding rope";
   if (c.add_bias_linear == llama)
     return llama ? "model.add_bias_linear true" : "model.add_bias_linear false";
-  if (c.untie_embeddings != llama)
-    return llama ? "model.untie_embeddings false" : "model.untie_embeddings true";
+  if (!llama && c.untie_embeddings) return "model.untie_embeddings true";
   if (!llama && c.query_groups() != c.num_attention_heads)
     return "model.num_query_groups " + std::to_string(c.num_query_groups);
   return "";

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/rotary.h"
+
 namespace model {
 
 // The block family: `gpt2` (LayerNorm with biases, GELU, learned positions, tied head) or
@@ -43,7 +45,10 @@ struct GptConfig {
   Normalization normalization = Normalization::layernorm;
   Activation activation = Activation::gelu_tanh;
   PositionEmbedding position_embedding = PositionEmbedding::learned;
-  float rotary_base = 10000.f;    // RoPE theta (500000 for Llama-3)
+  float rotary_base = 10000.f;  // RoPE theta (500000 for Llama-3)
+  // Llama 3.1's RoPE frequency scaling (Hugging Face rope_type "llama3": factor 8 for Llama
+  // 3.1, 32 for Llama 3.2; runtime/rotary.h); factor 0: plain RoPE.
+  runtime::RopeScaling rope_scaling{};
   bool add_bias_linear = true;    // biases in every linear (and LayerNorm's bias)
   bool untie_embeddings = false;  // an output layer of its own instead of the word embeddings
   AttentionBackend attention_backend = AttentionBackend::unfused;
@@ -79,8 +84,8 @@ GptConfig architecture_defaults(Architecture architecture);
 
 // "" when `config` is a block its architecture's Hugging Face class holds (GPT2LMHeadModel:
 // LayerNorm, GELU, learned positions, biases, tied head, heads == kv heads; LlamaForCausalLM:
-// RMSNorm, SwiGLU, RoPE, no biases, untied head); otherwise the first field that is not, as
-// "model.<field> <value>".
+// RMSNorm, SwiGLU, RoPE, no biases, a head untied or tied (tie_word_embeddings, as Llama 3.2
+// 1B and 3B)); otherwise the first field that is not, as "model.<field> <value>".
 std::string hf_family_mismatch(const GptConfig& config);
 
 }  // namespace model

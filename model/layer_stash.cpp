@@ -14,6 +14,7 @@ BlockFeatures block_features(const GptConfig& config) {
           .swiglu = config.swiglu(),
           .rope = !config.learned_positions(),
           .rotary_base = config.rotary_base,
+          .rope_scaling = config.rope_scaling,
           .group_size = config.group_size(),
           .linear_bias = config.add_bias_linear};
 }

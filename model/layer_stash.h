@@ -27,8 +27,9 @@ struct BlockFeatures {
   bool swiglu = false;  // fc1 = [gate | up] (2 x ffn wide), act = silu(gate) * up
   bool rope = false;    // rotary positions on q and k (no position embedding)
   float rotary_base = 10000.f;
-  int64_t group_size = 1;   // query heads per key/value head (grouped-query attention)
-  bool linear_bias = true;  // biases in qkv, proj, fc1, fc2
+  runtime::RopeScaling rope_scaling{};  // Llama 3.1's frequency scaling; factor 0: none
+  int64_t group_size = 1;               // query heads per key/value head (grouped-query attention)
+  bool linear_bias = true;              // biases in qkv, proj, fc1, fc2
 
   bool flash() const { return attention == AttentionBackend::flash; }
   bool layernorm() const { return norm == Normalization::layernorm; }
@@ -64,8 +65,8 @@ struct LayerDims {
   // Rows of the hidden states this rank holds, and the first of them among the `seq` rows.
   int64_t seq_shard() const { return sequence_parallel ? seq / tp_size : seq; }
   int64_t kv_heads() const { return heads / features.group_size; }  // local
-  // The fused QKV activations' width (Note [Grouped-query attention], runtime/op_args.h): per kv head its
-  // group_size query heads, its key and its value.
+  // The fused QKV activations' width (Note [Grouped-query attention], runtime/op_args.h): per kv
+  // head its group_size query heads, its key and its value.
   int64_t qkv_width() const { return kv_heads() * (features.group_size + 2) * head_dim; }
   int64_t fc1_width() const { return features.swiglu ? 2 * ffn : ffn; }
   int64_t shard_first_row() const { return sequence_parallel ? tp_rank * seq_shard() : 0; }

@@ -9,6 +9,7 @@
 
 #include "runtime/op_types.h"
 #include "runtime/philox.h"
+#include "runtime/rotary.h"
 #include "runtime/tensor.h"
 
 namespace runtime::ops {
@@ -286,11 +287,11 @@ struct AttentionContextBackward {
 // head_dim) | k (head_dim) | v (head_dim)], width = kv_heads * (group_size + 2) * head_dim,
 // r = group_size. The q heads and the k head of every group are rotated, v is left as it is.
 // Row t (for every sample) is at global position seq_offset + t. For each rotated head vector
-// x of head_dim D (even; at most 512 on CUDA) and i < D/2: inv_freq_i = base^(-2i/D) in f32
-// (Note [Rotary frequencies], runtime/rotary.h), angle = position * inv_freq_i in f32,
-// c = cos(angle), s = sin(angle); x'_i = x_i c - x_{i+D/2} s, x'_{i+D/2} = x_{i+D/2} c + x_i s.
-// The backward applies the inverse rotation (the transpose: angle -> -angle) to the gradient,
-// in place.
+// x of head_dim D (even; at most 512 on CUDA) and i < D/2: inv_freq_i = base^(-2i/D) in f32,
+// scaled as Llama 3.1 does when `scaling` is on (Note [Rotary frequencies], runtime/rotary.h),
+// angle = position * inv_freq_i in f32, c = cos(angle), s = sin(angle); x'_i = x_i c - x_{i+D/2} s,
+// x'_{i+D/2} = x_{i+D/2} c + x_i s. The backward applies the inverse rotation (the transpose: angle
+// -> -angle) to the gradient, in place.
 
 // qkv's q and k heads rotated by their positions, in place (Note [Rotary layout]).
 struct RopeForward {
@@ -300,8 +301,9 @@ struct RopeForward {
   int64_t kv_heads;
   int64_t group_size;  // query heads per key/value head (1: multi-head attention)
   int64_t head_dim;
-  int64_t seq_offset;  // global position of row 0
-  float base;          // rotary base theta (10000 for Llama-2, 500000 for Llama-3)
+  int64_t seq_offset;     // global position of row 0
+  float base;             // rotary base theta (10000 for Llama-2, 500000 for Llama-3)
+  RopeScaling scaling{};  // Llama 3.1's frequency scaling (runtime/rotary.h); factor 0: none
 };
 
 // The gradient through RopeForward's rotation, in place: the inverse rotation of dqkv's q and k
@@ -315,6 +317,7 @@ struct RopeBackward {
   int64_t head_dim;
   int64_t seq_offset;
   float base;
+  RopeScaling scaling{};
 };
 
 // FlashAttention-2 on the fused qkv projection, causal: the fused twin of split_qkv_heads ->

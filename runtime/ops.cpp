@@ -233,12 +233,12 @@ void split_heads(const SplitHeads& args) {
 
 void rope_forward(const RopeForward& args) {
   cpu::rope_forward(args.qkv.f32(), {args.seq, args.micro_batch, args.kv_heads, args.group_size,
-                                     args.head_dim, args.seq_offset, args.base});
+                                     args.head_dim, args.seq_offset, args.base, args.scaling});
 }
 
 void rope_backward(const RopeBackward& args) {
   cpu::rope_backward(args.dqkv.f32(), {args.seq, args.micro_batch, args.kv_heads, args.group_size,
-                                       args.head_dim, args.seq_offset, args.base});
+                                       args.head_dim, args.seq_offset, args.base, args.scaling});
 }
 
 void attention_scores_forward(const AttentionScoresForward& args) {

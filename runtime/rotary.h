@@ -1,9 +1,7 @@
-// The rotary embedding's frequencies and angles (Note [Rotary layout] in runtime/op_args.h),
-// header-only; the angle is host/device-callable, so that the CPU and CUDA kernels rotate by the
-// very same f32 angles.
+// The rotary embedding's frequencies (computed on the host, runtime/rotary.cpp) and angles
+// (Note [Rotary layout] in runtime/op_args.h); the angle is host/device-callable, so that the
+// CPU and CUDA kernels rotate by the very same f32 angles.
 #pragma once
-
-#include <math.h>
 
 #include <cstdint>
 
@@ -27,12 +25,25 @@ namespace runtime {
 // 6e-3 rad) and f32 pow differs by an ulp between libm and CUDA. The angle is then position *
 // inv_freq_i, one f32 product on every device (positions are exact in f32 below 2^24), and cos
 // and sin are the accurate f32 functions of that angle (no fast math).
-inline float rotary_inv_freq(int64_t pair, int64_t head_dim, float base) {
-  const float exponent = static_cast<float>(2 * pair) / static_cast<float>(head_dim);
-  const float power =
-      static_cast<float>(pow(static_cast<double>(base), static_cast<double>(exponent)));
-  return 1.f / power;
-}
+
+// Llama 3.1's frequency scaling (Hugging Face rope_type "llama3"; factor 0: none): a frequency
+// whose wavelength 2 pi / inv_freq is over original_max_position_embeddings / low_freq_factor
+// is divided by `factor`, one under original_max_position_embeddings / high_freq_factor is
+// kept, and one between is blended: (1 - s) inv_freq / factor + s inv_freq with s =
+// (original_max_position_embeddings / wavelength - low_freq_factor) / (high_freq_factor -
+// low_freq_factor).
+struct RopeScaling {
+  float factor = 0.f;
+  float low_freq_factor = 1.f;
+  float high_freq_factor = 4.f;
+  int64_t original_max_position_embeddings = 8192;
+
+  bool enabled() const { return factor != 0.f; }
+};
+
+// Frequency `pair` (0 .. head_dim / 2 - 1) of a head of `head_dim` under `base`, scaled by
+// `scaling` (runtime/rotary.cpp; host only).
+float rotary_inv_freq(int64_t pair, int64_t head_dim, float base, const RopeScaling& scaling = {});
 
 // The f32 angle of frequency inv_freq at `position`.
 TRAINER_HOST_DEVICE inline float rotary_angle(int64_t position, float inv_freq) {

@@ -53,6 +53,22 @@ def rotate_half_transposed(x):  # the transpose of rotate_half: [x2, -x1]
     return np.concatenate([x[..., half:], -x[..., :half]], -1)
 
 
+def llama3_scaled(inv_freq, scaling):
+    """Llama 3.1's frequency scaling (rope_scaling with rope_type llama3), in float64: frequencies
+    of wavelength over original / low_freq_factor divided by factor, under original /
+    high_freq_factor kept, between them a linear blend in original / wavelength."""
+    if not scaling:
+        return inv_freq
+    assert scaling["rope_type"] == "llama3", scaling
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    original = scaling["original_max_position_embeddings"]
+    wavelength = 2 * np.pi / inv_freq
+    blend = (original / wavelength - low) / (high - low)
+    blended = (1 - blend) * inv_freq / factor + blend * inv_freq
+    return np.where(wavelength > original / low, inv_freq / factor,
+                    np.where(wavelength < original / high, inv_freq, blended))
+
+
 class Llama:
     def __init__(self, tensors, config):
         self.p = tensors
@@ -64,7 +80,9 @@ class Llama:
         self.eps = config["rms_norm_eps"]
         inv_freq = 1.0 / (config["rope_theta"] ** (np.arange(0, self.D, 2, dtype=np.float64)
                                                    / self.D))
-        self.inv_freq = inv_freq
+        self.inv_freq = llama3_scaled(inv_freq, config.get("rope_scaling"))
+        # tie_word_embeddings: the word embeddings are the head (no lm_head.weight).
+        self.tied = config.get("tie_word_embeddings", False)
 
     def rope_tables(self, T):
         angles = np.outer(np.arange(T, dtype=np.float64), self.inv_freq)
@@ -104,7 +122,8 @@ class Llama:
             x = h2 + act @ p[pre + "mlp.down_proj.weight"].T
             saved.append((h, n1, r1, qr, kr, v, kx, vx, probs, ctx, h2, n2, r2, gate, up, sig, act))
         nf, rf = rms_forward(x, p["model.norm.weight"], self.eps)
-        logits = nf @ p["lm_head.weight"].T  # (B, T, V)
+        head = "model.embed_tokens.weight" if self.tied else "lm_head.weight"
+        logits = nf @ p[head].T  # (B, T, V)
         logits -= logits.max(-1, keepdims=True)
         e = np.exp(logits)
         softmax = e / e.sum(-1, keepdims=True)
@@ -115,8 +134,8 @@ class Llama:
         dlogits = softmax.copy()
         np.put_along_axis(dlogits, targets[..., None], np.take_along_axis(dlogits, targets[..., None], -1) - 1.0, -1)
         dlogits /= N
-        grads["lm_head.weight"] += dlogits.reshape(N, -1).T @ nf.reshape(N, -1)
-        dnf = dlogits @ p["lm_head.weight"]
+        grads[head] += dlogits.reshape(N, -1).T @ nf.reshape(N, -1)
+        dnf = dlogits @ p[head]
         dx, dw = rms_backward(dnf, x, p["model.norm.weight"], rf)
         grads["model.norm.weight"] += dw
         for i in reversed(range(self.L)):

@@ -2,7 +2,9 @@
 # A Llama block (RMSNorm, SwiGLU, RoPE, grouped-query attention, untied head) against an
 # independent float64 reference (llama_reference.py: Hugging Face LlamaForCausalLM's math on the
 # exported HF tensors, AdamW and clipping as PyTorch's): 12 steps on one process, unfused and
-# flash attention, every loss and gradient norm within 1e-5 relative. The reference starts from
+# flash attention, and unfused built as Llama 3.2 1B and 3B are (Llama 3.1's RoPE scaling,
+# model.rope_scaling, and a head tied to the word embeddings), every loss and gradient norm within
+# 1e-5 relative. The reference starts from
 # the trainer's initial weights, exported by a one-step run at learning rate 1e-30 (every
 # update is far below a float32 ulp of the weights, so they stay as initialized).
 # Usage: llama_reference.sh TRAINER
@@ -27,12 +29,19 @@ optimizer: {lr: $lr, min_lr: $lr, weight_decay: $wd, adam_beta1: 0.9, adam_beta2
 data: {path: $dir/data, split: [1], shuffle: false}
 output: {dir: $dir/out}
 YAML
-for backend in unfused flash; do
-  "$trainer" train --config "$dir/run.yaml" --set model.attention_backend=$backend \
+# llama32: head dim 16, frequencies 10000^(-i/8); with original 64 (wavelengths 16 to 64
+# blended) frequency 0 is kept, 1 and 2 blended, 3-7 divided by 8; the head tied.
+scaling=(--set model.rope_scaling.factor=8
+         --set model.rope_scaling.original_max_position_embeddings=64)
+llama32=("${scaling[@]}" --set model.untie_embeddings=false)
+for backend in unfused flash llama32; do
+  settings=(--set model.attention_backend=${backend/llama32/unfused})
+  [ "$backend" = llama32 ] && settings+=("${llama32[@]}")
+  "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \
     --set train.steps=1 --set optimizer.lr=1e-30 --set optimizer.min_lr=1e-30 \
     --set output.dir="$dir/init_$backend" > "$dir/init_$backend.log" 2>&1 ||
     { cat "$dir/init_$backend.log"; fail "$backend: the initial-weights run failed"; }
-  "$trainer" train --config "$dir/run.yaml" --set model.attention_backend=$backend \
+  "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \
     --set output.dir="$dir/$backend" > "$dir/$backend.log" 2>&1 ||
     { cat "$dir/$backend.log"; fail "$backend: the run failed"; }
   # lr, weight decay and clip are powers of two: the same in float32 and float64.
@@ -44,14 +53,15 @@ import json, sys
 ours = [json.loads(l) for l in open(sys.argv[1])]
 ref = [json.loads(l) for l in open(sys.argv[2])]
 assert len(ours) == len(ref) == 12, (len(ours), len(ref))
-worst = 0.0
+worst = {"loss": 0.0, "grad_norm": 0.0}
 for a, b in zip(ours, ref):
     for key in ("loss", "grad_norm"):
         rel = abs(a[key] - b[key]) / abs(b[key])
-        worst = max(worst, rel)
-        assert rel < 1e-5, f"step {a['step']} {key}: trainer {a[key]!r}, reference {b[key]!r}, rel {rel:.2e}"
+        worst[key] = max(worst[key], rel)
+        assert rel < 1e-5, \
+            f"step {a['step']} {key}: trainer {a[key]!r}, reference {b[key]!r}, rel {rel:.2e}"
 print(f"{sys.argv[3]}: loss {ref[0]['loss']:.6f} -> {ref[-1]['loss']:.6f} over {len(ref)} steps, "
-      f"worst relative difference {worst:.2e} (loss and grad norm)")
+      f"worst relative difference {worst['loss']:.2e} (loss), {worst['grad_norm']:.2e} (grad norm)")
 PY
     fail "$backend: the trainer and the reference disagree"
 done
@@ -68,14 +78,39 @@ assert a == b, (a, b)
 print("init_from the LlamaForCausalLM export: the same 3 losses bit for bit")
 PY
   fail "the imported weights do not give the same losses"
-sed -i 's/"rope_scaling": null/"rope_scaling": {"type": "linear", "factor": 2.0}/' \
-  "$dir/init_unfused/config.json"
-if "$trainer" train --config "$dir/run.yaml" --set train.steps=1 \
-    --set train.init_from="$dir/init_unfused/model.safetensors" --set output.dir="$dir/refused" \
-    > "$dir/refused.log" 2>&1; then
-  fail "a config.json with rope_scaling was accepted"
-fi
-grep -q "config.json: rope_scaling is set" "$dir/refused.log" ||
-  { cat "$dir/refused.log"; fail "the refusal does not name rope_scaling"; }
-echo "rope_scaling refused: $(grep -o 'rope_scaling is set.*' "$dir/refused.log")"
+# The llama32 export (config.json: Llama 3.1's rope_scaling, tie_word_embeddings; no lm_head
+# tensor) imported into its config gives the same losses; into the plain (untied, unscaled)
+# config, an untied one, or with another factor, it is refused, naming the field.
+"$trainer" train --config "$dir/run.yaml" "${llama32[@]}" --set train.steps=3 --set train.seed=99 \
+  --set train.init_from="$dir/init_llama32/model.safetensors" \
+  --set output.dir="$dir/imported_llama32" > "$dir/imported_llama32.log" 2>&1 ||
+  { cat "$dir/imported_llama32.log"; fail "the llama32 import failed"; }
+"$python" - "$dir/llama32/metrics.jsonl" "$dir/imported_llama32/metrics.jsonl" <<'PY' ||
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])][:3]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+assert a == b, (a, b)
+print("init_from the llama32 export (rope_scaling llama3, tied): the same 3 losses bit for bit")
+PY
+  fail "the imported llama32 weights do not give the same losses"
+grep -q '"rope_type": "llama3"' "$dir/init_llama32/config.json" &&
+  grep -q '"tie_word_embeddings": true' "$dir/init_llama32/config.json" ||
+  fail "the llama32 export's config.json lacks rope_scaling llama3 or tie_word_embeddings true"
+refused() {  # refused NAME EXPECTED [--set ...]: init_from init_llama32 refused, naming EXPECTED
+  local name=$1 expected=$2
+  shift 2
+  if "$trainer" train --config "$dir/run.yaml" --set train.steps=1 "$@" \
+      --set train.init_from="$dir/init_llama32/model.safetensors" --set output.dir="$dir/$name" \
+      > "$dir/$name.log" 2>&1; then
+    fail "$name: accepted"
+  fi
+  grep -q "config.json: $expected" "$dir/$name.log" || { cat "$dir/$name.log"; fail "$name"; }
+  echo "$name refused: $(grep -o "config.json: $expected.*" "$dir/$name.log")"
+}
+refused plain "rope_scaling is llama3, but model.rope_scaling.factor is 0"
+refused untied "tie_word_embeddings true, but model.untie_embeddings is true" "${scaling[@]}"
+refused factor "rope_scaling.factor 8 differs from model.rope_scaling.factor 4" \
+  "${llama32[@]}" --set model.rope_scaling.factor=4
+sed -i 's/"rope_type": "llama3"/"rope_type": "yarn"/' "$dir/init_llama32/config.json"
+refused yarn 'rope_scaling.rope_type "yarn" is not supported' "${llama32[@]}"
 echo PASS

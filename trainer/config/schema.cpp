@@ -134,6 +134,20 @@ struct ConfigSchema<recompute::RecomputeConfig> {
 };
 
 template <>
+struct ConfigSchema<runtime::RopeScaling> {
+  static const std::vector<FieldSpec<runtime::RopeScaling>>& fields() {
+    static const std::vector<FieldSpec<runtime::RopeScaling>> table = {
+        field("factor", &runtime::RopeScaling::factor),
+        field("low_freq_factor", &runtime::RopeScaling::low_freq_factor),
+        field("high_freq_factor", &runtime::RopeScaling::high_freq_factor),
+        field("original_max_position_embeddings",
+              &runtime::RopeScaling::original_max_position_embeddings),
+    };
+    return table;
+  }
+};
+
+template <>
 struct ConfigSchema<model::GptConfig> {
   static const std::vector<FieldSpec<model::GptConfig>>& fields() {
     using model::GptConfig;
@@ -156,6 +170,7 @@ struct ConfigSchema<model::GptConfig> {
         field("activation", &GptConfig::activation),
         field("position_embedding", &GptConfig::position_embedding),
         field("rotary_base", &GptConfig::rotary_base),
+        field("rope_scaling", &GptConfig::rope_scaling),
         field("add_bias_linear", &GptConfig::add_bias_linear),
         field("untie_embeddings", &GptConfig::untie_embeddings),
         field("attention_backend", &GptConfig::attention_backend),

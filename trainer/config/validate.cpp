@@ -66,6 +66,30 @@ std::string text_of(std::optional<int64_t> value) {
   return value ? text_of(*value) : std::string("(overflows int64)");
 }
 
+// model.rope_scaling: off (factor 0), or Llama 3.1's scaling of rotary frequencies.
+void validate_rope_scaling(const model::GptConfig& model) {
+  const runtime::RopeScaling& s = model.rope_scaling;
+  if (!s.enabled()) return;
+  if (model.learned_positions()) {
+    throw ConfigError("model.rope_scaling.factor",
+                      text_of(s.factor) +
+                          " scales rotary positions, but model.position_embedding "
+                          "is learned (set factor 0, or position_embedding rope)");
+  }
+  if (!(std::isfinite(s.factor) && s.factor >= 1.f)) {
+    throw ConfigError("model.rope_scaling.factor",
+                      "must be 0 (off) or finite and >= 1, got " + text_of(s.factor));
+  }
+  check_positive("model.rope_scaling.low_freq_factor", s.low_freq_factor);
+  if (!(std::isfinite(s.high_freq_factor) && s.high_freq_factor > s.low_freq_factor)) {
+    throw ConfigError("model.rope_scaling.high_freq_factor",
+                      "must be finite and above model.rope_scaling.low_freq_factor " +
+                          text_of(s.low_freq_factor) + ", got " + text_of(s.high_freq_factor));
+  }
+  check_at_least<int64_t>("model.rope_scaling.original_max_position_embeddings",
+                          s.original_max_position_embeddings, 1);
+}
+
 void validate_model(const model::GptConfig& model) {
   check_at_least<int64_t>("model.num_layers", model.num_layers, 1);
   check_at_least<int64_t>("model.hidden_size", model.hidden_size, 1);
@@ -91,6 +115,7 @@ void validate_model(const model::GptConfig& model) {
   if (!(model.rotary_base > 1.f)) {
     throw ConfigError("model.rotary_base", "must be > 1, got " + text_of(model.rotary_base));
   }
+  validate_rope_scaling(model);
   if (model.attention_backend == model::AttentionBackend::flash &&
       model.head_dim() > runtime::kFlashMaxHeadDim) {
     throw ConfigError("model.attention_backend",

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <utility>
 
@@ -164,6 +165,62 @@ void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
   for (auto& [out, values] : writes) std::copy(values.begin(), values.end(), out);
 }
 
+namespace {
+
+// rope_scaling (transformers 4; rope_parameters in 5, with rope_theta inside): null, rope_type
+// "default" or "llama3" with the config's model.rope_scaling.
+void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config,
+                        const std::function<void(const std::string&, const std::string&)>& fail) {
+  const char* key = root["rope_parameters"] ? "rope_parameters" : "rope_scaling";
+  const YAML::Node node = root[key];
+  const runtime::RopeScaling& ours = config.rope_scaling;
+  if (node && !node.IsNull() && !node.IsMap()) fail(key, "is neither null nor an object");
+  auto scalar = [&](const char* field) {
+    const YAML::Node value = node[field];
+    return value && value.IsScalar() ? value.Scalar() : std::string();
+  };
+  auto value_of = [&](const char* field) {  // a number, or an error naming the field
+    const std::string text = scalar(field);
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0')
+      fail(std::string(key) + "." + field, "\"" + text + "\" is not a number");
+    return value;
+  };
+  const char* type_key = node && node.IsMap() && !node["rope_type"] ? "type" : "rope_type";
+  const std::string type = node && node.IsMap() ? scalar(type_key) : std::string();
+  if (node && node.IsMap()) {
+    if (node["rope_theta"] && std::abs(value_of("rope_theta") - config.rotary_base) >
+                                  1e-6 * std::abs(static_cast<double>(config.rotary_base)))
+      fail(std::string(key) + ".rope_theta",
+           scalar("rope_theta") + " differs from model.rotary_base " + number(config.rotary_base));
+  }
+  if (!node || node.IsNull() || type == "default") {
+    if (ours.enabled())
+      fail(key, "is plain RoPE, but model.rope_scaling.factor is " + number(ours.factor));
+    return;
+  }
+  if (type != "llama3")
+    fail(std::string(key) + "." + type_key,
+         "\"" + type +
+             "\" is not supported (llama3 or default; the trainer scales RoPE as Llama 3.1)");
+  if (!ours.enabled()) fail(key, "is llama3, but model.rope_scaling.factor is 0 (plain RoPE)");
+  auto same = [&](const char* field, double expected, const std::string& ours_name) {
+    if (!node[field]) fail(std::string(key) + "." + field, "is missing");
+    if (std::abs(value_of(field) - expected) > 1e-6 * std::abs(expected))
+      fail(std::string(key) + "." + field,
+           scalar(field) + " differs from " + ours_name + " " + number(expected));
+  };
+  same("factor", ours.factor, "model.rope_scaling.factor");
+  same("low_freq_factor", ours.low_freq_factor, "model.rope_scaling.low_freq_factor");
+  same("high_freq_factor", ours.high_freq_factor, "model.rope_scaling.high_freq_factor");
+  same("original_max_position_embeddings",
+       static_cast<double>(ours.original_max_position_embeddings),
+       "model.rope_scaling.original_max_position_embeddings");
+}
+
+}  // namespace
+
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
                            const model::GptConfig& config) {
   const YAML::Node root =
@@ -189,12 +246,17 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
   must_be("num_key_value_heads", config.query_groups(), "model.num_query_groups");
   must_be("intermediate_size", config.ffn(), "model.ffn_hidden_size");
   must_be("head_dim", config.head_dim(), "model.hidden_size / model.num_attention_heads");
-  for (const char* field : {"rope_scaling", "sliding_window"}) {
-    const YAML::Node node = root[field];
-    if (node && !node.IsNull()) fail(field, "is set; the trainer implements plain RoPE only");
-  }
-  for (const char* field : {"attention_bias", "mlp_bias", "tie_word_embeddings"})
+  check_rope_scaling(root, config, fail);
+  if (const YAML::Node window = root["sliding_window"]; window && !window.IsNull())
+    fail("sliding_window", "is set; attention here is causal over the whole sequence");
+  for (const char* field : {"attention_bias", "mlp_bias"})
     if (text(field) == "true") fail(field, "is true; Llama blocks here have none");
+  const bool tied = text("tie_word_embeddings") == "true";  // LlamaConfig's default: false
+  if (tied == config.untie_embeddings) {
+    fail("tie_word_embeddings", std::string(tied ? "true" : "false (or absent)") +
+                                    ", but model.untie_embeddings is " +
+                                    (config.untie_embeddings ? "true" : "false"));
+  }
   const std::string act = text("hidden_act");
   if (!act.empty() && act != "silu") fail("hidden_act", "\"" + act + "\" is not silu (SwiGLU)");
   const std::string theta = text("rope_theta");
@@ -251,6 +313,21 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
   return entries;
 }
 
+namespace {
+
+// LlamaConfig's rope_scaling: null, or Llama 3.1's.
+std::string rope_scaling_json(const runtime::RopeScaling& s) {
+  if (!s.enabled()) return "null";
+  return "{\n    \"factor\": " + number(s.factor) +
+         ",\n    \"high_freq_factor\": " + number(s.high_freq_factor) +
+         ",\n    \"low_freq_factor\": " + number(s.low_freq_factor) +
+         ",\n    \"original_max_position_embeddings\": " +
+         std::to_string(s.original_max_position_embeddings) +
+         ",\n    \"rope_type\": \"llama3\"\n  }";
+}
+
+}  // namespace
+
 std::string hf_llama_config_json(const model::GptConfig& config) {
   std::vector<std::pair<std::string, std::string>> fields = {
       {"architectures", "[\n    \"LlamaForCausalLM\"\n  ]"},
@@ -268,9 +345,9 @@ std::string hf_llama_config_json(const model::GptConfig& config) {
       {"num_hidden_layers", std::to_string(config.num_layers)},
       {"num_key_value_heads", std::to_string(config.query_groups())},
       {"rms_norm_eps", number(config.layernorm_epsilon)},
-      {"rope_scaling", "null"},
+      {"rope_scaling", rope_scaling_json(config.rope_scaling)},
       {"rope_theta", number(config.rotary_base)},
-      {"tie_word_embeddings", "false"},
+      {"tie_word_embeddings", config.untie_embeddings ? "false" : "true"},
       {"torch_dtype", "\"float32\""},
       {"vocab_size", std::to_string(config.vocab_size)},
   };

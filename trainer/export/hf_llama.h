@@ -25,9 +25,11 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
 void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
                    const model::GptConfig& config);
 
-// Checks a LlamaConfig config.json against `config`: the shape fields must agree, and what the
-// trainer does not implement (rope_scaling, biases, a tied head, another activation, sliding
-// windows) is an error naming the field and its value. `source` names the file in errors.
+// Checks a LlamaConfig config.json against `config`: the shape fields, rope_theta, rope_scaling
+// (null, default or llama3) and tie_word_embeddings must agree, and what the trainer does not
+// implement (another RoPE scaling, biases, another activation, sliding windows) is an error
+// naming the field and its value. `source` names the file in errors. A tied model has no
+// lm_head.weight: the word embeddings are the head.
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
                            const model::GptConfig& config);
 

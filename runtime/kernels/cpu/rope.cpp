@@ -25,7 +25,8 @@ void rotate(float* qkv, const RopeDims& d, float sign) {
   const int64_t width = d.kv_heads * group_width;
   const int64_t rotated_heads = d.group_size + 1;  // the group's q heads, then its k head
   std::vector<float> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) inv_freq[i] = rotary_inv_freq(i, d.head_dim, d.base);
+  for (int64_t i = 0; i < half; ++i)
+    inv_freq[i] = rotary_inv_freq(i, d.head_dim, d.base, d.scaling);
 #pragma omp parallel if (d.seq * d.micro_batch * width >= detail::kMinParallelElements)
   {
     std::vector<float> cosines(static_cast<size_t>(half)), sines(static_cast<size_t>(half));

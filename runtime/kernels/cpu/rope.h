@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "runtime/rotary.h"
+
 namespace runtime::cpu {
 
 // The shape of one rotary call: qkv is (seq, micro_batch, kv_heads * (group_size + 2) *
@@ -17,6 +19,7 @@ struct RopeDims {
   int64_t head_dim;
   int64_t seq_offset;
   float base;
+  RopeScaling scaling{};  // factor 0: none
 };
 
 // qkv's q and k heads rotated by +angle, in place.

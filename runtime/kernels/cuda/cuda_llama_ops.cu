@@ -72,7 +72,7 @@ int64_t qkv_elements(const Args& args) {
 template <class Args>
 RopeDims rope_dims(const Args& args) {
   return RopeDims{args.seq,      args.micro_batch, args.kv_heads, args.group_size,
-                  args.head_dim, args.seq_offset,  args.base};
+                  args.head_dim, args.seq_offset,  args.base,     args.scaling};
 }
 
 }  // namespace

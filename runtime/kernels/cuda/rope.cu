@@ -80,7 +80,7 @@ void launch(T* qkv, const RopeDims& d, float sign, cudaStream_t stream) {
   if (d.seq == 0 || pairs == 0) return;
   Frequencies frequencies{};
   for (int64_t i = 0; i < half; ++i)
-    frequencies.inv_freq[i] = rotary_inv_freq(i, d.head_dim, d.base);
+    frequencies.inv_freq[i] = rotary_inv_freq(i, d.head_dim, d.base, d.scaling);
   const unsigned grid = static_cast<unsigned>(std::min(d.seq, kMaxBlocks));
   with_index_type(d.micro_batch * width, [&](auto index) {
     using Index = decltype(index);

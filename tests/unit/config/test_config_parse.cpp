@@ -107,6 +107,26 @@ TEST(ConfigParse, AcceptsYamlNumberSpellings) {
   EXPECT_EQ(config.optimizer.clip_grad, 0.5f);
 }
 
+// model.rope_scaling: the fields given, the others at Llama 3.1's values, and the same after
+// to_yaml.
+TEST(ConfigParse, RopeScalingParsesAndRoundTrips) {
+  const Config config = parse_config(
+      "model: {architecture: llama, hidden_size: 64, num_attention_heads: 4,\n"
+      "        rope_scaling: {factor: 32, original_max_position_embeddings: 4096}}\n",
+      "t.yaml", kWithData);
+  for (const Config& c : {config, parse_config(to_yaml(config), "round trip")}) {
+    EXPECT_EQ(c.model.rope_scaling.factor, 32.f);
+    EXPECT_EQ(c.model.rope_scaling.low_freq_factor, 1.f);
+    EXPECT_EQ(c.model.rope_scaling.high_freq_factor, 4.f);
+    EXPECT_EQ(c.model.rope_scaling.original_max_position_embeddings, 4096);
+  }
+  EXPECT_FALSE(parse_config("model: {architecture: llama}\n", "t.yaml", kWithData)
+                   .model.rope_scaling.enabled());
+  EXPECT_TRUE(parse_rejected("model: {architecture: llama, rope_scaling: {type: llama3}}\n",
+                             kWithData, "model.rope_scaling.type",
+                             {"unknown key", "factor, low_freq_factor"}));
+}
+
 TEST(ConfigParse, RejectsUnknownTopLevelSection) {
   EXPECT_TRUE(parse_rejected(
       "modle: {num_layers: 2}\n", kWithData, "modle",

@@ -745,6 +745,32 @@ TEST(ValidateLlama, RopeNeedsAnEvenHeadDimAndABaseAboveOne) {
   EXPECT_TRUE(rejected(config, "model.rotary_base", {"must be > 1, got 1"}));
 }
 
+TEST(ValidateLlama, RopeScalingNeedsRotaryPositionsAndOrderedBands) {
+  Config config = llama_config();
+  config.model.rope_scaling = {.factor = 8.f,
+                               .low_freq_factor = 1.f,
+                               .high_freq_factor = 4.f,
+                               .original_max_position_embeddings = 8192};
+  EXPECT_TRUE(accepted(config));
+  config.model.rope_scaling.factor = 0.5f;
+  EXPECT_TRUE(rejected(config, "model.rope_scaling.factor",
+                       {"must be 0 (off) or finite and >= 1, got 0.5"}));
+  config.model.rope_scaling.factor = 8.f;
+  config.model.rope_scaling.low_freq_factor = 0.f;
+  EXPECT_TRUE(rejected(config, "model.rope_scaling.low_freq_factor", {"> 0, got 0"}));
+  config.model.rope_scaling.low_freq_factor = 4.f;
+  EXPECT_TRUE(rejected(config, "model.rope_scaling.high_freq_factor",
+                       {"above model.rope_scaling.low_freq_factor 4, got 4"}));
+  config.model.rope_scaling.low_freq_factor = 1.f;
+  config.model.rope_scaling.original_max_position_embeddings = 0;
+  EXPECT_TRUE(rejected(config, "model.rope_scaling.original_max_position_embeddings",
+                       {"must be >= 1, got 0"}));
+  Config gpt = valid_config();
+  gpt.model.rope_scaling.factor = 8.f;
+  EXPECT_TRUE(rejected(gpt, "model.rope_scaling.factor",
+                       {"8 scales rotary positions, but model.position_embedding is learned"}));
+}
+
 TEST(ValidateLlama, TheExportAndTheImportTakeOnlyTheirClassesBlocks) {
   Config config = llama_config();
   config.output.export_model = true;

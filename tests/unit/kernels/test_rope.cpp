@@ -1,5 +1,6 @@
 // Tests of the rotary embedding (Note [Rotary layout]): its values against a direct double
-// evaluation of the formula at positions 0 to past 100000, its frequencies against base^(-2i/D),
+// evaluation of the formula at positions 0 to past 100000, its frequencies against base^(-2i/D)
+// and, scaled as Llama 3.1 does, against Hugging Face's,
 // forward then backward as the identity, each rotated pair's norm kept, v untouched, and the
 // group_size 1 layout as the per-head (heads, 3, head_dim) layout of split_qkv_heads.
 #include "kernel_test_util.h"
@@ -32,8 +33,10 @@ Feature feature(const RopeDims& d, int64_t f) {
 }
 
 // The formula in double on the f32 angle (Note [Rotary frequencies]: the f32 frequency, the f32
-// product with the position), for every element of qkv.
-std::vector<double> reference(const std::vector<float>& qkv, const RopeDims& d) {
+// product with the position), for every element of qkv; `frequencies`, when given, instead of
+// base^(-2i/D).
+std::vector<double> reference(const std::vector<float>& qkv, const RopeDims& d,
+                              const std::vector<float>* frequencies = nullptr) {
   std::vector<double> out(qkv.begin(), qkv.end());
   const int64_t half = d.head_dim / 2;
   for (int64_t row = 0; row < d.seq * d.micro_batch; ++row) {
@@ -42,10 +45,12 @@ std::vector<double> reference(const std::vector<float>& qkv, const RopeDims& d) 
       const Feature at = feature(d, f);
       if (!at.rotated) continue;
       const int64_t i = at.index % half;
-      const float inv_freq =
-          1.f / static_cast<float>(std::pow(static_cast<double>(d.base),
-                                            static_cast<double>(static_cast<float>(2 * i) /
-                                                                static_cast<float>(d.head_dim))));
+      const float inv_freq = frequencies != nullptr
+                                 ? (*frequencies)[static_cast<size_t>(i)]
+                                 : 1.f / static_cast<float>(std::pow(
+                                             static_cast<double>(d.base),
+                                             static_cast<double>(static_cast<float>(2 * i) /
+                                                                 static_cast<float>(d.head_dim))));
       const double angle = static_cast<double>(static_cast<float>(position) * inv_freq);
       const double c = std::cos(angle), s = std::sin(angle);
       const float* x = qkv.data() + row * width(d) + (f - at.index);
@@ -102,6 +107,74 @@ TEST(Rope, FrequenciesAreThePowersOfTheBase) {
       }
     }
   }
+}
+
+// Llama 3.1's scaling, bit for bit against Hugging Face's _compute_llama3_parameters run in
+// PyTorch (f32 tensors) for Llama 3.2's values (factor 32; 3 frequencies blended, 17 changed)
+// and a small head whose band the blend covers (2 blended, 7 changed). Note [Rope scaling
+// rounding].
+TEST(Rope, ScaledFrequenciesAreHuggingFacesBits) {
+  struct Case {
+    float base;
+    int64_t head_dim;
+    runtime::RopeScaling scaling;
+    std::vector<float> expected;
+  };
+  const Case cases[] = {
+      {500000.f,
+       64,
+       {.factor = 32.f,
+        .low_freq_factor = 1.f,
+        .high_freq_factor = 4.f,
+        .original_max_position_embeddings = 8192},
+       {0x1p+0f,         0x1.53c38cp-1f,  0x1.c2ef78p-2f,  0x1.2b3dc6p-2f,  0x1.8d276p-3f,
+        0x1.078d4p-3f,   0x1.5dc95ap-4f,  0x1.d03ccep-5f,  0x1.34119p-5f,   0x1.98de92p-6f,
+        0x1.0f5386p-6f,  0x1.681adap-7f,  0x1.ddee9ep-8f,  0x1.3d2804p-8f,  0x1.a4ee4p-9f,
+        0x1.524f36p-10f, 0x1.c26c4p-12f,  0x1.9731eep-14f, 0x1.46831ap-16f, 0x1.b15902p-17f,
+        0x1.1f91fp-17f,  0x1.7da9e8p-18f, 0x1.fa8b86p-19f, 0x1.5024d6p-19f, 0x1.be2188p-20f,
+        0x1.280d96p-20f, 0x1.88ec2p-21f,  0x1.04be68p-21f, 0x1.5a0f4ep-22f, 0x1.cb4a9ap-23f,
+        0x1.30c94ep-23f, 0x1.94836p-24f}},
+      {10000.f,
+       16,
+       {.factor = 8.f,
+        .low_freq_factor = 1.f,
+        .high_freq_factor = 4.f,
+        .original_max_position_embeddings = 64},
+       {0x1p+0f, 0x1.f47fe8p-3f, 0x1.ab5e6p-7f, 0x1.030dc6p-8f, 0x1.47ae14p-10f, 0x1.9e7c7p-12f,
+        0x1.0624dep-13f, 0x1.4b96cp-15f}},
+  };
+  for (const Case& c : cases) {
+    int64_t changed = 0;
+    for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+      const float scaled = runtime::rotary_inv_freq(i, c.head_dim, c.base, c.scaling);
+      EXPECT_EQ(scaled, c.expected[static_cast<size_t>(i)])
+          << "D " << c.head_dim << ", i " << i << ": " << scaled;
+      changed += scaled != runtime::rotary_inv_freq(i, c.head_dim, c.base);
+    }
+    EXPECT_EQ(changed, c.head_dim == 64 ? 17 : 7);
+  }
+}
+
+// The kernel rotates by the scaled frequencies: the formula on Hugging Face's scaled frequencies
+// (the second case above) at positions 4093-4097, and not plain RoPE's rotation.
+TEST(Rope, ScalingReachesTheKernel) {
+  RopeDims d = dims(2, 16, 4093, 10000.f);
+  d.scaling = {.factor = 8.f,
+               .low_freq_factor = 1.f,
+               .high_freq_factor = 4.f,
+               .original_max_position_embeddings = 64};
+  const std::vector<float> frequencies = {0x1p+0f,         0x1.f47fe8p-3f,  0x1.ab5e6p-7f,
+                                          0x1.030dc6p-8f,  0x1.47ae14p-10f, 0x1.9e7c7p-12f,
+                                          0x1.0624dep-13f, 0x1.4b96cp-15f};
+  const auto x = random_vector(elements(d), 5, -2.f, 2.f);
+  auto scaled = x;
+  rope_forward(scaled.data(), d);
+  expect_close(scaled, reference(x, d, &frequencies), 1e-6, 1e-6, "scaled rotation");
+  RopeDims plain = d;
+  plain.scaling.factor = 0.f;
+  auto unscaled = x;
+  rope_forward(unscaled.data(), plain);
+  EXPECT_FALSE(bitwise_equal(scaled, unscaled));
 }
 
 TEST(Rope, BackwardUndoesForward) {

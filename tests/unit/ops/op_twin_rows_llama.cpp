@@ -95,17 +95,20 @@ Row swiglu_backward_row() {
 struct RopeShape {
   int64_t seq, micro_batch, kv_heads, group_size, head_dim, seq_offset;
   float base;
+  runtime::RopeScaling scaling;  // Llama 3.1's (factor 32) or none
   int64_t width() const { return kv_heads * (group_size + 2) * head_dim; }
 };
 
 RopeShape rope_shape(Case& c) {
-  return RopeShape{.seq = c.pick({1, 3, 7, 33}),
-                   .micro_batch = c.pick({1, 2, 3}),
-                   .kv_heads = c.pick({1, 2, 3}),
-                   .group_size = c.pick({1, 2, 4}),
-                   .head_dim = c.pick({8, 14, 32, 64, 96, 128}),
-                   .seq_offset = c.pick({0, 5, 4097, 100000}),
-                   .base = c.coin() ? 10000.f : 500000.f};
+  return RopeShape{
+      .seq = c.pick({1, 3, 7, 33}),
+      .micro_batch = c.pick({1, 2, 3}),
+      .kv_heads = c.pick({1, 2, 3}),
+      .group_size = c.pick({1, 2, 4}),
+      .head_dim = c.pick({8, 14, 32, 64, 96, 128}),
+      .seq_offset = c.pick({0, 5, 4097, 100000}),
+      .base = c.coin() ? 10000.f : 500000.f,
+      .scaling = c.coin() ? runtime::RopeScaling{.factor = 32.f} : runtime::RopeScaling{}};
 }
 
 Row rope_forward_row() {
@@ -118,7 +121,8 @@ Row rope_forward_row() {
                             .group_size = s.group_size,
                             .head_dim = s.head_dim,
                             .seq_offset = s.seq_offset,
-                            .base = s.base};
+                            .base = s.base,
+                            .scaling = s.scaling};
   });
 }
 
@@ -132,7 +136,8 @@ Row rope_backward_row() {
                              .group_size = s.group_size,
                              .head_dim = s.head_dim,
                              .seq_offset = s.seq_offset,
-                             .base = s.base};
+                             .base = s.base,
+                             .scaling = s.scaling};
   });
 }
 
