@@ -19,7 +19,7 @@
 #include "trainer/config/fields.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
-#include "trainer/export/safetensors.h"
+#include "trainer/export/safetensors_index.h"
 #include "trainer/train.h"
 
 namespace trainer {
@@ -279,9 +279,9 @@ void Trainer::init_from(const std::string& path) {
       const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
       check_hf_llama_config(text, json.string(), padded);
     }
-    from_hf_llama(read_safetensors(path), whole, padded);
+    from_hf_llama(read_hf_weights(path), whole, padded);
   } else {
-    from_hf_gpt2(read_safetensors(path), whole, padded);
+    from_hf_gpt2(read_hf_weights(path), whole, padded);
   }
   const model::GptParams& target = on_device_ ? host_params_ : state_.master;
   for (const model::NamedParam& p : target.named) {

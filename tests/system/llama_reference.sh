@@ -93,6 +93,40 @@ assert a == b, (a, b)
 print("init_from the llama32 export (rope_scaling llama3, tied): the same 3 losses bit for bit")
 PY
   fail "the imported llama32 weights do not give the same losses"
+# The same export saved in two shards with a model.safetensors.index.json, as save_pretrained
+# writes a large model: init_from the index gives the same losses.
+mkdir -p "$dir/sharded" && cp "$dir/init_llama32/config.json" "$dir/sharded/"
+"$python" - "$dir/init_llama32/model.safetensors" "$dir/sharded" <<'PY' ||
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+header.pop("__metadata__", None)
+names = sorted(header)
+shards, weight_map = [names[:len(names) // 2], names[len(names) // 2:]], {}
+for k, part in enumerate(shards):
+    file = f"model-{k + 1:05d}-of-00002.safetensors"
+    entries, blob = {}, b""
+    for name in part:
+        begin, end = header[name]["data_offsets"]
+        entries[name] = dict(header[name], data_offsets=[len(blob), len(blob) + end - begin])
+        blob += data[8 + n + begin:8 + n + end]
+        weight_map[name] = file
+    text = json.dumps(entries).encode()
+    text += b" " * (-len(text) % 8)
+    open(f"{sys.argv[2]}/{file}", "wb").write(struct.pack("<Q", len(text)) + text + blob)
+json.dump({"metadata": {}, "weight_map": weight_map},
+          open(f"{sys.argv[2]}/model.safetensors.index.json", "w"))
+PY
+  fail "sharding the llama32 export failed"
+"$trainer" train --config "$dir/run.yaml" "${llama32[@]}" --set train.steps=3 --set train.seed=99 \
+  --set train.init_from="$dir/sharded/model.safetensors.index.json" \
+  --set output.dir="$dir/imported_sharded" > "$dir/imported_sharded.log" 2>&1 ||
+  { cat "$dir/imported_sharded.log"; fail "the sharded import failed"; }
+cmp -s <(grep -o '"loss": [^,]*' "$dir/imported_llama32/metrics.jsonl") \
+  <(grep -o '"loss": [^,]*' "$dir/imported_sharded/metrics.jsonl") ||
+  fail "the sharded import's losses differ from the single file's"
+echo "init_from model.safetensors.index.json (2 shards): the same 3 losses"
 grep -q '"rope_type": "llama3"' "$dir/init_llama32/config.json" &&
   grep -q '"tie_word_embeddings": true' "$dir/init_llama32/config.json" ||
   fail "the llama32 export's config.json lacks rope_scaling llama3 or tie_word_embeddings true"

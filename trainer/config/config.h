@@ -74,7 +74,9 @@ struct TrainConfig {
   // (on any rank), with a checkpoint written, exit 0: a run that resumes under a job time limit
   // (Megatron's --exit-duration-in-mins). 0: never.
   double exit_duration_minutes = 0;
-  std::string init_from;  // HF GPT-2 model.safetensors to start from (not on resume)
+  // HF weights to start from (not on resume): model.safetensors, or a sharded checkpoint's
+  // model.safetensors.index.json; GPT2LMHeadModel or LlamaForCausalLM as model.architecture.
+  std::string init_from;
   GuardConfig guard;
   InjectConfig inject;  // a test hook; see InjectConfig
   TraceConfig trace;

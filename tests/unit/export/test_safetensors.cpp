@@ -15,6 +15,7 @@
 #include "runtime/error.h"
 #include "tests/support/temp_dir_test.h"
 #include "trainer/export/safetensors.h"
+#include "trainer/export/safetensors_index.h"
 
 namespace trainer {
 namespace {
@@ -204,6 +205,46 @@ TEST_F(SafetensorsTest, RejectsEachDefectByName) {
                            {}),
                   "duplicate header key \"a\"");
   expect_rejected(assemble(R"({"__metadata__": {"format": 1}})", {}), "\"__metadata__\" value");
+}
+
+// A checkpoint in two shards and its index read as one file; each defect of the index rejected,
+// naming the index and the defect.
+TEST_F(SafetensorsTest, ShardsOfAnIndexReadAsOneFile) {
+  const float a[2] = {1.f, 2.f}, b[3] = {3.f, 4.f, 5.f}, c[1] = {6.f};
+  write_safetensors(
+      path("model-00001-of-00002.safetensors"),
+      {{"a", "F32", {2}, bytes_of(a, sizeof a)}, {"b", "F32", {3}, bytes_of(b, sizeof b)}}, {});
+  write_safetensors(path("model-00002-of-00002.safetensors"),
+                    {{"c", "F32", {1}, bytes_of(c, sizeof c)}}, {});
+  const std::string index = path("model.safetensors.index.json");
+  auto write_index = [&](const std::string& text) { std::ofstream(index) << text; };
+  write_index(
+      R"({"metadata": {"total_size": 24}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+      "b": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}})");
+  const SafetensorsFile merged = read_hf_weights(index);
+  ASSERT_EQ(merged.tensors.size(), 3u);
+  EXPECT_EQ(merged.tensors.at("b").data, bytes_of(b, sizeof b));
+  EXPECT_EQ(merged.tensors.at("c").shape, std::vector<int64_t>{1});
+  EXPECT_EQ(read_hf_weights(path("model-00002-of-00002.safetensors")).tensors.size(), 1u);
+
+  auto expect_index_rejected = [&](const std::string& text, const std::string& defect) {
+    write_index(text);
+    try {
+      read_hf_weights(index);
+      ADD_FAILURE() << "accepted an index with defect: " << defect;
+    } catch (const runtime::InputError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find(defect), std::string::npos) << message;
+    }
+  };
+  expect_index_rejected("[1, 2]", "not a JSON object (a safetensors index)");
+  expect_index_rejected(R"({"metadata": {}})", "no \"weight_map\" object");
+  expect_index_rejected(R"({"weight_map": {"a": "model-00002-of-00002.safetensors"}})",
+                        "tensor 'a' is mapped to model-00002-of-00002.safetensors, which does "
+                        "not hold it");
+  expect_index_rejected(R"({"weight_map": {"a": "missing.safetensors"}})",
+                        "missing.safetensors: not a readable safetensors file");
+  expect_index_rejected(R"({"weight_map": {"a": [1]}})", "weight_map[\"a\"] is not a shard");
 }
 
 TEST_F(SafetensorsTest, MissingFileIsAnInputError) {
