@@ -1,0 +1,100 @@
+// Tests of the LlamaConfig check behind train.init_from: the config.json Meta publishes with
+// Llama-3.2-1B is accepted by the model config that matches it (tied head, Llama 3.1's RoPE
+// scaling with factor 32) and by its transformers-5 form (rope_parameters); each disagreement is
+// refused naming the field; and the export's config.json reads back through the same check.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/gpt_config.h"
+#include "runtime/error.h"
+#include "trainer/export/hf_llama.h"
+
+namespace trainer {
+namespace {
+
+// Llama-3.2-1B's config.json as published (transformers 4.45).
+const char* const kLlama32OneB = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+  "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+  "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+// The model config a continued pretraining run of Llama-3.2-1B sets.
+model::GptConfig llama32_one_b() {
+  model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
+  config.num_layers = 16;
+  config.hidden_size = 2048;
+  config.num_attention_heads = 32;
+  config.num_query_groups = 8;
+  config.ffn_hidden_size = 8192;
+  config.seq_length = 4096;
+  config.vocab_size = 128256;
+  config.rotary_base = 500000.f;
+  config.rope_scaling.factor = 32.f;
+  config.untie_embeddings = false;
+  return config;
+}
+
+void expect_refused(const std::string& json, const model::GptConfig& config,
+                    const std::string& expected) {
+  try {
+    check_hf_llama_config(json, "config.json", config);
+    ADD_FAILURE() << "accepted; expected: " << expected;
+  } catch (const runtime::InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("config.json: " + expected), std::string::npos)
+        << error.what();
+  }
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+TEST(HfLlamaConfig, TheLlama32OneBConfigIsAcceptedByItsModel) {
+  EXPECT_NO_THROW(check_hf_llama_config(kLlama32OneB, "config.json", llama32_one_b()));
+  // transformers 5 keeps the RoPE fields, rope_theta included, under rope_parameters.
+  const std::string v5 =
+      replaced(replaced(kLlama32OneB, "\"rope_scaling\"", "\"rope_parameters\""),
+               "\"rope_type\": \"llama3\"", "\"rope_type\": \"llama3\", \"rope_theta\": 500000.0");
+  EXPECT_NO_THROW(check_hf_llama_config(v5, "config.json", llama32_one_b()));
+  // The export's own config.json passes the same check.
+  EXPECT_NO_THROW(
+      check_hf_llama_config(hf_llama_config_json(llama32_one_b()), "config.json", llama32_one_b()));
+}
+
+TEST(HfLlamaConfig, EachDisagreementIsRefusedNamingTheField) {
+  model::GptConfig untied = llama32_one_b();
+  untied.untie_embeddings = true;
+  expect_refused(kLlama32OneB, untied,
+                 "tie_word_embeddings true, but model.untie_embeddings is true");
+  model::GptConfig plain = llama32_one_b();
+  plain.rope_scaling = {};
+  expect_refused(kLlama32OneB, plain, "rope_scaling is llama3, but model.rope_scaling.factor is 0");
+  model::GptConfig eight = llama32_one_b();
+  eight.rope_scaling.factor = 8.f;
+  expect_refused(kLlama32OneB, eight,
+                 "rope_scaling.factor 32.0 differs from model.rope_scaling.factor 8");
+  model::GptConfig theta = llama32_one_b();
+  theta.rotary_base = 10000.f;
+  expect_refused(kLlama32OneB, theta, "rope_theta 500000.0 differs from model.rotary_base 10000");
+  expect_refused(replaced(kLlama32OneB, "\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""),
+                 llama32_one_b(), "rope_scaling.rope_type \"yarn\" is not supported");
+  expect_refused(replaced(kLlama32OneB, "\"factor\": 32.0", "\"factor\": \"big\""), llama32_one_b(),
+                 "rope_scaling.factor \"big\" is not a number");
+  expect_refused(replaced(kLlama32OneB, "\"low_freq_factor\": 1.0,", ""), llama32_one_b(),
+                 "rope_scaling.low_freq_factor is missing");
+  expect_refused(replaced(kLlama32OneB, "\"num_key_value_heads\": 8", "\"num_key_value_heads\": 4"),
+                 llama32_one_b(), "num_key_value_heads 4 differs from model.num_query_groups 8");
+}
+
+}  // namespace
+}  // namespace trainer
