@@ -65,36 +65,25 @@ print(f"{sys.argv[3]}: loss {ref[0]['loss']:.6f} -> {ref[-1]['loss']:.6f} over {
 PY
     fail "$backend: the trainer and the reference disagree"
 done
-# The export imported back (train.init_from, another seed): the same losses bit for bit, and a
-# config.json that asks for what the trainer does not do is refused, naming the field.
-"$trainer" train --config "$dir/run.yaml" --set train.steps=3 --set train.seed=99 \
-  --set train.init_from="$dir/init_unfused/model.safetensors" --set output.dir="$dir/imported" \
-  > "$dir/imported.log" 2>&1 || { cat "$dir/imported.log"; fail "the import run failed"; }
-"$python" - "$dir/unfused/metrics.jsonl" "$dir/imported/metrics.jsonl" <<'PY' ||
-import json, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])][:3]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-assert a == b, (a, b)
-print("init_from the LlamaForCausalLM export: the same 3 losses bit for bit")
-PY
-  fail "the imported weights do not give the same losses"
+# Each export imported back (train.init_from, another seed) gives its run's first 3 losses bit
+# for bit: imports NAME RUN WEIGHTS [--set ...] trains 3 steps from WEIGHTS and compares with RUN.
+imports() {
+  local name=$1 run=$2 weights=$3
+  shift 3
+  "$trainer" train --config "$dir/run.yaml" "$@" --set train.steps=3 --set train.seed=99 \
+    --set train.init_from="$weights" --set output.dir="$dir/$name" > "$dir/$name.log" 2>&1 ||
+    { cat "$dir/$name.log"; fail "$name: the import run failed"; }
+  [ "$(grep -c '"loss": ' "$dir/$name/metrics.jsonl")" = 3 ] || fail "$name: not 3 losses"
+  cmp -s <(grep -o '"loss": [^,]*' "$dir/$run/metrics.jsonl" | head -3) \
+    <(grep -o '"loss": [^,]*' "$dir/$name/metrics.jsonl") ||
+    fail "$name: the imported weights do not give $run's losses"
+  echo "$name: init_from $(basename "$weights") gives $run's first 3 losses bit for bit"
+}
+imports imported unfused "$dir/init_unfused/model.safetensors"
 # The llama32 export (config.json: Llama 3.1's rope_scaling, tie_word_embeddings; no lm_head
-# tensor) imported into its config gives the same losses; into the plain (untied, unscaled)
-# config, an untied one, or with another factor, it is refused, naming the field.
-"$trainer" train --config "$dir/run.yaml" "${llama32[@]}" --set train.steps=3 --set train.seed=99 \
-  --set train.init_from="$dir/init_llama32/model.safetensors" \
-  --set output.dir="$dir/imported_llama32" > "$dir/imported_llama32.log" 2>&1 ||
-  { cat "$dir/imported_llama32.log"; fail "the llama32 import failed"; }
-"$python" - "$dir/llama32/metrics.jsonl" "$dir/imported_llama32/metrics.jsonl" <<'PY' ||
-import json, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])][:3]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-assert a == b, (a, b)
-print("init_from the llama32 export (rope_scaling llama3, tied): the same 3 losses bit for bit")
-PY
-  fail "the imported llama32 weights do not give the same losses"
-# The same export saved in two shards with a model.safetensors.index.json, as save_pretrained
-# writes a large model: init_from the index gives the same losses.
+# tensor) into its config; then the same saved in two shards with a
+# model.safetensors.index.json, as save_pretrained writes a large model.
+imports imported_llama32 llama32 "$dir/init_llama32/model.safetensors" "${llama32[@]}"
 mkdir -p "$dir/sharded" && cp "$dir/init_llama32/config.json" "$dir/sharded/"
 "$python" - "$dir/init_llama32/model.safetensors" "$dir/sharded" <<'PY' ||
 import json, struct, sys
@@ -119,14 +108,10 @@ json.dump({"metadata": {}, "weight_map": weight_map},
           open(f"{sys.argv[2]}/model.safetensors.index.json", "w"))
 PY
   fail "sharding the llama32 export failed"
-"$trainer" train --config "$dir/run.yaml" "${llama32[@]}" --set train.steps=3 --set train.seed=99 \
-  --set train.init_from="$dir/sharded/model.safetensors.index.json" \
-  --set output.dir="$dir/imported_sharded" > "$dir/imported_sharded.log" 2>&1 ||
-  { cat "$dir/imported_sharded.log"; fail "the sharded import failed"; }
-cmp -s <(grep -o '"loss": [^,]*' "$dir/imported_llama32/metrics.jsonl") \
-  <(grep -o '"loss": [^,]*' "$dir/imported_sharded/metrics.jsonl") ||
-  fail "the sharded import's losses differ from the single file's"
-echo "init_from model.safetensors.index.json (2 shards): the same 3 losses"
+imports imported_sharded llama32 "$dir/sharded/model.safetensors.index.json" "${llama32[@]}"
+# A config.json that disagrees with the config, or asks for what the trainer does not do, is
+# refused, naming the field: the llama32 export into the plain (untied, unscaled) config, an
+# untied one, another factor, another rope_type.
 grep -q '"rope_type": "llama3"' "$dir/init_llama32/config.json" &&
   grep -q '"tie_word_embeddings": true' "$dir/init_llama32/config.json" ||
   fail "the llama32 export's config.json lacks rope_scaling llama3 or tie_word_embeddings true"

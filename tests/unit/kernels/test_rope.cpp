@@ -123,10 +123,7 @@ TEST(Rope, ScaledFrequenciesAreHuggingFacesBits) {
   const Case cases[] = {
       {500000.f,
        64,
-       {.factor = 32.f,
-        .low_freq_factor = 1.f,
-        .high_freq_factor = 4.f,
-        .original_max_position_embeddings = 8192},
+       {.factor = 32.f},  // low_freq_factor 1, high_freq_factor 4, original 8192
        {0x1p+0f,         0x1.53c38cp-1f,  0x1.c2ef78p-2f,  0x1.2b3dc6p-2f,  0x1.8d276p-3f,
         0x1.078d4p-3f,   0x1.5dc95ap-4f,  0x1.d03ccep-5f,  0x1.34119p-5f,   0x1.98de92p-6f,
         0x1.0f5386p-6f,  0x1.681adap-7f,  0x1.ddee9ep-8f,  0x1.3d2804p-8f,  0x1.a4ee4p-9f,
@@ -136,10 +133,7 @@ TEST(Rope, ScaledFrequenciesAreHuggingFacesBits) {
         0x1.30c94ep-23f, 0x1.94836p-24f}},
       {10000.f,
        16,
-       {.factor = 8.f,
-        .low_freq_factor = 1.f,
-        .high_freq_factor = 4.f,
-        .original_max_position_embeddings = 64},
+       {.factor = 8.f, .original_max_position_embeddings = 64},
        {0x1p+0f, 0x1.f47fe8p-3f, 0x1.ab5e6p-7f, 0x1.030dc6p-8f, 0x1.47ae14p-10f, 0x1.9e7c7p-12f,
         0x1.0624dep-13f, 0x1.4b96cp-15f}},
   };
@@ -159,10 +153,7 @@ TEST(Rope, ScaledFrequenciesAreHuggingFacesBits) {
 // (the second case above) at positions 4093-4097, and not plain RoPE's rotation.
 TEST(Rope, ScalingReachesTheKernel) {
   RopeDims d = dims(2, 16, 4093, 10000.f);
-  d.scaling = {.factor = 8.f,
-               .low_freq_factor = 1.f,
-               .high_freq_factor = 4.f,
-               .original_max_position_embeddings = 64};
+  d.scaling = {.factor = 8.f, .original_max_position_embeddings = 64};
   const std::vector<float> frequencies = {0x1p+0f,         0x1.f47fe8p-3f,  0x1.ab5e6p-7f,
                                           0x1.030dc6p-8f,  0x1.47ae14p-10f, 0x1.9e7c7p-12f,
                                           0x1.0624dep-13f, 0x1.4b96cp-15f};
