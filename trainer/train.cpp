@@ -184,7 +184,11 @@ void Trainer::start_logging() {
   log_ << "model: " << (llama ? "llama, " : "") << m.num_layers << " layers, hidden "
        << m.hidden_size << ", heads " << m.num_attention_heads
        << (llama ? " (" + std::to_string(m.query_groups()) + " kv), ffn " +
-                       std::to_string(m.ffn()) + ", rope base " + format("%g", m.rotary_base)
+                       std::to_string(m.ffn()) + ", rope base " + format("%g", m.rotary_base) +
+                       (m.rope_scaling.enabled()
+                            ? " scaled as Llama 3.1 x" + format("%g", m.rope_scaling.factor)
+                            : std::string()) +
+                       (m.untie_embeddings ? "" : ", tied head")
                  : std::string())
        << ", seq " << m.seq_length << ", vocab " << m.vocab_size << " (padded "
        << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m) << " parameters, "
