@@ -167,10 +167,22 @@ void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
 
 namespace {
 
+using Fail = std::function<void(const std::string&, const std::string&)>;
+
+// The JSON number at node[field], or fail(`where`, ...) when it is not one.
+double number_at(const YAML::Node& node, const char* field, const std::string& where,
+                 const Fail& fail) {
+  const YAML::Node value = node[field];
+  const std::string text = value && value.IsScalar() ? value.Scalar() : std::string();
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') fail(where, "\"" + text + "\" is not a number");
+  return number;
+}
+
 // rope_scaling (transformers 4; rope_parameters in 5, with rope_theta inside): null, rope_type
 // "default" or "llama3" with the config's model.rope_scaling.
-void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config,
-                        const std::function<void(const std::string&, const std::string&)>& fail) {
+void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config, const Fail& fail) {
   const char* key = root["rope_parameters"] ? "rope_parameters" : "rope_scaling";
   const YAML::Node node = root[key];
   const runtime::RopeScaling& ours = config.rope_scaling;
@@ -179,13 +191,8 @@ void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config,
     const YAML::Node value = node[field];
     return value && value.IsScalar() ? value.Scalar() : std::string();
   };
-  auto value_of = [&](const char* field) {  // a number, or an error naming the field
-    const std::string text = scalar(field);
-    char* end = nullptr;
-    const double value = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0')
-      fail(std::string(key) + "." + field, "\"" + text + "\" is not a number");
-    return value;
+  auto value_of = [&](const char* field) {
+    return number_at(node, field, std::string(key) + "." + field, fail);
   };
   const char* type_key = node && node.IsMap() && !node["rope_type"] ? "type" : "rope_type";
   const std::string type = node && node.IsMap() ? scalar(type_key) : std::string();
@@ -260,12 +267,14 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
   const std::string act = text("hidden_act");
   if (!act.empty() && act != "silu") fail("hidden_act", "\"" + act + "\" is not silu (SwiGLU)");
   const std::string theta = text("rope_theta");
-  if (!theta.empty() && std::abs(std::stod(theta) - config.rotary_base) >
-                            1e-6 * std::abs(static_cast<double>(config.rotary_base)))
+  if (!theta.empty() &&
+      std::abs(number_at(root, "rope_theta", "rope_theta", fail) - config.rotary_base) >
+          1e-6 * std::abs(static_cast<double>(config.rotary_base)))
     fail("rope_theta", theta + " differs from model.rotary_base " + number(config.rotary_base));
   const std::string eps = text("rms_norm_eps");
-  if (!eps.empty() && std::abs(std::stod(eps) - config.layernorm_epsilon) >
-                          1e-3 * static_cast<double>(config.layernorm_epsilon))
+  if (!eps.empty() &&
+      std::abs(number_at(root, "rms_norm_eps", "rms_norm_eps", fail) - config.layernorm_epsilon) >
+          1e-3 * static_cast<double>(config.layernorm_epsilon))
     fail("rms_norm_eps",
          eps + " differs from model.layernorm_epsilon " + number(config.layernorm_epsilon));
 }

@@ -90,6 +90,8 @@ TEST(HfLlamaConfig, EachDisagreementIsRefusedNamingTheField) {
                  llama32_one_b(), "rope_scaling.rope_type \"yarn\" is not supported");
   expect_refused(replaced(kLlama32OneB, "\"factor\": 32.0", "\"factor\": \"big\""), llama32_one_b(),
                  "rope_scaling.factor \"big\" is not a number");
+  expect_refused(replaced(kLlama32OneB, "\"rope_theta\": 500000.0", "\"rope_theta\": \"5e5x\""),
+                 llama32_one_b(), "rope_theta \"5e5x\" is not a number");
   expect_refused(replaced(kLlama32OneB, "\"low_freq_factor\": 1.0,", ""), llama32_one_b(),
                  "rope_scaling.low_freq_factor is missing");
   expect_refused(replaced(kLlama32OneB, "\"num_key_value_heads\": 8", "\"num_key_value_heads\": 4"),
