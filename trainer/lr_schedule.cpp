@@ -7,8 +7,9 @@
 namespace trainer {
 namespace {
 
-// A WSD schedule's coefficient of (max_lr - min_lr) at `ratio` of its final decay, in [0, 1].
-double wsd_coefficient(WsdDecayStyle style, double ratio) {
+// The coefficient of (max_lr - min_lr) at `ratio` of a decay of this shape, in [0, 1]: a WSD
+// schedule's final decay, and (linear, cosine) the linear and cosine schedules' whole decay.
+double decay_coefficient(WsdDecayStyle style, double ratio) {
   switch (style) {
     case WsdDecayStyle::linear:
       return 1.0 - ratio;
@@ -43,12 +44,12 @@ double learning_rate(const OptimizerConfig& o, int64_t train_steps, int64_t step
     if (done <= anneal_start) return max_lr;
     const double ratio =
         static_cast<double>(done - anneal_start) / static_cast<double>(o.lr_wsd_decay_steps);
-    return min_lr + wsd_coefficient(o.lr_wsd_decay_style, ratio) * (max_lr - min_lr);
+    return min_lr + decay_coefficient(o.lr_wsd_decay_style, ratio) * (max_lr - min_lr);
   }
   const double ratio = static_cast<double>(done - warmup) / static_cast<double>(decay - warmup);
-  const double coeff =
-      o.lr_decay_style == DecayStyle::linear ? 1.0 - ratio : 0.5 * (std::cos(M_PI * ratio) + 1.0);
-  return min_lr + coeff * (max_lr - min_lr);
+  const WsdDecayStyle shape =
+      o.lr_decay_style == DecayStyle::linear ? WsdDecayStyle::linear : WsdDecayStyle::cosine;
+  return min_lr + decay_coefficient(shape, ratio) * (max_lr - min_lr);
 }
 
 }  // namespace trainer

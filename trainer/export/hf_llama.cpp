@@ -111,6 +111,81 @@ std::vector<float> take(const SafetensorsFile& file, const std::string& name, co
   return safetensors_f32_values(entry);
 }
 
+using Fail = std::function<void(const std::string&, const std::string&)>;
+
+// The JSON number at node[field], or fail(`where`, ...) when it is not one.
+double number_at(const YAML::Node& node, const char* field, const std::string& where,
+                 const Fail& fail) {
+  const YAML::Node value = node[field];
+  const std::string text = value && value.IsScalar() ? value.Scalar() : std::string();
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') fail(where, "\"" + text + "\" is not a number");
+  return number;
+}
+
+// node's rope_theta, when set, equals model.rotary_base (`where` names it).
+void check_rope_theta(const YAML::Node& node, const std::string& where,
+                      const model::GptConfig& config, const Fail& fail) {
+  const YAML::Node theta = node["rope_theta"];
+  if (!theta || theta.IsNull()) return;
+  if (std::abs(number_at(node, "rope_theta", where, fail) - config.rotary_base) >
+      1e-6 * std::abs(static_cast<double>(config.rotary_base)))
+    fail(where, theta.Scalar() + " differs from model.rotary_base " + number(config.rotary_base));
+}
+
+// rope_scaling (transformers 4; rope_parameters in 5, with rope_theta inside): null, rope_type
+// "default" or "llama3" with the config's model.rope_scaling.
+void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config, const Fail& fail) {
+  const char* key = root["rope_parameters"] ? "rope_parameters" : "rope_scaling";
+  const YAML::Node node = root[key];
+  const runtime::RopeScaling& ours = config.rope_scaling;
+  if (node && !node.IsNull() && !node.IsMap()) fail(key, "is neither null nor an object");
+  auto scalar = [&](const char* field) {
+    const YAML::Node value = node[field];
+    return value && value.IsScalar() ? value.Scalar() : std::string();
+  };
+  auto value_of = [&](const char* field) {
+    return number_at(node, field, std::string(key) + "." + field, fail);
+  };
+  const char* type_key = node && node.IsMap() && !node["rope_type"] ? "type" : "rope_type";
+  const std::string type = node && node.IsMap() ? scalar(type_key) : std::string();
+  if (node && node.IsMap()) check_rope_theta(node, std::string(key) + ".rope_theta", config, fail);
+  if (!node || node.IsNull() || type == "default") {
+    if (ours.enabled())
+      fail(key, "is plain RoPE, but model.rope_scaling.factor is " + number(ours.factor));
+    return;
+  }
+  if (type != "llama3")
+    fail(std::string(key) + "." + type_key,
+         "\"" + type +
+             "\" is not supported (llama3 or default; the trainer scales RoPE as Llama 3.1)");
+  if (!ours.enabled()) fail(key, "is llama3, but model.rope_scaling.factor is 0 (plain RoPE)");
+  auto same = [&](const char* field, double expected, const std::string& ours_name) {
+    if (!node[field]) fail(std::string(key) + "." + field, "is missing");
+    if (std::abs(value_of(field) - expected) > 1e-6 * std::abs(expected))
+      fail(std::string(key) + "." + field,
+           scalar(field) + " differs from " + ours_name + " " + number(expected));
+  };
+  same("factor", ours.factor, "model.rope_scaling.factor");
+  same("low_freq_factor", ours.low_freq_factor, "model.rope_scaling.low_freq_factor");
+  same("high_freq_factor", ours.high_freq_factor, "model.rope_scaling.high_freq_factor");
+  same("original_max_position_embeddings",
+       static_cast<double>(ours.original_max_position_embeddings),
+       "model.rope_scaling.original_max_position_embeddings");
+}
+
+// LlamaConfig's rope_scaling: null, or Llama 3.1's.
+std::string rope_scaling_json(const runtime::RopeScaling& s) {
+  if (!s.enabled()) return "null";
+  return "{\n    \"factor\": " + number(s.factor) +
+         ",\n    \"high_freq_factor\": " + number(s.high_freq_factor) +
+         ",\n    \"low_freq_factor\": " + number(s.low_freq_factor) +
+         ",\n    \"original_max_position_embeddings\": " +
+         std::to_string(s.original_max_position_embeddings) +
+         ",\n    \"rope_type\": \"llama3\"\n  }";
+}
+
 }  // namespace
 
 void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
@@ -165,69 +240,6 @@ void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
   for (auto& [out, values] : writes) std::copy(values.begin(), values.end(), out);
 }
 
-namespace {
-
-using Fail = std::function<void(const std::string&, const std::string&)>;
-
-// The JSON number at node[field], or fail(`where`, ...) when it is not one.
-double number_at(const YAML::Node& node, const char* field, const std::string& where,
-                 const Fail& fail) {
-  const YAML::Node value = node[field];
-  const std::string text = value && value.IsScalar() ? value.Scalar() : std::string();
-  char* end = nullptr;
-  const double number = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0') fail(where, "\"" + text + "\" is not a number");
-  return number;
-}
-
-// rope_scaling (transformers 4; rope_parameters in 5, with rope_theta inside): null, rope_type
-// "default" or "llama3" with the config's model.rope_scaling.
-void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config, const Fail& fail) {
-  const char* key = root["rope_parameters"] ? "rope_parameters" : "rope_scaling";
-  const YAML::Node node = root[key];
-  const runtime::RopeScaling& ours = config.rope_scaling;
-  if (node && !node.IsNull() && !node.IsMap()) fail(key, "is neither null nor an object");
-  auto scalar = [&](const char* field) {
-    const YAML::Node value = node[field];
-    return value && value.IsScalar() ? value.Scalar() : std::string();
-  };
-  auto value_of = [&](const char* field) {
-    return number_at(node, field, std::string(key) + "." + field, fail);
-  };
-  const char* type_key = node && node.IsMap() && !node["rope_type"] ? "type" : "rope_type";
-  const std::string type = node && node.IsMap() ? scalar(type_key) : std::string();
-  if (node && node.IsMap()) {
-    if (node["rope_theta"] && std::abs(value_of("rope_theta") - config.rotary_base) >
-                                  1e-6 * std::abs(static_cast<double>(config.rotary_base)))
-      fail(std::string(key) + ".rope_theta",
-           scalar("rope_theta") + " differs from model.rotary_base " + number(config.rotary_base));
-  }
-  if (!node || node.IsNull() || type == "default") {
-    if (ours.enabled())
-      fail(key, "is plain RoPE, but model.rope_scaling.factor is " + number(ours.factor));
-    return;
-  }
-  if (type != "llama3")
-    fail(std::string(key) + "." + type_key,
-         "\"" + type +
-             "\" is not supported (llama3 or default; the trainer scales RoPE as Llama 3.1)");
-  if (!ours.enabled()) fail(key, "is llama3, but model.rope_scaling.factor is 0 (plain RoPE)");
-  auto same = [&](const char* field, double expected, const std::string& ours_name) {
-    if (!node[field]) fail(std::string(key) + "." + field, "is missing");
-    if (std::abs(value_of(field) - expected) > 1e-6 * std::abs(expected))
-      fail(std::string(key) + "." + field,
-           scalar(field) + " differs from " + ours_name + " " + number(expected));
-  };
-  same("factor", ours.factor, "model.rope_scaling.factor");
-  same("low_freq_factor", ours.low_freq_factor, "model.rope_scaling.low_freq_factor");
-  same("high_freq_factor", ours.high_freq_factor, "model.rope_scaling.high_freq_factor");
-  same("original_max_position_embeddings",
-       static_cast<double>(ours.original_max_position_embeddings),
-       "model.rope_scaling.original_max_position_embeddings");
-}
-
-}  // namespace
-
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
                            const model::GptConfig& config) {
   const YAML::Node root =
@@ -266,11 +278,7 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
   }
   const std::string act = text("hidden_act");
   if (!act.empty() && act != "silu") fail("hidden_act", "\"" + act + "\" is not silu (SwiGLU)");
-  const std::string theta = text("rope_theta");
-  if (!theta.empty() &&
-      std::abs(number_at(root, "rope_theta", "rope_theta", fail) - config.rotary_base) >
-          1e-6 * std::abs(static_cast<double>(config.rotary_base)))
-    fail("rope_theta", theta + " differs from model.rotary_base " + number(config.rotary_base));
+  check_rope_theta(root, "rope_theta", config, fail);
   const std::string eps = text("rms_norm_eps");
   if (!eps.empty() &&
       std::abs(number_at(root, "rms_norm_eps", "rms_norm_eps", fail) - config.layernorm_epsilon) >
@@ -321,21 +329,6 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
   }
   return entries;
 }
-
-namespace {
-
-// LlamaConfig's rope_scaling: null, or Llama 3.1's.
-std::string rope_scaling_json(const runtime::RopeScaling& s) {
-  if (!s.enabled()) return "null";
-  return "{\n    \"factor\": " + number(s.factor) +
-         ",\n    \"high_freq_factor\": " + number(s.high_freq_factor) +
-         ",\n    \"low_freq_factor\": " + number(s.low_freq_factor) +
-         ",\n    \"original_max_position_embeddings\": " +
-         std::to_string(s.original_max_position_embeddings) +
-         ",\n    \"rope_type\": \"llama3\"\n  }";
-}
-
-}  // namespace
 
 std::string hf_llama_config_json(const model::GptConfig& config) {
   std::vector<std::pair<std::string, std::string>> fields = {
