@@ -82,8 +82,10 @@ class Trainer {
   // (run() polls once per step and waits at the end).
   void save_checkpoint();
   void finish_checkpoints();
-  // Loads Hugging Face GPT-2 weights (train.init_from) into this rank's shard.
-  void init_from(const std::string& path);
+  // Loads Hugging Face weights (train.init_from: GPT-2 or Llama, one file or a sharded index)
+  // into this rank's shard, reading only the tensors of the parameters it holds; returns the
+  // bytes of them it read.
+  int64_t init_from(const std::string& path);
   // One optimizer step (step number advances); the divergence guard may drop its update
   // (metrics.update_skipped) and ask run() to rewind (metrics.rewind).
   StepMetrics train_step();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <ostream>
 #include <utility>
 
@@ -20,6 +21,7 @@
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
 #include "trainer/export/safetensors_index.h"
+#include "trainer/metrics.h"
 #include "trainer/train.h"
 
 namespace trainer {
@@ -264,14 +266,12 @@ void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::s
   }
 }
 
-void Trainer::init_from(const std::string& path) {
-  // The whole model in this run's padding, loaded from the file, then each
-  // rank keeps its own slices.
+int64_t Trainer::init_from(const std::string& path) {
+  // The file is checked against the whole model in this run's padding from its headers, then
+  // each rank reads the tensors of the parameters it holds, one at a time, and keeps its slices.
   const model::GptConfig padded = whole_model_config();
-  runtime::CpuAllocator scratch;
-  const model::GptParams whole =
-      model::GptParams::allocate(scratch, padded, runtime::MemoryCategory::workspace);
-  model::init_params(whole, padded, config_.train.seed);
+  const SafetensorsFile file = read_hf_weights(path, SafetensorsRead::header);
+  std::unique_ptr<HfImport> import;
   if (padded.architecture == model::Architecture::llama) {
     // config.json beside the weights, when there, must describe this model.
     const std::filesystem::path json = std::filesystem::path(path).parent_path() / "config.json";
@@ -279,24 +279,22 @@ void Trainer::init_from(const std::string& path) {
       const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
       check_hf_llama_config(text, json.string(), padded);
     }
-    from_hf_llama(read_hf_weights(path), whole, padded);
+    import = std::make_unique<HfLlamaImport>(file, padded);
   } else {
-    from_hf_gpt2(read_hf_weights(path), whole, padded);
+    import = std::make_unique<HfGpt2Import>(file, padded);
   }
   const model::GptParams& target = on_device_ ? host_params_ : state_.master;
   for (const model::NamedParam& p : target.named) {
-    const model::NamedParam* source = whole.find(p.name);
-    TRAINER_ASSERT(source != nullptr, "init_from: no " << p.name);
+    const std::vector<float> whole = import->values(p.name);
     float* out = p.tensor.f32();
-    const float* in = source->tensor.f32();
+    const float* in = whole.data();
     if (p.shard_dim < 0) {
       std::copy(in, in + p.tensor.numel(), out);
     } else if (p.shard_dim == 0) {
       const int64_t row = p.tensor.numel() / p.tensor.dim(0);
       std::copy(in + p.shard_offset * row, in + p.shard_offset * row + p.tensor.numel(), out);
     } else {
-      const int64_t rows = p.tensor.dim(0), cols = p.tensor.dim(1),
-                    whole_cols = source->tensor.dim(1);
+      const int64_t rows = p.tensor.dim(0), cols = p.tensor.dim(1), whole_cols = p.global_shape[1];
       for (int64_t r = 0; r < rows; ++r)
         std::copy(in + r * whole_cols + p.shard_offset, in + r * whole_cols + p.shard_offset + cols,
                   out + r * cols);
@@ -305,7 +303,14 @@ void Trainer::init_from(const std::string& path) {
   const OptimizerState full = state_.optimizer->full_state(*groups_.dp, allocator_);
   if (on_device_) runtime::ops::upload(full.master, host_params_.flat);
   state_.optimizer->load_full_state(full);  // and the compute weights from the master weights
-  if (groups_.is_logging_rank()) log_ << "init_from: weights of " << path << "\n";
+  if (groups_.is_logging_rank()) {
+    int64_t stored = 0;
+    for (const auto& [name, entry] : file.tensors)
+      stored += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
+    log_ << "init_from: weights of " << path << " (this rank read "
+         << format_bytes(import->bytes_read()) << " of " << format_bytes(stored) << ")\n";
+  }
+  return import->bytes_read();
 }
 
 }  // namespace trainer

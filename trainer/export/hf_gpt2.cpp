@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "runtime/error.h"
+#include "runtime/meta_device.h"
 
 namespace trainer {
 namespace {
@@ -67,65 +68,53 @@ SafetensorsEntry f32_entry(const std::string& name, const Shape& shape, const fl
   return entry;
 }
 
-// Looks tensors up by HF name, checks them, widens them to f32, and remembers what it used.
-class Importer {
- public:
-  explicit Importer(const SafetensorsFile& file) : file_(file) {}
-
-  // The tensor's values; its shape must equal `expected`, or, with `min_rows`, have at least that
-  // many rows and expected[1] columns.
-  std::vector<float> take(const std::string& name, const Shape& expected, int64_t min_rows = -1) {
-    const SafetensorsEntry& entry = find(name);
-    const bool shape_ok = min_rows < 0 ? entry.shape == expected
-                                       : entry.shape.size() == 2 && entry.shape[0] >= min_rows &&
-                                             entry.shape[1] == expected[1];
-    if (!shape_ok && min_rows >= 0 && entry.shape.size() == 2 && entry.shape[1] == expected[1])
-      throw InputError(TRAINER_STR("tensor '" << entry.name << "' has " << entry.shape[0]
-                                              << " rows: the vocabulary is too small for config "
-                                              << "vocab_size " << min_rows));
-    if (!shape_ok)
-      throw InputError(TRAINER_STR(
-          "tensor '" << entry.name << "' has shape " << safetensors_shape_text(entry.shape)
-                     << ", the config needs " << (min_rows < 0 ? "" : "at least ")
-                     << safetensors_shape_text(expected)));
-    return widen(entry);
-  }
-
-  // Every tensor of the file must have been used or be one HF recomputes or ties.
-  void check_all_used() const {
-    for (const auto& [name, entry] : file_.tensors) {
-      if (used_.count(name) || name == "lm_head.weight" || ends_with(name, ".attn.bias") ||
-          ends_with(name, ".attn.masked_bias"))
-        continue;
-      throw InputError("unexpected tensor '" + name + "': the config has no parameter for it");
-    }
-  }
-
- private:
-  const SafetensorsEntry& find(const std::string& name) {
-    const std::string prefixed = std::string(kPrefix) + name;
-    for (const std::string& candidate : {prefixed, name}) {
-      const auto it = file_.tensors.find(candidate);
-      if (it == file_.tensors.end()) continue;
-      used_.insert(candidate);
-      return it->second;
-    }
-    throw InputError("missing tensor '" + prefixed + "' (nor '" + name + "')");
-  }
-
-  static std::vector<float> widen(const SafetensorsEntry& entry) {
-    return safetensors_f32_values(entry);
-  }
-
-  const SafetensorsFile& file_;
-  std::set<std::string> used_;
+// How a parameter is made from its HF tensor.
+enum class Transform {
+  copy,        // the same values
+  vocab_rows,  // the first vocab_size rows, padding rows 0
+  transpose,   // Conv1D [in, out] -> (out, in)
+  qkv_weight,  // c_attn [C, 3C] q | k | v columns -> per-head (head, {q,k,v}, D) rows
+  qkv_bias,    // c_attn's bias, permuted as the weight's columns
 };
 
-// One staged parameter write: applied only after every tensor has been checked.
-struct PendingCopy {
-  std::vector<float> values;
-  float* destination;
+struct HfRule {
+  const char* ours;  // the parameter's name, "{i}" for the layer index
+  const char* hf;    // the HF tensor's name without "transformer."
+  Transform transform;
 };
+
+const std::vector<HfRule>& hf_gpt2_rules() {
+  static const std::vector<HfRule> rules = {
+      {"embedding.word_embeddings.weight", "wte.weight", Transform::vocab_rows},
+      {"embedding.position_embeddings.weight", "wpe.weight", Transform::copy},
+      {"layers.{i}.input_layernorm.weight", "h.{i}.ln_1.weight", Transform::copy},
+      {"layers.{i}.input_layernorm.bias", "h.{i}.ln_1.bias", Transform::copy},
+      {"layers.{i}.self_attention.linear_qkv.weight", "h.{i}.attn.c_attn.weight",
+       Transform::qkv_weight},
+      {"layers.{i}.self_attention.linear_qkv.bias", "h.{i}.attn.c_attn.bias", Transform::qkv_bias},
+      {"layers.{i}.self_attention.linear_proj.weight", "h.{i}.attn.c_proj.weight",
+       Transform::transpose},
+      {"layers.{i}.self_attention.linear_proj.bias", "h.{i}.attn.c_proj.bias", Transform::copy},
+      {"layers.{i}.pre_mlp_layernorm.weight", "h.{i}.ln_2.weight", Transform::copy},
+      {"layers.{i}.pre_mlp_layernorm.bias", "h.{i}.ln_2.bias", Transform::copy},
+      {"layers.{i}.mlp.linear_fc1.weight", "h.{i}.mlp.c_fc.weight", Transform::transpose},
+      {"layers.{i}.mlp.linear_fc1.bias", "h.{i}.mlp.c_fc.bias", Transform::copy},
+      {"layers.{i}.mlp.linear_fc2.weight", "h.{i}.mlp.c_proj.weight", Transform::transpose},
+      {"layers.{i}.mlp.linear_fc2.bias", "h.{i}.mlp.c_proj.bias", Transform::copy},
+      {"final_layernorm.weight", "ln_f.weight", Transform::copy},
+      {"final_layernorm.bias", "ln_f.bias", Transform::copy},
+  };
+  return rules;
+}
+
+// The rule of a parameter name and its HF tensor's name.
+std::pair<const HfRule*, std::string> rule_of(const std::string& name) {
+  const auto [pattern, layer] = hf_name_pattern(name);
+  for (const HfRule& rule : hf_gpt2_rules())
+    if (pattern == rule.ours) return {&rule, hf_replaced(rule.hf, "{i}", layer)};
+  TRAINER_ASSERT(false, "no HF GPT-2 rule for " << name);
+  return {};
+}
 
 // ---- config.json ---------------------------------------------------------------------------
 
@@ -241,57 +230,81 @@ std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
   return entries;
 }
 
+HfGpt2Import::HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& config)
+    : config_(config), tensors_(file, {std::string(kPrefix), ""}) {
+  TRAINER_ASSERT(config.hidden_size % config.num_attention_heads == 0,
+                 "hidden_size " << config.hidden_size << " % heads " << config.num_attention_heads);
+  runtime::MetaAllocator meta;
+  const model::GptParams whole =
+      model::GptParams::allocate(meta, config, runtime::MemoryCategory::workspace);
+  const int64_t C = config.hidden_size, V = config.vocab_size;
+  for (const model::NamedParam& p : whole.named) {
+    const auto [rule, hf] = rule_of(p.name);
+    const Shape& shape = p.global_shape;
+    switch (rule->transform) {
+      case Transform::copy:
+        tensors_.check(hf, shape);
+        break;
+      case Transform::vocab_rows:
+        tensors_.check(hf, {V, C}, V);
+        break;
+      case Transform::transpose:
+      case Transform::qkv_weight:
+        tensors_.check(hf, {shape[1], shape[0]});
+        break;
+      case Transform::qkv_bias:
+        tensors_.check(hf, shape);
+        break;
+    }
+    shapes_.emplace(p.name, shape);
+  }
+  tensors_.check_all_used([](const std::string& name) {
+    return name == "lm_head.weight" || ends_with(name, ".attn.bias") ||
+           ends_with(name, ".attn.masked_bias");
+  });
+}
+
+std::vector<float> HfGpt2Import::values(const std::string& name) {
+  const auto [rule, hf] = rule_of(name);
+  const auto shape = shapes_.find(name);
+  TRAINER_ASSERT(shape != shapes_.end(), "no parameter " << name);
+  std::vector<float> source = tensors_.values(hf);
+  const int64_t rows = shape->second[0], cols = shape->second.size() > 1 ? shape->second[1] : 1;
+  switch (rule->transform) {
+    case Transform::copy:
+      return source;
+    case Transform::vocab_rows:  // extra file rows out, padding rows 0
+      source.resize(static_cast<size_t>(rows * cols));
+      std::fill(source.begin() + config_.vocab_size * cols, source.end(), 0.f);
+      return source;
+    case Transform::transpose:
+      return transposed(source.data(), cols, rows);
+    case Transform::qkv_weight: {
+      std::vector<float> qkv(source.size());
+      for (int64_t row = 0; row < rows; ++row) {
+        const int64_t column = hf_qkv_column(row, config_);
+        for (int64_t in = 0; in < cols; ++in)
+          qkv[static_cast<size_t>(row * cols + in)] =
+              source[static_cast<size_t>(in * rows + column)];
+      }
+      return qkv;
+    }
+    case Transform::qkv_bias: {
+      std::vector<float> qkv(source.size());
+      for (int64_t row = 0; row < rows; ++row)
+        qkv[static_cast<size_t>(row)] = source[static_cast<size_t>(hf_qkv_column(row, config_))];
+      return qkv;
+    }
+  }
+  TRAINER_ASSERT(false, "unknown transform of " << name);
+  return {};
+}
+
 void from_hf_gpt2(const SafetensorsFile& file, const model::GptParams& params,
                   const model::GptConfig& config) {
   check_layout(params, config);
-  const int64_t C = config.hidden_size, F = config.ffn(), V = config.vocab_size;
-  Importer importer(file);
-  std::vector<PendingCopy> copies;
-  auto copy_to = [&](const runtime::Tensor& destination, std::vector<float> values) {
-    TRAINER_ASSERT(static_cast<int64_t>(values.size()) == destination.numel(), "size");
-    copies.push_back({std::move(values), destination.f32()});
-  };
-
-  std::vector<float> wte = importer.take("wte.weight", {V, C}, V);
-  wte.resize(static_cast<size_t>(config.padded_vocab() * C));  // extra file rows out, padding 0
-  std::fill(wte.begin() + V * C, wte.end(), 0.f);
-  copy_to(params.wte, std::move(wte));
-  copy_to(params.wpe, importer.take("wpe.weight", {config.positions(), C}));
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    const model::LayerParams& layer = params.layers[static_cast<size_t>(i)];
-    const std::string h = TRAINER_STR("h." << i << ".");
-    copy_to(layer.ln1_weight, importer.take(h + "ln_1.weight", {C}));
-    copy_to(layer.ln1_bias, importer.take(h + "ln_1.bias", {C}));
-    const std::vector<float> c_attn_weight = importer.take(h + "attn.c_attn.weight", {C, 3 * C});
-    const std::vector<float> c_attn_bias = importer.take(h + "attn.c_attn.bias", {3 * C});
-    std::vector<float> qkv_weight(static_cast<size_t>(3 * C * C)),
-        qkv_bias(static_cast<size_t>(3 * C));
-    for (int64_t row = 0; row < 3 * C; ++row) {
-      const int64_t column = hf_qkv_column(row, config);
-      for (int64_t in = 0; in < C; ++in)
-        qkv_weight[static_cast<size_t>(row * C + in)] =
-            c_attn_weight[static_cast<size_t>(in * 3 * C + column)];
-      qkv_bias[static_cast<size_t>(row)] = c_attn_bias[static_cast<size_t>(column)];
-    }
-    copy_to(layer.qkv_weight, std::move(qkv_weight));
-    copy_to(layer.qkv_bias, std::move(qkv_bias));
-    copy_to(layer.proj_weight,
-            transposed(importer.take(h + "attn.c_proj.weight", {C, C}).data(), C, C));
-    copy_to(layer.proj_bias, importer.take(h + "attn.c_proj.bias", {C}));
-    copy_to(layer.ln2_weight, importer.take(h + "ln_2.weight", {C}));
-    copy_to(layer.ln2_bias, importer.take(h + "ln_2.bias", {C}));
-    copy_to(layer.fc1_weight,
-            transposed(importer.take(h + "mlp.c_fc.weight", {C, F}).data(), C, F));
-    copy_to(layer.fc1_bias, importer.take(h + "mlp.c_fc.bias", {F}));
-    copy_to(layer.fc2_weight,
-            transposed(importer.take(h + "mlp.c_proj.weight", {F, C}).data(), F, C));
-    copy_to(layer.fc2_bias, importer.take(h + "mlp.c_proj.bias", {C}));
-  }
-  copy_to(params.lnf_weight, importer.take("ln_f.weight", {C}));
-  copy_to(params.lnf_bias, importer.take("ln_f.bias", {C}));
-  importer.check_all_used();
-  for (const PendingCopy& copy : copies)
-    std::memcpy(copy.destination, copy.values.data(), copy.values.size() * sizeof(float));
+  HfGpt2Import import(file, config);
+  import_whole(import, params);
 }
 
 std::string hf_gpt2_config_json(const model::GptConfig& config) {

@@ -4,11 +4,13 @@
 // only.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "model/gpt_config.h"
 #include "model/gpt_params.h"
+#include "trainer/export/hf_tensors.h"
 #include "trainer/export/safetensors.h"
 
 namespace trainer {
@@ -20,12 +22,27 @@ namespace trainer {
 std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
                                          const model::GptConfig& config);
 
-// The inverse: fills `params` (allocated for `config`) from HF tensors, with or without the
-// "transformer." prefix; F32, BF16 and F16 are accepted. Vocabulary padding rows become 0. A file
-// may hold more wte rows than config.vocab_size (the first ones are taken) but not fewer.
+// The inverse, one parameter at a time: opening checks HF tensors, with or without the
+// "transformer." prefix (F32, BF16 or F16; a header-only read serves), against the whole model of
+// `config`; values() then reads one parameter's tensor. A file may hold more wte rows than
+// config.vocab_size (the first ones are taken; padding rows are 0) but not fewer.
 // lm_head.weight and the attention buffers (*.attn.bias, *.attn.masked_bias) are ignored; any
 // other tensor the config has no place for (a layer beyond num_layers, say) is an error. Throws
 // runtime::InputError naming the tensor that is missing, unexpected, or of a wrong shape or dtype.
+class HfGpt2Import final : public HfImport {
+ public:
+  HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& config);
+  std::vector<float> values(const std::string& name) override;
+  int64_t bytes_read() const override { return tensors_.bytes_read(); }
+
+ private:
+  model::GptConfig config_;
+  HfTensors tensors_;
+  std::map<std::string, runtime::Shape> shapes_;  // every parameter's global shape
+};
+
+// Fills `params` (allocated for `config`, host f32) through HfGpt2Import; a defect of the file
+// leaves them untouched.
 void from_hf_gpt2(const SafetensorsFile& file, const model::GptParams& params,
                   const model::GptConfig& config);
 

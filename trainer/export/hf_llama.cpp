@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "runtime/error.h"
+#include "runtime/meta_device.h"
 #include "trainer/export/json_object.h"
 
 namespace trainer {
@@ -56,19 +57,9 @@ const std::vector<HfRule>& hf_llama_rules() {
   return rules;
 }
 
-std::string replaced(std::string text, const std::string& key, const std::string& value) {
-  const size_t at = text.find(key);
-  return at == std::string::npos ? text : text.replace(at, key.size(), value);
-}
-
 // The rule of a parameter name, and the layer index it names ("" outside layers).
 std::pair<const HfRule*, std::string> rule_of(const std::string& name) {
-  std::string pattern = name, layer;
-  if (name.rfind("layers.", 0) == 0) {
-    const size_t dot = name.find('.', 7);
-    layer = name.substr(7, dot - 7);
-    pattern = "layers.{i}" + name.substr(dot);
-  }
+  const auto [pattern, layer] = hf_name_pattern(name);
   for (const HfRule& rule : hf_llama_rules())
     if (pattern == rule.ours) return {&rule, layer};
   return {nullptr, layer};
@@ -92,23 +83,6 @@ std::string number(double value) {
 void copy_rows(float* out, const std::vector<float>& values, int64_t first_row, int64_t rows,
                int64_t C) {
   std::copy(values.begin() + first_row * C, values.begin() + (first_row + rows) * C, out);
-}
-
-// An HF tensor's f32 values, its shape checked (`min_rows`: at least that many rows).
-std::vector<float> take(const SafetensorsFile& file, const std::string& name, const Shape& shape,
-                        int64_t min_rows = -1) {
-  const auto it = file.tensors.find(name);
-  if (it == file.tensors.end()) throw runtime::InputError("missing tensor '" + name + "'");
-  const SafetensorsEntry& entry = it->second;
-  const bool fits = min_rows < 0 ? entry.shape == shape
-                                 : entry.shape.size() == 2 && entry.shape[0] >= min_rows &&
-                                       entry.shape[1] == shape[1];
-  if (!fits) {
-    throw runtime::InputError("tensor '" + name + "' has shape " +
-                              safetensors_shape_text(entry.shape) + ", the config needs " +
-                              (min_rows < 0 ? "" : "at least ") + safetensors_shape_text(shape));
-  }
-  return safetensors_f32_values(entry);
 }
 
 using Fail = std::function<void(const std::string&, const std::string&)>;
@@ -188,56 +162,76 @@ std::string rope_scaling_json(const runtime::RopeScaling& s) {
 
 }  // namespace
 
-void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
-                   const model::GptConfig& config) {
-  TRAINER_ASSERT(params.flat.device() == runtime::DeviceKind::cpu &&
-                     params.flat.dtype() == runtime::DType::f32 &&
-                     params.flat.numel() == model::GptParams::count(config),
-                 "HF Llama import needs the whole model, host f32");
+HfLlamaImport::HfLlamaImport(const SafetensorsFile& file, const model::GptConfig& config)
+    : config_(config), tensors_(file) {
+  runtime::MetaAllocator meta;
+  const model::GptParams whole =
+      model::GptParams::allocate(meta, config, runtime::MemoryCategory::workspace);
   const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
   const int64_t groups = config.query_groups(), V = config.vocab_size;
-  std::set<std::string> used;
-  // Every tensor is read and checked before any parameter is written.
-  std::vector<std::pair<float*, std::vector<float>>> writes;
-  for (const model::NamedParam& p : params.named) {
+  for (const model::NamedParam& p : whole.named) {
     const auto [rule, layer] = rule_of(p.name);
     TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
-    const std::string hf = replaced(rule->hf, "{i}", layer);
-    std::vector<float> values(static_cast<size_t>(p.tensor.numel()), 0.f);
+    const std::string hf = hf_replaced(rule->hf, "{i}", layer);
     switch (rule->transform) {
       case Transform::copy:
-        values = take(file, hf, p.global_shape);
-        used.insert(hf);
+        tensors_.check(hf, p.global_shape);
         break;
-      case Transform::vocab_rows:  // padding rows stay 0
-        copy_rows(values.data(), take(file, hf, {V, C}, V), 0, V, C);
-        used.insert(hf);
+      case Transform::vocab_rows:
+        tensors_.check(hf, {V, C}, V);
         break;
-      case Transform::split_qkv: {
-        const std::string q = replaced(hf, "{qkv}", "q"), k = replaced(hf, "{qkv}", "k"),
-                          v = replaced(hf, "{qkv}", "v");
-        const std::vector<float> qs = take(file, q, {groups * r * D, C});
-        const std::vector<float> ks = take(file, k, {groups * D, C});
-        const std::vector<float> vs = take(file, v, {groups * D, C});
-        used.insert({q, k, v});
-        float* out = values.data();
-        for (int64_t g = 0; g < groups; ++g) {
-          copy_rows(out, qs, g * r * D, r * D, C), out += r * D * C;
-          copy_rows(out, ks, g * D, D, C), out += D * C;
-          copy_rows(out, vs, g * D, D, C), out += D * C;
-        }
+      case Transform::split_qkv:
+        tensors_.check(hf_replaced(hf, "{qkv}", "q"), {groups * r * D, C});
+        tensors_.check(hf_replaced(hf, "{qkv}", "k"), {groups * D, C});
+        tensors_.check(hf_replaced(hf, "{qkv}", "v"), {groups * D, C});
         break;
-      }
     }
-    writes.emplace_back(p.tensor.f32(), std::move(values));
+    shapes_.emplace(p.name, p.global_shape);
   }
-  for (const auto& [name, entry] : file.tensors) {
-    const bool buffer = name.size() > 22 && name.substr(name.size() - 22) == ".rotary_emb.inv_freq";
-    if (!used.count(name) && !buffer)
-      throw runtime::InputError("unexpected tensor '" + name +
-                                "': the config has no parameter for it");
+  tensors_.check_all_used([](const std::string& name) {
+    return name.size() > 22 && name.substr(name.size() - 22) == ".rotary_emb.inv_freq";
+  });
+}
+
+std::vector<float> HfLlamaImport::values(const std::string& name) {
+  const auto [rule, layer] = rule_of(name);
+  const auto shape = shapes_.find(name);
+  TRAINER_ASSERT(rule != nullptr && shape != shapes_.end(), "no parameter " << name);
+  const int64_t C = config_.hidden_size, D = config_.head_dim(), r = config_.group_size();
+  const int64_t groups = config_.query_groups(), V = config_.vocab_size;
+  const std::string hf = hf_replaced(rule->hf, "{i}", layer);
+  switch (rule->transform) {
+    case Transform::copy:
+      return tensors_.values(hf);
+    case Transform::vocab_rows: {  // padding rows stay 0
+      std::vector<float> values(static_cast<size_t>(runtime::shape_numel(shape->second)), 0.f);
+      copy_rows(values.data(), tensors_.values(hf), 0, V, C);
+      return values;
+    }
+    case Transform::split_qkv: {
+      std::vector<float> values(static_cast<size_t>(runtime::shape_numel(shape->second)));
+      const std::vector<float> qs = tensors_.values(hf_replaced(hf, "{qkv}", "q"));
+      const std::vector<float> ks = tensors_.values(hf_replaced(hf, "{qkv}", "k"));
+      const std::vector<float> vs = tensors_.values(hf_replaced(hf, "{qkv}", "v"));
+      float* out = values.data();
+      for (int64_t g = 0; g < groups; ++g) {
+        copy_rows(out, qs, g * r * D, r * D, C), out += r * D * C;
+        copy_rows(out, ks, g * D, D, C), out += D * C;
+        copy_rows(out, vs, g * D, D, C), out += D * C;
+      }
+      return values;
+    }
   }
-  for (auto& [out, values] : writes) std::copy(values.begin(), values.end(), out);
+  TRAINER_ASSERT(false, "unknown transform of " << name);
+  return {};
+}
+
+void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
+                   const model::GptConfig& config) {
+  TRAINER_ASSERT(params.flat.numel() == model::GptParams::count(config),
+                 "HF Llama import needs the whole model");
+  HfLlamaImport import(file, config);
+  import_whole(import, params);
 }
 
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
@@ -301,7 +295,7 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
   for (const model::NamedParam& p : params.named) {
     const auto [rule, layer] = rule_of(p.name);
     TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
-    const std::string hf = replaced(rule->hf, "{i}", layer);
+    const std::string hf = hf_replaced(rule->hf, "{i}", layer);
     const float* values = p.tensor.f32();
     switch (rule->transform) {
       case Transform::copy:
@@ -320,9 +314,9 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
             into.insert(into.end(), rows, rows + D * C);
           }
         }
-        entries.push_back(f32_entry(replaced(hf, "{qkv}", "q"), {groups * r * D, C}, q.data()));
-        entries.push_back(f32_entry(replaced(hf, "{qkv}", "k"), {groups * D, C}, k.data()));
-        entries.push_back(f32_entry(replaced(hf, "{qkv}", "v"), {groups * D, C}, v.data()));
+        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "q"), {groups * r * D, C}, q.data()));
+        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "k"), {groups * D, C}, k.data()));
+        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "v"), {groups * D, C}, v.data()));
         break;
       }
     }

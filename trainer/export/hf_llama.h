@@ -5,11 +5,13 @@
 // Host f32 only; errors in the input are runtime::InputError naming the tensor or field.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "model/gpt_config.h"
 #include "model/gpt_params.h"
+#include "trainer/export/hf_tensors.h"
 #include "trainer/export/safetensors.h"
 
 namespace trainer {
@@ -18,10 +20,24 @@ namespace trainer {
 std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
                                           const model::GptConfig& config);
 
-// The inverse: fills `params` (the whole model of `config`, host f32) from HF tensors (F32, BF16
-// or F16). Every parameter's tensor must be there with its shape (the vocabulary may have more
-// rows than config.vocab_size: the first are taken); a tensor with no parameter is an error,
-// except the rotary buffers HF may save (*.rotary_emb.inv_freq).
+// The inverse, one parameter at a time: opening checks HF tensors (F32, BF16 or F16; a
+// header-only read serves) against the whole model of `config`: every parameter's tensor must
+// be there with its shape (the vocabulary may have more rows than config.vocab_size: the first
+// are taken), and a tensor with no parameter is an error, except the rotary buffers HF may save
+// (*.rotary_emb.inv_freq). values() then reads only that parameter's tensors.
+class HfLlamaImport final : public HfImport {
+ public:
+  HfLlamaImport(const SafetensorsFile& file, const model::GptConfig& config);
+  std::vector<float> values(const std::string& name) override;
+  int64_t bytes_read() const override { return tensors_.bytes_read(); }
+
+ private:
+  model::GptConfig config_;
+  HfTensors tensors_;
+  std::map<std::string, runtime::Shape> shapes_;  // every parameter's global shape
+};
+
+// Fills `params` (the whole model of `config`, host f32) through HfLlamaImport.
 void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
                    const model::GptConfig& config);
 

@@ -174,7 +174,7 @@ int64_t safetensors_dtype_size(std::string_view dtype) {
   return 0;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
+SafetensorsFile read_safetensors(const std::string& path, SafetensorsRead read) {
   std::error_code status;
   if (!std::filesystem::is_regular_file(path, status))
     throw runtime::InputError(path + ": not a readable safetensors file" +
@@ -212,6 +212,11 @@ SafetensorsFile read_safetensors(const std::string& path) {
     tensor.name = e.name;
     tensor.dtype = std::move(e.dtype);
     tensor.shape = std::move(e.shape);
+    if (read == SafetensorsRead::header) {
+      tensor.file = path;
+      tensor.file_offset = data_start + e.begin;
+      continue;
+    }
     tensor.data.resize(static_cast<size_t>(e.end - e.begin));
     in.seekg(data_start + e.begin);
     in.read(reinterpret_cast<char*>(tensor.data.data()), e.end - e.begin);
@@ -405,22 +410,54 @@ float half_to_float(uint16_t bits) {
   return bits & 0x8000 ? -magnitude : magnitude;
 }
 
+// `bytes` bytes of a header-only entry from its file (pread: no shared file position).
+void read_range(const SafetensorsEntry& entry, uint8_t* out, size_t bytes) {
+  const int fd = ::open(entry.file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw runtime::InputError(entry.file + ": cannot open to read tensor '" + entry.name +
+                              "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t got = ::pread(fd, out + done, bytes - done,
+                                static_cast<off_t>(entry.file_offset) + static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const std::string why = got == 0 ? "the file ends early" : std::strerror(errno);
+      ::close(fd);
+      throw runtime::InputError(TRAINER_STR(entry.file << ": read failed for tensor '" << entry.name
+                                                       << "' after " << done << " of " << bytes
+                                                       << " bytes: " << why));
+    }
+    done += static_cast<size_t>(got);
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry) {
   const size_t numel = static_cast<size_t>(runtime::shape_numel(entry.shape));
-  std::vector<float> values(numel);
-  if (entry.dtype == "F32") {
-    TRAINER_ASSERT(entry.data.size() == numel * 4, "validated by read_safetensors");
-    std::memcpy(values.data(), entry.data.data(), numel * 4);
-    return values;
-  }
-  if (entry.dtype != "BF16" && entry.dtype != "F16")
+  if (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")
     throw runtime::InputError("tensor '" + entry.name + "' has dtype " + entry.dtype +
                               ", expected F32, BF16 or F16");
-  TRAINER_ASSERT(entry.data.size() == numel * 2, "validated by read_safetensors");
+  std::vector<float> values(numel);
+  const size_t bytes = numel * static_cast<size_t>(safetensors_dtype_size(entry.dtype));
+  std::vector<uint8_t> loaded;
+  const uint8_t* data = entry.data.data();
+  if (entry.file_offset >= 0) {  // after a header-only read; F32 lands in place
+    if (entry.dtype != "F32") loaded.resize(bytes);
+    data = entry.dtype == "F32" ? reinterpret_cast<const uint8_t*>(values.data()) : loaded.data();
+    read_range(entry, const_cast<uint8_t*>(data), bytes);
+    if (entry.dtype == "F32") return values;
+  } else {
+    TRAINER_ASSERT(entry.data.size() == bytes, "validated by read_safetensors");
+  }
+  if (entry.dtype == "F32") {
+    std::memcpy(values.data(), data, bytes);
+    return values;
+  }
   for (size_t i = 0; i < numel; ++i) {
-    const uint16_t bits = static_cast<uint16_t>(entry.data[2 * i] | entry.data[2 * i + 1] << 8);
+    const uint16_t bits = static_cast<uint16_t>(data[2 * i] | data[2 * i + 1] << 8);
     if (entry.dtype == "BF16") {
       const uint32_t wide = static_cast<uint32_t>(bits) << 16;
       std::memcpy(&values[i], &wide, sizeof wide);

@@ -17,8 +17,15 @@ struct SafetensorsEntry {
   std::string name;
   std::string dtype;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> data;  // numel * itemsize bytes
+  std::vector<uint8_t> data;  // numel * itemsize bytes; empty after a header-only read
+  // Where a header-only read left the bytes: the file and their offset in it (-1: in `data`).
+  std::string file = {};
+  int64_t file_offset = -1;
 };
+
+// Whether a reader loads the tensors' bytes or only checks and records where they are, for a
+// reader that needs some tensors of a large checkpoint (each rank its own parameters).
+enum class SafetensorsRead { whole, header };
 
 struct SafetensorsFile {
   std::map<std::string, std::string> metadata;      // the header's "__metadata__"
@@ -37,14 +44,16 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
 // "[a, b]", as the safetensors header writes shapes (error messages).
 std::string safetensors_shape_text(const std::vector<int64_t>& shape);
 
-// A tensor's values as f32: F32 as they are, BF16 and F16 widened exactly. InputError naming the
-// tensor for any other dtype.
+// A tensor's values as f32: F32 as they are, BF16 and F16 widened exactly; read from its file
+// after a header-only read. InputError naming the tensor for any other dtype, and naming the file
+// when the bytes can no longer be read (the file shrank since its header was read).
 std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry);
 
-// Reads and validates a whole file: size >= 8, header length <= min(file size - 8, 100 MB),
-// header is a JSON object, every entry has a known dtype, a shape and in-range data_offsets
-// whose length matches the shape, no two entries overlap.
-SafetensorsFile read_safetensors(const std::string& path);
+// Reads and validates a file: size >= 8, header length <= min(file size - 8, 100 MB), header is
+// a JSON object, every entry has a known dtype, a shape and in-range data_offsets whose length
+// matches the shape, no two entries overlap. `header`: the bytes stay in the file.
+SafetensorsFile read_safetensors(const std::string& path,
+                                 SafetensorsRead read = SafetensorsRead::whole);
 
 // Writes a file as `<path>.tmp` and renames it onto `path` after fsync, so a reader sees the old
 // file or the whole new one. Destroying an uncommitted writer removes the temp file. OS failures

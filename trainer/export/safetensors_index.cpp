@@ -12,7 +12,7 @@
 
 namespace trainer {
 
-SafetensorsFile read_safetensors_shards(const std::string& index_path) {
+SafetensorsFile read_safetensors_shards(const std::string& index_path, SafetensorsRead read) {
   std::ifstream in(index_path);
   if (!in) throw runtime::InputError(index_path + ": cannot open the safetensors index");
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -32,7 +32,7 @@ SafetensorsFile read_safetensors_shards(const std::string& index_path) {
   SafetensorsFile merged;
   for (const auto& [shard, names] : by_shard) {
     const std::string shard_path = (dir / shard).string();
-    SafetensorsFile file = read_safetensors(shard_path);
+    SafetensorsFile file = read_safetensors(shard_path, read);
     for (const std::string& name : names) {
       auto found = file.tensors.find(name);
       if (found == file.tensors.end())
@@ -45,11 +45,11 @@ SafetensorsFile read_safetensors_shards(const std::string& index_path) {
   return merged;
 }
 
-SafetensorsFile read_hf_weights(const std::string& path) {
+SafetensorsFile read_hf_weights(const std::string& path, SafetensorsRead read) {
   const std::string suffix = ".safetensors.index.json";
   const bool index = path.size() >= suffix.size() &&
                      path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
-  return index ? read_safetensors_shards(path) : read_safetensors(path);
+  return index ? read_safetensors_shards(path, read) : read_safetensors(path, read);
 }
 
 }  // namespace trainer

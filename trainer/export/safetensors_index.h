@@ -13,9 +13,11 @@ namespace trainer {
 // tensor from the shard the index names. InputError naming the file for an index that is not a
 // JSON object with a "weight_map" object of file names, a shard that cannot be read, a tensor
 // the index maps that its shard lacks, or a tensor in two shards.
-SafetensorsFile read_safetensors_shards(const std::string& index_path);
+SafetensorsFile read_safetensors_shards(const std::string& index_path,
+                                        SafetensorsRead read = SafetensorsRead::whole);
 
 // A model's weights: the shards of a *.safetensors.index.json, else one safetensors file.
-SafetensorsFile read_hf_weights(const std::string& path);
+SafetensorsFile read_hf_weights(const std::string& path,
+                                SafetensorsRead read = SafetensorsRead::whole);
 
 }  // namespace trainer

@@ -58,7 +58,7 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
                               "model.safetensors");
   }
   auto loaded = allocate(config, weights.string());
-  const SafetensorsFile file = read_safetensors(weights.string());
+  const SafetensorsFile file = read_safetensors(weights.string(), SafetensorsRead::header);
   if (config.model.architecture == model::Architecture::llama) {
     if (fs::exists(json)) check_hf_llama_config(read_file(json), json.string(), config.model);
     from_hf_llama(file, loaded->params, config.model);

@@ -247,6 +247,50 @@ TEST_F(SafetensorsTest, ShardsOfAnIndexReadAsOneFile) {
   expect_index_rejected(R"({"weight_map": {"a": [1]}})", "weight_map[\"a\"] is not a shard");
 }
 
+// A header-only read (each rank of init_from reads its own tensors) keeps no bytes; the values
+// come from the file when asked, F32 and BF16 alike, from each shard of an index; a file cut
+// short after its header was read is an InputError naming the file and the tensor.
+TEST_F(SafetensorsTest, HeaderOnlyReadLoadsValuesWhenAsked) {
+  const float a[3] = {1.5f, -2.f, 1e-30f};
+  const uint16_t b[2] = {0x3f80, 0xc040};  // BF16 1 and -3
+  const std::string file = path("lazy.safetensors");
+  write_safetensors(
+      file, {{"a", "F32", {3}, bytes_of(a, sizeof a)}, {"b", "BF16", {2}, bytes_of(b, sizeof b)}},
+      {});
+  const SafetensorsFile header = read_safetensors(file, SafetensorsRead::header);
+  ASSERT_EQ(header.tensors.size(), 2u);
+  for (const auto& [name, entry] : header.tensors) {
+    EXPECT_TRUE(entry.data.empty()) << name;
+    EXPECT_EQ(entry.file, file);
+  }
+  EXPECT_EQ(safetensors_f32_values(header.tensors.at("a")), std::vector<float>(a, a + 3));
+  EXPECT_EQ(safetensors_f32_values(header.tensors.at("b")), (std::vector<float>{1.f, -3.f}));
+
+  write_safetensors(path("model-00001-of-00002.safetensors"),
+                    {{"a", "F32", {3}, bytes_of(a, sizeof a)}}, {});
+  write_safetensors(path("model-00002-of-00002.safetensors"),
+                    {{"b", "BF16", {2}, bytes_of(b, sizeof b)}}, {});
+  std::ofstream(path("model.safetensors.index.json"))
+      << R"({"weight_map": {"a": "model-00001-of-00002.safetensors",
+            "b": "model-00002-of-00002.safetensors"}})";
+  const SafetensorsFile shards =
+      read_hf_weights(path("model.safetensors.index.json"), SafetensorsRead::header);
+  EXPECT_EQ(safetensors_f32_values(shards.tensors.at("b")), (std::vector<float>{1.f, -3.f}));
+  EXPECT_EQ(shards.tensors.at("a").file, path("model-00001-of-00002.safetensors"));
+
+  fs::resize_file(file, fs::file_size(file) - 2);  // b's last byte pair gone
+  EXPECT_EQ(safetensors_f32_values(header.tensors.at("a")), std::vector<float>(a, a + 3));
+  try {
+    safetensors_f32_values(header.tensors.at("b"));
+    ADD_FAILURE() << "read a tensor past the end of its file";
+  } catch (const runtime::InputError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(file + ": read failed for tensor 'b' after 2 of 4 bytes"),
+              std::string::npos)
+        << message;
+  }
+}
+
 TEST_F(SafetensorsTest, MissingFileIsAnInputError) {
   EXPECT_THROW(read_safetensors(path("absent.safetensors")), runtime::InputError);
 }

@@ -1,0 +1,83 @@
+// Checked, lazily read Hugging Face tensors (hf_tensors.h).
+#include "trainer/export/hf_tensors.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "runtime/error.h"
+#include "runtime/tensor.h"
+
+namespace trainer {
+
+HfTensors::HfTensors(const SafetensorsFile& file, std::vector<std::string> prefixes)
+    : file_(file), prefixes_(std::move(prefixes)) {}
+
+const SafetensorsEntry& HfTensors::find(const std::string& name) const {
+  for (const std::string& prefix : prefixes_) {
+    const auto it = file_.tensors.find(prefix + name);
+    if (it != file_.tensors.end()) return it->second;
+  }
+  std::string tried = "'" + prefixes_.front() + name + "'";
+  for (size_t i = 1; i < prefixes_.size(); ++i) tried += " (nor '" + prefixes_[i] + name + "')";
+  throw runtime::InputError("missing tensor " + tried);
+}
+
+void HfTensors::check(const std::string& name, const std::vector<int64_t>& shape,
+                      int64_t min_rows) {
+  const SafetensorsEntry& entry = find(name);
+  const bool columns_fit =
+      entry.shape.size() == 2 && shape.size() == 2 && entry.shape[1] == shape[1];
+  const bool fits = min_rows < 0 ? entry.shape == shape : columns_fit && entry.shape[0] >= min_rows;
+  if (!fits && min_rows >= 0 && columns_fit)
+    throw runtime::InputError(TRAINER_STR("tensor '" << entry.name << "' has " << entry.shape[0]
+                                                     << " rows: the vocabulary is too small for "
+                                                     << "config vocab_size " << min_rows));
+  if (!fits)
+    throw runtime::InputError(TRAINER_STR(
+        "tensor '" << entry.name << "' has shape " << safetensors_shape_text(entry.shape)
+                   << ", the config needs " << (min_rows < 0 ? "" : "at least ")
+                   << safetensors_shape_text(shape)));
+  if (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")
+    throw runtime::InputError("tensor '" + entry.name + "' has dtype " + entry.dtype +
+                              ", expected F32, BF16 or F16");
+  used_.insert(entry.name);
+}
+
+std::vector<float> HfTensors::values(const std::string& name) {
+  const SafetensorsEntry& entry = find(name);
+  TRAINER_ASSERT(used_.count(entry.name), "tensor '" << entry.name << "' read before check()");
+  bytes_read_ += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
+  return safetensors_f32_values(entry);
+}
+
+void HfTensors::check_all_used(const std::function<bool(const std::string&)>& ignored) const {
+  for (const auto& [name, entry] : file_.tensors)
+    if (!used_.count(name) && !ignored(name))
+      throw runtime::InputError("unexpected tensor '" + name +
+                                "': the config has no parameter for it");
+}
+
+std::pair<std::string, std::string> hf_name_pattern(const std::string& name) {
+  if (name.rfind("layers.", 0) != 0) return {name, ""};
+  const size_t dot = name.find('.', 7);
+  return {"layers.{i}" + name.substr(dot), name.substr(7, dot - 7)};
+}
+
+std::string hf_replaced(std::string text, const std::string& key, const std::string& value) {
+  const size_t at = text.find(key);
+  return at == std::string::npos ? text : text.replace(at, key.size(), value);
+}
+
+void import_whole(HfImport& import, const model::GptParams& params) {
+  TRAINER_ASSERT(params.flat.device() == runtime::DeviceKind::cpu &&
+                     params.flat.dtype() == runtime::DType::f32,
+                 "an HF import fills host f32 parameters");
+  for (const model::NamedParam& p : params.named) {
+    const std::vector<float> values = import.values(p.name);
+    TRAINER_ASSERT(static_cast<int64_t>(values.size()) == p.tensor.numel(),
+                   p.name << " is not the whole parameter");
+    std::copy(values.begin(), values.end(), p.tensor.f32());
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,68 @@
+// The tensors of a Hugging Face checkpoint as an import reads them: each one found by name,
+// checked against the shape the config needs and for a float dtype from its header entry alone,
+// and read only when its values are asked for, so that a rank reads the tensors of its own
+// parameters and no more. What no parameter asked for is an error, as a layer the config lacks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/gpt_params.h"
+#include "trainer/export/safetensors.h"
+
+namespace trainer {
+
+// A checkpoint checked against a whole model when opened (every parameter's tensors there with
+// their shapes, nothing left over), then read one parameter at a time.
+class HfImport {
+ public:
+  virtual ~HfImport() = default;
+  // The parameter `name` of the whole model, in its global shape, f32; vocabulary padding rows 0.
+  virtual std::vector<float> values(const std::string& name) = 0;
+  virtual int64_t bytes_read() const = 0;  // file bytes read so far
+};
+
+// A parameter's name as the import tables write it, "layers.{i}." for any layer, and the layer
+// index it names ("" outside layers).
+std::pair<std::string, std::string> hf_name_pattern(const std::string& name);
+
+// `text` with its first `key` replaced by `value`.
+std::string hf_replaced(std::string text, const std::string& key, const std::string& value);
+
+// Fills `params` (the whole model, host f32) from `import`, one parameter at a time (a defect of
+// the checkpoint was found when `import` was opened, before any parameter was written).
+void import_whole(HfImport& import, const model::GptParams& params);
+
+class HfTensors {
+ public:
+  // Names are looked up as prefix + name, for each of `prefixes` in turn ("transformer." then ""
+  // for GPT-2's two spellings). `file` must outlive this.
+  explicit HfTensors(const SafetensorsFile& file, std::vector<std::string> prefixes = {""});
+
+  // The tensor `name` must be there, with `shape`, or with `min_rows` >= 0 at least that many
+  // rows of shape[1] columns (a larger vocabulary), and dtype F32, BF16 or F16. It counts as used.
+  // InputError naming the tensor otherwise.
+  void check(const std::string& name, const std::vector<int64_t>& shape, int64_t min_rows = -1);
+
+  // A checked tensor's values as f32, read from its file after a header-only read.
+  std::vector<float> values(const std::string& name);
+
+  // InputError naming the first tensor no check() used, unless `ignored(name)`.
+  void check_all_used(const std::function<bool(const std::string&)>& ignored) const;
+
+  int64_t bytes_read() const { return bytes_read_; }  // the tensors values() read, in file bytes
+
+ private:
+  const SafetensorsEntry& find(const std::string& name) const;
+
+  const SafetensorsFile& file_;
+  std::vector<std::string> prefixes_;
+  std::set<std::string> used_;
+  int64_t bytes_read_ = 0;
+};
+
+}  // namespace trainer
