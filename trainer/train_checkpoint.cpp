@@ -268,7 +268,8 @@ void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::s
 
 int64_t Trainer::init_from(const std::string& path) {
   // The file is checked against the whole model in this run's padding from its headers, then
-  // each rank reads the tensors of the parameters it holds, one at a time, and keeps its slices.
+  // each rank reads the tensors of the parameters it holds, one at a time: the rows it holds of
+  // a row-split parameter, the whole of any other (keeping its columns of a column-split one).
   const model::GptConfig padded = whole_model_config();
   const SafetensorsFile file = read_hf_weights(path, SafetensorsRead::header);
   std::unique_ptr<HfImport> import;
@@ -285,20 +286,21 @@ int64_t Trainer::init_from(const std::string& path) {
   }
   const model::GptParams& target = on_device_ ? host_params_ : state_.master;
   for (const model::NamedParam& p : target.named) {
-    const std::vector<float> whole = import->values(p.name);
     float* out = p.tensor.f32();
-    const float* in = whole.data();
-    if (p.shard_dim < 0) {
-      std::copy(in, in + p.tensor.numel(), out);
-    } else if (p.shard_dim == 0) {
-      const int64_t row = p.tensor.numel() / p.tensor.dim(0);
-      std::copy(in + p.shard_offset * row, in + p.shard_offset * row + p.tensor.numel(), out);
-    } else {
-      const int64_t rows = p.tensor.dim(0), cols = p.tensor.dim(1), whole_cols = p.global_shape[1];
-      for (int64_t r = 0; r < rows; ++r)
-        std::copy(in + r * whole_cols + p.shard_offset, in + r * whole_cols + p.shard_offset + cols,
-                  out + r * cols);
+    if (p.shard_dim == 0) {  // this rank's rows, read alone
+      const std::vector<float> rows = import->values(p.name, p.shard_offset, p.tensor.dim(0));
+      std::copy(rows.begin(), rows.end(), out);
+      continue;
     }
+    const std::vector<float> whole = import->values(p.name);
+    if (p.shard_dim < 0) {
+      std::copy(whole.begin(), whole.end(), out);
+      continue;
+    }
+    const int64_t rows = p.tensor.dim(0), cols = p.tensor.dim(1), whole_cols = p.global_shape[1];
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(whole.data() + r * whole_cols + p.shard_offset,
+                whole.data() + r * whole_cols + p.shard_offset + cols, out + r * cols);
   }
   const OptimizerState full = state_.optimizer->full_state(*groups_.dp, allocator_);
   if (on_device_) runtime::ops::upload(full.master, host_params_.flat);

@@ -264,40 +264,31 @@ HfGpt2Import::HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& 
   });
 }
 
-std::vector<float> HfGpt2Import::values(const std::string& name) {
+std::vector<float> HfGpt2Import::values(const std::string& name, int64_t first_row, int64_t rows) {
   const auto [rule, hf] = rule_of(name);
   const auto shape = shapes_.find(name);
   TRAINER_ASSERT(shape != shapes_.end(), "no parameter " << name);
-  std::vector<float> source = tensors_.values(hf);
-  const int64_t rows = shape->second[0], cols = shape->second.size() > 1 ? shape->second[1] : 1;
-  switch (rule->transform) {
-    case Transform::copy:
-      return source;
-    case Transform::vocab_rows:  // extra file rows out, padding rows 0
-      source.resize(static_cast<size_t>(rows * cols));
-      std::fill(source.begin() + config_.vocab_size * cols, source.end(), 0.f);
-      return source;
-    case Transform::transpose:
-      return transposed(source.data(), cols, rows);
-    case Transform::qkv_weight: {
-      std::vector<float> qkv(source.size());
-      for (int64_t row = 0; row < rows; ++row) {
-        const int64_t column = hf_qkv_column(row, config_);
-        for (int64_t in = 0; in < cols; ++in)
-          qkv[static_cast<size_t>(row * cols + in)] =
-              source[static_cast<size_t>(in * rows + column)];
-      }
-      return qkv;
-    }
-    case Transform::qkv_bias: {
-      std::vector<float> qkv(source.size());
-      for (int64_t row = 0; row < rows; ++row)
-        qkv[static_cast<size_t>(row)] = source[static_cast<size_t>(hf_qkv_column(row, config_))];
-      return qkv;
+  const int64_t whole_rows = shape->second[0],
+                cols = shape->second.size() > 1 ? shape->second[1] : 1;
+  if (rows < 0) rows = whole_rows - first_row;
+  TRAINER_ASSERT(first_row >= 0 && first_row + rows <= whole_rows, "rows of " << name);
+  if (rule->transform == Transform::copy) return tensors_.values(hf, first_row, rows);
+  if (rule->transform == Transform::vocab_rows)
+    return tensors_.vocab_rows(hf, config_.vocab_size, first_row, rows);
+  // The permutations read the whole tensor, then keep the rows asked for.
+  const std::vector<float> source = tensors_.values(hf);
+  std::vector<float> whole(source.size());
+  if (rule->transform == Transform::transpose) {
+    whole = transposed(source.data(), cols, whole_rows);
+  } else {  // qkv_weight, qkv_bias: row r is HF's column hf_qkv_column(r)
+    for (int64_t row = 0; row < whole_rows; ++row) {
+      const int64_t column = hf_qkv_column(row, config_);
+      for (int64_t in = 0; in < cols; ++in)
+        whole[static_cast<size_t>(row * cols + in)] =
+            source[static_cast<size_t>(in * whole_rows + column)];
     }
   }
-  TRAINER_ASSERT(false, "unknown transform of " << name);
-  return {};
+  return {whole.begin() + first_row * cols, whole.begin() + (first_row + rows) * cols};
 }
 
 void from_hf_gpt2(const SafetensorsFile& file, const model::GptParams& params,

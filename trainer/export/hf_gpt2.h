@@ -32,7 +32,8 @@ std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
 class HfGpt2Import final : public HfImport {
  public:
   HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& config);
-  std::vector<float> values(const std::string& name) override;
+  std::vector<float> values(const std::string& name, int64_t first_row = 0,
+                            int64_t rows = -1) override;
   int64_t bytes_read() const override { return tensors_.bytes_read(); }
 
  private:

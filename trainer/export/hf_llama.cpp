@@ -193,26 +193,33 @@ HfLlamaImport::HfLlamaImport(const SafetensorsFile& file, const model::GptConfig
   });
 }
 
-std::vector<float> HfLlamaImport::values(const std::string& name) {
+std::vector<float> HfLlamaImport::values(const std::string& name, int64_t first_row, int64_t rows) {
   const auto [rule, layer] = rule_of(name);
   const auto shape = shapes_.find(name);
   TRAINER_ASSERT(rule != nullptr && shape != shapes_.end(), "no parameter " << name);
+  const runtime::Shape& whole = shape->second;
+  if (rows < 0) rows = whole[0] - first_row;
+  TRAINER_ASSERT(first_row >= 0 && first_row + rows <= whole[0], "rows of " << name);
   const int64_t C = config_.hidden_size, D = config_.head_dim(), r = config_.group_size();
-  const int64_t groups = config_.query_groups(), V = config_.vocab_size;
+  const int64_t V = config_.vocab_size, row = runtime::shape_numel(whole) / whole[0];
   const std::string hf = hf_replaced(rule->hf, "{i}", layer);
   switch (rule->transform) {
     case Transform::copy:
-      return tensors_.values(hf);
-    case Transform::vocab_rows: {  // padding rows stay 0
-      std::vector<float> values(static_cast<size_t>(runtime::shape_numel(shape->second)), 0.f);
-      copy_rows(values.data(), tensors_.values(hf), 0, V, C);
-      return values;
-    }
-    case Transform::split_qkv: {
-      std::vector<float> values(static_cast<size_t>(runtime::shape_numel(shape->second)));
-      const std::vector<float> qs = tensors_.values(hf_replaced(hf, "{qkv}", "q"));
-      const std::vector<float> ks = tensors_.values(hf_replaced(hf, "{qkv}", "k"));
-      const std::vector<float> vs = tensors_.values(hf_replaced(hf, "{qkv}", "v"));
+      return tensors_.values(hf, first_row, rows);
+    case Transform::vocab_rows:  // padding rows stay 0
+      return tensors_.vocab_rows(hf, V, first_row, rows);
+    case Transform::split_qkv: {  // whole kv groups: tensor parallelism never splits one
+      const int64_t group_rows = (r + 2) * D;
+      TRAINER_ASSERT(first_row % group_rows == 0 && rows % group_rows == 0,
+                     name << " rows " << first_row << " + " << rows << " split a kv group");
+      const int64_t first = first_row / group_rows, groups = rows / group_rows;
+      std::vector<float> values(static_cast<size_t>(rows * row));
+      const std::vector<float> qs =
+          tensors_.values(hf_replaced(hf, "{qkv}", "q"), first * r * D, groups * r * D);
+      const std::vector<float> ks =
+          tensors_.values(hf_replaced(hf, "{qkv}", "k"), first * D, groups * D);
+      const std::vector<float> vs =
+          tensors_.values(hf_replaced(hf, "{qkv}", "v"), first * D, groups * D);
       float* out = values.data();
       for (int64_t g = 0; g < groups; ++g) {
         copy_rows(out, qs, g * r * D, r * D, C), out += r * D * C;

@@ -24,11 +24,13 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
 // header-only read serves) against the whole model of `config`: every parameter's tensor must
 // be there with its shape (the vocabulary may have more rows than config.vocab_size: the first
 // are taken), and a tensor with no parameter is an error, except the rotary buffers HF may save
-// (*.rotary_emb.inv_freq). values() then reads only that parameter's tensors.
+// (*.rotary_emb.inv_freq). values() then reads only that parameter's tensors (only the rows
+// asked for).
 class HfLlamaImport final : public HfImport {
  public:
   HfLlamaImport(const SafetensorsFile& file, const model::GptConfig& config);
-  std::vector<float> values(const std::string& name) override;
+  std::vector<float> values(const std::string& name, int64_t first_row = 0,
+                            int64_t rows = -1) override;
   int64_t bytes_read() const override { return tensors_.bytes_read(); }
 
  private:

@@ -43,11 +43,26 @@ void HfTensors::check(const std::string& name, const std::vector<int64_t>& shape
   used_.insert(entry.name);
 }
 
-std::vector<float> HfTensors::values(const std::string& name) {
+std::vector<float> HfTensors::values(const std::string& name, int64_t first_row, int64_t rows) {
   const SafetensorsEntry& entry = find(name);
   TRAINER_ASSERT(used_.count(entry.name), "tensor '" << entry.name << "' read before check()");
-  bytes_read_ += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
-  return safetensors_f32_values(entry);
+  const int64_t total = runtime::shape_numel(entry.shape);
+  const int64_t row = entry.shape.empty() || entry.shape[0] == 0 ? 1 : total / entry.shape[0];
+  const int64_t count = rows < 0 ? total - first_row * row : rows * row;
+  bytes_read_ += count * safetensors_dtype_size(entry.dtype);
+  return safetensors_f32_values(entry, first_row * row, count);
+}
+
+std::vector<float> HfTensors::vocab_rows(const std::string& name, int64_t vocab, int64_t first_row,
+                                         int64_t rows) {
+  const int64_t cols = find(name).shape.at(1);
+  const int64_t stored = std::clamp<int64_t>(vocab - first_row, 0, rows);
+  std::vector<float> out(static_cast<size_t>(rows * cols), 0.f);
+  if (stored > 0) {
+    const std::vector<float> read = values(name, first_row, stored);
+    std::copy(read.begin(), read.end(), out.begin());
+  }
+  return out;
 }
 
 void HfTensors::check_all_used(const std::function<bool(const std::string&)>& ignored) const {

@@ -22,7 +22,11 @@ class HfImport {
  public:
   virtual ~HfImport() = default;
   // The parameter `name` of the whole model, in its global shape, f32; vocabulary padding rows 0.
-  virtual std::vector<float> values(const std::string& name) = 0;
+  // `first_row`, `rows`: only those rows (dimension 0; rows -1: to the end), as a tensor-parallel
+  // rank holds them, read alone where the file keeps them apart (a rank's kv groups of q, k and
+  // v; its gate or up rows; its part of the vocabulary).
+  virtual std::vector<float> values(const std::string& name, int64_t first_row = 0,
+                                    int64_t rows = -1) = 0;
   virtual int64_t bytes_read() const = 0;  // file bytes read so far
 };
 
@@ -48,8 +52,14 @@ class HfTensors {
   // InputError naming the tensor otherwise.
   void check(const std::string& name, const std::vector<int64_t>& shape, int64_t min_rows = -1);
 
-  // A checked tensor's values as f32, read from its file after a header-only read.
-  std::vector<float> values(const std::string& name);
+  // A checked tensor's values as f32, read from its file after a header-only read; `first_row`,
+  // `rows`: only those rows (dimension 0; rows -1: to the end).
+  std::vector<float> values(const std::string& name, int64_t first_row = 0, int64_t rows = -1);
+
+  // Rows [first_row, first_row + rows) of a checked vocabulary matrix as the model pads it: the
+  // file's rows below `vocab` (a larger file's extra rows dropped), zeros from `vocab` on.
+  std::vector<float> vocab_rows(const std::string& name, int64_t vocab, int64_t first_row,
+                                int64_t rows);
 
   // InputError naming the first tensor no check() used, unless `ignored(name)`.
   void check_all_used(const std::function<bool(const std::string&)>& ignored) const;

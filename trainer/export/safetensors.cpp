@@ -410,16 +410,18 @@ float half_to_float(uint16_t bits) {
   return bits & 0x8000 ? -magnitude : magnitude;
 }
 
-// `bytes` bytes of a header-only entry from its file (pread: no shared file position).
-void read_range(const SafetensorsEntry& entry, uint8_t* out, size_t bytes) {
+// `bytes` bytes of a header-only entry from its file, from `skip` bytes into its data (pread: no
+// shared file position).
+void read_range(const SafetensorsEntry& entry, int64_t skip, uint8_t* out, size_t bytes) {
   const int fd = ::open(entry.file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     throw runtime::InputError(entry.file + ": cannot open to read tensor '" + entry.name +
                               "': " + std::strerror(errno));
   size_t done = 0;
   while (done < bytes) {
-    const ssize_t got = ::pread(fd, out + done, bytes - done,
-                                static_cast<off_t>(entry.file_offset) + static_cast<off_t>(done));
+    const ssize_t got =
+        ::pread(fd, out + done, bytes - done,
+                static_cast<off_t>(entry.file_offset + skip) + static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       const std::string why = got == 0 ? "the file ends early" : std::strerror(errno);
@@ -435,22 +437,32 @@ void read_range(const SafetensorsEntry& entry, uint8_t* out, size_t bytes) {
 
 }  // namespace
 
-std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry) {
-  const size_t numel = static_cast<size_t>(runtime::shape_numel(entry.shape));
+std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry, int64_t begin,
+                                          int64_t count) {
+  const int64_t total = runtime::shape_numel(entry.shape);
+  if (count < 0) count = total - begin;
+  TRAINER_ASSERT(begin >= 0 && count >= 0 && begin + count <= total,
+                 "elements [" << begin << ", " << begin + count << ") of tensor '" << entry.name
+                              << "' of " << total);
   if (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")
     throw runtime::InputError("tensor '" + entry.name + "' has dtype " + entry.dtype +
                               ", expected F32, BF16 or F16");
+  const size_t numel = static_cast<size_t>(count);
+  const size_t item = static_cast<size_t>(safetensors_dtype_size(entry.dtype));
   std::vector<float> values(numel);
-  const size_t bytes = numel * static_cast<size_t>(safetensors_dtype_size(entry.dtype));
+  const size_t bytes = numel * item;
   std::vector<uint8_t> loaded;
-  const uint8_t* data = entry.data.data();
+  const uint8_t* data = nullptr;
   if (entry.file_offset >= 0) {  // after a header-only read; F32 lands in place
     if (entry.dtype != "F32") loaded.resize(bytes);
     data = entry.dtype == "F32" ? reinterpret_cast<const uint8_t*>(values.data()) : loaded.data();
-    read_range(entry, const_cast<uint8_t*>(data), bytes);
+    read_range(entry, static_cast<int64_t>(static_cast<size_t>(begin) * item),
+               const_cast<uint8_t*>(data), bytes);
     if (entry.dtype == "F32") return values;
   } else {
-    TRAINER_ASSERT(entry.data.size() == bytes, "validated by read_safetensors");
+    TRAINER_ASSERT(entry.data.size() == static_cast<size_t>(total) * item,
+                   "validated by read_safetensors");
+    data = entry.data.data() + static_cast<size_t>(begin) * item;
   }
   if (entry.dtype == "F32") {
     std::memcpy(values.data(), data, bytes);

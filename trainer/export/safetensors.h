@@ -47,7 +47,9 @@ std::string safetensors_shape_text(const std::vector<int64_t>& shape);
 // A tensor's values as f32: F32 as they are, BF16 and F16 widened exactly; read from its file
 // after a header-only read. InputError naming the tensor for any other dtype, and naming the file
 // when the bytes can no longer be read (the file shrank since its header was read).
-std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry);
+// `begin`, `count`: only the elements [begin, begin + count) (count -1: to the end), read alone.
+std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry, int64_t begin = 0,
+                                          int64_t count = -1);
 
 // Reads and validates a file: size >= 8, header length <= min(file size - 8, 100 MB), header is
 // a JSON object, every entry has a known dtype, a shape and in-range data_offsets whose length
