@@ -15,7 +15,6 @@
 #include <utility>
 
 #include "runtime/error.h"
-#include "runtime/meta_device.h"
 
 namespace trainer {
 namespace {
@@ -109,11 +108,9 @@ const std::vector<HfRule>& hf_gpt2_rules() {
 
 // The rule of a parameter name and its HF tensor's name.
 std::pair<const HfRule*, std::string> rule_of(const std::string& name) {
-  const auto [pattern, layer] = hf_name_pattern(name);
-  for (const HfRule& rule : hf_gpt2_rules())
-    if (pattern == rule.ours) return {&rule, hf_replaced(rule.hf, "{i}", layer)};
-  TRAINER_ASSERT(false, "no HF GPT-2 rule for " << name);
-  return {};
+  const auto [rule, layer] = hf_rule_of(hf_gpt2_rules(), name);
+  TRAINER_ASSERT(rule != nullptr, "no HF GPT-2 rule for " << name);
+  return {rule, hf_replaced(rule->hf, "{i}", layer)};
 }
 
 // ---- config.json ---------------------------------------------------------------------------
@@ -231,16 +228,12 @@ std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
 }
 
 HfGpt2Import::HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& config)
-    : config_(config), tensors_(file, {std::string(kPrefix), ""}) {
+    : HfImport(file, config, {std::string(kPrefix), ""}) {
   TRAINER_ASSERT(config.hidden_size % config.num_attention_heads == 0,
                  "hidden_size " << config.hidden_size << " % heads " << config.num_attention_heads);
-  runtime::MetaAllocator meta;
-  const model::GptParams whole =
-      model::GptParams::allocate(meta, config, runtime::MemoryCategory::workspace);
   const int64_t C = config.hidden_size, V = config.vocab_size;
-  for (const model::NamedParam& p : whole.named) {
-    const auto [rule, hf] = rule_of(p.name);
-    const Shape& shape = p.global_shape;
+  for (const auto& [name, shape] : whole_params()) {
+    const auto [rule, hf] = rule_of(name);
     switch (rule->transform) {
       case Transform::copy:
         tensors_.check(hf, shape);
@@ -256,7 +249,6 @@ HfGpt2Import::HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& 
         tensors_.check(hf, shape);
         break;
     }
-    shapes_.emplace(p.name, shape);
   }
   tensors_.check_all_used([](const std::string& name) {
     return name == "lm_head.weight" || ends_with(name, ".attn.bias") ||
@@ -266,12 +258,8 @@ HfGpt2Import::HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& 
 
 std::vector<float> HfGpt2Import::values(const std::string& name, int64_t first_row, int64_t rows) {
   const auto [rule, hf] = rule_of(name);
-  const auto shape = shapes_.find(name);
-  TRAINER_ASSERT(shape != shapes_.end(), "no parameter " << name);
-  const int64_t whole_rows = shape->second[0],
-                cols = shape->second.size() > 1 ? shape->second[1] : 1;
-  if (rows < 0) rows = whole_rows - first_row;
-  TRAINER_ASSERT(first_row >= 0 && first_row + rows <= whole_rows, "rows of " << name);
+  const runtime::Shape& shape = shape_of(name, first_row, rows);
+  const int64_t whole_rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
   if (rule->transform == Transform::copy) return tensors_.values(hf, first_row, rows);
   if (rule->transform == Transform::vocab_rows)
     return tensors_.vocab_rows(hf, config_.vocab_size, first_row, rows);

@@ -4,7 +4,6 @@
 // only.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -34,12 +33,6 @@ class HfGpt2Import final : public HfImport {
   HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& config);
   std::vector<float> values(const std::string& name, int64_t first_row = 0,
                             int64_t rows = -1) override;
-  int64_t bytes_read() const override { return tensors_.bytes_read(); }
-
- private:
-  model::GptConfig config_;
-  HfTensors tensors_;
-  std::map<std::string, runtime::Shape> shapes_;  // every parameter's global shape
 };
 
 // Fills `params` (allocated for `config`, host f32) through HfGpt2Import; a defect of the file

@@ -14,7 +14,6 @@
 #include <utility>
 
 #include "runtime/error.h"
-#include "runtime/meta_device.h"
 #include "trainer/export/json_object.h"
 
 namespace trainer {
@@ -59,10 +58,7 @@ const std::vector<HfRule>& hf_llama_rules() {
 
 // The rule of a parameter name, and the layer index it names ("" outside layers).
 std::pair<const HfRule*, std::string> rule_of(const std::string& name) {
-  const auto [pattern, layer] = hf_name_pattern(name);
-  for (const HfRule& rule : hf_llama_rules())
-    if (pattern == rule.ours) return {&rule, layer};
-  return {nullptr, layer};
+  return hf_rule_of(hf_llama_rules(), name);
 }
 
 SafetensorsEntry f32_entry(const std::string& name, const Shape& shape, const float* values) {
@@ -163,19 +159,16 @@ std::string rope_scaling_json(const runtime::RopeScaling& s) {
 }  // namespace
 
 HfLlamaImport::HfLlamaImport(const SafetensorsFile& file, const model::GptConfig& config)
-    : config_(config), tensors_(file) {
-  runtime::MetaAllocator meta;
-  const model::GptParams whole =
-      model::GptParams::allocate(meta, config, runtime::MemoryCategory::workspace);
+    : HfImport(file, config, {""}) {
   const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
   const int64_t groups = config.query_groups(), V = config.vocab_size;
-  for (const model::NamedParam& p : whole.named) {
-    const auto [rule, layer] = rule_of(p.name);
-    TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
+  for (const auto& [name, shape] : whole_params()) {
+    const auto [rule, layer] = rule_of(name);
+    TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << name);
     const std::string hf = hf_replaced(rule->hf, "{i}", layer);
     switch (rule->transform) {
       case Transform::copy:
-        tensors_.check(hf, p.global_shape);
+        tensors_.check(hf, shape);
         break;
       case Transform::vocab_rows:
         tensors_.check(hf, {V, C}, V);
@@ -186,7 +179,6 @@ HfLlamaImport::HfLlamaImport(const SafetensorsFile& file, const model::GptConfig
         tensors_.check(hf_replaced(hf, "{qkv}", "v"), {groups * D, C});
         break;
     }
-    shapes_.emplace(p.name, p.global_shape);
   }
   tensors_.check_all_used([](const std::string& name) {
     return name.size() > 22 && name.substr(name.size() - 22) == ".rotary_emb.inv_freq";
@@ -195,11 +187,7 @@ HfLlamaImport::HfLlamaImport(const SafetensorsFile& file, const model::GptConfig
 
 std::vector<float> HfLlamaImport::values(const std::string& name, int64_t first_row, int64_t rows) {
   const auto [rule, layer] = rule_of(name);
-  const auto shape = shapes_.find(name);
-  TRAINER_ASSERT(rule != nullptr && shape != shapes_.end(), "no parameter " << name);
-  const runtime::Shape& whole = shape->second;
-  if (rows < 0) rows = whole[0] - first_row;
-  TRAINER_ASSERT(first_row >= 0 && first_row + rows <= whole[0], "rows of " << name);
+  const runtime::Shape& whole = shape_of(name, first_row, rows);
   const int64_t C = config_.hidden_size, D = config_.head_dim(), r = config_.group_size();
   const int64_t V = config_.vocab_size, row = runtime::shape_numel(whole) / whole[0];
   const std::string hf = hf_replaced(rule->hf, "{i}", layer);

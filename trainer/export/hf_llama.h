@@ -5,7 +5,6 @@
 // Host f32 only; errors in the input are runtime::InputError naming the tensor or field.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -31,12 +30,6 @@ class HfLlamaImport final : public HfImport {
   HfLlamaImport(const SafetensorsFile& file, const model::GptConfig& config);
   std::vector<float> values(const std::string& name, int64_t first_row = 0,
                             int64_t rows = -1) override;
-  int64_t bytes_read() const override { return tensors_.bytes_read(); }
-
- private:
-  model::GptConfig config_;
-  HfTensors tensors_;
-  std::map<std::string, runtime::Shape> shapes_;  // every parameter's global shape
 };
 
 // Fills `params` (the whole model of `config`, host f32) through HfLlamaImport.

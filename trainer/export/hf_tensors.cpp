@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "runtime/error.h"
+#include "runtime/meta_device.h"
 #include "runtime/tensor.h"
 
 namespace trainer {
@@ -70,6 +71,29 @@ void HfTensors::check_all_used(const std::function<bool(const std::string&)>& ig
     if (!used_.count(name) && !ignored(name))
       throw runtime::InputError("unexpected tensor '" + name +
                                 "': the config has no parameter for it");
+}
+
+HfImport::HfImport(const SafetensorsFile& file, const model::GptConfig& config,
+                   std::vector<std::string> prefixes)
+    : config_(config), tensors_(file, std::move(prefixes)) {
+  runtime::MetaAllocator meta;
+  const model::GptParams whole =
+      model::GptParams::allocate(meta, config, runtime::MemoryCategory::workspace);
+  for (const model::NamedParam& p : whole.named) {
+    index_.emplace(p.name, whole_.size());
+    whole_.emplace_back(p.name, p.global_shape);
+  }
+}
+
+const runtime::Shape& HfImport::shape_of(const std::string& name, int64_t first_row,
+                                         int64_t& rows) const {
+  const auto it = index_.find(name);
+  TRAINER_ASSERT(it != index_.end(), "no parameter " << name);
+  const runtime::Shape& shape = whole_[it->second].second;
+  if (rows < 0) rows = shape[0] - first_row;
+  TRAINER_ASSERT(first_row >= 0 && rows >= 0 && first_row + rows <= shape[0],
+                 "rows [" << first_row << ", " << first_row + rows << ") of " << name);
+  return shape;
 }
 
 std::pair<std::string, std::string> hf_name_pattern(const std::string& name) {

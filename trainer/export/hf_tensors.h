@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -15,31 +16,6 @@
 #include "trainer/export/safetensors.h"
 
 namespace trainer {
-
-// A checkpoint checked against a whole model when opened (every parameter's tensors there with
-// their shapes, nothing left over), then read one parameter at a time.
-class HfImport {
- public:
-  virtual ~HfImport() = default;
-  // The parameter `name` of the whole model, in its global shape, f32; vocabulary padding rows 0.
-  // `first_row`, `rows`: only those rows (dimension 0; rows -1: to the end), as a tensor-parallel
-  // rank holds them, read alone where the file keeps them apart (a rank's kv groups of q, k and
-  // v; its gate or up rows; its part of the vocabulary).
-  virtual std::vector<float> values(const std::string& name, int64_t first_row = 0,
-                                    int64_t rows = -1) = 0;
-  virtual int64_t bytes_read() const = 0;  // file bytes read so far
-};
-
-// A parameter's name as the import tables write it, "layers.{i}." for any layer, and the layer
-// index it names ("" outside layers).
-std::pair<std::string, std::string> hf_name_pattern(const std::string& name);
-
-// `text` with its first `key` replaced by `value`.
-std::string hf_replaced(std::string text, const std::string& key, const std::string& value);
-
-// Fills `params` (the whole model, host f32) from `import`, one parameter at a time (a defect of
-// the checkpoint was found when `import` was opened, before any parameter was written).
-void import_whole(HfImport& import, const model::GptParams& params);
 
 class HfTensors {
  public:
@@ -74,5 +50,60 @@ class HfTensors {
   std::set<std::string> used_;
   int64_t bytes_read_ = 0;
 };
+
+// A checkpoint checked against a whole model when opened (every parameter's tensors there with
+// their shapes, nothing left over), then read one parameter at a time. A model family's import
+// (HfGpt2Import, HfLlamaImport) checks its table's tensors in its constructor and transforms them
+// in values().
+class HfImport {
+ public:
+  virtual ~HfImport() = default;
+  // The parameter `name` of the whole model, in its global shape, f32; vocabulary padding rows 0.
+  // `first_row`, `rows`: only those rows (dimension 0; rows -1: to the end), as a tensor-parallel
+  // rank holds them, read alone where the file keeps them apart (a rank's kv groups of q, k and
+  // v; its gate or up rows; its part of the vocabulary).
+  virtual std::vector<float> values(const std::string& name, int64_t first_row = 0,
+                                    int64_t rows = -1) = 0;
+  int64_t bytes_read() const { return tensors_.bytes_read(); }  // file bytes read so far
+
+ protected:
+  // `prefixes` as HfTensors takes them.
+  HfImport(const SafetensorsFile& file, const model::GptConfig& config,
+           std::vector<std::string> prefixes);
+  // The whole model's parameters, in flat-buffer order: (name, global shape).
+  const std::vector<std::pair<std::string, runtime::Shape>>& whole_params() const { return whole_; }
+  // The global shape of the parameter `name`, and `rows` (-1: to the end) resolved and checked
+  // against it.
+  const runtime::Shape& shape_of(const std::string& name, int64_t first_row, int64_t& rows) const;
+
+  model::GptConfig config_;
+  HfTensors tensors_;
+
+ private:
+  std::vector<std::pair<std::string, runtime::Shape>> whole_;
+  std::map<std::string, size_t> index_;  // name -> its entry of whole_
+};
+
+// A parameter's name as the import tables write it, "layers.{i}." for any layer, and the layer
+// index it names ("" outside layers).
+std::pair<std::string, std::string> hf_name_pattern(const std::string& name);
+
+// The rule of `rules` (each with a `const char* ours` pattern) that names the parameter `name`,
+// or nullptr, and the layer index the name holds.
+template <typename Rule>
+std::pair<const Rule*, std::string> hf_rule_of(const std::vector<Rule>& rules,
+                                               const std::string& name) {
+  const auto [pattern, layer] = hf_name_pattern(name);
+  for (const Rule& rule : rules)
+    if (pattern == rule.ours) return {&rule, layer};
+  return {nullptr, layer};
+}
+
+// `text` with its first `key` replaced by `value`.
+std::string hf_replaced(std::string text, const std::string& key, const std::string& value);
+
+// Fills `params` (the whole model, host f32) from `import`, one parameter at a time (a defect of
+// the checkpoint was found when `import` was opened, before any parameter was written).
+void import_whole(HfImport& import, const model::GptParams& params);
 
 }  // namespace trainer

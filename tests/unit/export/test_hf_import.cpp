@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,21 @@ void expect_rows_are_slices(HfImport& import, const model::GptParams& params,
   }
 }
 
+// The model of `config` with init_params' values, exported by `to_hf` and opened as `Import`.
+template <typename Import, typename ToHf>
+struct Exported {
+  Exported(const model::GptConfig& config, ToHf to_hf)
+      : params(model::GptParams::allocate(allocator, config, runtime::MemoryCategory::param)) {
+    model::init_params(params, config, 11);
+    file = as_file(to_hf(params, config));
+    import = std::make_unique<Import>(file, config);
+  }
+  runtime::CpuAllocator allocator;
+  model::GptParams params;
+  SafetensorsFile file;
+  std::unique_ptr<Import> import;
+};
+
 TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
   // 4 heads in 2 kv groups, vocab 10 padded to 16 (rows 10..15 are padding).
   const model::GptConfig config{.architecture = model::Architecture::llama,
@@ -68,36 +84,24 @@ TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
                                 .position_embedding = model::PositionEmbedding::rope,
                                 .add_bias_linear = false,
                                 .untie_embeddings = true};
-  runtime::CpuAllocator allocator;
-  const model::GptParams params =
-      model::GptParams::allocate(allocator, config, runtime::MemoryCategory::param);
-  model::init_params(params, config, 11);
-  const SafetensorsFile file = as_file(to_hf_llama(params, config));
-  HfLlamaImport import(file, config);
-  expect_rows_are_slices(import, params, config, [](const std::string& name) {
+  Exported<HfLlamaImport, decltype(&to_hf_llama)> llama(config, &to_hf_llama);
+  expect_rows_are_slices(*llama.import, llama.params, config, [](const std::string& name) {
     return !name.ends_with("word_embeddings.weight") && name != "output_layer.weight";
   });
   // The rows past the vocabulary are padding: read as zeros, costing no bytes.
-  const int64_t before = import.bytes_read();
-  EXPECT_EQ(import.values("output_layer.weight", 12, 4), std::vector<float>(4 * 16, 0.f));
-  EXPECT_EQ(import.bytes_read(), before);
+  const int64_t before = llama.import->bytes_read();
+  EXPECT_EQ(llama.import->values("output_layer.weight", 12, 4), std::vector<float>(4 * 16, 0.f));
+  EXPECT_EQ(llama.import->bytes_read(), before);
 }
 
 TEST(HfImportRows, Gpt2RowsReadAloneAreTheWholeParametersRows) {
-  const model::GptConfig config{.num_layers = 2,
-                                .hidden_size = 8,
-                                .num_attention_heads = 2,
-                                .seq_length = 16,
-                                .vocab_size = 10,
-                                .make_vocab_size_divisible_by = 4};
-  runtime::CpuAllocator allocator;
-  const model::GptParams params =
-      model::GptParams::allocate(allocator, config, runtime::MemoryCategory::param);
-  model::init_params(params, config, 12);
-  const SafetensorsFile file = as_file(to_hf_gpt2(params, config));
-  HfGpt2Import import(file, config);
+  model::GptConfig config;
+  config.hidden_size = 8;
+  config.vocab_size = 10;
+  config.make_vocab_size_divisible_by = 4;
+  Exported<HfGpt2Import, decltype(&to_hf_gpt2)> gpt2(config, &to_hf_gpt2);
   // The transposed linears and the QKV permutation read their whole tensor, then keep the rows.
-  expect_rows_are_slices(import, params, config, [](const std::string& name) {
+  expect_rows_are_slices(*gpt2.import, gpt2.params, config, [](const std::string& name) {
     return name.find("layernorm") != std::string::npos || name.ends_with("proj.bias") ||
            name.ends_with("fc1.bias") || name.ends_with("fc2.bias") ||
            name.find("position_embeddings") != std::string::npos;
