@@ -25,11 +25,10 @@ Decoder::Decoder(const GptParams& params, const GptConfig& config, runtime::Allo
       config_(config),
       dims_(layer_dims(config, /*micro_batch=*/1, /*training=*/false)),
       allocator_(allocator) {
-  TRAINER_ASSERT(params.flat.device() == runtime::DeviceKind::cpu &&
-                     params.flat.dtype() == DType::f32 &&
+  TRAINER_ASSERT(params.flat.device() == allocator.device() && params.flat.dtype() == DType::f32 &&
                      params.flat.numel() == GptParams::count(config) &&
                      static_cast<int64_t>(params.layers.size()) == config.num_layers,
-                 "the decoder runs the whole model, host f32");
+                 "the decoder runs the whole model, f32, on its allocator's device");
 }
 
 Tensor Decoder::workspace(const runtime::Shape& shape, DType dtype) const {
@@ -177,7 +176,8 @@ Tensor Decoder::forward(KvCache& cache, std::span<const int32_t> tokens) {
                                                                 << " is beyond the cache's "
                                                                 << cache.capacity << " positions"));
   }
-  const Tensor token_ids = workspace({n}, DType::i32);
+  // The ids on the host, then (on a device) uploaded.
+  const Tensor host_ids = Tensor::empty(host_, {n}, DType::i32, runtime::MemoryCategory::workspace);
   for (int64_t i = 0; i < n; ++i) {
     const int32_t token = tokens[static_cast<size_t>(i)];
     if (token < 0 || token >= config_.vocab_size) {
@@ -186,7 +186,12 @@ Tensor Decoder::forward(KvCache& cache, std::span<const int32_t> tokens) {
                                                                << "vocabulary [0, "
                                                                << config_.vocab_size << ")"));
     }
-    token_ids.i32()[i] = token;
+    host_ids.i32()[i] = token;
+  }
+  Tensor token_ids = host_ids;
+  if (allocator_.device() != runtime::DeviceKind::cpu) {
+    token_ids = workspace({n}, DType::i32);
+    ops::upload(token_ids, host_ids);
   }
 
   // x (n, 1, C) = wte[tokens] (+ wpe[positions] with learned positions)

@@ -10,6 +10,7 @@
 
 #include "model/gpt_params.h"
 #include "model/layer_stash.h"
+#include "runtime/allocator.h"
 
 namespace model {
 
@@ -23,8 +24,9 @@ struct KvCache {
 
 class Decoder {
  public:
-  // `params`: the whole model of `config` (ModelShard::whole), on the allocator's device; the
-  // decoder keeps references to both and allocates its temporaries from `allocator`.
+  // `params`: the whole model of `config` (ModelShard::whole), f32, on the allocator's device
+  // (the host or a GPU); the decoder keeps references to both and allocates its temporaries and
+  // caches from `allocator`.
   Decoder(const GptParams& params, const GptConfig& config, runtime::Allocator& allocator);
 
   // An empty cache for `capacity` positions (at most the learned positions' table with
@@ -34,7 +36,8 @@ class Decoder {
   // Runs `tokens` at positions cache.length.. (each < vocab_size; InputError naming the token
   // otherwise), attending to the cached positions and to each other (causal), and appends their
   // keys and values. Returns the logits (tokens, padded_vocab) f32; columns from vocab_size on
-  // are padding. An empty cache and every token at once is the full forward without a cache.
+  // are padding, on the allocator's device. An empty cache and every token at once is the full
+  // forward without a cache.
   Tensor forward(KvCache& cache, std::span<const int32_t> tokens);
 
   const GptConfig& config() const { return config_; }
@@ -52,6 +55,7 @@ class Decoder {
   GptConfig config_;
   LayerDims dims_;  // one sample, no dropout: the block's features and per-layer sizes
   runtime::Allocator& allocator_;
+  runtime::CpuAllocator host_;  // the token ids before their upload
 };
 
 }  // namespace model

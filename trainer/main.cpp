@@ -181,16 +181,22 @@ int64_t count_distinct_gpus(parallel::ProcessGroups& groups) {
   return static_cast<int64_t>(distinct.size());
 }
 
-// This rank's GPU: selected by local rank, the CUDA backend registered on its context, and
-// device tensors communicated over NCCL when every rank has a GPU of its own
-// (resolve_comm_backend decides, alike on all ranks), else staged through host memory by MPI.
-void set_up_cuda(const trainer::Config& config, parallel::ProcessGroups& groups, int local_rank,
-                 RunDevice& device) {
+// The GPU of `local_rank`, with its context, the CUDA backend registered on it, and its caching
+// allocator.
+void set_up_gpu(int local_rank, RunDevice& device) {
   runtime::cuda::select_device_for_local_rank(local_rank);
   device.cuda = std::make_unique<runtime::cuda::CudaContext>();
   runtime::cuda::register_cuda_backend(*device.cuda);
   device.allocator = std::make_unique<runtime::cuda::CudaAllocator>();
   device.cuda->use_allocator(device.allocator.get());  // declared first: outlives the context
+}
+
+// This rank's GPU: selected by local rank, the CUDA backend registered on its context, and
+// device tensors communicated over NCCL when every rank has a GPU of its own
+// (resolve_comm_backend decides, alike on all ranks), else staged through host memory by MPI.
+void set_up_cuda(const trainer::Config& config, parallel::ProcessGroups& groups, int local_rank,
+                 RunDevice& device) {
+  set_up_gpu(local_rank, device);
   const int64_t world_size = groups.world_size();
   if (trainer::resolve_comm_backend(config, world_size, count_distinct_gpus(groups)) ==
       parallel::CommBackend::nccl) {
@@ -211,6 +217,19 @@ void set_up_device([[maybe_unused]] const trainer::Config& config,
   if (config.train.device == trainer::Device::cuda) set_up_cuda(config, groups, local_rank, device);
 #endif
   if (!device.allocator) device.allocator = std::make_unique<runtime::CpuAllocator>();
+}
+
+// `trainer generate`, on the first GPU with --device cuda.
+int run_generate(const std::vector<std::string>& args) {
+  const trainer::GenerateOptions options = trainer::parse_generate_options(args);
+  if (options.device == trainer::Device::cpu) return trainer::run_generate(options, std::cout);
+#ifdef TRAINER_WITH_CUDA
+  RunDevice device;
+  set_up_gpu(0, device);
+  return trainer::run_generate(options, std::cout, device.allocator.get());
+#else
+  throw runtime::InputError("generate: --device cuda, but this trainer was built without CUDA");
+#endif
 }
 
 int run_train(int argc, char** argv, const std::vector<std::string>& args) {
@@ -317,8 +336,7 @@ int main(int argc, char** argv) {
     if (args[0] == "plan") return run_plan(argc, argv, rest);
     if (args[0] == "calibrate") return run_calibrate(argc, argv, rest);
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
-    if (args[0] == "generate")
-      return trainer::run_generate(trainer::parse_generate_options(rest), std::cout);
+    if (args[0] == "generate") return run_generate(rest);
     if (args[0] == "report")
       return trainer::run_report(trainer::parse_report_args(rest), std::cout);
     throw runtime::InputError("unknown command '" + args[0] + "'\n" + usage());

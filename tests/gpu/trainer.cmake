@@ -3,3 +3,7 @@
 trainer_gpu_test(test_gpu_trainer
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gpu_trainer.cpp
   LIBS trainer_core)
+# `trainer generate` on a device: the decoder's logits and the sampled tokens against the host's.
+trainer_gpu_test(test_gpu_decoder
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gpu_decoder.cpp
+  LIBS trainer_core)

@@ -9,6 +9,7 @@
 
 #include "model/decoder.h"
 #include "runtime/error.h"
+#include "runtime/ops.h"
 #include "trainer/data/prepare_data_options.h"
 #include "trainer/generate/dataset_tokenizer.h"
 #include "trainer/generate/model_source.h"
@@ -57,17 +58,19 @@ std::string generate_usage() {
          "                        [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
          "                        [--tokenizer KIND --vocab-file F --merge-file F\n"
          "                         --tokenizer-file F --split-pattern NAME --eod-id ID]\n"
-         "                        [--print-ids]\n"
-         "        Sample text from a trained model on one process (CPU, fp32, key/value cache).\n"
+         "                        [--print-ids] [--device cpu|cuda]\n"
+         "        Sample text from a trained model on one process (fp32, key/value cache).\n"
          "        --model: a run's output.dir (model.safetensors, config.json, config.yaml);\n"
          "        --checkpoint: a checkpoint step directory of any parallel layout.\n"
          "        --prompt: the text to continue (default: start a new document at the eod\n"
          "        token). --max-new-tokens (64), --temperature (1.0; 0 is greedy), --top-k (0:\n"
          "        the whole vocabulary), --seed (1234): the same seed gives the same sample.\n"
-         "        Generation stops at the eod token. The tokenizer is the data's (the <prefix>.json\n"
+         "        Generation stops at the eod token. The tokenizer is the data's (the "
+         "<prefix>.json\n"
          "        of data.path or of data.blend's datasets) unless given with prepare-data's\n"
          "        tokenizer flags.\n"
-         "        --print-ids adds a line with the generated token ids.\n";
+         "        --print-ids adds a line with the generated token ids.\n"
+         "        --device: cpu (default) or cuda, the first GPU (a build with CUDA).\n";
 }
 
 GenerateOptions parse_generate_options(const std::vector<std::string>& args) {
@@ -98,6 +101,10 @@ GenerateOptions parse_generate_options(const std::vector<std::string>& args) {
       options.sampling.seed = static_cast<uint64_t>(seed);
     } else if (flag == "--print-ids") {
       options.print_ids = true;
+    } else if (flag == "--device") {
+      const std::string device = value();
+      if (device != "cpu" && device != "cuda") bad_value(flag, device, "cpu or cuda");
+      options.device = device == "cuda" ? Device::cuda : Device::cpu;
     } else if (parse_tokenizer_flag("generate", flag, value, spec)) {
       tokenizer_flags = tokenizer_flags || flag == "--tokenizer";
     } else {
@@ -145,9 +152,9 @@ std::vector<int32_t> prompt_ids(const std::string& prompt, const tokenizer::Toke
 
 Sample generate_sample(const model::GptParams& params, const model::GptConfig& config,
                        const std::vector<int32_t>& prompt, const SamplingOptions& sampling,
-                       const tokenizer::Tokenizer* tokenizer) {
-  runtime::CpuAllocator allocator;
-  model::Decoder decoder(params, config, allocator);
+                       const tokenizer::Tokenizer* tokenizer, runtime::Allocator* device) {
+  runtime::CpuAllocator host;
+  model::Decoder decoder(params, config, device != nullptr ? *device : host);
   Sample sample;
   sample.prompt = prompt;
   sample.generated = generate_tokens(decoder, prompt, sampling);
@@ -162,7 +169,9 @@ Sample generate_sample(const model::GptParams& params, const model::GptConfig& c
   return sample;
 }
 
-int run_generate(const GenerateOptions& options, std::ostream& out) {
+int run_generate(const GenerateOptions& options, std::ostream& out, runtime::Allocator* device) {
+  TRAINER_ASSERT((options.device == Device::cuda) == (device != nullptr),
+                 "--device cuda runs with the GPU's allocator, cpu without one");
   const std::unique_ptr<LoadedModel> loaded = options.model_dir.empty()
                                                   ? load_checkpoint_model(options.checkpoint_dir)
                                                   : load_exported_model(options.model_dir);
@@ -179,7 +188,13 @@ int run_generate(const GenerateOptions& options, std::ostream& out) {
                                   << sampling.max_new_tokens << " exceed the model's "
                                   << config.positions() << " learned positions (model.seq_length)"));
   }
-  const Sample sample = generate_sample(loaded->params, config, prompt, sampling, tokenizer.get());
+  // On a GPU: the weights uploaded to it, f32 as on the host.
+  const model::GptParams params =
+      device == nullptr
+          ? loaded->params
+          : model::GptParams::allocate(*device, config, runtime::MemoryCategory::param);
+  if (device != nullptr) runtime::ops::upload(params.flat, loaded->params.flat);
+  const Sample sample = generate_sample(params, config, prompt, sampling, tokenizer.get(), device);
   // Without a prompt the text starts at the eod token: leave its name out.
   const std::string eod_text =
       options.prompt.empty() ? tokenizer::valid_utf8(tokenizer->decode(prompt)) : "";

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "model/gpt_params.h"
+#include "runtime/allocator.h"
+#include "trainer/config/config.h"
 #include "trainer/generate/sampling.h"
 #include "trainer/tokenizer/tokenizer.h"
 
@@ -23,11 +25,15 @@ struct GenerateOptions {
   SamplingOptions sampling;
   std::optional<tokenizer::TokenizerSpec> tokenizer;  // from --tokenizer and its file flags
   bool print_ids = false;
+  Device device = Device::cpu;  // --device: cuda runs the decoder on the first GPU
 };
 
 GenerateOptions parse_generate_options(const std::vector<std::string>& args);
 std::string generate_usage();
-int run_generate(const GenerateOptions& options, std::ostream& out);
+// `device`: the GPU's allocator (its CUDA context set up by the caller) with --device cuda,
+// nullptr with cpu.
+int run_generate(const GenerateOptions& options, std::ostream& out,
+                 runtime::Allocator* device = nullptr);
 
 // A sample and its text.
 struct Sample {
@@ -41,10 +47,11 @@ struct Sample {
 std::vector<int32_t> prompt_ids(const std::string& prompt, const tokenizer::Tokenizer& tokenizer,
                                 const model::GptConfig& config);
 
-// Generates from `prompt` with the whole model `params` of `config` (host f32); the text is
-// decoded when `tokenizer` is given (a stop id ends the text and is not part of it).
+// Generates from `prompt` with the whole model `params` of `config` (f32: on the host, or on the
+// device of `device`, its allocator); the text is decoded when `tokenizer` is given (a stop id
+// ends the text and is not part of it).
 Sample generate_sample(const model::GptParams& params, const model::GptConfig& config,
                        const std::vector<int32_t>& prompt, const SamplingOptions& sampling,
-                       const tokenizer::Tokenizer* tokenizer);
+                       const tokenizer::Tokenizer* tokenizer, runtime::Allocator* device = nullptr);
 
 }  // namespace trainer

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "runtime/ops.h"
 #include "runtime/philox.h"
 
 namespace trainer {
@@ -78,11 +80,17 @@ std::vector<int32_t> generate_tokens(model::Decoder& decoder, std::span<const in
   model::KvCache cache = decoder.new_cache(prompt_length + options.max_new_tokens);
   const int64_t vocab = decoder.config().vocab_size;
   runtime::Tensor logits = decoder.forward(cache, prompt);
+  // The last position's logits on the host (downloaded from a device).
+  runtime::CpuAllocator host;
+  const runtime::Tensor last_row = runtime::Tensor::empty(
+      host, {logits.dim(1)}, runtime::DType::f32, runtime::MemoryCategory::workspace);
   std::vector<int32_t> generated;
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    const float* last = logits.f32() + (logits.dim(0) - 1) * logits.dim(1);
+    const runtime::Tensor last = logits.view((logits.dim(0) - 1) * logits.dim(1), {logits.dim(1)});
+    if (last.device() != runtime::DeviceKind::cpu) runtime::ops::download(last_row, last);
+    const float* values = last.device() == runtime::DeviceKind::cpu ? last.f32() : last_row.f32();
     const int32_t token =
-        sample_token(std::span(last, static_cast<size_t>(vocab)), options, step);
+        sample_token(std::span(values, static_cast<size_t>(vocab)), options, step);
     generated.push_back(token);
     if (options.stop_id && token == *options.stop_id) break;
     if (step + 1 < options.max_new_tokens) logits = decoder.forward(cache, std::span(&token, 1));
