@@ -1,6 +1,6 @@
-// The `trainer` command: train, plan, calibrate, prepare-data, generate, report, --help (also
-// after a command), --version. Errors are printed with a rank prefix and end the whole job, so
-// no rank hangs.
+// The `trainer` command: train, plan, calibrate, prepare-data, generate, export, report, --help
+// (also after a command), --version. Errors are printed with a rank prefix and end the whole job,
+// so no rank hangs.
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,6 +23,7 @@
 #include "runtime/openmp_wait.h"
 #include "trainer/config/config.h"
 #include "trainer/data/prepare_data.h"
+#include "trainer/export_command.h"
 #include "trainer/generate/generate_command.h"
 #include "trainer/planning/calibrate.h"
 #include "trainer/planning/plan_command.h"
@@ -81,6 +82,10 @@ constexpr CommandUsage kCommandUsages[] = {
      "  generate --model RUN_DIR | --checkpoint STEP_DIR [--prompt TEXT] [--max-new-tokens N]\n"
      "           [--temperature T] [--top-k K] [--seed S] [tokenizer flags]\n"
      "        Sample text from a trained model on one process; see `trainer generate --help`.\n"},
+    {"export",
+     "  export --checkpoint STEP_DIR --output DIR [--dtype float32|bfloat16]\n"
+     "        Write a checkpoint of any parallel layout as a Hugging Face model (GPT-2 or\n"
+     "        Llama); see `trainer export --help`.\n"},
     {"report",
      "  report RUN_DIR [--plot-script scripts/plot.py] [--python PYTHON]\n"
      "        Write RUN_DIR/report.md from its metrics.jsonl and events.jsonl, with PNG plots in\n"
@@ -97,6 +102,7 @@ std::string usage() {
 std::optional<std::string> command_usage(const std::string& name) {
   if (name == "prepare-data") return trainer::prepare_data_usage();
   if (name == "generate") return trainer::generate_usage();
+  if (name == "export") return trainer::export_usage();
   for (const CommandUsage& command : kCommandUsages)
     if (name == command.name) return "usage: trainer" + std::string(command.text).substr(1);
   return std::nullopt;
@@ -337,6 +343,8 @@ int main(int argc, char** argv) {
     if (args[0] == "calibrate") return run_calibrate(argc, argv, rest);
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
     if (args[0] == "generate") return run_generate(rest);
+    if (args[0] == "export")
+      return trainer::run_export(trainer::parse_export_options(rest), std::cout);
     if (args[0] == "report")
       return trainer::run_report(trainer::parse_report_args(rest), std::cout);
     throw runtime::InputError("unknown command '" + args[0] + "'\n" + usage());

@@ -19,8 +19,7 @@
 #include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
 #include "runtime/trace.h"
-#include "trainer/export/hf_gpt2.h"
-#include "trainer/export/hf_llama.h"
+#include "trainer/export/hf_export.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/mfu_peak.h"
 #include "trainer/planning/auto_plan.h"
@@ -548,12 +547,11 @@ TrainSummary Trainer::run_steps() {
                          std::max(summary.seconds, 1e-9);
   if (config_.output.export_model) {
     // GPT-2 blocks as GPT2LMHeadModel, Llama blocks as LlamaForCausalLM.
-    const auto write =
-        config_.model.architecture == model::Architecture::llama ? export_hf_llama : export_hf_gpt2;
+    const runtime::DType dtype = config_.output.export_dtype;
     if (groups_.world_size() == 1) {
-      write(config_.output.dir, host_params(), config_.model);
+      export_hf(config_.output.dir, host_params(), config_.model, dtype);
     } else if (const auto full = gather(host_params())) {
-      write(config_.output.dir, *full, whole_model_config());
+      export_hf(config_.output.dir, *full, whole_model_config(), dtype);
     }
   }
   record_event(Event("end", step_)

@@ -10,6 +10,7 @@
 #include "model/gpt_config.h"
 #include "parallel/core/parallel_config.h"
 #include "recompute/recompute_config.h"
+#include "runtime/dtype.h"
 
 namespace trainer {
 
@@ -175,6 +176,7 @@ inline std::vector<BlendEntry> data_sources(const DataConfig& data) {
 struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl, config.yaml, model.safetensors
   bool export_model = true;          // YAML key `export`: write model.safetensors + config.json
+  runtime::DType export_dtype = runtime::DType::f32;  // float32 | bfloat16 (rounded to nearest)
   bool tensorboard = false;          // TensorBoard scalars under <dir>/tensorboard/
 };
 

@@ -306,6 +306,13 @@ struct EnumNames<DecayStyle> {
        {"inverse_square_root", DecayStyle::inverse_square_root},
        {"wsd", DecayStyle::wsd}}};
 };
+// output.export_dtype: the names of config.json's torch_dtype.
+template <>
+struct EnumNames<runtime::DType> {
+  static constexpr std::array<std::pair<std::string_view, runtime::DType>, 2> entries{
+      {{"float32", runtime::DType::f32}, {"bfloat16", runtime::DType::bf16}}};
+};
+
 template <>
 struct EnumNames<WsdDecayStyle> {
   static constexpr std::array<std::pair<std::string_view, WsdDecayStyle>, 4> entries{

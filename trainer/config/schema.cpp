@@ -412,6 +412,7 @@ struct ConfigSchema<OutputConfig> {
     static const std::vector<FieldSpec<OutputConfig>> table = {
         field("dir", &OutputConfig::dir),
         field("export", &OutputConfig::export_model),
+        field("export_dtype", &OutputConfig::export_dtype),
         field("tensorboard", &OutputConfig::tensorboard),
     };
     return table;

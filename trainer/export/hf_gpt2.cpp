@@ -286,7 +286,7 @@ void from_hf_gpt2(const SafetensorsFile& file, const model::GptParams& params,
   import_whole(import, params);
 }
 
-std::string hf_gpt2_config_json(const model::GptConfig& config) {
+std::string hf_gpt2_config_json(const model::GptConfig& config, std::string_view torch_dtype) {
   const int64_t C = config.hidden_size;
   const std::string activation =
       config.activation == model::Activation::gelu_tanh ? "gelu_new" : "gelu";
@@ -306,7 +306,7 @@ std::string hf_gpt2_config_json(const model::GptConfig& config) {
       {"n_positions", std::to_string(config.positions())},
       {"resid_pdrop", json_number(config.hidden_dropout)},
       {"tie_word_embeddings", "true"},
-      {"torch_dtype", json_quote("float32")},
+      {"torch_dtype", json_quote(torch_dtype)},
       {"vocab_size", std::to_string(config.vocab_size)},
   };
   std::sort(fields.begin(), fields.end());  // HF writes sort_keys=True
@@ -372,19 +372,6 @@ model::GptConfig gpt_config_from_hf_json(const std::string& json_text, const std
   if (json.boolean("scale_attn_by_inverse_layer_idx", false))
     json.fail("scale_attn_by_inverse_layer_idx", "= true is not supported");
   return config;
-}
-
-void export_hf_gpt2(const std::string& dir, const model::GptParams& params,
-                    const model::GptConfig& config) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) throw InputError(dir + ": cannot create the export directory: " + error.message());
-  const std::filesystem::path base(dir);
-  write_safetensors((base / "model.safetensors").string(), to_hf_gpt2(params, config),
-                    {{"format", "pt"}});
-  AtomicFileWriter config_file((base / "config.json").string());
-  config_file.write(hf_gpt2_config_json(config));
-  config_file.commit();
 }
 
 }  // namespace trainer

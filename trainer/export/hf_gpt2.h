@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/gpt_config.h"
@@ -41,17 +42,13 @@ void from_hf_gpt2(const SafetensorsFile& file, const model::GptParams& params,
                   const model::GptConfig& config);
 
 // config.json for transformers' GPT2Config (keys sorted and indented by 2, as HF writes it).
-std::string hf_gpt2_config_json(const model::GptConfig& config);
+std::string hf_gpt2_config_json(const model::GptConfig& config,
+                                std::string_view torch_dtype = "float32");
 
 // Reads a GPT2Config config.json. n_layer, n_embd, n_head, vocab_size and n_positions are
 // required; the rest default as in GPT2Config. seq_length and max_position_embeddings both become
 // n_positions; make_vocab_size_divisible_by keeps its default. Throws runtime::InputError naming
 // `source` and the field that is missing or invalid.
 model::GptConfig gpt_config_from_hf_json(const std::string& json_text, const std::string& source);
-
-// Writes <dir>/model.safetensors (metadata {"format": "pt"}) and <dir>/config.json, each
-// atomically; creates `dir` when missing.
-void export_hf_gpt2(const std::string& dir, const model::GptParams& params,
-                    const model::GptConfig& config);
 
 }  // namespace trainer

@@ -319,7 +319,7 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
   return entries;
 }
 
-std::string hf_llama_config_json(const model::GptConfig& config) {
+std::string hf_llama_config_json(const model::GptConfig& config, std::string_view torch_dtype) {
   std::vector<std::pair<std::string, std::string>> fields = {
       {"architectures", "[\n    \"LlamaForCausalLM\"\n  ]"},
       {"attention_bias", "false"},
@@ -339,7 +339,7 @@ std::string hf_llama_config_json(const model::GptConfig& config) {
       {"rope_scaling", rope_scaling_json(config.rope_scaling)},
       {"rope_theta", number(config.rotary_base)},
       {"tie_word_embeddings", config.untie_embeddings ? "false" : "true"},
-      {"torch_dtype", "\"float32\""},
+      {"torch_dtype", json_quote(torch_dtype)},
       {"vocab_size", std::to_string(config.vocab_size)},
   };
   std::string json = "{\n";
@@ -347,20 +347,6 @@ std::string hf_llama_config_json(const model::GptConfig& config) {
     json += "  \"" + fields[i].first + "\": " + fields[i].second +
             (i + 1 < fields.size() ? ",\n" : "\n");
   return json + "}\n";
-}
-
-void export_hf_llama(const std::string& dir, const model::GptParams& params,
-                     const model::GptConfig& config) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error)
-    throw runtime::InputError(dir + ": cannot create the export directory: " + error.message());
-  const std::filesystem::path base(dir);
-  write_safetensors((base / "model.safetensors").string(), to_hf_llama(params, config),
-                    {{"format", "pt"}});
-  AtomicFileWriter config_file((base / "config.json").string());
-  config_file.write(hf_llama_config_json(config));
-  config_file.commit();
 }
 
 }  // namespace trainer

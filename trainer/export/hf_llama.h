@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/gpt_config.h"
@@ -45,10 +46,7 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
                            const model::GptConfig& config);
 
 // config.json for transformers' LlamaConfig (keys sorted, indented by 2).
-std::string hf_llama_config_json(const model::GptConfig& config);
-
-// Writes <dir>/model.safetensors and <dir>/config.json atomically; creates `dir` when missing.
-void export_hf_llama(const std::string& dir, const model::GptParams& params,
-                     const model::GptConfig& config);
+std::string hf_llama_config_json(const model::GptConfig& config,
+                                 std::string_view torch_dtype = "float32");
 
 }  // namespace trainer

@@ -138,7 +138,7 @@ TEST(ConfigParse, RejectsUnknownKeyInSectionAndListsTheKnownOnes) {
       "model:\n  hiden_size: 64\n", kWithData, "model.hiden_size",
       {"unknown key (known: architecture, num_layers, hidden_size,", "attention_backend)"}));
   EXPECT_TRUE(parse_rejected("output: {exports: true}\n", kWithData, "output.exports",
-                             {"unknown key (known: dir, export, tensorboard)"}));
+                             {"unknown key (known: dir, export, export_dtype, tensorboard)"}));
   EXPECT_TRUE(parse_rejected("parallel: {tensor: 1, seq_parallel: true}\n", kWithData,
                              "parallel.seq_parallel", {"unknown key", "sequence_parallel"}));
 }

@@ -15,6 +15,7 @@
 #include "model/gpt_params.h"
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "trainer/export/hf_export.h"
 #include "trainer/export/hf_gpt2.h"
 
 namespace trainer {
@@ -176,7 +177,7 @@ TEST_F(HfGpt2Test, ReimportThroughAFileIsBitIdenticalExceptPaddingRows) {
   const fs::path dir =
       fs::temp_directory_path() / ("trainer_hf_export_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  export_hf_gpt2(dir.string(), params_, config_);
+  export_hf(dir.string(), params_, config_);
   const SafetensorsFile file = read_safetensors((dir / "model.safetensors").string());
   EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{{"format", "pt"}}));
   std::ifstream config_in(dir / "config.json");
