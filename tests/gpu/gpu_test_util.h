@@ -15,10 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/allocator.h"
 #include "runtime/kernels/cpu/convert.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/cuda_ops.h"
 #include "runtime/kernels/cuda/device.h"
+#include "runtime/ops.h"
 
 namespace gpu_test {
 
@@ -45,6 +47,16 @@ class GpuBackendTest : public GpuTest {
 
   std::unique_ptr<runtime::cuda::CudaContext> context_;
 };
+
+// The values of an f32 tensor, host or device, copied into a host vector.
+inline std::vector<float> host_values(const runtime::Tensor& tensor) {
+  EXPECT_EQ(tensor.dtype(), runtime::DType::f32);
+  runtime::CpuAllocator staging;
+  const runtime::Tensor host = runtime::Tensor::empty(staging, tensor.shape(), runtime::DType::f32,
+                                                      runtime::MemoryCategory::comm);
+  runtime::ops::download(host, tensor);
+  return std::vector<float>(host.f32(), host.f32() + host.numel());
+}
 
 // ---- bf16 on the host (bit pattern in a uint16_t) ----
 inline uint16_t float_to_bf16_bits(float value) { return runtime::cpu::float_to_bf16(value); }

@@ -21,6 +21,7 @@
 
 namespace {
 
+using gpu_test::host_values;
 using runtime::MemoryCategory;
 using trainer::Config;
 using trainer::StepMetrics;
@@ -76,16 +77,6 @@ struct GpuRun {
   GpuRun(const GpuRun&) = delete;
   GpuRun& operator=(const GpuRun&) = delete;
 };
-
-// The values of an f32 tensor, host or device, copied into a host vector.
-std::vector<float> host_values(const runtime::Tensor& tensor) {
-  EXPECT_EQ(tensor.dtype(), runtime::DType::f32);
-  runtime::CpuAllocator staging;
-  const runtime::Tensor host =
-      runtime::Tensor::empty(staging, tensor.shape(), runtime::DType::f32, MemoryCategory::comm);
-  runtime::ops::download(host, tensor);
-  return std::vector<float>(host.f32(), host.f32() + host.numel());
-}
 
 // One recompute preset as --set overrides, named as in tests/unit/model/test_recompute_plans.cpp.
 struct Preset {
