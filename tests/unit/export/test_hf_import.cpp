@@ -70,20 +70,14 @@ struct Exported {
 
 TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
   // 4 heads in 2 kv groups, vocab 10 padded to 16 (rows 10..15 are padding).
-  const model::GptConfig config{.architecture = model::Architecture::llama,
-                                .num_layers = 2,
-                                .hidden_size = 16,
-                                .num_attention_heads = 4,
-                                .num_query_groups = 2,
-                                .ffn_hidden_size = 24,
-                                .seq_length = 8,
-                                .vocab_size = 10,
-                                .make_vocab_size_divisible_by = 16,
-                                .normalization = model::Normalization::rmsnorm,
-                                .activation = model::Activation::swiglu,
-                                .position_embedding = model::PositionEmbedding::rope,
-                                .add_bias_linear = false,
-                                .untie_embeddings = true};
+  model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
+  config.num_layers = 2;
+  config.hidden_size = 16;
+  config.num_attention_heads = 4;
+  config.num_query_groups = 2;
+  config.ffn_hidden_size = 24;
+  config.vocab_size = 10;
+  config.make_vocab_size_divisible_by = 16;
   Exported<HfLlamaImport, decltype(&to_hf_llama)> llama(config, &to_hf_llama);
   expect_rows_are_slices(*llama.import, llama.params, config, [](const std::string& name) {
     return !name.ends_with("word_embeddings.weight") && name != "output_layer.weight";
