@@ -58,6 +58,7 @@ std::vector<float> HfTensors::vocab_rows(const std::string& name, int64_t vocab,
                                          int64_t rows) {
   const int64_t cols = find(name).shape.at(1);
   const int64_t stored = std::clamp<int64_t>(vocab - first_row, 0, rows);
+  if (stored == rows) return values(name, first_row, rows);  // no padding rows: no second copy
   std::vector<float> out(static_cast<size_t>(rows * cols), 0.f);
   if (stored > 0) {
     const std::vector<float> read = values(name, first_row, stored);
