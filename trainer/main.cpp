@@ -226,7 +226,7 @@ void set_up_device([[maybe_unused]] const trainer::Config& config,
 }
 
 // `trainer generate`, on the first GPU with --device cuda.
-int run_generate(const std::vector<std::string>& args) {
+int generate_command(const std::vector<std::string>& args) {
   const trainer::GenerateOptions options = trainer::parse_generate_options(args);
   if (options.device == trainer::Device::cpu) return trainer::run_generate(options, std::cout);
 #ifdef TRAINER_WITH_CUDA
@@ -342,7 +342,7 @@ int main(int argc, char** argv) {
     if (args[0] == "plan") return run_plan(argc, argv, rest);
     if (args[0] == "calibrate") return run_calibrate(argc, argv, rest);
     if (args[0] == "prepare-data") return trainer::run_prepare_data(rest);
-    if (args[0] == "generate") return run_generate(rest);
+    if (args[0] == "generate") return generate_command(rest);
     if (args[0] == "export")
       return trainer::run_export(trainer::parse_export_options(rest), std::cout);
     if (args[0] == "report")

@@ -7,9 +7,6 @@
 // batches. The guard's loss window and rewind count travel in meta.extra too.
 #include <algorithm>
 #include <charconv>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <ostream>
 #include <utility>
@@ -18,9 +15,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/stored_params.h"
 #include "trainer/config/fields.h"
-#include "trainer/export/hf_gpt2.h"
-#include "trainer/export/hf_llama.h"
-#include "trainer/export/safetensors_index.h"
+#include "trainer/export/hf_export.h"
 #include "trainer/metrics.h"
 #include "trainer/train.h"
 
@@ -271,19 +266,7 @@ int64_t Trainer::init_from(const std::string& path) {
   // each rank reads the tensors of the parameters it holds, one at a time: the rows it holds of
   // a row-split parameter, the whole of any other (keeping its columns of a column-split one).
   const model::GptConfig padded = whole_model_config();
-  const SafetensorsFile file = read_hf_weights(path, SafetensorsRead::header);
-  std::unique_ptr<HfImport> import;
-  if (padded.architecture == model::Architecture::llama) {
-    // config.json beside the weights, when there, must describe this model.
-    const std::filesystem::path json = std::filesystem::path(path).parent_path() / "config.json";
-    if (std::ifstream in{json}) {
-      const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-      check_hf_llama_config(text, json.string(), padded);
-    }
-    import = std::make_unique<HfLlamaImport>(file, padded);
-  } else {
-    import = std::make_unique<HfGpt2Import>(file, padded);
-  }
+  const std::unique_ptr<HfImport> import = open_hf_import(path, padded);
   const model::GptParams& target = on_device_ ? host_params_ : state_.master;
   for (const model::NamedParam& p : target.named) {
     float* out = p.tensor.f32();
@@ -306,11 +289,9 @@ int64_t Trainer::init_from(const std::string& path) {
   if (on_device_) runtime::ops::upload(full.master, host_params_.flat);
   state_.optimizer->load_full_state(full);  // and the compute weights from the master weights
   if (groups_.is_logging_rank()) {
-    int64_t stored = 0;
-    for (const auto& [name, entry] : file.tensors)
-      stored += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
     log_ << "init_from: weights of " << path << " (this rank read "
-         << format_bytes(import->bytes_read()) << " of " << format_bytes(stored) << ")\n";
+         << format_bytes(import->bytes_read()) << " of " << format_bytes(import->stored_bytes())
+         << ")\n";
   }
   return import->bytes_read();
 }

@@ -3,12 +3,16 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <utility>
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
+#include "trainer/export/safetensors_index.h"
 
 namespace trainer {
 
@@ -20,7 +24,8 @@ std::string_view hf_torch_dtype(runtime::DType dtype) {
 
 std::vector<SafetensorsEntry> to_hf(const model::GptParams& params,
                                     const model::GptConfig& config, runtime::DType dtype) {
-  hf_torch_dtype(dtype);
+  TRAINER_ASSERT(dtype == runtime::DType::f32 || dtype == runtime::DType::bf16,
+                 "an export is float32 or bfloat16");
   std::vector<SafetensorsEntry> entries = config.architecture == model::Architecture::llama
                                               ? to_hf_llama(params, config)
                                               : to_hf_gpt2(params, config);
@@ -56,6 +61,18 @@ void export_hf(const std::string& dir, const model::GptParams& params,
   AtomicFileWriter config_file((base / "config.json").string());
   config_file.write(json);
   config_file.commit();
+}
+
+std::unique_ptr<HfImport> open_hf_import(const std::string& path, const model::GptConfig& config) {
+  SafetensorsFile file = read_hf_weights(path, SafetensorsRead::header);
+  if (config.architecture != model::Architecture::llama)
+    return std::make_unique<HfGpt2Import>(std::move(file), config);
+  const std::filesystem::path json = std::filesystem::path(path).parent_path() / "config.json";
+  if (std::ifstream in{json}) {
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    check_hf_llama_config(text, json.string(), config);
+  }
+  return std::make_unique<HfLlamaImport>(std::move(file), config);
 }
 
 }  // namespace trainer

@@ -1,7 +1,9 @@
-// The Hugging Face export of a model: GPT2LMHeadModel for a GPT-2 block, LlamaForCausalLM for a
-// Llama block, its tensors in float32 or bfloat16 (config.json's torch_dtype says which).
+// A model as Hugging Face's, both ways: GPT2LMHeadModel for a GPT-2 block, LlamaForCausalLM for a
+// Llama block. The export writes its tensors in float32 or bfloat16 (config.json's torch_dtype
+// says which); the import opens the weights of either family for one parameter at a time.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "model/gpt_config.h"
 #include "model/gpt_params.h"
 #include "runtime/dtype.h"
+#include "trainer/export/hf_tensors.h"
 #include "trainer/export/safetensors.h"
 
 namespace trainer {
@@ -25,5 +28,11 @@ std::vector<SafetensorsEntry> to_hf(const model::GptParams& params,
 // missing (InputError naming it when that fails).
 void export_hf(const std::string& dir, const model::GptParams& params,
                const model::GptConfig& config, runtime::DType dtype = runtime::DType::f32);
+
+// The weights at `path` (a model.safetensors, or a sharded checkpoint's
+// model.safetensors.index.json; headers read, the tensors left in the files) opened for the
+// family of `config` (the whole model). A config.json beside a Llama's weights, when there, must
+// describe `config` (check_hf_llama_config). InputError naming the file or tensor otherwise.
+std::unique_ptr<HfImport> open_hf_import(const std::string& path, const model::GptConfig& config);
 
 }  // namespace trainer

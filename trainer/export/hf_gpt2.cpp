@@ -227,8 +227,8 @@ std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
   return entries;
 }
 
-HfGpt2Import::HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& config)
-    : HfImport(file, config, {std::string(kPrefix), ""}) {
+HfGpt2Import::HfGpt2Import(SafetensorsFile file, const model::GptConfig& config)
+    : HfImport(std::move(file), config, {std::string(kPrefix), ""}) {
   TRAINER_ASSERT(config.hidden_size % config.num_attention_heads == 0,
                  "hidden_size " << config.hidden_size << " % heads " << config.num_attention_heads);
   const int64_t C = config.hidden_size, V = config.vocab_size;
@@ -265,18 +265,19 @@ std::vector<float> HfGpt2Import::values(const std::string& name, int64_t first_r
     return tensors_.vocab_rows(hf, config_.vocab_size, first_row, rows);
   // The permutations read the whole tensor, then keep the rows asked for.
   const std::vector<float> source = tensors_.values(hf);
-  std::vector<float> whole(source.size());
   if (rule->transform == Transform::transpose) {
-    whole = transposed(source.data(), cols, whole_rows);
-  } else {  // qkv_weight, qkv_bias: row r is HF's column hf_qkv_column(r)
-    for (int64_t row = 0; row < whole_rows; ++row) {
-      const int64_t column = hf_qkv_column(row, config_);
-      for (int64_t in = 0; in < cols; ++in)
-        whole[static_cast<size_t>(row * cols + in)] =
-            source[static_cast<size_t>(in * whole_rows + column)];
-    }
+    const std::vector<float> whole = transposed(source.data(), cols, whole_rows);
+    return {whole.begin() + first_row * cols, whole.begin() + (first_row + rows) * cols};
   }
-  return {whole.begin() + first_row * cols, whole.begin() + (first_row + rows) * cols};
+  // qkv_weight, qkv_bias: row r is HF's column hf_qkv_column(r); only the rows asked for.
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t column = hf_qkv_column(first_row + row, config_);
+    for (int64_t in = 0; in < cols; ++in)
+      out[static_cast<size_t>(row * cols + in)] =
+          source[static_cast<size_t>(in * whole_rows + column)];
+  }
+  return out;
 }
 
 void from_hf_gpt2(const SafetensorsFile& file, const model::GptParams& params,

@@ -31,7 +31,7 @@ std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
 // runtime::InputError naming the tensor that is missing, unexpected, or of a wrong shape or dtype.
 class HfGpt2Import final : public HfImport {
  public:
-  HfGpt2Import(const SafetensorsFile& file, const model::GptConfig& config);
+  HfGpt2Import(SafetensorsFile file, const model::GptConfig& config);
   std::vector<float> values(const std::string& name, int64_t first_row = 0,
                             int64_t rows = -1) override;
 };

@@ -158,8 +158,8 @@ std::string rope_scaling_json(const runtime::RopeScaling& s) {
 
 }  // namespace
 
-HfLlamaImport::HfLlamaImport(const SafetensorsFile& file, const model::GptConfig& config)
-    : HfImport(file, config, {""}) {
+HfLlamaImport::HfLlamaImport(SafetensorsFile file, const model::GptConfig& config)
+    : HfImport(std::move(file), config, {""}) {
   const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
   const int64_t groups = config.query_groups(), V = config.vocab_size;
   for (const auto& [name, shape] : whole_params()) {
@@ -219,14 +219,6 @@ std::vector<float> HfLlamaImport::values(const std::string& name, int64_t first_
   }
   TRAINER_ASSERT(false, "unknown transform of " << name);
   return {};
-}
-
-void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
-                   const model::GptConfig& config) {
-  TRAINER_ASSERT(params.flat.numel() == model::GptParams::count(config),
-                 "HF Llama import needs the whole model");
-  HfLlamaImport import(file, config);
-  import_whole(import, params);
 }
 
 void check_hf_llama_config(const std::string& json_text, const std::string& source,

@@ -28,14 +28,10 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
 // asked for).
 class HfLlamaImport final : public HfImport {
  public:
-  HfLlamaImport(const SafetensorsFile& file, const model::GptConfig& config);
+  HfLlamaImport(SafetensorsFile file, const model::GptConfig& config);
   std::vector<float> values(const std::string& name, int64_t first_row = 0,
                             int64_t rows = -1) override;
 };
-
-// Fills `params` (the whole model of `config`, host f32) through HfLlamaImport.
-void from_hf_llama(const SafetensorsFile& file, const model::GptParams& params,
-                   const model::GptConfig& config);
 
 // Checks a LlamaConfig config.json against `config`: the shape fields, rope_theta, rope_scaling
 // (null, default or llama3) and tie_word_embeddings must agree, and what the trainer does not

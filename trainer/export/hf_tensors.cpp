@@ -38,9 +38,7 @@ void HfTensors::check(const std::string& name, const std::vector<int64_t>& shape
         "tensor '" << entry.name << "' has shape " << safetensors_shape_text(entry.shape)
                    << ", the config needs " << (min_rows < 0 ? "" : "at least ")
                    << safetensors_shape_text(shape)));
-  if (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")
-    throw runtime::InputError("tensor '" + entry.name + "' has dtype " + entry.dtype +
-                              ", expected F32, BF16 or F16");
+  check_float_dtype(entry);
   used_.insert(entry.name);
 }
 
@@ -74,9 +72,9 @@ void HfTensors::check_all_used(const std::function<bool(const std::string&)>& ig
                                 "': the config has no parameter for it");
 }
 
-HfImport::HfImport(const SafetensorsFile& file, const model::GptConfig& config,
+HfImport::HfImport(SafetensorsFile file, const model::GptConfig& config,
                    std::vector<std::string> prefixes)
-    : config_(config), tensors_(file, std::move(prefixes)) {
+    : config_(config), file_(std::move(file)), tensors_(file_, std::move(prefixes)) {
   runtime::MetaAllocator meta;
   const model::GptParams whole =
       model::GptParams::allocate(meta, config, runtime::MemoryCategory::workspace);
@@ -84,6 +82,13 @@ HfImport::HfImport(const SafetensorsFile& file, const model::GptConfig& config,
     index_.emplace(p.name, whole_.size());
     whole_.emplace_back(p.name, p.global_shape);
   }
+}
+
+int64_t HfImport::stored_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, entry] : file_.tensors)
+    bytes += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
+  return bytes;
 }
 
 const runtime::Shape& HfImport::shape_of(const std::string& name, int64_t first_row,

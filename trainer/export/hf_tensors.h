@@ -65,11 +65,12 @@ class HfImport {
   virtual std::vector<float> values(const std::string& name, int64_t first_row = 0,
                                     int64_t rows = -1) = 0;
   int64_t bytes_read() const { return tensors_.bytes_read(); }  // file bytes read so far
+  int64_t stored_bytes() const;  // the bytes of every tensor the file holds
 
  protected:
-  // `prefixes` as HfTensors takes them.
-  HfImport(const SafetensorsFile& file, const model::GptConfig& config,
-           std::vector<std::string> prefixes);
+  // The import keeps `file` (a header-only read holds no tensor bytes); `prefixes` as HfTensors
+  // takes them.
+  HfImport(SafetensorsFile file, const model::GptConfig& config, std::vector<std::string> prefixes);
   // The whole model's parameters, in flat-buffer order: (name, global shape).
   const std::vector<std::pair<std::string, runtime::Shape>>& whole_params() const { return whole_; }
   // The global shape of the parameter `name`, and `rows` (-1: to the end) resolved and checked
@@ -77,6 +78,11 @@ class HfImport {
   const runtime::Shape& shape_of(const std::string& name, int64_t first_row, int64_t& rows) const;
 
   model::GptConfig config_;
+
+ private:
+  SafetensorsFile file_;  // before tensors_, which refers to it
+
+ protected:
   HfTensors tensors_;
 
  private:

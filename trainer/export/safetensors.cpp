@@ -412,7 +412,7 @@ float half_to_float(uint16_t bits) {
 
 // `bytes` bytes of a header-only entry from its file, from `skip` bytes into its data (pread: no
 // shared file position).
-void read_range(const SafetensorsEntry& entry, int64_t skip, uint8_t* out, size_t bytes) {
+void read_range(const SafetensorsEntry& entry, size_t skip, uint8_t* out, size_t bytes) {
   const int fd = ::open(entry.file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     throw runtime::InputError(entry.file + ": cannot open to read tensor '" + entry.name +
@@ -421,7 +421,7 @@ void read_range(const SafetensorsEntry& entry, int64_t skip, uint8_t* out, size_
   while (done < bytes) {
     const ssize_t got =
         ::pread(fd, out + done, bytes - done,
-                static_cast<off_t>(entry.file_offset + skip) + static_cast<off_t>(done));
+                static_cast<off_t>(entry.file_offset) + static_cast<off_t>(skip + done));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       const std::string why = got == 0 ? "the file ends early" : std::strerror(errno);
@@ -437,6 +437,12 @@ void read_range(const SafetensorsEntry& entry, int64_t skip, uint8_t* out, size_
 
 }  // namespace
 
+void check_float_dtype(const SafetensorsEntry& entry) {
+  if (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")
+    throw runtime::InputError("tensor '" + entry.name + "' has dtype " + entry.dtype +
+                              ", expected F32, BF16 or F16");
+}
+
 std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry, int64_t begin,
                                           int64_t count) {
   const int64_t total = runtime::shape_numel(entry.shape);
@@ -444,30 +450,27 @@ std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry, int64_t
   TRAINER_ASSERT(begin >= 0 && count >= 0 && begin + count <= total,
                  "elements [" << begin << ", " << begin + count << ") of tensor '" << entry.name
                               << "' of " << total);
-  if (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")
-    throw runtime::InputError("tensor '" + entry.name + "' has dtype " + entry.dtype +
-                              ", expected F32, BF16 or F16");
+  check_float_dtype(entry);
   const size_t numel = static_cast<size_t>(count);
   const size_t item = static_cast<size_t>(safetensors_dtype_size(entry.dtype));
+  const size_t bytes = numel * item, skip = static_cast<size_t>(begin) * item;
   std::vector<float> values(numel);
-  const size_t bytes = numel * item;
-  std::vector<uint8_t> loaded;
-  const uint8_t* data = nullptr;
-  if (entry.file_offset >= 0) {  // after a header-only read; F32 lands in place
-    if (entry.dtype != "F32") loaded.resize(bytes);
-    data = entry.dtype == "F32" ? reinterpret_cast<const uint8_t*>(values.data()) : loaded.data();
-    read_range(entry, static_cast<int64_t>(static_cast<size_t>(begin) * item),
-               const_cast<uint8_t*>(data), bytes);
-    if (entry.dtype == "F32") return values;
-  } else {
+  if (entry.file_offset < 0)
     TRAINER_ASSERT(entry.data.size() == static_cast<size_t>(total) * item,
                    "validated by read_safetensors");
-    data = entry.data.data() + static_cast<size_t>(begin) * item;
-  }
-  if (entry.dtype == "F32") {
-    std::memcpy(values.data(), data, bytes);
+  if (entry.dtype == "F32") {  // the bytes are the values
+    if (entry.file_offset >= 0)
+      read_range(entry, skip, reinterpret_cast<uint8_t*>(values.data()), bytes);
+    else
+      std::memcpy(values.data(), entry.data.data() + skip, bytes);
     return values;
   }
+  std::vector<uint8_t> loaded;  // a header-only entry's 16-bit values, read from its file
+  if (entry.file_offset >= 0) {
+    loaded.resize(bytes);
+    read_range(entry, skip, loaded.data(), bytes);
+  }
+  const uint8_t* data = entry.file_offset >= 0 ? loaded.data() : entry.data.data() + skip;
   for (size_t i = 0; i < numel; ++i) {
     const uint16_t bits = static_cast<uint16_t>(data[2 * i] | data[2 * i + 1] << 8);
     if (entry.dtype == "BF16") {

@@ -51,6 +51,9 @@ std::string safetensors_shape_text(const std::vector<int64_t>& shape);
 std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry, int64_t begin = 0,
                                           int64_t count = -1);
 
+// InputError naming the tensor unless its dtype is F32, BF16 or F16 (what the values widen).
+void check_float_dtype(const SafetensorsEntry& entry);
+
 // Reads and validates a file: size >= 8, header length <= min(file size - 8, 100 MB), header is
 // a JSON object, every entry has a known dtype, a shape and in-range data_offsets whose length
 // matches the shape, no two entries overlap. `header`: the bytes stay in the file.

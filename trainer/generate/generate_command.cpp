@@ -65,10 +65,9 @@ std::string generate_usage() {
          "        --prompt: the text to continue (default: start a new document at the eod\n"
          "        token). --max-new-tokens (64), --temperature (1.0; 0 is greedy), --top-k (0:\n"
          "        the whole vocabulary), --seed (1234): the same seed gives the same sample.\n"
-         "        Generation stops at the eod token. The tokenizer is the data's (the "
-         "<prefix>.json\n"
-         "        of data.path or of data.blend's datasets) unless given with prepare-data's\n"
-         "        tokenizer flags.\n"
+         "        Generation stops at the eod token. The tokenizer is the data's (the\n"
+         "        <prefix>.json of data.path or of data.blend's datasets) unless given with\n"
+         "        prepare-data's tokenizer flags.\n"
          "        --print-ids adds a line with the generated token ids.\n"
          "        --device: cpu (default) or cuda, the first GPU (a build with CUDA).\n";
 }

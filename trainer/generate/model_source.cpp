@@ -9,9 +9,8 @@
 #include "runtime/error.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/stored_params.h"
+#include "trainer/export/hf_export.h"
 #include "trainer/export/hf_gpt2.h"
-#include "trainer/export/hf_llama.h"
-#include "trainer/export/safetensors.h"
 
 namespace trainer {
 namespace {
@@ -58,13 +57,7 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
                               "model.safetensors");
   }
   auto loaded = allocate(config, weights.string());
-  const SafetensorsFile file = read_safetensors(weights.string(), SafetensorsRead::header);
-  if (config.model.architecture == model::Architecture::llama) {
-    if (fs::exists(json)) check_hf_llama_config(read_file(json), json.string(), config.model);
-    from_hf_llama(file, loaded->params, config.model);
-  } else {
-    from_hf_gpt2(file, loaded->params, config.model);
-  }
+  import_whole(*open_hf_import(weights.string(), config.model), loaded->params);
   return loaded;
 }
 

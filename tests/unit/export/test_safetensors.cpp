@@ -20,6 +20,22 @@
 namespace trainer {
 namespace {
 
+// Expects `call` to throw an InputError whose message holds each of `pieces`; `what` names the
+// defect when nothing is thrown.
+template <typename Call>
+void expect_input_error(Call&& call, const std::vector<std::string>& pieces,
+                        const std::string& what) {
+  try {
+    call();
+    ADD_FAILURE() << "accepted: " << what;
+  } catch (const runtime::InputError& error) {
+    const std::string message = error.what();
+    for (const std::string& piece : pieces)
+      EXPECT_NE(message.find(piece), std::string::npos)
+          << "expected '" << piece << "' in: " << message;
+  }
+}
+
 namespace fs = std::filesystem;
 
 class SafetensorsTest : public test_support::TempDirTest {
@@ -51,15 +67,8 @@ class SafetensorsTest : public test_support::TempDirTest {
   void expect_rejected(const std::vector<uint8_t>& bytes, const std::string& defect) {
     const std::string file = path("bad.safetensors");
     write_bytes(file, bytes);
-    try {
-      read_safetensors(file);
-      ADD_FAILURE() << "accepted a file with defect: " << defect;
-    } catch (const runtime::InputError& error) {
-      const std::string message = error.what();
-      EXPECT_NE(message.find(file), std::string::npos) << message;
-      EXPECT_NE(message.find(defect), std::string::npos)
-          << "expected '" << defect << "' in: " << message;
-    }
+    expect_input_error([&] { read_safetensors(file); }, {file, defect},
+                       "a file with defect: " + defect);
   }
 };
 
@@ -229,13 +238,8 @@ TEST_F(SafetensorsTest, ShardsOfAnIndexReadAsOneFile) {
 
   auto expect_index_rejected = [&](const std::string& text, const std::string& defect) {
     write_index(text);
-    try {
-      read_hf_weights(index);
-      ADD_FAILURE() << "accepted an index with defect: " << defect;
-    } catch (const runtime::InputError& error) {
-      const std::string message = error.what();
-      EXPECT_NE(message.find(defect), std::string::npos) << message;
-    }
+    expect_input_error([&] { read_hf_weights(index); }, {defect},
+                       "an index with defect: " + defect);
   };
   expect_index_rejected("[1, 2]", "not a JSON object (a safetensors index)");
   expect_index_rejected(R"({"metadata": {}})", "no \"weight_map\" object");
@@ -248,8 +252,9 @@ TEST_F(SafetensorsTest, ShardsOfAnIndexReadAsOneFile) {
 }
 
 // A header-only read (each rank of init_from reads its own tensors) keeps no bytes; the values
-// come from the file when asked, F32 and BF16 alike, from each shard of an index; a file cut
-// short after its header was read is an InputError naming the file and the tensor.
+// come from the file when asked, F32 and BF16 alike, a range of elements alone, from each shard
+// of an index; a file cut short after its header was read is an InputError naming the file and
+// the tensor.
 TEST_F(SafetensorsTest, HeaderOnlyReadLoadsValuesWhenAsked) {
   const float a[3] = {1.5f, -2.f, 1e-30f};
   const uint16_t b[2] = {0x3f80, 0xc040};  // BF16 1 and -3
@@ -265,6 +270,10 @@ TEST_F(SafetensorsTest, HeaderOnlyReadLoadsValuesWhenAsked) {
   }
   EXPECT_EQ(safetensors_f32_values(header.tensors.at("a")), std::vector<float>(a, a + 3));
   EXPECT_EQ(safetensors_f32_values(header.tensors.at("b")), (std::vector<float>{1.f, -3.f}));
+  // A range of elements alone, from the file.
+  EXPECT_EQ(safetensors_f32_values(header.tensors.at("a"), 1, 2),
+            (std::vector<float>{-2.f, 1e-30f}));
+  EXPECT_EQ(safetensors_f32_values(header.tensors.at("b"), 1, 1), std::vector<float>{-3.f});
 
   write_safetensors(path("model-00001-of-00002.safetensors"),
                     {{"a", "F32", {3}, bytes_of(a, sizeof a)}}, {});
@@ -280,15 +289,9 @@ TEST_F(SafetensorsTest, HeaderOnlyReadLoadsValuesWhenAsked) {
 
   fs::resize_file(file, fs::file_size(file) - 2);  // b's last byte pair gone
   EXPECT_EQ(safetensors_f32_values(header.tensors.at("a")), std::vector<float>(a, a + 3));
-  try {
-    safetensors_f32_values(header.tensors.at("b"));
-    ADD_FAILURE() << "read a tensor past the end of its file";
-  } catch (const runtime::InputError& error) {
-    const std::string message = error.what();
-    EXPECT_NE(message.find(file + ": read failed for tensor 'b' after 2 of 4 bytes"),
-              std::string::npos)
-        << message;
-  }
+  expect_input_error([&] { safetensors_f32_values(header.tensors.at("b")); },
+                     {file + ": read failed for tensor 'b' after 2 of 4 bytes"},
+                     "a tensor past the end of its file");
 }
 
 TEST_F(SafetensorsTest, MissingFileIsAnInputError) {
