@@ -67,20 +67,7 @@ SafetensorsEntry f32_entry(const std::string& name, const Shape& shape, const fl
   return entry;
 }
 
-// How a parameter is made from its HF tensor.
-enum class Transform {
-  copy,        // the same values
-  vocab_rows,  // the first vocab_size rows, padding rows 0
-  transpose,   // Conv1D [in, out] -> (out, in)
-  qkv_weight,  // c_attn [C, 3C] q | k | v columns -> per-head (head, {q,k,v}, D) rows
-  qkv_bias,    // c_attn's bias, permuted as the weight's columns
-};
-
-struct HfRule {
-  const char* ours;  // the parameter's name, "{i}" for the layer index
-  const char* hf;    // the HF tensor's name without "transformer."
-  Transform transform;
-};
+using Transform = HfTransform;
 
 const std::vector<HfRule>& hf_gpt2_rules() {
   static const std::vector<HfRule> rules = {
@@ -89,8 +76,9 @@ const std::vector<HfRule>& hf_gpt2_rules() {
       {"layers.{i}.input_layernorm.weight", "h.{i}.ln_1.weight", Transform::copy},
       {"layers.{i}.input_layernorm.bias", "h.{i}.ln_1.bias", Transform::copy},
       {"layers.{i}.self_attention.linear_qkv.weight", "h.{i}.attn.c_attn.weight",
-       Transform::qkv_weight},
-      {"layers.{i}.self_attention.linear_qkv.bias", "h.{i}.attn.c_attn.bias", Transform::qkv_bias},
+       Transform::qkv_columns},
+      {"layers.{i}.self_attention.linear_qkv.bias", "h.{i}.attn.c_attn.bias",
+       Transform::qkv_columns},
       {"layers.{i}.self_attention.linear_proj.weight", "h.{i}.attn.c_proj.weight",
        Transform::transpose},
       {"layers.{i}.self_attention.linear_proj.bias", "h.{i}.attn.c_proj.bias", Transform::copy},
@@ -104,13 +92,6 @@ const std::vector<HfRule>& hf_gpt2_rules() {
       {"final_layernorm.bias", "ln_f.bias", Transform::copy},
   };
   return rules;
-}
-
-// The rule of a parameter name and its HF tensor's name.
-std::pair<const HfRule*, std::string> rule_of(const std::string& name) {
-  const auto [rule, layer] = hf_rule_of(hf_gpt2_rules(), name);
-  TRAINER_ASSERT(rule != nullptr, "no HF GPT-2 rule for " << name);
-  return {rule, hf_replaced(rule->hf, "{i}", layer)};
 }
 
 // ---- config.json ---------------------------------------------------------------------------
@@ -228,48 +209,33 @@ std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
 }
 
 HfGpt2Import::HfGpt2Import(SafetensorsFile file, const model::GptConfig& config)
-    : HfImport(std::move(file), config, {std::string(kPrefix), ""}) {
+    : HfImport(std::move(file), config, {std::string(kPrefix), ""}, hf_gpt2_rules()) {
   TRAINER_ASSERT(config.hidden_size % config.num_attention_heads == 0,
                  "hidden_size " << config.hidden_size << " % heads " << config.num_attention_heads);
-  const int64_t C = config.hidden_size, V = config.vocab_size;
-  for (const auto& [name, shape] : whole_params()) {
-    const auto [rule, hf] = rule_of(name);
-    switch (rule->transform) {
-      case Transform::copy:
-        tensors_.check(hf, shape);
-        break;
-      case Transform::vocab_rows:
-        tensors_.check(hf, {V, C}, V);
-        break;
-      case Transform::transpose:
-      case Transform::qkv_weight:
-        tensors_.check(hf, {shape[1], shape[0]});
-        break;
-      case Transform::qkv_bias:
-        tensors_.check(hf, shape);
-        break;
-    }
-  }
-  tensors_.check_all_used([](const std::string& name) {
+  check_tensors([](const std::string& name) {  // what HF ties or recomputes
     return name == "lm_head.weight" || ends_with(name, ".attn.bias") ||
            ends_with(name, ".attn.masked_bias");
   });
 }
 
-std::vector<float> HfGpt2Import::values(const std::string& name, int64_t first_row, int64_t rows) {
-  const auto [rule, hf] = rule_of(name);
-  const runtime::Shape& shape = shape_of(name, first_row, rows);
-  const int64_t whole_rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
-  if (rule->transform == Transform::copy) return tensors_.values(hf, first_row, rows);
-  if (rule->transform == Transform::vocab_rows)
-    return tensors_.vocab_rows(hf, config_.vocab_size, first_row, rows);
+void HfGpt2Import::check_transformed(const HfRule&, const std::string& hf,
+                                     const runtime::Shape& shape) {
+  // transpose and qkv_columns: HF keeps [in, out], the model (out, in); a bias is the same.
+  tensors_.check(hf, Shape(shape.rbegin(), shape.rend()));
+}
+
+std::vector<float> HfGpt2Import::transformed(const HfRule& rule, const std::string& hf,
+                                             const runtime::Shape& shape, int64_t first_row,
+                                             int64_t rows) {
   // The permutations read the whole tensor, then keep the rows asked for.
+  const int64_t whole_rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
   const std::vector<float> source = tensors_.values(hf);
-  if (rule->transform == Transform::transpose) {
+  if (rule.transform == Transform::transpose) {
     const std::vector<float> whole = transposed(source.data(), cols, whole_rows);
     return {whole.begin() + first_row * cols, whole.begin() + (first_row + rows) * cols};
   }
-  // qkv_weight, qkv_bias: row r is HF's column hf_qkv_column(r); only the rows asked for.
+  // qkv_columns: row r is HF's column hf_qkv_column(r).
+  TRAINER_ASSERT(rule.transform == Transform::qkv_columns, "not a GPT-2 transform: " << rule.ours);
   std::vector<float> out(static_cast<size_t>(rows * cols));
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t column = hf_qkv_column(first_row + row, config_);

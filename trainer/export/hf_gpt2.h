@@ -32,8 +32,13 @@ std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
 class HfGpt2Import final : public HfImport {
  public:
   HfGpt2Import(SafetensorsFile file, const model::GptConfig& config);
-  std::vector<float> values(const std::string& name, int64_t first_row = 0,
-                            int64_t rows = -1) override;
+
+ private:
+  void check_transformed(const HfRule& rule, const std::string& hf,
+                         const runtime::Shape& shape) override;
+  std::vector<float> transformed(const HfRule& rule, const std::string& hf,
+                                 const runtime::Shape& shape, int64_t first_row,
+                                 int64_t rows) override;
 };
 
 // Fills `params` (allocated for `config`, host f32) through HfGpt2Import; a defect of the file

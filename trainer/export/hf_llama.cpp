@@ -21,17 +21,7 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-enum class Transform {
-  copy,        // the same matrix
-  vocab_rows,  // the first vocab_size rows (padding dropped)
-  split_qkv,   // (group, {q heads.., k, v}, head_dim) rows -> q_proj, k_proj, v_proj
-};
-
-struct HfRule {
-  const char* ours;  // the parameter's name, "{i}" for the layer index
-  const char* hf;    // the HF tensor's name; split_qkv: "{qkv}" for q, k, v
-  Transform transform;
-};
+using Transform = HfTransform;
 
 const std::vector<HfRule>& hf_llama_rules() {
   static const std::vector<HfRule> rules = {
@@ -159,66 +149,46 @@ std::string rope_scaling_json(const runtime::RopeScaling& s) {
 }  // namespace
 
 HfLlamaImport::HfLlamaImport(SafetensorsFile file, const model::GptConfig& config)
-    : HfImport(std::move(file), config, {""}) {
-  const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
-  const int64_t groups = config.query_groups(), V = config.vocab_size;
-  for (const auto& [name, shape] : whole_params()) {
-    const auto [rule, layer] = rule_of(name);
-    TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << name);
-    const std::string hf = hf_replaced(rule->hf, "{i}", layer);
-    switch (rule->transform) {
-      case Transform::copy:
-        tensors_.check(hf, shape);
-        break;
-      case Transform::vocab_rows:
-        tensors_.check(hf, {V, C}, V);
-        break;
-      case Transform::split_qkv:
-        tensors_.check(hf_replaced(hf, "{qkv}", "q"), {groups * r * D, C});
-        tensors_.check(hf_replaced(hf, "{qkv}", "k"), {groups * D, C});
-        tensors_.check(hf_replaced(hf, "{qkv}", "v"), {groups * D, C});
-        break;
-    }
-  }
-  tensors_.check_all_used([](const std::string& name) {
+    : HfImport(std::move(file), config, {""}, hf_llama_rules()) {
+  check_tensors([](const std::string& name) {  // the rotary buffers HF may save
     return name.size() > 22 && name.substr(name.size() - 22) == ".rotary_emb.inv_freq";
   });
 }
 
-std::vector<float> HfLlamaImport::values(const std::string& name, int64_t first_row, int64_t rows) {
-  const auto [rule, layer] = rule_of(name);
-  const runtime::Shape& whole = shape_of(name, first_row, rows);
+void HfLlamaImport::check_transformed(const HfRule& rule, const std::string& hf,
+                                      const runtime::Shape&) {
+  TRAINER_ASSERT(rule.transform == Transform::split_qkv, "not a Llama transform: " << rule.ours);
   const int64_t C = config_.hidden_size, D = config_.head_dim(), r = config_.group_size();
-  const int64_t V = config_.vocab_size, row = runtime::shape_numel(whole) / whole[0];
-  const std::string hf = hf_replaced(rule->hf, "{i}", layer);
-  switch (rule->transform) {
-    case Transform::copy:
-      return tensors_.values(hf, first_row, rows);
-    case Transform::vocab_rows:  // padding rows stay 0
-      return tensors_.vocab_rows(hf, V, first_row, rows);
-    case Transform::split_qkv: {  // whole kv groups: tensor parallelism never splits one
-      const int64_t group_rows = (r + 2) * D;
-      TRAINER_ASSERT(first_row % group_rows == 0 && rows % group_rows == 0,
-                     name << " rows " << first_row << " + " << rows << " split a kv group");
-      const int64_t first = first_row / group_rows, groups = rows / group_rows;
-      std::vector<float> values(static_cast<size_t>(rows * row));
-      const std::vector<float> qs =
-          tensors_.values(hf_replaced(hf, "{qkv}", "q"), first * r * D, groups * r * D);
-      const std::vector<float> ks =
-          tensors_.values(hf_replaced(hf, "{qkv}", "k"), first * D, groups * D);
-      const std::vector<float> vs =
-          tensors_.values(hf_replaced(hf, "{qkv}", "v"), first * D, groups * D);
-      float* out = values.data();
-      for (int64_t g = 0; g < groups; ++g) {
-        copy_rows(out, qs, g * r * D, r * D, C), out += r * D * C;
-        copy_rows(out, ks, g * D, D, C), out += D * C;
-        copy_rows(out, vs, g * D, D, C), out += D * C;
-      }
-      return values;
-    }
+  const int64_t groups = config_.query_groups();
+  tensors_.check(hf_replaced(hf, "{qkv}", "q"), {groups * r * D, C});
+  tensors_.check(hf_replaced(hf, "{qkv}", "k"), {groups * D, C});
+  tensors_.check(hf_replaced(hf, "{qkv}", "v"), {groups * D, C});
+}
+
+std::vector<float> HfLlamaImport::transformed(const HfRule& rule, const std::string& hf,
+                                              const runtime::Shape& shape, int64_t first_row,
+                                              int64_t rows) {
+  // split_qkv, by whole kv groups: tensor parallelism never splits one.
+  TRAINER_ASSERT(rule.transform == Transform::split_qkv, "not a Llama transform: " << rule.ours);
+  const int64_t C = config_.hidden_size, D = config_.head_dim(), r = config_.group_size();
+  const int64_t group_rows = (r + 2) * D;
+  TRAINER_ASSERT(first_row % group_rows == 0 && rows % group_rows == 0,
+                 rule.ours << " rows " << first_row << " + " << rows << " split a kv group");
+  const int64_t first = first_row / group_rows, groups = rows / group_rows;
+  std::vector<float> values(static_cast<size_t>(rows * shape[1]));
+  const std::vector<float> qs =
+      tensors_.values(hf_replaced(hf, "{qkv}", "q"), first * r * D, groups * r * D);
+  const std::vector<float> ks =
+      tensors_.values(hf_replaced(hf, "{qkv}", "k"), first * D, groups * D);
+  const std::vector<float> vs =
+      tensors_.values(hf_replaced(hf, "{qkv}", "v"), first * D, groups * D);
+  float* out = values.data();
+  for (int64_t g = 0; g < groups; ++g) {
+    copy_rows(out, qs, g * r * D, r * D, C), out += r * D * C;
+    copy_rows(out, ks, g * D, D, C), out += D * C;
+    copy_rows(out, vs, g * D, D, C), out += D * C;
   }
-  TRAINER_ASSERT(false, "unknown transform of " << name);
-  return {};
+  return values;
 }
 
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
@@ -306,6 +276,9 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
         entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "v"), {groups * D, C}, v.data()));
         break;
       }
+      case Transform::transpose:
+      case Transform::qkv_columns:
+        TRAINER_ASSERT(false, "GPT-2's transform in the Llama table: " << rule->ours);
     }
   }
   return entries;

@@ -29,8 +29,13 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
 class HfLlamaImport final : public HfImport {
  public:
   HfLlamaImport(SafetensorsFile file, const model::GptConfig& config);
-  std::vector<float> values(const std::string& name, int64_t first_row = 0,
-                            int64_t rows = -1) override;
+
+ private:
+  void check_transformed(const HfRule& rule, const std::string& hf,
+                         const runtime::Shape& shape) override;
+  std::vector<float> transformed(const HfRule& rule, const std::string& hf,
+                                 const runtime::Shape& shape, int64_t first_row,
+                                 int64_t rows) override;
 };
 
 // Checks a LlamaConfig config.json against `config`: the shape fields, rope_theta, rope_scaling

@@ -73,8 +73,8 @@ void HfTensors::check_all_used(const std::function<bool(const std::string&)>& ig
 }
 
 HfImport::HfImport(SafetensorsFile file, const model::GptConfig& config,
-                   std::vector<std::string> prefixes)
-    : config_(config), file_(std::move(file)), tensors_(file_, std::move(prefixes)) {
+                   std::vector<std::string> prefixes, const std::vector<HfRule>& rules)
+    : config_(config), rules_(rules), file_(std::move(file)), tensors_(file_, std::move(prefixes)) {
   runtime::MetaAllocator meta;
   const model::GptParams whole =
       model::GptParams::allocate(meta, config, runtime::MemoryCategory::workspace);
@@ -84,22 +84,46 @@ HfImport::HfImport(SafetensorsFile file, const model::GptConfig& config,
   }
 }
 
-int64_t HfImport::stored_bytes() const {
-  int64_t bytes = 0;
-  for (const auto& [name, entry] : file_.tensors)
-    bytes += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
-  return bytes;
+std::pair<const HfRule*, std::string> HfImport::rule_of(const std::string& name) const {
+  const auto [rule, layer] = hf_rule_of(rules_, name);
+  TRAINER_ASSERT(rule != nullptr, "no HF rule for " << name);
+  return {rule, hf_replaced(rule->hf, "{i}", layer)};
 }
 
-const runtime::Shape& HfImport::shape_of(const std::string& name, int64_t first_row,
-                                         int64_t& rows) const {
+void HfImport::check_tensors(const std::function<bool(const std::string&)>& ignored) {
+  const int64_t C = config_.hidden_size, V = config_.vocab_size;
+  for (const auto& [name, shape] : whole_) {
+    const auto [rule, hf] = rule_of(name);
+    if (rule->transform == HfTransform::copy) {
+      tensors_.check(hf, shape);
+    } else if (rule->transform == HfTransform::vocab_rows) {
+      tensors_.check(hf, {V, C}, V);
+    } else {
+      check_transformed(*rule, hf, shape);
+    }
+  }
+  tensors_.check_all_used(ignored);
+}
+
+std::vector<float> HfImport::values(const std::string& name, int64_t first_row, int64_t rows) {
   const auto it = index_.find(name);
   TRAINER_ASSERT(it != index_.end(), "no parameter " << name);
   const runtime::Shape& shape = whole_[it->second].second;
   if (rows < 0) rows = shape[0] - first_row;
   TRAINER_ASSERT(first_row >= 0 && rows >= 0 && first_row + rows <= shape[0],
                  "rows [" << first_row << ", " << first_row + rows << ") of " << name);
-  return shape;
+  const auto [rule, hf] = rule_of(name);
+  if (rule->transform == HfTransform::copy) return tensors_.values(hf, first_row, rows);
+  if (rule->transform == HfTransform::vocab_rows)
+    return tensors_.vocab_rows(hf, config_.vocab_size, first_row, rows);
+  return transformed(*rule, hf, shape, first_row, rows);
+}
+
+int64_t HfImport::stored_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, entry] : file_.tensors)
+    bytes += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
+  return bytes;
 }
 
 std::pair<std::string, std::string> hf_name_pattern(const std::string& name) {

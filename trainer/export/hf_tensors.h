@@ -51,10 +51,26 @@ class HfTensors {
   int64_t bytes_read_ = 0;
 };
 
+// How a parameter is made from Hugging Face tensors, in both families' tables.
+enum class HfTransform {
+  copy,         // the same values
+  vocab_rows,   // the first vocab_size rows; padding rows 0
+  transpose,    // GPT-2's Conv1D [in, out] -> (out, in)
+  qkv_columns,  // GPT-2's c_attn q | k | v columns -> per-head (head, {q,k,v}, D) rows; its bias
+  split_qkv,    // Llama's q_proj, k_proj and v_proj ("{qkv}" in the name) joined by kv group
+};
+
+// One row of a family's table: a parameter name ("{i}" for the layer index), its HF tensor.
+struct HfRule {
+  const char* ours;
+  const char* hf;
+  HfTransform transform;
+};
+
 // A checkpoint checked against a whole model when opened (every parameter's tensors there with
-// their shapes, nothing left over), then read one parameter at a time. A model family's import
-// (HfGpt2Import, HfLlamaImport) checks its table's tensors in its constructor and transforms them
-// in values().
+// their shapes, nothing left over), then read one parameter at a time, by a family's table. The
+// base does copy and vocab_rows; a family (HfGpt2Import, HfLlamaImport) its own transforms, and
+// its constructor ends with check_tensors().
 class HfImport {
  public:
   virtual ~HfImport() = default;
@@ -62,32 +78,41 @@ class HfImport {
   // `first_row`, `rows`: only those rows (dimension 0; rows -1: to the end), as a tensor-parallel
   // rank holds them, read alone where the file keeps them apart (a rank's kv groups of q, k and
   // v; its gate or up rows; its part of the vocabulary).
-  virtual std::vector<float> values(const std::string& name, int64_t first_row = 0,
-                                    int64_t rows = -1) = 0;
+  std::vector<float> values(const std::string& name, int64_t first_row = 0, int64_t rows = -1);
   int64_t bytes_read() const { return tensors_.bytes_read(); }  // file bytes read so far
   int64_t stored_bytes() const;  // the bytes of every tensor the file holds
 
  protected:
   // The import keeps `file` (a header-only read holds no tensor bytes); `prefixes` as HfTensors
-  // takes them.
-  HfImport(SafetensorsFile file, const model::GptConfig& config, std::vector<std::string> prefixes);
-  // The whole model's parameters, in flat-buffer order: (name, global shape).
-  const std::vector<std::pair<std::string, runtime::Shape>>& whole_params() const { return whole_; }
-  // The global shape of the parameter `name`, and `rows` (-1: to the end) resolved and checked
-  // against it.
-  const runtime::Shape& shape_of(const std::string& name, int64_t first_row, int64_t& rows) const;
+  // takes them; `rules`: the family's table (outlives this).
+  HfImport(SafetensorsFile file, const model::GptConfig& config, std::vector<std::string> prefixes,
+           const std::vector<HfRule>& rules);
+  // Checks every parameter's tensors (the family's transforms through check_transformed), then
+  // that the file holds no other tensor but `ignored` ones. InputError naming the tensor.
+  void check_tensors(const std::function<bool(const std::string&)>& ignored);
+  // The family's transforms: check the tensors of parameter shape `shape` made by `rule` from
+  // `hf` (the HF name, layer index in place); its rows [first_row, first_row + rows).
+  virtual void check_transformed(const HfRule& rule, const std::string& hf,
+                                 const runtime::Shape& shape) = 0;
+  virtual std::vector<float> transformed(const HfRule& rule, const std::string& hf,
+                                         const runtime::Shape& shape, int64_t first_row,
+                                         int64_t rows) = 0;
 
   model::GptConfig config_;
 
  private:
+  // The rule of parameter `name` and its HF name.
+  std::pair<const HfRule*, std::string> rule_of(const std::string& name) const;
+
+  const std::vector<HfRule>& rules_;
   SafetensorsFile file_;  // before tensors_, which refers to it
 
  protected:
   HfTensors tensors_;
 
  private:
-  std::vector<std::pair<std::string, runtime::Shape>> whole_;
-  std::map<std::string, size_t> index_;  // name -> its entry of whole_
+  std::vector<std::pair<std::string, runtime::Shape>> whole_;  // (name, global shape)
+  std::map<std::string, size_t> index_;                        // name -> its entry of whole_
 };
 
 // A parameter's name as the import tables write it, "layers.{i}." for any layer, and the layer
