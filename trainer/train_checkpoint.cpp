@@ -263,27 +263,19 @@ void Trainer::load_checkpoint_state(const CheckpointReader& reader, const std::s
 
 int64_t Trainer::init_from(const std::string& path) {
   // The file is checked against the whole model in this run's padding from its headers, then
-  // each rank reads the tensors of the parameters it holds, one at a time: the rows it holds of
-  // a row-split parameter, the whole of any other (keeping its columns of a column-split one).
+  // each rank reads the tensors of the parameters it holds, one at a time, and of a split one
+  // only the rows or the columns it holds.
   const model::GptConfig padded = whole_model_config();
   const std::unique_ptr<HfImport> import = open_hf_import(path, padded);
   const model::GptParams& target = on_device_ ? host_params_ : state_.master;
   for (const model::NamedParam& p : target.named) {
-    float* out = p.tensor.f32();
-    if (p.shard_dim == 0) {  // this rank's rows, read alone
-      const std::vector<float> rows = import->values(p.name, p.shard_offset, p.tensor.dim(0));
-      std::copy(rows.begin(), rows.end(), out);
-      continue;
-    }
-    const std::vector<float> whole = import->values(p.name);
-    if (p.shard_dim < 0) {
-      std::copy(whole.begin(), whole.end(), out);
-      continue;
-    }
-    const int64_t rows = p.tensor.dim(0), cols = p.tensor.dim(1), whole_cols = p.global_shape[1];
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy(whole.data() + r * whole_cols + p.shard_offset,
-                whole.data() + r * whole_cols + p.shard_offset + cols, out + r * cols);
+    HfBlock block;
+    if (p.shard_dim == 0) block = {.first_row = p.shard_offset, .rows = p.tensor.dim(0)};
+    if (p.shard_dim == 1) block = {.first_col = p.shard_offset, .cols = p.tensor.dim(1)};
+    const std::vector<float> values = import->values(p.name, block);
+    TRAINER_ASSERT(static_cast<int64_t>(values.size()) == p.tensor.numel(),
+                   p.name << ": " << values.size() << " values for " << p.tensor.numel());
+    std::copy(values.begin(), values.end(), p.tensor.f32());
   }
   const OptimizerState full = state_.optimizer->full_state(*groups_.dp, allocator_);
   if (on_device_) runtime::ops::upload(full.master, host_params_.flat);

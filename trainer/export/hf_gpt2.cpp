@@ -225,23 +225,25 @@ void HfGpt2Import::check_transformed(const HfRule&, const std::string& hf,
 }
 
 std::vector<float> HfGpt2Import::transformed(const HfRule& rule, const std::string& hf,
-                                             const runtime::Shape& shape, int64_t first_row,
-                                             int64_t rows) {
-  // The permutations read the whole tensor, then keep the rows asked for.
-  const int64_t whole_rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
-  const std::vector<float> source = tensors_.values(hf);
+                                             const runtime::Shape& shape, const HfBlock& block) {
+  // HF's [in, out]: the block's columns are the file's rows, read alone.
   if (rule.transform == Transform::transpose) {
-    const std::vector<float> whole = transposed(source.data(), cols, whole_rows);
-    return {whole.begin() + first_row * cols, whole.begin() + (first_row + rows) * cols};
+    const std::vector<float> source =
+        tensors_.values(hf, {block.first_col, block.cols, block.first_row, block.rows});
+    return transposed(source.data(), block.cols, block.rows);
   }
-  // qkv_columns: row r is HF's column hf_qkv_column(r).
+  // qkv_columns: row r is HF's column hf_qkv_column(r), read with every column of the file's rows
+  // (the block's columns; a bias is one row).
   TRAINER_ASSERT(rule.transform == Transform::qkv_columns, "not a GPT-2 transform: " << rule.ours);
-  std::vector<float> out(static_cast<size_t>(rows * cols));
-  for (int64_t row = 0; row < rows; ++row) {
-    const int64_t column = hf_qkv_column(first_row + row, config_);
-    for (int64_t in = 0; in < cols; ++in)
-      out[static_cast<size_t>(row * cols + in)] =
-          source[static_cast<size_t>(in * whole_rows + column)];
+  const int64_t hf_cols = shape[0];
+  const std::vector<float> source =
+      shape.size() > 1 ? tensors_.values(hf, {block.first_col, block.cols}) : tensors_.values(hf);
+  std::vector<float> out(static_cast<size_t>(block.rows * block.cols));
+  for (int64_t row = 0; row < block.rows; ++row) {
+    const int64_t column = hf_qkv_column(block.first_row + row, config_);
+    for (int64_t in = 0; in < block.cols; ++in)
+      out[static_cast<size_t>(row * block.cols + in)] =
+          source[static_cast<size_t>(in * hf_cols + column)];
   }
   return out;
 }

@@ -37,8 +37,7 @@ class HfGpt2Import final : public HfImport {
   void check_transformed(const HfRule& rule, const std::string& hf,
                          const runtime::Shape& shape) override;
   std::vector<float> transformed(const HfRule& rule, const std::string& hf,
-                                 const runtime::Shape& shape, int64_t first_row,
-                                 int64_t rows) override;
+                                 const runtime::Shape& shape, const HfBlock& block) override;
 };
 
 // Fills `params` (allocated for `config`, host f32) through HfGpt2Import; a defect of the file

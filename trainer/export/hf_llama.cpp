@@ -65,10 +65,10 @@ std::string number(double value) {
   return text;
 }
 
-// The rows of `values` (rows, C) from `first_row` as one block of `rows` rows.
+// The rows of `values` (rows, cols) from `first_row` as one block of `rows` rows.
 void copy_rows(float* out, const std::vector<float>& values, int64_t first_row, int64_t rows,
-               int64_t C) {
-  std::copy(values.begin() + first_row * C, values.begin() + (first_row + rows) * C, out);
+               int64_t cols) {
+  std::copy(values.begin() + first_row * cols, values.begin() + (first_row + rows) * cols, out);
 }
 
 using Fail = std::function<void(const std::string&, const std::string&)>;
@@ -166,27 +166,27 @@ void HfLlamaImport::check_transformed(const HfRule& rule, const std::string& hf,
 }
 
 std::vector<float> HfLlamaImport::transformed(const HfRule& rule, const std::string& hf,
-                                              const runtime::Shape& shape, int64_t first_row,
-                                              int64_t rows) {
+                                              const runtime::Shape&, const HfBlock& block) {
   // split_qkv, by whole kv groups: tensor parallelism never splits one.
   TRAINER_ASSERT(rule.transform == Transform::split_qkv, "not a Llama transform: " << rule.ours);
-  const int64_t C = config_.hidden_size, D = config_.head_dim(), r = config_.group_size();
-  const int64_t group_rows = (r + 2) * D;
-  TRAINER_ASSERT(first_row % group_rows == 0 && rows % group_rows == 0,
-                 rule.ours << " rows " << first_row << " + " << rows << " split a kv group");
-  const int64_t first = first_row / group_rows, groups = rows / group_rows;
-  std::vector<float> values(static_cast<size_t>(rows * shape[1]));
-  const std::vector<float> qs =
-      tensors_.values(hf_replaced(hf, "{qkv}", "q"), first * r * D, groups * r * D);
-  const std::vector<float> ks =
-      tensors_.values(hf_replaced(hf, "{qkv}", "k"), first * D, groups * D);
-  const std::vector<float> vs =
-      tensors_.values(hf_replaced(hf, "{qkv}", "v"), first * D, groups * D);
+  const int64_t D = config_.head_dim(), r = config_.group_size(), group_rows = (r + 2) * D;
+  TRAINER_ASSERT(
+      block.first_row % group_rows == 0 && block.rows % group_rows == 0,
+      rule.ours << " rows " << block.first_row << " + " << block.rows << " split a kv group");
+  const int64_t first = block.first_row / group_rows, groups = block.rows / group_rows;
+  const int64_t cols = block.cols;
+  auto read = [&](const char* which, int64_t rows_per_group) {
+    return tensors_.values(
+        hf_replaced(hf, "{qkv}", which),
+        {first * rows_per_group, groups * rows_per_group, block.first_col, cols});
+  };
+  const std::vector<float> qs = read("q", r * D), ks = read("k", D), vs = read("v", D);
+  std::vector<float> values(static_cast<size_t>(block.rows * cols));
   float* out = values.data();
   for (int64_t g = 0; g < groups; ++g) {
-    copy_rows(out, qs, g * r * D, r * D, C), out += r * D * C;
-    copy_rows(out, ks, g * D, D, C), out += D * C;
-    copy_rows(out, vs, g * D, D, C), out += D * C;
+    copy_rows(out, qs, g * r * D, r * D, cols), out += r * D * cols;
+    copy_rows(out, ks, g * D, D, cols), out += D * cols;
+    copy_rows(out, vs, g * D, D, cols), out += D * cols;
   }
   return values;
 }

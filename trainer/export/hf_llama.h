@@ -34,8 +34,7 @@ class HfLlamaImport final : public HfImport {
   void check_transformed(const HfRule& rule, const std::string& hf,
                          const runtime::Shape& shape) override;
   std::vector<float> transformed(const HfRule& rule, const std::string& hf,
-                                 const runtime::Shape& shape, int64_t first_row,
-                                 int64_t rows) override;
+                                 const runtime::Shape& shape, const HfBlock& block) override;
 };
 
 // Checks a LlamaConfig config.json against `config`: the shape fields, rope_theta, rope_scaling

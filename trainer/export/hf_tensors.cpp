@@ -42,24 +42,42 @@ void HfTensors::check(const std::string& name, const std::vector<int64_t>& shape
   used_.insert(entry.name);
 }
 
-std::vector<float> HfTensors::values(const std::string& name, int64_t first_row, int64_t rows) {
-  const SafetensorsEntry& entry = find(name);
-  TRAINER_ASSERT(used_.count(entry.name), "tensor '" << entry.name << "' read before check()");
-  const int64_t total = runtime::shape_numel(entry.shape);
-  const int64_t row = entry.shape.empty() || entry.shape[0] == 0 ? 1 : total / entry.shape[0];
-  const int64_t count = rows < 0 ? total - first_row * row : rows * row;
-  bytes_read_ += count * safetensors_dtype_size(entry.dtype);
-  return safetensors_f32_values(entry, first_row * row, count);
+namespace {
+
+// `block` of a tensor of `shape` (1-D: one column) with every field set; asserts it fits.
+HfBlock whole_fields(HfBlock block, const std::vector<int64_t>& shape, const std::string& name) {
+  const int64_t rows = shape.empty() ? 1 : shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+  if (block.rows < 0) block.rows = rows - block.first_row;
+  if (block.cols < 0) block.cols = cols - block.first_col;
+  TRAINER_ASSERT(
+      block.first_row >= 0 && block.rows >= 0 && block.first_row + block.rows <= rows &&
+          block.first_col >= 0 && block.cols >= 0 && block.first_col + block.cols <= cols,
+      "rows [" << block.first_row << ", " << block.first_row + block.rows << ") columns ["
+               << block.first_col << ", " << block.first_col + block.cols << ") of " << name << " ("
+               << rows << " x " << cols << ")");
+  return block;
 }
 
-std::vector<float> HfTensors::vocab_rows(const std::string& name, int64_t vocab, int64_t first_row,
-                                         int64_t rows) {
-  const int64_t cols = find(name).shape.at(1);
-  const int64_t stored = std::clamp<int64_t>(vocab - first_row, 0, rows);
-  if (stored == rows) return values(name, first_row, rows);  // no padding rows: no second copy
-  std::vector<float> out(static_cast<size_t>(rows * cols), 0.f);
+}  // namespace
+
+std::vector<float> HfTensors::values(const std::string& name, HfBlock block) {
+  const SafetensorsEntry& entry = find(name);
+  TRAINER_ASSERT(used_.count(entry.name), "tensor '" << entry.name << "' read before check()");
+  block = whole_fields(block, entry.shape, entry.name);
+  bytes_read_ += block.rows * block.cols * safetensors_dtype_size(entry.dtype);
+  if (entry.shape.size() == 2)
+    return safetensors_f32_block(entry, block.first_row, block.rows, block.first_col, block.cols);
+  return safetensors_f32_values(entry, block.first_row, block.rows);
+}
+
+std::vector<float> HfTensors::vocab_rows(const std::string& name, int64_t vocab, HfBlock block) {
+  TRAINER_ASSERT(block.rows >= 0 && block.cols >= 0, "a vocabulary block's size is set");
+  const int64_t stored = std::clamp<int64_t>(vocab - block.first_row, 0, block.rows);
+  if (stored == block.rows) return values(name, block);  // no padding rows: no second copy
+  std::vector<float> out(static_cast<size_t>(block.rows * block.cols), 0.f);
   if (stored > 0) {
-    const std::vector<float> read = values(name, first_row, stored);
+    const std::vector<float> read =
+        values(name, {block.first_row, stored, block.first_col, block.cols});
     std::copy(read.begin(), read.end(), out.begin());
   }
   return out;
@@ -105,18 +123,16 @@ void HfImport::check_tensors(const std::function<bool(const std::string&)>& igno
   tensors_.check_all_used(ignored);
 }
 
-std::vector<float> HfImport::values(const std::string& name, int64_t first_row, int64_t rows) {
+std::vector<float> HfImport::values(const std::string& name, HfBlock block) {
   const auto it = index_.find(name);
   TRAINER_ASSERT(it != index_.end(), "no parameter " << name);
   const runtime::Shape& shape = whole_[it->second].second;
-  if (rows < 0) rows = shape[0] - first_row;
-  TRAINER_ASSERT(first_row >= 0 && rows >= 0 && first_row + rows <= shape[0],
-                 "rows [" << first_row << ", " << first_row + rows << ") of " << name);
+  block = whole_fields(block, shape, name);
   const auto [rule, hf] = rule_of(name);
-  if (rule->transform == HfTransform::copy) return tensors_.values(hf, first_row, rows);
+  if (rule->transform == HfTransform::copy) return tensors_.values(hf, block);
   if (rule->transform == HfTransform::vocab_rows)
-    return tensors_.vocab_rows(hf, config_.vocab_size, first_row, rows);
-  return transformed(*rule, hf, shape, first_row, rows);
+    return tensors_.vocab_rows(hf, config_.vocab_size, block);
+  return transformed(*rule, hf, shape, block);
 }
 
 int64_t HfImport::stored_bytes() const {

@@ -17,6 +17,15 @@
 
 namespace trainer {
 
+// A block of a tensor: rows [first_row, first_row + rows) of columns [first_col, first_col +
+// cols); -1: to the end. A 1-D tensor is one column of rows.
+struct HfBlock {
+  int64_t first_row = 0;
+  int64_t rows = -1;
+  int64_t first_col = 0;
+  int64_t cols = -1;
+};
+
 class HfTensors {
  public:
   // Names are looked up as prefix + name, for each of `prefixes` in turn ("transformer." then ""
@@ -28,14 +37,13 @@ class HfTensors {
   // InputError naming the tensor otherwise.
   void check(const std::string& name, const std::vector<int64_t>& shape, int64_t min_rows = -1);
 
-  // A checked tensor's values as f32, read from its file after a header-only read; `first_row`,
-  // `rows`: only those rows (dimension 0; rows -1: to the end).
-  std::vector<float> values(const std::string& name, int64_t first_row = 0, int64_t rows = -1);
+  // A block of a checked tensor as f32 (row after row), read alone from its file after a
+  // header-only read.
+  std::vector<float> values(const std::string& name, HfBlock block = {});
 
-  // Rows [first_row, first_row + rows) of a checked vocabulary matrix as the model pads it: the
-  // file's rows below `vocab` (a larger file's extra rows dropped), zeros from `vocab` on.
-  std::vector<float> vocab_rows(const std::string& name, int64_t vocab, int64_t first_row,
-                                int64_t rows);
+  // A block of a checked vocabulary matrix as the model pads it (rows and cols set): the file's
+  // rows below `vocab` (a larger file's extra rows dropped), zeros from `vocab` on.
+  std::vector<float> vocab_rows(const std::string& name, int64_t vocab, HfBlock block);
 
   // InputError naming the first tensor no check() used, unless `ignored(name)`.
   void check_all_used(const std::function<bool(const std::string&)>& ignored) const;
@@ -75,10 +83,11 @@ class HfImport {
  public:
   virtual ~HfImport() = default;
   // The parameter `name` of the whole model, in its global shape, f32; vocabulary padding rows 0.
-  // `first_row`, `rows`: only those rows (dimension 0; rows -1: to the end), as a tensor-parallel
-  // rank holds them, read alone where the file keeps them apart (a rank's kv groups of q, k and
-  // v; its gate or up rows; its part of the vocabulary).
-  std::vector<float> values(const std::string& name, int64_t first_row = 0, int64_t rows = -1);
+  // `block`: only those rows or columns, as a tensor-parallel rank holds them, read alone from
+  // the file (a rank's kv groups of q, k and v, its gate or up rows, its part of the vocabulary;
+  // its columns of o_proj or down_proj; GPT-2's transposed rows and columns), but for GPT-2's
+  // QKV permutation, whose rows of a block read every column of the file's rows.
+  std::vector<float> values(const std::string& name, HfBlock block = {});
   int64_t bytes_read() const { return tensors_.bytes_read(); }  // file bytes read so far
   int64_t stored_bytes() const;  // the bytes of every tensor the file holds
 
@@ -91,12 +100,12 @@ class HfImport {
   // that the file holds no other tensor but `ignored` ones. InputError naming the tensor.
   void check_tensors(const std::function<bool(const std::string&)>& ignored);
   // The family's transforms: check the tensors of parameter shape `shape` made by `rule` from
-  // `hf` (the HF name, layer index in place); its rows [first_row, first_row + rows).
+  // `hf` (the HF name, layer index in place); its `block` (every field set, in range; a 1-D
+  // parameter's block is its one column).
   virtual void check_transformed(const HfRule& rule, const std::string& hf,
                                  const runtime::Shape& shape) = 0;
   virtual std::vector<float> transformed(const HfRule& rule, const std::string& hf,
-                                         const runtime::Shape& shape, int64_t first_row,
-                                         int64_t rows) = 0;
+                                         const runtime::Shape& shape, const HfBlock& block) = 0;
 
   model::GptConfig config_;
 

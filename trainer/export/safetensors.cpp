@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "runtime/error.h"
@@ -410,29 +411,80 @@ float half_to_float(uint16_t bits) {
   return bits & 0x8000 ? -magnitude : magnitude;
 }
 
-// `bytes` bytes of a header-only entry from its file, from `skip` bytes into its data (pread: no
-// shared file position).
-void read_range(const SafetensorsEntry& entry, size_t skip, uint8_t* out, size_t bytes) {
-  const int fd = ::open(entry.file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw runtime::InputError(entry.file + ": cannot open to read tensor '" + entry.name +
-                              "': " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t got =
-        ::pread(fd, out + done, bytes - done,
-                static_cast<off_t>(entry.file_offset) + static_cast<off_t>(skip + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      const std::string why = got == 0 ? "the file ends early" : std::strerror(errno);
-      ::close(fd);
-      throw runtime::InputError(TRAINER_STR(entry.file << ": read failed for tensor '" << entry.name
-                                                       << "' after " << done << " of " << bytes
-                                                       << " bytes: " << why));
-    }
-    done += static_cast<size_t>(got);
+// The file of a header-only entry, open for reads of its data at any offset (pread: no shared
+// file position).
+class EntryFile {
+ public:
+  explicit EntryFile(const SafetensorsEntry& entry)
+      : entry_(entry), fd_(::open(entry.file.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0)
+      throw runtime::InputError(entry.file + ": cannot open to read tensor '" + entry.name +
+                                "': " + std::strerror(errno));
   }
-  ::close(fd);
+  ~EntryFile() { ::close(fd_); }
+  EntryFile(const EntryFile&) = delete;
+  EntryFile& operator=(const EntryFile&) = delete;
+
+  // `bytes` bytes from `skip` bytes into the entry's data.
+  void read(size_t skip, uint8_t* out, size_t bytes) {
+    size_t done = 0;
+    while (done < bytes) {
+      const ssize_t got =
+          ::pread(fd_, out + done, bytes - done,
+                  static_cast<off_t>(entry_.file_offset) + static_cast<off_t>(skip + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        const std::string why = got == 0 ? "the file ends early" : std::strerror(errno);
+        throw runtime::InputError(TRAINER_STR(entry_.file << ": read failed for tensor '"
+                                                          << entry_.name << "' after " << done
+                                                          << " of " << bytes << " bytes: " << why));
+      }
+      done += static_cast<size_t>(got);
+    }
+  }
+
+ private:
+  const SafetensorsEntry& entry_;
+  int fd_;
+};
+
+// `runs` runs of `length` elements of a float entry, the first from element `first` and each
+// `stride` elements after the one before, as f32 one after another: from the entry's file after
+// a header-only read, each run read alone.
+std::vector<float> f32_runs(const SafetensorsEntry& entry, int64_t first, int64_t length,
+                            int64_t stride, int64_t runs) {
+  check_float_dtype(entry);
+  const size_t item = static_cast<size_t>(safetensors_dtype_size(entry.dtype));
+  const size_t run_bytes = static_cast<size_t>(length) * item;
+  if (entry.file_offset < 0)
+    TRAINER_ASSERT(
+        entry.data.size() == static_cast<size_t>(runtime::shape_numel(entry.shape)) * item,
+        "validated by read_safetensors");
+  std::vector<float> values(static_cast<size_t>(length * runs));
+  // F32 bytes are the values; 16-bit ones are read first, then widened.
+  std::vector<uint8_t> loaded(entry.dtype == "F32" ? 0 : run_bytes * static_cast<size_t>(runs));
+  uint8_t* bytes = loaded.empty() ? reinterpret_cast<uint8_t*>(values.data()) : loaded.data();
+  std::optional<EntryFile> file;
+  if (entry.file_offset >= 0 && runs > 0 && length > 0) file.emplace(entry);
+  for (int64_t run = 0; run < runs && length > 0; ++run) {
+    const size_t skip = static_cast<size_t>(first + run * stride) * item;
+    uint8_t* out = bytes + static_cast<size_t>(run) * run_bytes;
+    if (file)
+      file->read(skip, out, run_bytes);
+    else
+      std::memcpy(out, entry.data.data() + skip, run_bytes);
+  }
+  if (loaded.empty()) return values;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t bits = static_cast<uint16_t>(loaded[2 * i] | loaded[2 * i + 1] << 8);
+    if (entry.dtype == "BF16") {
+      const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+      std::memcpy(&values[i], &wide, sizeof wide);
+    } else {
+      values[i] = half_to_float(bits);
+    }
+  }
+  return values;
 }
 
 }  // namespace
@@ -450,37 +502,20 @@ std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry, int64_t
   TRAINER_ASSERT(begin >= 0 && count >= 0 && begin + count <= total,
                  "elements [" << begin << ", " << begin + count << ") of tensor '" << entry.name
                               << "' of " << total);
-  check_float_dtype(entry);
-  const size_t numel = static_cast<size_t>(count);
-  const size_t item = static_cast<size_t>(safetensors_dtype_size(entry.dtype));
-  const size_t bytes = numel * item, skip = static_cast<size_t>(begin) * item;
-  std::vector<float> values(numel);
-  if (entry.file_offset < 0)
-    TRAINER_ASSERT(entry.data.size() == static_cast<size_t>(total) * item,
-                   "validated by read_safetensors");
-  if (entry.dtype == "F32") {  // the bytes are the values
-    if (entry.file_offset >= 0)
-      read_range(entry, skip, reinterpret_cast<uint8_t*>(values.data()), bytes);
-    else
-      std::memcpy(values.data(), entry.data.data() + skip, bytes);
-    return values;
-  }
-  std::vector<uint8_t> loaded;  // a header-only entry's 16-bit values, read from its file
-  if (entry.file_offset >= 0) {
-    loaded.resize(bytes);
-    read_range(entry, skip, loaded.data(), bytes);
-  }
-  const uint8_t* data = entry.file_offset >= 0 ? loaded.data() : entry.data.data() + skip;
-  for (size_t i = 0; i < numel; ++i) {
-    const uint16_t bits = static_cast<uint16_t>(data[2 * i] | data[2 * i + 1] << 8);
-    if (entry.dtype == "BF16") {
-      const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-      std::memcpy(&values[i], &wide, sizeof wide);
-    } else {
-      values[i] = half_to_float(bits);
-    }
-  }
-  return values;
+  return f32_runs(entry, begin, count, count, 1);
+}
+
+std::vector<float> safetensors_f32_block(const SafetensorsEntry& entry, int64_t first_row,
+                                         int64_t rows, int64_t first_col, int64_t cols) {
+  TRAINER_ASSERT(entry.shape.size() == 2, "tensor '" << entry.name << "' is not a matrix");
+  const int64_t width = entry.shape[1];
+  TRAINER_ASSERT(first_row >= 0 && rows >= 0 && first_row + rows <= entry.shape[0] &&
+                     first_col >= 0 && cols >= 0 && first_col + cols <= width,
+                 "rows [" << first_row << ", " << first_row + rows << ") columns [" << first_col
+                          << ", " << first_col + cols << ") of tensor '" << entry.name << "' of "
+                          << safetensors_shape_text(entry.shape));
+  if (cols == width) return f32_runs(entry, first_row * width, rows * width, 0, 1);  // one read
+  return f32_runs(entry, first_row * width + first_col, cols, width, rows);
 }
 
 std::string safetensors_shape_text(const std::vector<int64_t>& shape) {

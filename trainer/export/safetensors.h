@@ -51,6 +51,12 @@ std::string safetensors_shape_text(const std::vector<int64_t>& shape);
 std::vector<float> safetensors_f32_values(const SafetensorsEntry& entry, int64_t begin = 0,
                                           int64_t count = -1);
 
+// The rows [first_row, first_row + rows) of the columns [first_col, first_col + cols) of a 2-D
+// tensor as safetensors_f32_values gives values, row after row (rows x cols): a block of whole
+// rows in one read, a narrower one a read per row.
+std::vector<float> safetensors_f32_block(const SafetensorsEntry& entry, int64_t first_row,
+                                         int64_t rows, int64_t first_col, int64_t cols);
+
 // InputError naming the tensor unless its dtype is F32, BF16 or F16 (what the values widen).
 void check_float_dtype(const SafetensorsEntry& entry);
 

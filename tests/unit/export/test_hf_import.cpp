@@ -1,7 +1,7 @@
-// The rows a tensor-parallel rank asks an HF import for are the rows of the whole parameter,
-// bit for bit, for every transform of both tables (Llama: copy, vocabulary rows with padding, q,
-// k and v joined by kv group; GPT-2: copy, vocabulary rows, transposes, the QKV permutation), and
-// a row-split read reads only those rows of the file.
+// The rows or columns a tensor-parallel rank asks an HF import for are those of the whole
+// parameter, bit for bit, for every transform of both tables (Llama: copy, vocabulary rows with
+// padding, q, k and v joined by kv group; GPT-2: copy, vocabulary rows, transposes, the QKV
+// permutation), and a split read reads only those rows or columns of the file.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -23,12 +23,13 @@ SafetensorsFile as_file(const std::vector<SafetensorsEntry>& entries) {
   return file;
 }
 
-// For every parameter and every split of its rows into `parts` (whole kv groups for QKV), the
-// rows read alone equal those rows of the whole parameter; those `alone` names cost the bytes of
-// their rows only.
-void expect_rows_are_slices(HfImport& import, const model::GptParams& params,
-                            const model::GptConfig& config,
-                            const std::function<bool(const std::string&)>& alone) {
+// For every parameter, every split of its rows into `parts` (whole kv groups for QKV) and every
+// split of a matrix's columns, the block read alone equals that block of the whole parameter; a
+// block of rows of an `alone` parameter, and a block of columns of any but the vocabulary, cost
+// the bytes of the block only.
+void expect_blocks_are_slices(HfImport& import, const model::GptParams& params,
+                              const model::GptConfig& config,
+                              const std::function<bool(const std::string&)>& alone) {
   for (const model::NamedParam& p : params.named) {
     SCOPED_TRACE(p.name);
     const std::vector<float> whole = import.values(p.name);
@@ -41,12 +42,31 @@ void expect_rows_are_slices(HfImport& import, const model::GptParams& params,
       const int64_t each = rows / parts;
       for (int64_t part = 0; part < parts; ++part) {
         const int64_t before = import.bytes_read();
-        const std::vector<float> got = import.values(p.name, part * each, each);
+        const std::vector<float> got =
+            import.values(p.name, {.first_row = part * each, .rows = each});
         ASSERT_EQ(got, std::vector<float>(whole.begin() + part * each * row,
                                           whole.begin() + (part + 1) * each * row))
-            << "part " << part << " of " << parts;
+            << "rows, part " << part << " of " << parts;
         if (alone(p.name)) {
           EXPECT_EQ(import.bytes_read() - before, 4 * each * row) << "read beyond its rows";
+        }
+      }
+    }
+    if (p.global_shape.size() != 2) continue;
+    for (int64_t parts : {2, 4}) {
+      if (row % parts != 0) continue;
+      const int64_t each = row / parts;
+      for (int64_t part = 0; part < parts; ++part) {
+        const int64_t before = import.bytes_read();
+        const std::vector<float> got =
+            import.values(p.name, {.first_col = part * each, .cols = each});
+        std::vector<float> expected;
+        for (int64_t r = 0; r < rows; ++r)
+          expected.insert(expected.end(), whole.begin() + r * row + part * each,
+                          whole.begin() + r * row + (part + 1) * each);
+        ASSERT_EQ(got, expected) << "columns, part " << part << " of " << parts;
+        if (!p.roles.vocab_padded) {
+          EXPECT_EQ(import.bytes_read() - before, 4 * rows * each) << "read beyond its columns";
         }
       }
     }
@@ -79,12 +99,13 @@ TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
   config.vocab_size = 10;
   config.make_vocab_size_divisible_by = 16;
   Exported<HfLlamaImport, decltype(&to_hf_llama)> llama(config, &to_hf_llama);
-  expect_rows_are_slices(*llama.import, llama.params, config, [](const std::string& name) {
+  expect_blocks_are_slices(*llama.import, llama.params, config, [](const std::string& name) {
     return !name.ends_with("word_embeddings.weight") && name != "output_layer.weight";
   });
   // The rows past the vocabulary are padding: read as zeros, costing no bytes.
   const int64_t before = llama.import->bytes_read();
-  EXPECT_EQ(llama.import->values("output_layer.weight", 12, 4), std::vector<float>(4 * 16, 0.f));
+  EXPECT_EQ(llama.import->values("output_layer.weight", {.first_row = 12, .rows = 4}),
+            std::vector<float>(4 * 16, 0.f));
   EXPECT_EQ(llama.import->bytes_read(), before);
 }
 
@@ -94,11 +115,10 @@ TEST(HfImportRows, Gpt2RowsReadAloneAreTheWholeParametersRows) {
   config.vocab_size = 10;
   config.make_vocab_size_divisible_by = 4;
   Exported<HfGpt2Import, decltype(&to_hf_gpt2)> gpt2(config, &to_hf_gpt2);
-  // The transposed linears and the QKV permutation read their whole tensor, then keep the rows.
-  expect_rows_are_slices(*gpt2.import, gpt2.params, config, [](const std::string& name) {
-    return name.find("layernorm") != std::string::npos || name.ends_with("proj.bias") ||
-           name.ends_with("fc1.bias") || name.ends_with("fc2.bias") ||
-           name.find("position_embeddings") != std::string::npos;
+  // The QKV permutation reads every column of its rows (its weight's and its bias's).
+  expect_blocks_are_slices(*gpt2.import, gpt2.params, config, [](const std::string& name) {
+    return name.find("linear_qkv") == std::string::npos &&
+           name.find("word_embeddings") == std::string::npos;
   });
 }
 

@@ -287,6 +287,27 @@ TEST_F(SafetensorsTest, HeaderOnlyReadLoadsValuesWhenAsked) {
   EXPECT_EQ(safetensors_f32_values(shards.tensors.at("b")), (std::vector<float>{1.f, -3.f}));
   EXPECT_EQ(shards.tensors.at("a").file, path("model-00001-of-00002.safetensors"));
 
+  // A block of a matrix's columns, a read per row, in F32, BF16 and F16, from the file and from
+  // memory alike.
+  const float m[6] = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};                        // 2 x 3
+  const uint16_t mb[6] = {0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0, 0x40c0};  // BF16 1..6
+  const uint16_t mh[6] = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500, 0x4600};  // F16 1..6
+  const std::string matrices = path("matrices.safetensors");
+  write_safetensors(matrices,
+                    {{"f", "F32", {2, 3}, bytes_of(m, sizeof m)},
+                     {"b", "BF16", {2, 3}, bytes_of(mb, sizeof mb)},
+                     {"h", "F16", {2, 3}, bytes_of(mh, sizeof mh)}},
+                    {});
+  for (const SafetensorsRead read : {SafetensorsRead::header, SafetensorsRead::whole}) {
+    const SafetensorsFile both = read_safetensors(matrices, read);
+    for (const char* name : {"f", "b", "h"}) {
+      const SafetensorsEntry& entry = both.tensors.at(name);
+      EXPECT_EQ(safetensors_f32_block(entry, 0, 2, 1, 2), (std::vector<float>{2, 3, 5, 6})) << name;
+      EXPECT_EQ(safetensors_f32_block(entry, 1, 1, 0, 3), (std::vector<float>{4, 5, 6})) << name;
+      EXPECT_EQ(safetensors_f32_block(entry, 0, 2, 0, 1), (std::vector<float>{1, 4})) << name;
+    }
+  }
+
   fs::resize_file(file, fs::file_size(file) - 2);  // b's last byte pair gone
   EXPECT_EQ(safetensors_f32_values(header.tensors.at("a")), std::vector<float>(a, a + 3));
   expect_input_error([&] { safetensors_f32_values(header.tensors.at("b")); },
