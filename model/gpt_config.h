@@ -50,6 +50,7 @@ struct GptConfig {
   // 3.1, 32 for Llama 3.2; runtime/rotary.h); factor 0: plain RoPE.
   runtime::RopeScaling rope_scaling{};
   bool add_bias_linear = true;    // biases in every linear (and LayerNorm's bias)
+  bool add_qkv_bias = false;      // biases in the QKV projection alone (Qwen2's attention)
   bool untie_embeddings = false;  // an output layer of its own instead of the word embeddings
   AttentionBackend attention_backend = AttentionBackend::unfused;
 
@@ -64,6 +65,7 @@ struct GptConfig {
   // Query heads per key/value head.
   int64_t group_size() const { return num_attention_heads / query_groups(); }
   bool swiglu() const { return activation == Activation::swiglu; }
+  bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }
   bool learned_positions() const { return position_embedding == PositionEmbedding::learned; }
   // The fused QKV projection's rows: every group's query heads, its key and its value head.
   int64_t qkv_rows() const { return query_groups() * (group_size() + 2) * head_dim(); }

@@ -16,7 +16,8 @@ BlockFeatures block_features(const GptConfig& config) {
           .rotary_base = config.rotary_base,
           .rope_scaling = config.rope_scaling,
           .group_size = config.group_size(),
-          .linear_bias = config.add_bias_linear};
+          .linear_bias = config.add_bias_linear,
+          .qkv_bias = config.qkv_bias()};
 }
 
 LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training) {

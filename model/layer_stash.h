@@ -30,6 +30,7 @@ struct BlockFeatures {
   runtime::RopeScaling rope_scaling{};  // Llama 3.1's frequency scaling; factor 0: none
   int64_t group_size = 1;               // query heads per key/value head (grouped-query attention)
   bool linear_bias = true;              // biases in qkv, proj, fc1, fc2
+  bool qkv_bias = true;                 // a bias in qkv (linear_bias, or qkv's alone)
 
   bool flash() const { return attention == AttentionBackend::flash; }
   bool layernorm() const { return norm == Normalization::layernorm; }

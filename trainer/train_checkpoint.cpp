@@ -63,6 +63,8 @@ std::string model_mismatch(const model::GptConfig& a, const model::GptConfig& b)
              names(a.position_embedding).c_str(), names(b.position_embedding).c_str());
   check_flag("add_bias_linear", a.add_bias_linear, b.add_bias_linear,
              a.add_bias_linear ? "true" : "false", b.add_bias_linear ? "true" : "false");
+  check_flag("add_qkv_bias", a.add_qkv_bias, b.add_qkv_bias, a.add_qkv_bias ? "true" : "false",
+             b.add_qkv_bias ? "true" : "false");
   check_flag("untie_embeddings", a.untie_embeddings, b.untie_embeddings,
              a.untie_embeddings ? "true" : "false", b.untie_embeddings ? "true" : "false");
   return out;

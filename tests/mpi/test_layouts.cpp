@@ -192,6 +192,16 @@ TEST(Layouts, LlamaMatchesOneProcessWithin1e5) {
   match_one_process(shared, llama(), llama_layouts());
 }
 
+// Qwen2's q, k and v biases (model.add_qkv_bias) split with their kv groups under tp2.
+TEST(Layouts, Qwen2BiasesMatchOneProcessWithin1e5) {
+  mpi_test::SharedData shared;
+  std::vector<std::string> qwen2 = llama();
+  qwen2.push_back("model.add_qkv_bias=true");
+  std::vector<std::string> tp2 = qwen2;
+  tp2.insert(tp2.end(), {"parallel.tensor=2", "parallel.sequence_parallel=true"});
+  match_one_process(shared, qwen2, {{2, "qwen2 tp2 sp", tp2}});
+}
+
 // A 0.25 / 0.75 blend of two corpora, each shuffled in its own order (Megatron's flat list).
 std::vector<std::string> blend(const mpi_test::SharedData& shared) {
   return {"data.blend=[0.25, " + shared.data() + ", 0.75, " + shared.code() + "]",

@@ -1,4 +1,5 @@
-"""An independent Llama reference: Hugging Face LlamaForCausalLM's math in float64 numpy, written
+"""An independent Llama reference: Hugging Face LlamaForCausalLM's math (and Qwen2ForCausalLM's,
+whose q, k and v projections have biases) in float64 numpy, written
 from the HF tensors the trainer exports (not from the trainer's layer code), trained with
 torch.optim.AdamW's update and clip_grad_norm_ on the same batches. Prints one JSON object per
 step: {"step", "loss", "grad_norm"}.
@@ -89,6 +90,10 @@ class Llama:
         emb = np.concatenate([angles, angles], -1)  # (T, D)
         return np.cos(emb), np.sin(emb)
 
+    def proj(self, x, name):  # x W^T, plus the bias where the model has one (Qwen2's q, k, v)
+        y = x @ self.p[name + ".weight"].T
+        return y + self.p[name + ".bias"] if name + ".bias" in self.p else y
+
     def loss_and_grads(self, tokens, targets):
         p, B, T = self.p, tokens.shape[0], tokens.shape[1]
         H, G, D, r = self.H, self.G, self.D, self.H // self.G
@@ -101,9 +106,9 @@ class Llama:
             pre = f"model.layers.{i}."
             h = x
             n1, r1 = rms_forward(h, p[pre + "input_layernorm.weight"], self.eps)
-            q = (n1 @ p[pre + "self_attn.q_proj.weight"].T).reshape(B, T, H, D).transpose(0, 2, 1, 3)
-            k = (n1 @ p[pre + "self_attn.k_proj.weight"].T).reshape(B, T, G, D).transpose(0, 2, 1, 3)
-            v = (n1 @ p[pre + "self_attn.v_proj.weight"].T).reshape(B, T, G, D).transpose(0, 2, 1, 3)
+            q = self.proj(n1, pre + "self_attn.q_proj").reshape(B, T, H, D).transpose(0, 2, 1, 3)
+            k = self.proj(n1, pre + "self_attn.k_proj").reshape(B, T, G, D).transpose(0, 2, 1, 3)
+            v = self.proj(n1, pre + "self_attn.v_proj").reshape(B, T, G, D).transpose(0, 2, 1, 3)
             qr = q * cos + rotate_half(q) * sin
             kr = k * cos + rotate_half(k) * sin
             kx, vx = np.repeat(kr, r, axis=1), np.repeat(v, r, axis=1)  # HF repeat_kv
@@ -172,6 +177,9 @@ class Llama:
             grads[pre + "self_attn.q_proj.weight"] += dq2.T @ n1f
             grads[pre + "self_attn.k_proj.weight"] += dk2.T @ n1f
             grads[pre + "self_attn.v_proj.weight"] += dv2.T @ n1f
+            for name, d in (("q", dq2), ("k", dk2), ("v", dv2)):  # Qwen2's biases
+                if pre + f"self_attn.{name}_proj.bias" in grads:
+                    grads[pre + f"self_attn.{name}_proj.bias"] += d.sum(0)
             dn1 = (dq2 @ p[pre + "self_attn.q_proj.weight"] + dk2 @ p[pre + "self_attn.k_proj.weight"]
                    + dv2 @ p[pre + "self_attn.v_proj.weight"]).reshape(B, T, -1)
             dh, dw = rms_backward(dn1, h, p[pre + "input_layernorm.weight"], r1)

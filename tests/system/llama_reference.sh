@@ -3,7 +3,8 @@
 # independent float64 reference (llama_reference.py: Hugging Face LlamaForCausalLM's math on the
 # exported HF tensors, AdamW and clipping as PyTorch's): 12 steps on one process, unfused and
 # flash attention, and unfused built as Llama 3.2 1B and 3B are (Llama 3.1's RoPE scaling,
-# model.rope_scaling, and a head tied to the word embeddings), every loss and gradient norm within
+# model.rope_scaling, and a head tied to the word embeddings), and flash with Qwen2's q, k and v
+# biases (model.add_qkv_bias), every loss and gradient norm within
 # 1e-5 relative. The reference starts from
 # the trainer's initial weights, exported by a one-step run at learning rate 1e-30 (every
 # update is far below a float32 ulp of the weights, so they stay as initialized).
@@ -34,9 +35,14 @@ YAML
 scaling=(--set model.rope_scaling.factor=8
          --set model.rope_scaling.original_max_position_embeddings=64)
 llama32=("${scaling[@]}" --set model.untie_embeddings=false)
-for backend in unfused flash llama32; do
-  settings=(--set model.attention_backend=${backend/llama32/unfused})
-  [ "$backend" = llama32 ] && settings+=("${llama32[@]}")
+# qwen2: Qwen2's q, k and v biases (model.add_qkv_bias), with flash attention.
+qwen2=(--set model.add_qkv_bias=true --set model.attention_backend=flash)
+for backend in unfused flash llama32 qwen2; do
+  case $backend in
+    llama32) settings=(--set model.attention_backend=unfused "${llama32[@]}") ;;
+    qwen2) settings=("${qwen2[@]}") ;;
+    *) settings=(--set model.attention_backend=$backend) ;;
+  esac
   "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \
     --set train.steps=1 --set optimizer.lr=1e-30 --set optimizer.min_lr=1e-30 \
     --set output.dir="$dir/init_$backend" > "$dir/init_$backend.log" 2>&1 ||
@@ -109,27 +115,38 @@ json.dump({"metadata": {}, "weight_map": weight_map},
 PY
   fail "sharding the llama32 export failed"
 imports imported_sharded llama32 "$dir/sharded/model.safetensors.index.json" "${llama32[@]}"
+grep -q '"model_type": "qwen2"' "$dir/init_qwen2/config.json" &&
+  grep -q '"Qwen2ForCausalLM"' "$dir/init_qwen2/config.json" ||
+  fail "the qwen2 export's config.json is not a Qwen2ForCausalLM's"
+imports imported_qwen2 qwen2 "$dir/init_qwen2/model.safetensors" "${qwen2[@]}"
 # A config.json that disagrees with the config, or asks for what the trainer does not do, is
 # refused, naming the field: the llama32 export into the plain (untied, unscaled) config, an
 # untied one, another factor, another rope_type.
 grep -q '"rope_type": "llama3"' "$dir/init_llama32/config.json" &&
   grep -q '"tie_word_embeddings": true' "$dir/init_llama32/config.json" ||
   fail "the llama32 export's config.json lacks rope_scaling llama3 or tie_word_embeddings true"
-refused() {  # refused NAME EXPECTED [--set ...]: init_from init_llama32 refused, naming EXPECTED
-  local name=$1 expected=$2
-  shift 2
+refused() {  # refused NAME EXPORT EXPECTED [--set ...]: init_EXPORT refused, naming EXPECTED
+  local name=$1 export=$2 expected=$3
+  shift 3
   if "$trainer" train --config "$dir/run.yaml" --set train.steps=1 "$@" \
-      --set train.init_from="$dir/init_llama32/model.safetensors" --set output.dir="$dir/$name" \
+      --set train.init_from="$dir/init_$export/model.safetensors" --set output.dir="$dir/$name" \
       > "$dir/$name.log" 2>&1; then
     fail "$name: accepted"
   fi
   grep -q "config.json: $expected" "$dir/$name.log" || { cat "$dir/$name.log"; fail "$name"; }
   echo "$name refused: $(grep -o "config.json: $expected.*" "$dir/$name.log")"
 }
-refused plain "rope_scaling is llama3, but model.rope_scaling.factor is 0"
-refused untied "tie_word_embeddings true, but model.untie_embeddings is true" "${scaling[@]}"
-refused factor "rope_scaling.factor 8 differs from model.rope_scaling.factor 4" \
+refused plain llama32 "rope_scaling is llama3, but model.rope_scaling.factor is 0"
+refused untied llama32 "tie_word_embeddings true, but model.untie_embeddings is true" \
+  "${scaling[@]}"
+refused factor llama32 "rope_scaling.factor 8 differs from model.rope_scaling.factor 4" \
   "${llama32[@]}" --set model.rope_scaling.factor=4
 sed -i 's/"rope_type": "llama3"/"rope_type": "yarn"/' "$dir/init_llama32/config.json"
-refused yarn 'rope_scaling.rope_type "yarn" is not supported' "${llama32[@]}"
+refused yarn llama32 'rope_scaling.rope_type "yarn" is not supported' "${llama32[@]}"
+# A Qwen2 export into a Llama config, and a Llama export into a Qwen2 config.
+refused qwen2_into_llama qwen2 \
+  'model_type "qwen2" has q, k and v biases, but model.add_qkv_bias is false'
+refused llama_into_qwen2 unfused \
+  'model_type "llama" has no q, k and v biases, but model.add_qkv_bias is true' \
+  --set model.add_qkv_bias=true
 echo PASS

@@ -172,6 +172,7 @@ struct ConfigSchema<model::GptConfig> {
         field("rotary_base", &GptConfig::rotary_base),
         field("rope_scaling", &GptConfig::rope_scaling),
         field("add_bias_linear", &GptConfig::add_bias_linear),
+        field("add_qkv_bias", &GptConfig::add_qkv_bias),
         field("untie_embeddings", &GptConfig::untie_embeddings),
         field("attention_backend", &GptConfig::attention_backend),
     };

@@ -30,6 +30,8 @@ const std::vector<HfRule>& hf_llama_rules() {
        Transform::copy},
       {"layers.{i}.self_attention.linear_qkv.weight",
        "model.layers.{i}.self_attn.{qkv}_proj.weight", Transform::split_qkv},
+      {"layers.{i}.self_attention.linear_qkv.bias", "model.layers.{i}.self_attn.{qkv}_proj.bias",
+       Transform::split_qkv},  // model.add_qkv_bias (Qwen2)
       {"layers.{i}.self_attention.linear_proj.weight", "model.layers.{i}.self_attn.o_proj.weight",
        Transform::copy},
       {"layers.{i}.pre_mlp_layernorm.weight", "model.layers.{i}.post_attention_layernorm.weight",
@@ -156,13 +158,16 @@ HfLlamaImport::HfLlamaImport(SafetensorsFile file, const model::GptConfig& confi
 }
 
 void HfLlamaImport::check_transformed(const HfRule& rule, const std::string& hf,
-                                      const runtime::Shape&) {
+                                      const runtime::Shape& shape) {
   TRAINER_ASSERT(rule.transform == Transform::split_qkv, "not a Llama transform: " << rule.ours);
-  const int64_t C = config_.hidden_size, D = config_.head_dim(), r = config_.group_size();
+  const int64_t D = config_.head_dim(), r = config_.group_size();
   const int64_t groups = config_.query_groups();
-  tensors_.check(hf_replaced(hf, "{qkv}", "q"), {groups * r * D, C});
-  tensors_.check(hf_replaced(hf, "{qkv}", "k"), {groups * D, C});
-  tensors_.check(hf_replaced(hf, "{qkv}", "v"), {groups * D, C});
+  auto rows = [&](int64_t n) {  // n rows of the weight's columns, or n bias values
+    return shape.size() > 1 ? Shape{n, shape[1]} : Shape{n};
+  };
+  tensors_.check(hf_replaced(hf, "{qkv}", "q"), rows(groups * r * D));
+  tensors_.check(hf_replaced(hf, "{qkv}", "k"), rows(groups * D));
+  tensors_.check(hf_replaced(hf, "{qkv}", "v"), rows(groups * D));
 }
 
 std::vector<float> HfLlamaImport::transformed(const HfRule& rule, const std::string& hf,
@@ -203,8 +208,13 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
     return node && !node.IsNull() && node.IsScalar() ? node.Scalar() : std::string();
   };
   const std::string model_type = text("model_type");
-  if (!model_type.empty() && model_type != "llama" && model_type != "mistral")
+  const bool qwen2 = model_type == "qwen2";
+  if (!model_type.empty() && model_type != "llama" && model_type != "mistral" && !qwen2)
     fail("model_type", "\"" + model_type + "\" is not a Llama-family model");
+  if (qwen2 != config.add_qkv_bias)
+    fail("model_type", "\"" + (model_type.empty() ? std::string("llama") : model_type) + "\" " +
+                           (qwen2 ? "has" : "has no") + " q, k and v biases, but " +
+                           "model.add_qkv_bias is " + (config.add_qkv_bias ? "true" : "false"));
   auto must_be = [&](const char* field, int64_t expected, const char* ours) {
     const std::string value = text(field);
     if (!value.empty() && value != std::to_string(expected))
@@ -217,8 +227,11 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
   must_be("intermediate_size", config.ffn(), "model.ffn_hidden_size");
   must_be("head_dim", config.head_dim(), "model.hidden_size / model.num_attention_heads");
   check_rope_scaling(root, config, fail);
-  if (const YAML::Node window = root["sliding_window"]; window && !window.IsNull())
-    fail("sliding_window", "is set; attention here is causal over the whole sequence");
+  // Qwen2 keeps a window size that only use_sliding_window turns on.
+  const bool window_used = !qwen2 || text("use_sliding_window") == "true";
+  if (const YAML::Node window = root["sliding_window"]; window && !window.IsNull() && window_used)
+    fail(qwen2 ? "use_sliding_window" : "sliding_window",
+         "is set; attention here is causal over the whole sequence");
   for (const char* field : {"attention_bias", "mlp_bias"})
     if (text(field) == "true") fail(field, "is true; Llama blocks here have none");
   const bool tied = text("tie_word_embeddings") == "true";  // LlamaConfig's default: false
@@ -249,6 +262,9 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
                  "HF Llama export needs the whole model, host f32");
   const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
   std::vector<SafetensorsEntry> entries;
+  auto rows = [](const model::NamedParam& p, int64_t n) {  // n rows of p (a bias: n values)
+    return p.global_shape.size() > 1 ? Shape{n, p.global_shape[1]} : Shape{n};
+  };
   for (const model::NamedParam& p : params.named) {
     const auto [rule, layer] = rule_of(p.name);
     TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
@@ -261,19 +277,20 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
       case Transform::vocab_rows:
         entries.push_back(f32_entry(hf, {config.vocab_size, C}, values));
         break;
-      case Transform::split_qkv: {
-        const int64_t groups = config.query_groups();
+      case Transform::split_qkv: {  // the weight's rows of C values, or the bias's values
+        const int64_t groups = config.query_groups(), width = p.tensor.numel() / p.global_shape[0];
         std::vector<float> q, k, v;
         for (int64_t g = 0; g < groups; ++g) {
           for (int64_t j = 0; j < r + 2; ++j) {
             std::vector<float>& into = j < r ? q : j == r ? k : v;
-            const float* rows = values + (g * (r + 2) + j) * D * C;
-            into.insert(into.end(), rows, rows + D * C);
+            const float* head = values + (g * (r + 2) + j) * D * width;
+            into.insert(into.end(), head, head + D * width);
           }
         }
-        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "q"), {groups * r * D, C}, q.data()));
-        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "k"), {groups * D, C}, k.data()));
-        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "v"), {groups * D, C}, v.data()));
+        entries.push_back(
+            f32_entry(hf_replaced(hf, "{qkv}", "q"), rows(p, groups * r * D), q.data()));
+        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "k"), rows(p, groups * D), k.data()));
+        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "v"), rows(p, groups * D), v.data()));
         break;
       }
       case Transform::transpose:
@@ -285,8 +302,11 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
 }
 
 std::string hf_llama_config_json(const model::GptConfig& config, std::string_view torch_dtype) {
+  // Qwen2ForCausalLM: Llama's block with q, k and v biases (model.add_qkv_bias).
+  const bool qwen2 = config.add_qkv_bias;
   std::vector<std::pair<std::string, std::string>> fields = {
-      {"architectures", "[\n    \"LlamaForCausalLM\"\n  ]"},
+      {"architectures",
+       qwen2 ? "[\n    \"Qwen2ForCausalLM\"\n  ]" : "[\n    \"LlamaForCausalLM\"\n  ]"},
       {"attention_bias", "false"},
       {"attention_dropout", number(config.attention_dropout)},
       {"head_dim", std::to_string(config.head_dim())},
@@ -296,7 +316,7 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
       {"intermediate_size", std::to_string(config.ffn())},
       {"max_position_embeddings", std::to_string(config.positions())},
       {"mlp_bias", "false"},
-      {"model_type", "\"llama\""},
+      {"model_type", qwen2 ? "\"qwen2\"" : "\"llama\""},
       {"num_attention_heads", std::to_string(config.num_attention_heads)},
       {"num_hidden_layers", std::to_string(config.num_layers)},
       {"num_key_value_heads", std::to_string(config.query_groups())},
@@ -307,6 +327,12 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
       {"torch_dtype", json_quote(torch_dtype)},
       {"vocab_size", std::to_string(config.vocab_size)},
   };
+  if (qwen2) {  // Qwen2Config's fields in place of LlamaConfig's bias flags
+    std::erase_if(fields, [](const auto& field) {
+      return field.first == "attention_bias" || field.first == "mlp_bias";
+    });
+    fields.insert(fields.end() - 1, {"use_sliding_window", "false"});
+  }
   std::string json = "{\n";
   for (size_t i = 0; i < fields.size(); ++i)
     json += "  \"" + fields[i].first + "\": " + fields[i].second +

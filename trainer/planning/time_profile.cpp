@@ -48,8 +48,11 @@ std::string shape_key(const model::LayerDims& d, int64_t vocab_shard) {
       << d.kv_heads() << " D" << d.head_dim << " F" << d.ffn << " V" << vocab_shard << " "
       << runtime::dtype_name(d.activation_dtype) << " " << (f.flash() ? "flash" : "unfused")
       << (f.layernorm() ? " layernorm" : " rmsnorm") << (f.swiglu ? " swiglu" : " gelu")
-      << (f.rope ? " rope" : " learned") << (f.linear_bias ? " bias" : " nobias") << " dropout"
-      << d.hidden_dropout << "/" << d.attention_dropout << " tp" << d.tp_size
+      << (f.rope ? " rope" : " learned")
+      << (f.linear_bias ? " bias"
+          : f.qkv_bias  ? " qkvbias"
+                        : " nobias")
+      << " dropout" << d.hidden_dropout << "/" << d.attention_dropout << " tp" << d.tp_size
       << (d.sequence_parallel ? " sp" : "") << " cp" << d.cp_size;
   return key.str();
 }

@@ -89,7 +89,8 @@ struct Exported {
 };
 
 TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
-  // 4 heads in 2 kv groups, vocab 10 padded to 16 (rows 10..15 are padding).
+  // 4 heads in 2 kv groups, vocab 10 padded to 16 (rows 10..15 are padding); Qwen2's q, k and v
+  // biases split with their groups.
   model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
   config.num_layers = 2;
   config.hidden_size = 16;
@@ -98,6 +99,7 @@ TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
   config.ffn_hidden_size = 24;
   config.vocab_size = 10;
   config.make_vocab_size_divisible_by = 16;
+  config.add_qkv_bias = true;
   Exported<HfLlamaImport, decltype(&to_hf_llama)> llama(config, &to_hf_llama);
   expect_blocks_are_slices(*llama.import, llama.params, config, [](const std::string& name) {
     return !name.ends_with("word_embeddings.weight") && name != "output_layer.weight";

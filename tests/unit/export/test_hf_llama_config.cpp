@@ -1,7 +1,8 @@
 // Tests of the LlamaConfig check behind train.init_from: the config.json Meta publishes with
 // Llama-3.2-1B is accepted by the model config that matches it (tied head, Llama 3.1's RoPE
 // scaling with factor 32) and by its transformers-5 form (rope_parameters); each disagreement is
-// refused naming the field; and the export's config.json reads back through the same check.
+// refused naming the field; and the export's config.json reads back through the same check. The
+// same for Qwen2.5-0.5B's (model.add_qkv_bias).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -96,6 +97,57 @@ TEST(HfLlamaConfig, EachDisagreementIsRefusedNamingTheField) {
                  "rope_scaling.low_freq_factor is missing");
   expect_refused(replaced(kLlama32OneB, "\"num_key_value_heads\": 8", "\"num_key_value_heads\": 4"),
                  llama32_one_b(), "num_key_value_heads 4 differs from model.num_query_groups 8");
+}
+
+// Qwen2.5-0.5B's config.json as published (transformers 4.40): Llama's block with q, k and v
+// biases, a window size that use_sliding_window leaves off.
+const char* const kQwen25HalfB = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+  "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+  "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+  "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+  "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.1", "use_cache": true, "use_mrope": false,
+  "use_sliding_window": false, "vocab_size": 151936})";
+
+model::GptConfig qwen25_half_b() {
+  model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
+  config.num_layers = 24;
+  config.hidden_size = 896;
+  config.num_attention_heads = 14;
+  config.num_query_groups = 2;
+  config.ffn_hidden_size = 4864;
+  config.seq_length = 4096;
+  config.vocab_size = 151936;
+  config.rotary_base = 1000000.f;
+  config.layernorm_epsilon = 1e-6f;
+  config.untie_embeddings = false;
+  config.add_qkv_bias = true;
+  return config;
+}
+
+TEST(HfLlamaConfig, TheQwen25HalfBConfigIsAcceptedByItsModel) {
+  EXPECT_NO_THROW(check_hf_llama_config(kQwen25HalfB, "config.json", qwen25_half_b()));
+  const std::string exported = hf_llama_config_json(qwen25_half_b());
+  EXPECT_NE(exported.find("\"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ]"), std::string::npos)
+      << exported;
+  EXPECT_NO_THROW(check_hf_llama_config(exported, "config.json", qwen25_half_b()));
+  model::GptConfig no_bias = qwen25_half_b();
+  no_bias.add_qkv_bias = false;
+  expect_refused(kQwen25HalfB, no_bias,
+                 "model_type \"qwen2\" has q, k and v biases, but model.add_qkv_bias is false");
+  expect_refused(
+      kLlama32OneB,
+      [] {
+        model::GptConfig biased = llama32_one_b();
+        biased.add_qkv_bias = true;
+        return biased;
+      }(),
+      "model_type \"llama\" has no q, k and v biases, but model.add_qkv_bias is true");
+  expect_refused(
+      replaced(kQwen25HalfB, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
+      qwen25_half_b(), "use_sliding_window is set");
 }
 
 }  // namespace

@@ -133,6 +133,12 @@ TEST(Resume, RefusesACheckpointOfAnotherModel) {
   testing_support::expect_error<runtime::InputError>(
       [&] { reader.trainer->resume("auto"); }, {"model.num_layers 2 in the checkpoint, 3 now"},
       "resumed a 2-layer checkpoint into 3 layers");
+  InProcessRun biased(
+      dir.config("c", {"checkpoint.dir=" + dir / "ckpt", "model.add_qkv_bias=true"}));
+  testing_support::expect_error<runtime::InputError>(
+      [&] { biased.trainer->resume("auto"); },
+      {"model.add_qkv_bias false in the checkpoint, true now"},
+      "resumed a checkpoint without q, k and v biases into a model with them");
 }
 
 TEST(Nonfinite, StopNamesTheStepAndTensor) {
