@@ -27,19 +27,26 @@ const char* const kLlama32OneB = R"({
   "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
   "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
 
+// A tied Llama-family model of this shape, as a continued pretraining run sets it.
+model::GptConfig tied_llama(int64_t layers, int64_t hidden, int64_t heads, int64_t groups,
+                            int64_t ffn, int64_t vocab, float rotary_base) {
+  model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
+  config.num_layers = layers;
+  config.hidden_size = hidden;
+  config.num_attention_heads = heads;
+  config.num_query_groups = groups;
+  config.ffn_hidden_size = ffn;
+  config.seq_length = 4096;
+  config.vocab_size = vocab;
+  config.rotary_base = rotary_base;
+  config.untie_embeddings = false;
+  return config;
+}
+
 // The model config a continued pretraining run of Llama-3.2-1B sets.
 model::GptConfig llama32_one_b() {
-  model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
-  config.num_layers = 16;
-  config.hidden_size = 2048;
-  config.num_attention_heads = 32;
-  config.num_query_groups = 8;
-  config.ffn_hidden_size = 8192;
-  config.seq_length = 4096;
-  config.vocab_size = 128256;
-  config.rotary_base = 500000.f;
+  model::GptConfig config = tied_llama(16, 2048, 32, 8, 8192, 128256, 500000.f);
   config.rope_scaling.factor = 32.f;
-  config.untie_embeddings = false;
   return config;
 }
 
@@ -112,17 +119,8 @@ const char* const kQwen25HalfB = R"({
   "use_sliding_window": false, "vocab_size": 151936})";
 
 model::GptConfig qwen25_half_b() {
-  model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
-  config.num_layers = 24;
-  config.hidden_size = 896;
-  config.num_attention_heads = 14;
-  config.num_query_groups = 2;
-  config.ffn_hidden_size = 4864;
-  config.seq_length = 4096;
-  config.vocab_size = 151936;
-  config.rotary_base = 1000000.f;
+  model::GptConfig config = tied_llama(24, 896, 14, 2, 4864, 151936, 1000000.f);
   config.layernorm_epsilon = 1e-6f;
-  config.untie_embeddings = false;
   config.add_qkv_bias = true;
   return config;
 }
