@@ -274,10 +274,7 @@ int64_t Trainer::init_from(const std::string& path) {
     HfBlock block;
     if (p.shard_dim == 0) block = {.first_row = p.shard_offset, .rows = p.tensor.dim(0)};
     if (p.shard_dim == 1) block = {.first_col = p.shard_offset, .cols = p.tensor.dim(1)};
-    const std::vector<float> values = import->values(p.name, block);
-    TRAINER_ASSERT(static_cast<int64_t>(values.size()) == p.tensor.numel(),
-                   p.name << ": " << values.size() << " values for " << p.tensor.numel());
-    std::copy(values.begin(), values.end(), p.tensor.f32());
+    import->read_into(p.name, block, {p.tensor.f32(), static_cast<size_t>(p.tensor.numel())});
   }
   const OptimizerState full = state_.optimizer->full_state(*groups_.dp, allocator_);
   if (on_device_) runtime::ops::upload(full.master, host_params_.flat);

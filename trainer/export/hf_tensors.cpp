@@ -135,6 +135,27 @@ std::vector<float> HfImport::values(const std::string& name, HfBlock block) {
   return transformed(*rule, hf, shape, block);
 }
 
+void HfImport::read_into(const std::string& name, HfBlock block, std::span<float> out,
+                         int64_t piece_values) {
+  const auto it = index_.find(name);
+  TRAINER_ASSERT(it != index_.end(), "no parameter " << name);
+  block = whole_fields(block, whole_[it->second].second, name);
+  TRAINER_ASSERT(
+      static_cast<int64_t>(out.size()) == block.rows * block.cols,
+      name << ": " << block.rows << " x " << block.cols << " values into " << out.size());
+  const HfTransform transform = rule_of(name).first->transform;
+  const bool by_rows = transform == HfTransform::copy || transform == HfTransform::vocab_rows;
+  const int64_t piece_rows =
+      by_rows ? std::max<int64_t>(1, piece_values / std::max<int64_t>(1, block.cols)) : block.rows;
+  for (int64_t done = 0; done < block.rows; done += piece_rows) {
+    HfBlock piece = block;
+    piece.first_row = block.first_row + done;
+    piece.rows = std::min(piece_rows, block.rows - done);
+    const std::vector<float> read = values(name, piece);
+    std::copy(read.begin(), read.end(), out.begin() + done * block.cols);
+  }
+}
+
 int64_t HfImport::stored_bytes() const {
   int64_t bytes = 0;
   for (const auto& [name, entry] : file_.tensors)
@@ -157,12 +178,8 @@ void import_whole(HfImport& import, const model::GptParams& params) {
   TRAINER_ASSERT(params.flat.device() == runtime::DeviceKind::cpu &&
                      params.flat.dtype() == runtime::DType::f32,
                  "an HF import fills host f32 parameters");
-  for (const model::NamedParam& p : params.named) {
-    const std::vector<float> values = import.values(p.name);
-    TRAINER_ASSERT(static_cast<int64_t>(values.size()) == p.tensor.numel(),
-                   p.name << " is not the whole parameter");
-    std::copy(values.begin(), values.end(), p.tensor.f32());
-  }
+  for (const model::NamedParam& p : params.named)
+    import.read_into(p.name, {}, {p.tensor.f32(), static_cast<size_t>(p.tensor.numel())});
 }
 
 }  // namespace trainer

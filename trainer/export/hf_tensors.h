@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +89,12 @@ class HfImport {
   // its columns of o_proj or down_proj; GPT-2's transposed rows and columns), but for GPT-2's
   // QKV permutation, whose rows of a block read every column of the file's rows.
   std::vector<float> values(const std::string& name, HfBlock block = {});
+  // values() of `block` written to `out` (its rows x cols, row after row), read in pieces of at
+  // most `piece_values` values where the transform keeps rows apart (copy, vocab_rows: the
+  // embeddings, the head, the MLP), so that beyond `out` a reader holds one piece of a large
+  // tensor at a time, not the whole of it in f32 and in its stored dtype.
+  void read_into(const std::string& name, HfBlock block, std::span<float> out,
+                 int64_t piece_values = int64_t{1} << 22);
   int64_t bytes_read() const { return tensors_.bytes_read(); }  // file bytes read so far
   int64_t stored_bytes() const;  // the bytes of every tensor the file holds
 

@@ -73,6 +73,27 @@ void expect_blocks_are_slices(HfImport& import, const model::GptParams& params,
   }
 }
 
+// read_into in pieces of `piece_values` gives what values() gives, for the whole of every
+// parameter and its halves by rows (one of two kv groups of Llama's QKV) and by columns.
+void expect_pieces_are_values(HfImport& import, const model::GptParams& params,
+                              int64_t piece_values) {
+  for (const model::NamedParam& p : params.named) {
+    SCOPED_TRACE(p.name);
+    const int64_t rows = p.global_shape[0], cols = p.tensor.numel() / rows;
+    std::vector<HfBlock> blocks = {{}};
+    if (rows % 2 == 0) blocks.push_back({.first_row = rows / 2, .rows = rows / 2});
+    if (p.global_shape.size() == 2 && cols % 2 == 0)
+      blocks.push_back({.first_col = cols / 2, .cols = cols / 2});
+    for (const HfBlock& block : blocks) {
+      const std::vector<float> expected = import.values(p.name, block);
+      std::vector<float> got(expected.size(), -1.f);
+      import.read_into(p.name, block, got, piece_values);
+      EXPECT_EQ(got, expected) << "rows from " << block.first_row << ", columns from "
+                               << block.first_col;
+    }
+  }
+}
+
 // The model of `config` with init_params' values, exported by `to_hf` and opened as `Import`.
 template <typename Import, typename ToHf>
 struct Exported {
@@ -104,6 +125,7 @@ TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
   expect_blocks_are_slices(*llama.import, llama.params, config, [](const std::string& name) {
     return !name.ends_with("word_embeddings.weight") && name != "output_layer.weight";
   });
+  expect_pieces_are_values(*llama.import, llama.params, 7);
   // The rows past the vocabulary are padding: read as zeros, costing no bytes.
   const int64_t before = llama.import->bytes_read();
   EXPECT_EQ(llama.import->values("output_layer.weight", {.first_row = 12, .rows = 4}),
@@ -122,6 +144,7 @@ TEST(HfImportRows, Gpt2RowsReadAloneAreTheWholeParametersRows) {
     return name.find("linear_qkv") == std::string::npos &&
            name.find("word_embeddings") == std::string::npos;
   });
+  expect_pieces_are_values(*gpt2.import, gpt2.params, 5);
 }
 
 }  // namespace
