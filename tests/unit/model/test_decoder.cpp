@@ -1,6 +1,7 @@
 // The key/value-cache decoder: one token at a time through the cache gives the logits of the full
 // forward at every position, and the full forward's cross entropy is the training forward's loss,
-// for a GPT-2 block and a Llama block with grouped-query attention.
+// for a GPT-2 block, a Llama block with grouped-query attention, and one with Qwen2's q, k and v
+// biases.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,8 +46,16 @@ double mean_cross_entropy(const std::vector<float>& logits, const std::vector<in
   return sum / static_cast<double>(T);
 }
 
-void expect_cache_matches_full_forward(const model::GptConfig& config) {
+// `biases`: every bias of the model set to small distinct values first (init_params zeroes them).
+void expect_cache_matches_full_forward(const model::GptConfig& config, bool biases = false) {
   TinyModel tiny(config, /*batch=*/1);
+  if (biases) {
+    for (const model::NamedParam& p : tiny.params.named) {
+      if (!p.name.ends_with(".bias")) continue;
+      for (int64_t i = 0; i < p.tensor.numel(); ++i)
+        p.tensor.f32()[i] = 0.05f * std::sin(static_cast<float>(i) + 1.f);
+    }
+  }
   const std::vector<int32_t> inputs(tiny.tokens.begin(), tiny.tokens.end() - 1);  // T tokens
   model::Decoder decoder(tiny.params, tiny.config, tiny.allocator);
 
@@ -75,13 +84,20 @@ void expect_cache_matches_full_forward(const model::GptConfig& config) {
 }
 
 TEST(Decoder, Gpt2CacheGivesTheFullForwardsLogits) {
-  expect_cache_matches_full_forward(testing_support::tiny_config(/*dropout=*/0.f));
+  expect_cache_matches_full_forward(testing_support::tiny_config(/*dropout=*/0.f),
+                                    /*biases=*/true);
 }
 
 TEST(Decoder, LlamaGroupedQueryCacheGivesTheFullForwardsLogits) {
   const model::GptConfig config = testing_support::tiny_llama_config(/*dropout=*/0.f);
   ASSERT_EQ(config.group_size(), 2);
   expect_cache_matches_full_forward(config);
+}
+
+TEST(Decoder, Qwen2BiasedQkvCacheGivesTheFullForwardsLogits) {
+  model::GptConfig config = testing_support::tiny_llama_config(/*dropout=*/0.f);
+  config.add_qkv_bias = true;
+  expect_cache_matches_full_forward(config, /*biases=*/true);
 }
 
 TEST(Decoder, BadTokensAndPositionsAreInputErrors) {
