@@ -3,7 +3,8 @@
 // preset gives bit-identical loss and gradients and the predicted peak of every memory
 // category, in fp32 and in bf16; the Llama block (GQA, RoPE, SwiGLU, RMSNorm, untied head) too:
 // one fp32 step (unfused and flash) and one bf16 step against the CPU's, four presets in bf16
-// under flash. Dropout is on throughout. Every test skips without a device.
+// under flash; and a bf16 run's bfloat16 export holds exactly the weights it computed with.
+// Dropout is on throughout. Every test skips without a device.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "runtime/ops.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/unit/trainer/trainer_test_util.h"
+#include "trainer/export/hf_export.h"
 
 namespace {
 
@@ -342,5 +344,33 @@ INSTANTIATE_TEST_SUITE_P(Precision, GpuRecomputePlans, ::testing::Values("fp32",
                          [](const ::testing::TestParamInfo<const char*>& param_info) {
                            return std::string(param_info.param);
                          });
+
+// A bf16 run's bfloat16 export (output.export_dtype) rounds the f32 master weights on the host;
+// the run computes with the device's rounding of the same masters. The two are the same bits:
+// the export read back (Llama with Qwen2's q, k and v biases: split, joined and padded) equals
+// the device's bf16 weights widened, every value.
+TEST_F(GpuTrainer, Bf16ExportIsTheWeightsTheRunComputedWith) {
+  GpuRun gpu(*context_, tiny_config(dir_ / "data", dir_ / "export", "cuda", "bf16",
+                                    llama({"model.add_qkv_bias=true", "train.steps=2",
+                                           "output.export=true", "output.export_dtype=bfloat16"})));
+  gpu.trainer->run();
+  const runtime::Tensor& compute = gpu.trainer->params().flat;
+  ASSERT_EQ(compute.dtype(), runtime::DType::bf16);
+  runtime::CpuAllocator host;
+  const runtime::Tensor bits =
+      runtime::Tensor::empty(host, compute.shape(), runtime::DType::bf16, MemoryCategory::comm);
+  runtime::ops::download(bits, compute);
+  const model::GptConfig& config = gpu.trainer->config().model;
+  const model::GptParams exported = model::GptParams::allocate(host, config, MemoryCategory::param);
+  const std::unique_ptr<trainer::HfImport> import =
+      trainer::open_hf_import(dir_ / "export" + "/model.safetensors", config);
+  trainer::import_whole(*import, exported);
+  ASSERT_EQ(exported.flat.numel(), bits.numel());
+  const uint16_t* device = static_cast<const uint16_t*>(bits.raw());
+  int64_t differ = 0;
+  for (int64_t i = 0; i < bits.numel(); ++i)
+    differ += gpu_test::bf16_bits_to_float(device[i]) != exported.flat.f32()[i];
+  EXPECT_EQ(differ, 0) << "of " << bits.numel() << " weights";
+}
 
 }  // namespace
