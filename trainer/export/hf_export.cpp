@@ -1,6 +1,7 @@
 // The Hugging Face export: each family's tensors and config.json, converted to the export's dtype.
 #include "trainer/export/hf_export.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,28 +23,58 @@ std::string_view hf_torch_dtype(runtime::DType dtype) {
   return dtype == runtime::DType::bf16 ? "bfloat16" : "float32";
 }
 
-std::vector<SafetensorsEntry> to_hf(const model::GptParams& params,
-                                    const model::GptConfig& config, runtime::DType dtype) {
+namespace {
+
+// Values converted to bf16 per piece of at most this many (the export's only buffer beyond the
+// tensor being written).
+constexpr int64_t kBf16Piece = int64_t{1} << 20;
+
+// Gives `sink` the bf16 bits of `count` f32 values, a piece at a time through `wide` and
+// `narrow` (kBf16Piece values each).
+void write_bf16(const float* values, int64_t count, const runtime::Tensor& wide,
+                const runtime::Tensor& narrow, const SafetensorsSink& sink) {
+  for (int64_t done = 0; done < count; done += kBf16Piece) {
+    const int64_t n = std::min(kBf16Piece, count - done);
+    std::memcpy(wide.f32(), values + done, static_cast<size_t>(n) * sizeof(float));
+    runtime::ops::convert(narrow.view(0, {n}), wide.view(0, {n}));
+    sink(narrow.raw(), static_cast<size_t>(n) * 2);
+  }
+}
+
+}  // namespace
+
+std::vector<SafetensorsSource> to_hf(const model::GptParams& params, const model::GptConfig& config,
+                                     runtime::DType dtype) {
   TRAINER_ASSERT(dtype == runtime::DType::f32 || dtype == runtime::DType::bf16,
                  "an export is float32 or bfloat16");
-  std::vector<SafetensorsEntry> entries = config.architecture == model::Architecture::llama
-                                              ? to_hf_llama(params, config)
-                                              : to_hf_gpt2(params, config);
-  if (dtype == runtime::DType::f32) return entries;
-  runtime::CpuAllocator host;
-  for (SafetensorsEntry& entry : entries) {
-    const int64_t numel = runtime::shape_numel(entry.shape);
-    const runtime::Tensor f32 = runtime::Tensor::empty(host, {numel}, runtime::DType::f32,
-                                                       runtime::MemoryCategory::workspace);
-    const runtime::Tensor bf16 = runtime::Tensor::empty(host, {numel}, runtime::DType::bf16,
-                                                        runtime::MemoryCategory::workspace);
-    std::memcpy(f32.f32(), entry.data.data(), entry.data.size());
-    runtime::ops::convert(bf16, f32);
-    entry.dtype = "BF16";
-    entry.data.resize(static_cast<size_t>(numel) * 2);
-    std::memcpy(entry.data.data(), bf16.raw(), entry.data.size());
+  std::vector<SafetensorsSource> sources;
+  for (HfSource& source : config.architecture == model::Architecture::llama
+                              ? hf_llama_sources(params, config)
+                              : hf_gpt2_sources(params, config)) {
+    if (dtype == runtime::DType::f32) {
+      sources.push_back({source.name, "F32", source.shape,
+                         [write = std::move(source.write)](const SafetensorsSink& sink) {
+                           write([&](const float* values, int64_t count) {
+                             sink(values, static_cast<size_t>(count) * sizeof(float));
+                           });
+                         }});
+      continue;
+    }
+    sources.push_back({source.name, "BF16", source.shape,
+                       [write = std::move(source.write)](const SafetensorsSink& sink) {
+                         runtime::CpuAllocator host;
+                         const runtime::Tensor wide =
+                             runtime::Tensor::empty(host, {kBf16Piece}, runtime::DType::f32,
+                                                    runtime::MemoryCategory::workspace);
+                         const runtime::Tensor narrow =
+                             runtime::Tensor::empty(host, {kBf16Piece}, runtime::DType::bf16,
+                                                    runtime::MemoryCategory::workspace);
+                         write([&](const float* values, int64_t count) {
+                           write_bf16(values, count, wide, narrow, sink);
+                         });
+                       }});
   }
-  return entries;
+  return sources;
 }
 
 void export_hf(const std::string& dir, const model::GptParams& params,
@@ -53,8 +84,8 @@ void export_hf(const std::string& dir, const model::GptParams& params,
   if (error)
     throw runtime::InputError(dir + ": cannot create the export directory: " + error.message());
   const std::filesystem::path base(dir);
-  write_safetensors((base / "model.safetensors").string(), to_hf(params, config, dtype),
-                    {{"format", "pt"}});
+  write_safetensors_streamed((base / "model.safetensors").string(), to_hf(params, config, dtype),
+                             {{"format", "pt"}});
   const std::string json = config.architecture == model::Architecture::llama
                                ? hf_llama_config_json(config, hf_torch_dtype(dtype))
                                : hf_gpt2_config_json(config, hf_torch_dtype(dtype));

@@ -19,13 +19,15 @@ namespace trainer {
 // config.json's torch_dtype of an export in `dtype` (f32 or bf16): "float32" or "bfloat16".
 std::string_view hf_torch_dtype(runtime::DType dtype);
 
-// The export's tensors (`params`: the whole model of `config`, host f32); bf16 rounds each value
-// to the nearest even, as the device's conversion does.
-std::vector<SafetensorsEntry> to_hf(const model::GptParams& params,
-                                    const model::GptConfig& config, runtime::DType dtype);
+// The export's tensors (`params`: the whole model of `config`, host f32, which must outlive
+// them), each made in `dtype` as the writer reaches it; bf16 rounds each value to the nearest
+// even, as the device's conversion does.
+std::vector<SafetensorsSource> to_hf(const model::GptParams& params, const model::GptConfig& config,
+                                     runtime::DType dtype);
 
-// Writes <dir>/model.safetensors and <dir>/config.json, each atomically; creates `dir` when
-// missing (InputError naming it when that fails).
+// Writes <dir>/model.safetensors (one tensor made at a time: beyond `params` the export holds one
+// tensor's values) and <dir>/config.json, each atomically; creates `dir` when missing
+// (InputError naming it when that fails).
 void export_hf(const std::string& dir, const model::GptParams& params,
                const model::GptConfig& config, runtime::DType dtype = runtime::DType::f32);
 

@@ -59,14 +59,6 @@ std::vector<float> transposed(const float* source, int64_t rows, int64_t cols) {
   return out;
 }
 
-SafetensorsEntry f32_entry(const std::string& name, const Shape& shape, const float* values) {
-  SafetensorsEntry entry{std::string(kPrefix) + name, "F32", shape, {}};
-  const size_t bytes = static_cast<size_t>(runtime::shape_numel(shape)) * sizeof(float);
-  entry.data.resize(bytes);
-  std::memcpy(entry.data.data(), values, bytes);
-  return entry;
-}
-
 using Transform = HfTransform;
 
 const std::vector<HfRule>& hf_gpt2_rules() {
@@ -168,44 +160,73 @@ class JsonConfigReader {
 
 }  // namespace
 
-std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
-                                         const model::GptConfig& config) {
+std::vector<HfSource> hf_gpt2_sources(const model::GptParams& params,
+                                      const model::GptConfig& config) {
   check_layout(params, config);
   const int64_t C = config.hidden_size, F = config.ffn();
-  std::vector<SafetensorsEntry> entries;
-  entries.push_back(f32_entry("wte.weight", {config.vocab_size, C}, params.wte.f32()));
-  entries.push_back(f32_entry("wpe.weight", {config.positions(), C}, params.wpe.f32()));
+  std::vector<HfSource> sources;
+  // `count` values of `tensor` as they are.
+  auto add = [&](const std::string& name, Shape shape, const runtime::Tensor& tensor) {
+    const int64_t count = runtime::shape_numel(shape);
+    sources.push_back({std::string(kPrefix) + name, std::move(shape),
+                       [tensor, count](const HfValueSink& sink) { sink(tensor.f32(), count); }});
+  };
+  // A tensor made by `make` (a permuted copy), given to the sink whole.
+  auto add_made = [&](const std::string& name, Shape shape,
+                      std::function<std::vector<float>()> make) {
+    sources.push_back({std::string(kPrefix) + name, std::move(shape),
+                       [make = std::move(make)](const HfValueSink& sink) {
+                         const std::vector<float> out = make();
+                         sink(out.data(), static_cast<int64_t>(out.size()));
+                       }});
+  };
+  // The model's (rows, cols) `tensor` as HF's Conv1D [cols, rows].
+  auto add_transposed = [&](const std::string& name, int64_t rows, int64_t cols,
+                            const runtime::Tensor& tensor) {
+    add_made(name, {cols, rows},
+             [tensor, rows, cols] { return transposed(tensor.f32(), rows, cols); });
+  };
+  add("wte.weight", {config.vocab_size, C}, params.wte);
+  add("wpe.weight", {config.positions(), C}, params.wpe);
   for (int64_t i = 0; i < config.num_layers; ++i) {
     const model::LayerParams& layer = params.layers[static_cast<size_t>(i)];
     const std::string h = TRAINER_STR("h." << i << ".");
-    entries.push_back(f32_entry(h + "ln_1.weight", {C}, layer.ln1_weight.f32()));
-    entries.push_back(f32_entry(h + "ln_1.bias", {C}, layer.ln1_bias.f32()));
-    std::vector<float> c_attn_weight(static_cast<size_t>(C * 3 * C));  // [in C, out 3C]
-    std::vector<float> c_attn_bias(static_cast<size_t>(3 * C));        // [3C]
-    const float* qkv_weight = layer.qkv_weight.f32();                  // (3C, C)
-    for (int64_t row = 0; row < 3 * C; ++row) {
-      const int64_t column = hf_qkv_column(row, config);
-      for (int64_t in = 0; in < C; ++in)
-        c_attn_weight[static_cast<size_t>(in * 3 * C + column)] = qkv_weight[row * C + in];
-      c_attn_bias[static_cast<size_t>(column)] = layer.qkv_bias.f32()[row];
-    }
-    entries.push_back(f32_entry(h + "attn.c_attn.weight", {C, 3 * C}, c_attn_weight.data()));
-    entries.push_back(f32_entry(h + "attn.c_attn.bias", {3 * C}, c_attn_bias.data()));
-    entries.push_back(f32_entry(h + "attn.c_proj.weight", {C, C},
-                                transposed(layer.proj_weight.f32(), C, C).data()));
-    entries.push_back(f32_entry(h + "attn.c_proj.bias", {C}, layer.proj_bias.f32()));
-    entries.push_back(f32_entry(h + "ln_2.weight", {C}, layer.ln2_weight.f32()));
-    entries.push_back(f32_entry(h + "ln_2.bias", {C}, layer.ln2_bias.f32()));
-    entries.push_back(
-        f32_entry(h + "mlp.c_fc.weight", {C, F}, transposed(layer.fc1_weight.f32(), F, C).data()));
-    entries.push_back(f32_entry(h + "mlp.c_fc.bias", {F}, layer.fc1_bias.f32()));
-    entries.push_back(f32_entry(h + "mlp.c_proj.weight", {F, C},
-                                transposed(layer.fc2_weight.f32(), C, F).data()));
-    entries.push_back(f32_entry(h + "mlp.c_proj.bias", {C}, layer.fc2_bias.f32()));
+    add(h + "ln_1.weight", {C}, layer.ln1_weight);
+    add(h + "ln_1.bias", {C}, layer.ln1_bias);
+    // c_attn [in C, out 3C]: the model's row r (3C, C) is HF's column hf_qkv_column(r).
+    const runtime::Tensor qkv_weight = layer.qkv_weight, qkv_bias = layer.qkv_bias;
+    add_made(h + "attn.c_attn.weight", {C, 3 * C}, [qkv_weight, config, C] {
+      std::vector<float> out(static_cast<size_t>(C * 3 * C));
+      for (int64_t row = 0; row < 3 * C; ++row) {
+        const int64_t column = hf_qkv_column(row, config);
+        for (int64_t in = 0; in < C; ++in)
+          out[static_cast<size_t>(in * 3 * C + column)] = qkv_weight.f32()[row * C + in];
+      }
+      return out;
+    });
+    add_made(h + "attn.c_attn.bias", {3 * C}, [qkv_bias, config, C] {
+      std::vector<float> out(static_cast<size_t>(3 * C));
+      for (int64_t row = 0; row < 3 * C; ++row)
+        out[static_cast<size_t>(hf_qkv_column(row, config))] = qkv_bias.f32()[row];
+      return out;
+    });
+    add_transposed(h + "attn.c_proj.weight", C, C, layer.proj_weight);
+    add(h + "attn.c_proj.bias", {C}, layer.proj_bias);
+    add(h + "ln_2.weight", {C}, layer.ln2_weight);
+    add(h + "ln_2.bias", {C}, layer.ln2_bias);
+    add_transposed(h + "mlp.c_fc.weight", F, C, layer.fc1_weight);
+    add(h + "mlp.c_fc.bias", {F}, layer.fc1_bias);
+    add_transposed(h + "mlp.c_proj.weight", C, F, layer.fc2_weight);
+    add(h + "mlp.c_proj.bias", {C}, layer.fc2_bias);
   }
-  entries.push_back(f32_entry("ln_f.weight", {C}, params.lnf_weight.f32()));
-  entries.push_back(f32_entry("ln_f.bias", {C}, params.lnf_bias.f32()));
-  return entries;
+  add("ln_f.weight", {C}, params.lnf_weight);
+  add("ln_f.bias", {C}, params.lnf_bias);
+  return sources;
+}
+
+std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
+                                         const model::GptConfig& config) {
+  return hf_entries(hf_gpt2_sources(params, config));
 }
 
 HfGpt2Import::HfGpt2Import(SafetensorsFile file, const model::GptConfig& config)

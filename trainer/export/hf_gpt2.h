@@ -15,10 +15,14 @@
 
 namespace trainer {
 
-// The model as HF GPT-2 state dict tensors named "transformer.*", all F32: wte [vocab_size, C]
-// (vocabulary padding dropped), wpe [P, C], h.{i}.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+// The model as HF GPT-2 state dict tensors named "transformer.*", each made when asked (params:
+// the whole model, host f32, which must outlive them): wte [vocab_size, C] (vocabulary padding
+// dropped), wpe [P, C], h.{i}.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
 // mlp.c_proj}.{weight, bias}, ln_f. lm_head.weight is tied to wte and not written (as HF
 // save_pretrained does).
+std::vector<HfSource> hf_gpt2_sources(const model::GptParams& params,
+                                      const model::GptConfig& config);
+// The same tensors made, F32.
 std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
                                          const model::GptConfig& config);
 

@@ -53,14 +53,6 @@ std::pair<const HfRule*, std::string> rule_of(const std::string& name) {
   return hf_rule_of(hf_llama_rules(), name);
 }
 
-SafetensorsEntry f32_entry(const std::string& name, const Shape& shape, const float* values) {
-  SafetensorsEntry entry{name, "F32", shape, {}};
-  const size_t bytes = static_cast<size_t>(runtime::shape_numel(shape)) * sizeof(float);
-  entry.data.resize(bytes);
-  std::memcpy(entry.data.data(), values, bytes);
-  return entry;
-}
-
 std::string number(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.9g", value);
@@ -251,8 +243,8 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
          eps + " differs from model.layernorm_epsilon " + number(config.layernorm_epsilon));
 }
 
-std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
-                                          const model::GptConfig& config) {
+std::vector<HfSource> hf_llama_sources(const model::GptParams& params,
+                                       const model::GptConfig& config) {
   TRAINER_ASSERT(config.architecture == model::Architecture::llama &&
                      model::hf_family_mismatch(config).empty(),
                  "not a LlamaForCausalLM block");
@@ -261,36 +253,38 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
                      params.flat.numel() == model::GptParams::count(config),
                  "HF Llama export needs the whole model, host f32");
   const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
-  std::vector<SafetensorsEntry> entries;
-  auto rows = [](const model::NamedParam& p, int64_t n) {  // n rows of p (a bias: n values)
-    return p.global_shape.size() > 1 ? Shape{n, p.global_shape[1]} : Shape{n};
-  };
+  const int64_t groups = config.query_groups();
+  std::vector<HfSource> sources;
   for (const model::NamedParam& p : params.named) {
     const auto [rule, layer] = rule_of(p.name);
     TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
     const std::string hf = hf_replaced(rule->hf, "{i}", layer);
-    const float* values = p.tensor.f32();
+    const runtime::Tensor tensor = p.tensor;
+    auto first = [tensor](int64_t count) {  // the parameter's first `count` values
+      return [tensor, count](const HfValueSink& sink) { sink(tensor.f32(), count); };
+    };
     switch (rule->transform) {
       case Transform::copy:
-        entries.push_back(f32_entry(hf, p.global_shape, values));
+        sources.push_back({hf, p.global_shape, first(tensor.numel())});
         break;
       case Transform::vocab_rows:
-        entries.push_back(f32_entry(hf, {config.vocab_size, C}, values));
+        sources.push_back({hf, {config.vocab_size, C}, first(config.vocab_size * C)});
         break;
       case Transform::split_qkv: {  // the weight's rows of C values, or the bias's values
-        const int64_t groups = config.query_groups(), width = p.tensor.numel() / p.global_shape[0];
-        std::vector<float> q, k, v;
-        for (int64_t g = 0; g < groups; ++g) {
-          for (int64_t j = 0; j < r + 2; ++j) {
-            std::vector<float>& into = j < r ? q : j == r ? k : v;
-            const float* head = values + (g * (r + 2) + j) * D * width;
-            into.insert(into.end(), head, head + D * width);
-          }
-        }
-        entries.push_back(
-            f32_entry(hf_replaced(hf, "{qkv}", "q"), rows(p, groups * r * D), q.data()));
-        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "k"), rows(p, groups * D), k.data()));
-        entries.push_back(f32_entry(hf_replaced(hf, "{qkv}", "v"), rows(p, groups * D), v.data()));
+        const int64_t width = tensor.numel() / p.global_shape[0];
+        // Of each group's r + 2 heads, heads [begin, end): q is 0..r-1, k is r, v is r + 1.
+        auto heads = [=](int64_t begin, int64_t end) {
+          return [=](const HfValueSink& sink) {
+            for (int64_t g = 0; g < groups; ++g)
+              sink(tensor.f32() + (g * (r + 2) + begin) * D * width, (end - begin) * D * width);
+          };
+        };
+        auto rows = [&](int64_t n) {  // n rows of the weight (a bias: n values)
+          return p.global_shape.size() > 1 ? Shape{n, p.global_shape[1]} : Shape{n};
+        };
+        sources.push_back({hf_replaced(hf, "{qkv}", "q"), rows(groups * r * D), heads(0, r)});
+        sources.push_back({hf_replaced(hf, "{qkv}", "k"), rows(groups * D), heads(r, r + 1)});
+        sources.push_back({hf_replaced(hf, "{qkv}", "v"), rows(groups * D), heads(r + 1, r + 2)});
         break;
       }
       case Transform::transpose:
@@ -298,7 +292,12 @@ std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
         TRAINER_ASSERT(false, "GPT-2's transform in the Llama table: " << rule->ours);
     }
   }
-  return entries;
+  return sources;
+}
+
+std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
+                                          const model::GptConfig& config) {
+  return hf_entries(hf_llama_sources(params, config));
 }
 
 std::string hf_llama_config_json(const model::GptConfig& config, std::string_view torch_dtype) {

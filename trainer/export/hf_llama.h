@@ -16,7 +16,11 @@
 
 namespace trainer {
 
-// The model as LlamaForCausalLM state dict tensors, F32 (params: the whole model, host f32).
+// The model as LlamaForCausalLM (or Qwen2ForCausalLM) state dict tensors, each made when asked
+// (params: the whole model, host f32, which must outlive them).
+std::vector<HfSource> hf_llama_sources(const model::GptParams& params,
+                                       const model::GptConfig& config);
+// The same tensors made, F32.
 std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
                                           const model::GptConfig& config);
 

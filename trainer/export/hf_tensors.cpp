@@ -2,6 +2,7 @@
 #include "trainer/export/hf_tensors.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "runtime/error.h"
@@ -161,6 +162,22 @@ int64_t HfImport::stored_bytes() const {
   for (const auto& [name, entry] : file_.tensors)
     bytes += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
   return bytes;
+}
+
+std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources) {
+  std::vector<SafetensorsEntry> entries;
+  for (const HfSource& source : sources) {
+    SafetensorsEntry entry{source.name, "F32", source.shape, {}};
+    source.write([&](const float* values, int64_t count) {
+      const auto* bytes = reinterpret_cast<const uint8_t*>(values);
+      entry.data.insert(entry.data.end(), bytes, bytes + count * sizeof(float));
+    });
+    TRAINER_ASSERT(
+        static_cast<int64_t>(entry.data.size()) == runtime::shape_numel(source.shape) * 4,
+        source.name << ": " << entry.data.size() / 4 << " values");
+    entries.push_back(std::move(entry));
+  }
+  return entries;
 }
 
 std::pair<std::string, std::string> hf_name_pattern(const std::string& name) {

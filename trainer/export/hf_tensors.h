@@ -69,6 +69,22 @@ enum class HfTransform {
   split_qkv,    // Llama's q_proj, k_proj and v_proj ("{qkv}" in the name) joined by kv group
 };
 
+// Takes a tensor's f32 values in order, in pieces of any size.
+using HfValueSink = std::function<void(const float* values, int64_t count)>;
+
+// One tensor of an export: its HF name and shape, and `write`, which gives a sink its values
+// when the export reaches it: straight from the parameter where the tensor is a copy of one (a
+// range of it), from one transposed or permuted copy otherwise. So an export holds at most one
+// tensor beyond the model, instead of a second copy of the model.
+struct HfSource {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::function<void(const HfValueSink& sink)> write;
+};
+
+// The sources' tensors made, F32 (tests, and an export that wants them all at once).
+std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources);
+
 // One row of a family's table: a parameter name ("{i}" for the layer index), its HF tensor.
 struct HfRule {
   const char* ours;

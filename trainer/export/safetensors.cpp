@@ -228,22 +228,20 @@ SafetensorsFile read_safetensors(const std::string& path, SafetensorsRead read) 
   return file;
 }
 
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  std::vector<const SafetensorsEntry*> order;
+void write_safetensors_streamed(const std::string& path,
+                                const std::vector<SafetensorsSource>& tensors,
+                                const std::map<std::string, std::string>& metadata) {
+  std::vector<const SafetensorsSource*> order;
   std::set<std::string> names;
-  for (const SafetensorsEntry& t : tensors) {
-    const int64_t item_size = safetensors_dtype_size(t.dtype);
-    TRAINER_ASSERT(item_size > 0, "tensor '" << t.name << "': unknown dtype " << t.dtype);
-    TRAINER_ASSERT(byte_size(t.shape, item_size) == static_cast<int64_t>(t.data.size()),
-                   "tensor '" << t.name << "': " << t.data.size() << " bytes for " << t.dtype
-                              << " shape " << safetensors_shape_text(t.shape));
+  for (const SafetensorsSource& t : tensors) {
+    TRAINER_ASSERT(safetensors_dtype_size(t.dtype) > 0,
+                   "tensor '" << t.name << "': unknown dtype " << t.dtype);
     TRAINER_ASSERT(t.name != "__metadata__" && names.insert(t.name).second,
                    "tensor name '" << t.name << "' is reserved or repeated");
     order.push_back(&t);
   }
   // HF's order: larger item sizes first (so every tensor stays aligned), then by name.
-  std::sort(order.begin(), order.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+  std::sort(order.begin(), order.end(), [](const SafetensorsSource* a, const SafetensorsSource* b) {
     const int64_t size_a = safetensors_dtype_size(a->dtype),
                   size_b = safetensors_dtype_size(b->dtype);
     return size_a != size_b ? size_a > size_b : a->name < b->name;
@@ -263,14 +261,14 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
     header += "}";
   }
   int64_t offset = 0;
-  for (const SafetensorsEntry* t : order) {
+  for (const SafetensorsSource* t : order) {
     if (header.size() > 1) header += ",";
     header += json_quote(t->name) + ":{\"dtype\":" + json_quote(t->dtype) + ",\"shape\":[";
     for (size_t i = 0; i < t->shape.size(); ++i) {
       if (i > 0) header += ",";
       header += std::to_string(t->shape[i]);
     }
-    const int64_t end = offset + static_cast<int64_t>(t->data.size());
+    const int64_t end = offset + byte_size(t->shape, safetensors_dtype_size(t->dtype));
     header += TRAINER_STR("],\"data_offsets\":[" << offset << "," << end << "]}");
     offset = end;
   }
@@ -283,8 +281,33 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   AtomicFileWriter writer(path);
   writer.write(length_bytes, sizeof length_bytes);
   writer.write(header);
-  for (const SafetensorsEntry* t : order) writer.write(t->data.data(), t->data.size());
+  for (const SafetensorsSource* t : order) {
+    size_t written = 0;
+    t->write([&](const void* bytes, size_t size) {
+      writer.write(bytes, size);
+      written += size;
+    });
+    TRAINER_ASSERT(
+        byte_size(t->shape, safetensors_dtype_size(t->dtype)) == static_cast<int64_t>(written),
+        "tensor '" << t->name << "': " << written << " bytes for " << t->dtype << " shape "
+                   << safetensors_shape_text(t->shape));
+  }
   writer.commit();
+}
+
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsSource> sources;
+  for (const SafetensorsEntry& t : tensors) {
+    const int64_t item_size = safetensors_dtype_size(t.dtype);
+    TRAINER_ASSERT(item_size > 0, "tensor '" << t.name << "': unknown dtype " << t.dtype);
+    TRAINER_ASSERT(byte_size(t.shape, item_size) == static_cast<int64_t>(t.data.size()),
+                   "tensor '" << t.name << "': " << t.data.size() << " bytes for " << t.dtype
+                              << " shape " << safetensors_shape_text(t.shape));
+    sources.push_back({t.name, t.dtype, t.shape,
+                       [&t](const SafetensorsSink& sink) { sink(t.data.data(), t.data.size()); }});
+  }
+  write_safetensors_streamed(path, sources, metadata);
 }
 
 // ---- atomic files --------------------------------------------------------------------------

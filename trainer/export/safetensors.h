@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -34,6 +35,24 @@ struct SafetensorsFile {
 
 // Bytes per element of a safetensors dtype name, or 0 when the name is unknown.
 int64_t safetensors_dtype_size(std::string_view dtype);
+
+// Takes a tensor's bytes in order, in pieces of any size.
+using SafetensorsSink = std::function<void(const void* bytes, size_t size)>;
+
+// A tensor to write whose bytes are made when the writer reaches it: `write` (called once) gives
+// the sink its numel * itemsize bytes, in pieces, so that a writer holds at most one tensor's
+// bytes at a time (none, where they are already in memory).
+struct SafetensorsSource {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::function<void(const SafetensorsSink& sink)> write;
+};
+
+// write_safetensors of tensors made one at a time as the file is written.
+void write_safetensors_streamed(const std::string& path,
+                                const std::vector<SafetensorsSource>& tensors,
+                                const std::map<std::string, std::string>& metadata);
 
 // Writes `tensors` (unique names, data sized to dtype and shape: a caller bug otherwise) and
 // `metadata` to `path` as HF does: header padded with spaces to a multiple of 8 bytes, data laid
