@@ -328,6 +328,32 @@ TEST_F(SafetensorsTest, WriterRefusesInconsistentEntries) {
   EXPECT_FALSE(fs::exists(path("x")));
 }
 
+// A streamed tensor is written in the pieces its source gives; one that gives another byte count
+// than its shape says is refused, and no file (nor temp file) is left.
+TEST_F(SafetensorsTest, StreamedTensorsAreWrittenInPiecesAndChecked) {
+  const float values[4] = {1.f, -2.f, 3.5f, 0.25f};
+  const std::string file = path("streamed.safetensors");
+  write_safetensors_streamed(file,
+                             {{"t",
+                               "F32",
+                               {2, 2},
+                               [&](const SafetensorsSink& sink) {
+                                 sink(values, 4);  // the first value, then the other three
+                                 sink(values + 1, 12);
+                               }}},
+                             {{"format", "pt"}});
+  EXPECT_EQ(safetensors_f32_values(read_safetensors(file).tensors.at("t")),
+            std::vector<float>(values, values + 4));
+  const std::string short_file = path("short.safetensors");
+  EXPECT_THROW(
+      write_safetensors_streamed(
+          short_file,
+          {{"t", "F32", {2, 2}, [&](const SafetensorsSink& sink) { sink(values, 12); }}}, {}),
+      std::logic_error);
+  EXPECT_FALSE(fs::exists(short_file));
+  EXPECT_FALSE(fs::exists(short_file + ".tmp"));
+}
+
 TEST_F(SafetensorsTest, UncommittedWriterLeavesTheOldFileAndNoTemp) {
   const std::string file = path("kept.txt");
   {
