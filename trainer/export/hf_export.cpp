@@ -47,21 +47,19 @@ std::vector<SafetensorsSource> to_hf(const model::GptParams& params, const model
                                      runtime::DType dtype) {
   TRAINER_ASSERT(dtype == runtime::DType::f32 || dtype == runtime::DType::bf16,
                  "an export is float32 or bfloat16");
+  const bool bf16 = dtype == runtime::DType::bf16;
   std::vector<SafetensorsSource> sources;
   for (HfSource& source : config.architecture == model::Architecture::llama
                               ? hf_llama_sources(params, config)
                               : hf_gpt2_sources(params, config)) {
-    if (dtype == runtime::DType::f32) {
-      sources.push_back({source.name, "F32", source.shape,
-                         [write = std::move(source.write)](const SafetensorsSink& sink) {
+    sources.push_back({source.name, bf16 ? "BF16" : "F32", source.shape,
+                       [write = std::move(source.write), bf16](const SafetensorsSink& sink) {
+                         if (!bf16) {  // the f32 values are the bytes
                            write([&](const float* values, int64_t count) {
                              sink(values, static_cast<size_t>(count) * sizeof(float));
                            });
-                         }});
-      continue;
-    }
-    sources.push_back({source.name, "BF16", source.shape,
-                       [write = std::move(source.write)](const SafetensorsSink& sink) {
+                           return;
+                         }
                          runtime::CpuAllocator host;
                          const runtime::Tensor wide =
                              runtime::Tensor::empty(host, {kBf16Piece}, runtime::DType::f32,

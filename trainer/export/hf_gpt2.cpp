@@ -186,6 +186,20 @@ std::vector<HfSource> hf_gpt2_sources(const model::GptParams& params,
     add_made(name, {cols, rows},
              [tensor, rows, cols] { return transposed(tensor.f32(), rows, cols); });
   };
+  // c_attn [in C, out 3C] and its bias [3C] (one input): the model's row r of (3C, in) is HF's
+  // column hf_qkv_column(r).
+  auto add_qkv_columns = [&](const std::string& name, Shape shape, const runtime::Tensor& qkv) {
+    const int64_t in = qkv.numel() / (3 * C);
+    add_made(name, std::move(shape), [qkv, config, C, in] {
+      std::vector<float> out(static_cast<size_t>(qkv.numel()));
+      for (int64_t row = 0; row < 3 * C; ++row) {
+        const int64_t column = hf_qkv_column(row, config);
+        for (int64_t i = 0; i < in; ++i)
+          out[static_cast<size_t>(i * 3 * C + column)] = qkv.f32()[row * in + i];
+      }
+      return out;
+    });
+  };
   add("wte.weight", {config.vocab_size, C}, params.wte);
   add("wpe.weight", {config.positions(), C}, params.wpe);
   for (int64_t i = 0; i < config.num_layers; ++i) {
@@ -193,23 +207,8 @@ std::vector<HfSource> hf_gpt2_sources(const model::GptParams& params,
     const std::string h = TRAINER_STR("h." << i << ".");
     add(h + "ln_1.weight", {C}, layer.ln1_weight);
     add(h + "ln_1.bias", {C}, layer.ln1_bias);
-    // c_attn [in C, out 3C]: the model's row r (3C, C) is HF's column hf_qkv_column(r).
-    const runtime::Tensor qkv_weight = layer.qkv_weight, qkv_bias = layer.qkv_bias;
-    add_made(h + "attn.c_attn.weight", {C, 3 * C}, [qkv_weight, config, C] {
-      std::vector<float> out(static_cast<size_t>(C * 3 * C));
-      for (int64_t row = 0; row < 3 * C; ++row) {
-        const int64_t column = hf_qkv_column(row, config);
-        for (int64_t in = 0; in < C; ++in)
-          out[static_cast<size_t>(in * 3 * C + column)] = qkv_weight.f32()[row * C + in];
-      }
-      return out;
-    });
-    add_made(h + "attn.c_attn.bias", {3 * C}, [qkv_bias, config, C] {
-      std::vector<float> out(static_cast<size_t>(3 * C));
-      for (int64_t row = 0; row < 3 * C; ++row)
-        out[static_cast<size_t>(hf_qkv_column(row, config))] = qkv_bias.f32()[row];
-      return out;
-    });
+    add_qkv_columns(h + "attn.c_attn.weight", {C, 3 * C}, layer.qkv_weight);
+    add_qkv_columns(h + "attn.c_attn.bias", {3 * C}, layer.qkv_bias);
     add_transposed(h + "attn.c_proj.weight", C, C, layer.proj_weight);
     add(h + "attn.c_proj.bias", {C}, layer.proj_bias);
     add(h + "ln_2.weight", {C}, layer.ln2_weight);
@@ -222,11 +221,6 @@ std::vector<HfSource> hf_gpt2_sources(const model::GptParams& params,
   add("ln_f.weight", {C}, params.lnf_weight);
   add("ln_f.bias", {C}, params.lnf_bias);
   return sources;
-}
-
-std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
-                                         const model::GptConfig& config) {
-  return hf_entries(hf_gpt2_sources(params, config));
 }
 
 HfGpt2Import::HfGpt2Import(SafetensorsFile file, const model::GptConfig& config)

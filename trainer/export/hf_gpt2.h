@@ -22,9 +22,6 @@ namespace trainer {
 // save_pretrained does).
 std::vector<HfSource> hf_gpt2_sources(const model::GptParams& params,
                                       const model::GptConfig& config);
-// The same tensors made, F32.
-std::vector<SafetensorsEntry> to_hf_gpt2(const model::GptParams& params,
-                                         const model::GptConfig& config);
 
 // The inverse, one parameter at a time: opening checks HF tensors, with or without the
 // "transformer." prefix (F32, BF16 or F16; a header-only read serves), against the whole model of

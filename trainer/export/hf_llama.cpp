@@ -59,6 +59,11 @@ std::string number(double value) {
   return text;
 }
 
+// The shape of `n` rows of a parameter of `shape`: a weight's rows of its columns, a bias's values.
+Shape rows_of(const Shape& shape, int64_t n) {
+  return shape.size() > 1 ? Shape{n, shape[1]} : Shape{n};
+}
+
 // The rows of `values` (rows, cols) from `first_row` as one block of `rows` rows.
 void copy_rows(float* out, const std::vector<float>& values, int64_t first_row, int64_t rows,
                int64_t cols) {
@@ -154,12 +159,9 @@ void HfLlamaImport::check_transformed(const HfRule& rule, const std::string& hf,
   TRAINER_ASSERT(rule.transform == Transform::split_qkv, "not a Llama transform: " << rule.ours);
   const int64_t D = config_.head_dim(), r = config_.group_size();
   const int64_t groups = config_.query_groups();
-  auto rows = [&](int64_t n) {  // n rows of the weight's columns, or n bias values
-    return shape.size() > 1 ? Shape{n, shape[1]} : Shape{n};
-  };
-  tensors_.check(hf_replaced(hf, "{qkv}", "q"), rows(groups * r * D));
-  tensors_.check(hf_replaced(hf, "{qkv}", "k"), rows(groups * D));
-  tensors_.check(hf_replaced(hf, "{qkv}", "v"), rows(groups * D));
+  tensors_.check(hf_replaced(hf, "{qkv}", "q"), rows_of(shape, groups * r * D));
+  tensors_.check(hf_replaced(hf, "{qkv}", "k"), rows_of(shape, groups * D));
+  tensors_.check(hf_replaced(hf, "{qkv}", "v"), rows_of(shape, groups * D));
 }
 
 std::vector<float> HfLlamaImport::transformed(const HfRule& rule, const std::string& hf,
@@ -279,12 +281,13 @@ std::vector<HfSource> hf_llama_sources(const model::GptParams& params,
               sink(tensor.f32() + (g * (r + 2) + begin) * D * width, (end - begin) * D * width);
           };
         };
-        auto rows = [&](int64_t n) {  // n rows of the weight (a bias: n values)
-          return p.global_shape.size() > 1 ? Shape{n, p.global_shape[1]} : Shape{n};
-        };
-        sources.push_back({hf_replaced(hf, "{qkv}", "q"), rows(groups * r * D), heads(0, r)});
-        sources.push_back({hf_replaced(hf, "{qkv}", "k"), rows(groups * D), heads(r, r + 1)});
-        sources.push_back({hf_replaced(hf, "{qkv}", "v"), rows(groups * D), heads(r + 1, r + 2)});
+        const Shape& shape = p.global_shape;
+        sources.push_back(
+            {hf_replaced(hf, "{qkv}", "q"), rows_of(shape, groups * r * D), heads(0, r)});
+        sources.push_back(
+            {hf_replaced(hf, "{qkv}", "k"), rows_of(shape, groups * D), heads(r, r + 1)});
+        sources.push_back(
+            {hf_replaced(hf, "{qkv}", "v"), rows_of(shape, groups * D), heads(r + 1, r + 2)});
         break;
       }
       case Transform::transpose:
@@ -293,11 +296,6 @@ std::vector<HfSource> hf_llama_sources(const model::GptParams& params,
     }
   }
   return sources;
-}
-
-std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
-                                          const model::GptConfig& config) {
-  return hf_entries(hf_llama_sources(params, config));
 }
 
 std::string hf_llama_config_json(const model::GptConfig& config, std::string_view torch_dtype) {

@@ -20,9 +20,6 @@ namespace trainer {
 // (params: the whole model, host f32, which must outlive them).
 std::vector<HfSource> hf_llama_sources(const model::GptParams& params,
                                        const model::GptConfig& config);
-// The same tensors made, F32.
-std::vector<SafetensorsEntry> to_hf_llama(const model::GptParams& params,
-                                          const model::GptConfig& config);
 
 // The inverse, one parameter at a time: opening checks HF tensors (F32, BF16 or F16; a
 // header-only read serves) against the whole model of `config`: every parameter's tensor must

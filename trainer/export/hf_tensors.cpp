@@ -124,10 +124,14 @@ void HfImport::check_tensors(const std::function<bool(const std::string&)>& igno
   tensors_.check_all_used(ignored);
 }
 
-std::vector<float> HfImport::values(const std::string& name, HfBlock block) {
+const runtime::Shape& HfImport::shape_of(const std::string& name) const {
   const auto it = index_.find(name);
   TRAINER_ASSERT(it != index_.end(), "no parameter " << name);
-  const runtime::Shape& shape = whole_[it->second].second;
+  return whole_[it->second].second;
+}
+
+std::vector<float> HfImport::values(const std::string& name, HfBlock block) {
+  const runtime::Shape& shape = shape_of(name);
   block = whole_fields(block, shape, name);
   const auto [rule, hf] = rule_of(name);
   if (rule->transform == HfTransform::copy) return tensors_.values(hf, block);
@@ -138,9 +142,7 @@ std::vector<float> HfImport::values(const std::string& name, HfBlock block) {
 
 void HfImport::read_into(const std::string& name, HfBlock block, std::span<float> out,
                          int64_t piece_values) {
-  const auto it = index_.find(name);
-  TRAINER_ASSERT(it != index_.end(), "no parameter " << name);
-  block = whole_fields(block, whole_[it->second].second, name);
+  block = whole_fields(block, shape_of(name), name);
   TRAINER_ASSERT(
       static_cast<int64_t>(out.size()) == block.rows * block.cols,
       name << ": " << block.rows << " x " << block.cols << " values into " << out.size());

@@ -82,7 +82,8 @@ struct HfSource {
   std::function<void(const HfValueSink& sink)> write;
 };
 
-// The sources' tensors made, F32 (tests, and an export that wants them all at once).
+// The sources' tensors made, F32, all at once (tests read an export in memory this way; the
+// export itself writes them one at a time).
 std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources);
 
 // One row of a family's table: a parameter name ("{i}" for the layer index), its HF tensor.
@@ -135,6 +136,8 @@ class HfImport {
  private:
   // The rule of parameter `name` and its HF name.
   std::pair<const HfRule*, std::string> rule_of(const std::string& name) const;
+  // The global shape of parameter `name`.
+  const runtime::Shape& shape_of(const std::string& name) const;
 
   const std::vector<HfRule>& rules_;
   SafetensorsFile file_;  // before tensors_, which refers to it

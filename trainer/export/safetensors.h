@@ -49,7 +49,8 @@ struct SafetensorsSource {
   std::function<void(const SafetensorsSink& sink)> write;
 };
 
-// write_safetensors of tensors made one at a time as the file is written.
+// write_safetensors of tensors made one at a time as the file is written (a source that gives
+// another byte count than its shape says is a caller bug; no file is left then).
 void write_safetensors_streamed(const std::string& path,
                                 const std::vector<SafetensorsSource>& tensors,
                                 const std::map<std::string, std::string>& metadata);

@@ -94,13 +94,13 @@ void expect_pieces_are_values(HfImport& import, const model::GptParams& params,
   }
 }
 
-// The model of `config` with init_params' values, exported by `to_hf` and opened as `Import`.
-template <typename Import, typename ToHf>
+// The model of `config` with init_params' values, exported by `sources` and opened as `Import`.
+template <typename Import, typename Sources>
 struct Exported {
-  Exported(const model::GptConfig& config, ToHf to_hf)
+  Exported(const model::GptConfig& config, Sources sources)
       : params(model::GptParams::allocate(allocator, config, runtime::MemoryCategory::param)) {
     model::init_params(params, config, 11);
-    file = as_file(to_hf(params, config));
+    file = as_file(hf_entries(sources(params, config)));
     import = std::make_unique<Import>(file, config);
   }
   runtime::CpuAllocator allocator;
@@ -121,7 +121,7 @@ TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
   config.vocab_size = 10;
   config.make_vocab_size_divisible_by = 16;
   config.add_qkv_bias = true;
-  Exported<HfLlamaImport, decltype(&to_hf_llama)> llama(config, &to_hf_llama);
+  Exported<HfLlamaImport, decltype(&hf_llama_sources)> llama(config, &hf_llama_sources);
   expect_blocks_are_slices(*llama.import, llama.params, config, [](const std::string& name) {
     return !name.ends_with("word_embeddings.weight") && name != "output_layer.weight";
   });
@@ -138,7 +138,7 @@ TEST(HfImportRows, Gpt2RowsReadAloneAreTheWholeParametersRows) {
   config.hidden_size = 8;
   config.vocab_size = 10;
   config.make_vocab_size_divisible_by = 4;
-  Exported<HfGpt2Import, decltype(&to_hf_gpt2)> gpt2(config, &to_hf_gpt2);
+  Exported<HfGpt2Import, decltype(&hf_gpt2_sources)> gpt2(config, &hf_gpt2_sources);
   // The QKV permutation reads every column of its rows (its weight's and its bias's).
   expect_blocks_are_slices(*gpt2.import, gpt2.params, config, [](const std::string& name) {
     return name.find("linear_qkv") == std::string::npos &&
