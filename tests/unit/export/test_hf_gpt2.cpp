@@ -15,6 +15,7 @@
 #include "model/gpt_params.h"
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "tests/support/expect_error.h"
 #include "trainer/export/hf_export.h"
 #include "trainer/export/hf_gpt2.h"
 
@@ -49,14 +50,8 @@ SafetensorsFile as_file(const std::vector<SafetensorsEntry>& entries) {
 // Expects `action` to throw InputError whose message contains every piece of `expected`.
 template <typename Action>
 void expect_input_error(Action&& action, const std::vector<std::string>& expected) {
-  try {
-    action();
-    ADD_FAILURE() << "no error; expected: " << expected.front();
-  } catch (const InputError& error) {
-    const std::string message = error.what();
-    for (const std::string& piece : expected)
-      EXPECT_NE(message.find(piece), std::string::npos) << "'" << piece << "' not in: " << message;
-  }
+  test_support::expect_error<InputError>(action, expected,
+                                         "no error; expected: " + expected.front());
 }
 
 class HfGpt2Test : public ::testing::Test {

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "runtime/error.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/temp_dir_test.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/export/safetensors_index.h"
@@ -25,15 +26,7 @@ namespace {
 template <typename Call>
 void expect_input_error(Call&& call, const std::vector<std::string>& pieces,
                         const std::string& what) {
-  try {
-    call();
-    ADD_FAILURE() << "accepted: " << what;
-  } catch (const runtime::InputError& error) {
-    const std::string message = error.what();
-    for (const std::string& piece : pieces)
-      EXPECT_NE(message.find(piece), std::string::npos)
-          << "expected '" << piece << "' in: " << message;
-  }
+  test_support::expect_error<runtime::InputError>(call, pieces, "accepted: " + what);
 }
 
 namespace fs = std::filesystem;

@@ -46,15 +46,14 @@ double mean_cross_entropy(const std::vector<float>& logits, const std::vector<in
   return sum / static_cast<double>(T);
 }
 
-// `biases`: every bias of the model set to small distinct values first (init_params zeroes them).
-void expect_cache_matches_full_forward(const model::GptConfig& config, bool biases = false) {
+// Every bias of the model is set to small distinct values first: init_params zeroes them, and a
+// decoder that dropped one would pass.
+void expect_cache_matches_full_forward(const model::GptConfig& config) {
   TinyModel tiny(config, /*batch=*/1);
-  if (biases) {
-    for (const model::NamedParam& p : tiny.params.named) {
-      if (!p.name.ends_with(".bias")) continue;
-      for (int64_t i = 0; i < p.tensor.numel(); ++i)
-        p.tensor.f32()[i] = 0.05f * std::sin(static_cast<float>(i) + 1.f);
-    }
+  for (const model::NamedParam& p : tiny.params.named) {
+    if (!p.name.ends_with(".bias")) continue;
+    for (int64_t i = 0; i < p.tensor.numel(); ++i)
+      p.tensor.f32()[i] = 0.05f * std::sin(static_cast<float>(i) + 1.f);
   }
   const std::vector<int32_t> inputs(tiny.tokens.begin(), tiny.tokens.end() - 1);  // T tokens
   model::Decoder decoder(tiny.params, tiny.config, tiny.allocator);
@@ -84,8 +83,7 @@ void expect_cache_matches_full_forward(const model::GptConfig& config, bool bias
 }
 
 TEST(Decoder, Gpt2CacheGivesTheFullForwardsLogits) {
-  expect_cache_matches_full_forward(testing_support::tiny_config(/*dropout=*/0.f),
-                                    /*biases=*/true);
+  expect_cache_matches_full_forward(testing_support::tiny_config(/*dropout=*/0.f));
 }
 
 TEST(Decoder, LlamaGroupedQueryCacheGivesTheFullForwardsLogits) {
@@ -97,7 +95,7 @@ TEST(Decoder, LlamaGroupedQueryCacheGivesTheFullForwardsLogits) {
 TEST(Decoder, Qwen2BiasedQkvCacheGivesTheFullForwardsLogits) {
   model::GptConfig config = testing_support::tiny_llama_config(/*dropout=*/0.f);
   config.add_qkv_bias = true;
-  expect_cache_matches_full_forward(config, /*biases=*/true);
+  expect_cache_matches_full_forward(config);
 }
 
 TEST(Decoder, BadTokensAndPositionsAreInputErrors) {

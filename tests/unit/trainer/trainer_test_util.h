@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/expect_error.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/train.h"
@@ -108,20 +109,7 @@ inline bool same_bytes(const runtime::Tensor& a, const runtime::Tensor& b) {
          std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.nbytes())) == 0;
 }
 
-// Expects call() to throw an Error whose message contains every piece of `expected`;
-// `otherwise` is the failure when it returns.
-template <class Error, class Call>
-void expect_error(Call&& call, const std::vector<std::string>& expected,
-                  const std::string& otherwise) {
-  try {
-    call();
-    ADD_FAILURE() << otherwise;
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    for (const std::string& piece : expected)
-      EXPECT_NE(message.find(piece), std::string::npos) << "'" << piece << "' not in: " << message;
-  }
-}
+using test_support::expect_error;
 
 // A Trainer on an allocator of type AllocatorType (one rank, log captured).
 template <class AllocatorType>
