@@ -4,10 +4,9 @@
 # exported HF tensors, AdamW and clipping as PyTorch's): 12 steps on one process, unfused and
 # flash attention, and unfused built as Llama 3.2 1B and 3B are (Llama 3.1's RoPE scaling,
 # model.rope_scaling, and a head tied to the word embeddings), and flash with Qwen2's q, k and v
-# biases (model.add_qkv_bias), every loss and gradient norm within
-# 1e-5 relative. The reference starts from
-# the trainer's initial weights, exported by a one-step run at learning rate 1e-30 (every
-# update is far below a float32 ulp of the weights, so they stay as initialized).
+# biases (model.add_qkv_bias), every loss and gradient norm within 1e-5 relative. The reference
+# starts from the trainer's initial weights, exported by a one-step run at learning rate 1e-30
+# (every update is far below a float32 ulp of the weights, so they stay as initialized).
 # Usage: llama_reference.sh TRAINER
 set -u
 trainer=$1

@@ -1,6 +1,7 @@
 // A model as Hugging Face's, both ways: GPT2LMHeadModel for a GPT-2 block, LlamaForCausalLM for a
-// Llama block. The export writes its tensors in float32 or bfloat16 (config.json's torch_dtype
-// says which); the import opens the weights of either family for one parameter at a time.
+// Llama block (Qwen2ForCausalLM with model.add_qkv_bias). The export writes its tensors in float32
+// or bfloat16 (config.json's torch_dtype says which); the import opens the weights of either family
+// for one parameter at a time.
 #pragma once
 
 #include <memory>

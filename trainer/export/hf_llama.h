@@ -1,7 +1,8 @@
-// A Llama-family model to and from Hugging Face LlamaForCausalLM tensors and config.json, by one
-// name -> transform table (hf_llama.cpp): most tensors are copied as they are; the word
-// embeddings and the output layer drop their vocabulary padding (zero again on import); the
-// fused QKV rows, grouped by key/value head, split into q_proj, k_proj and v_proj and back.
+// A Llama-family model to and from Hugging Face LlamaForCausalLM tensors and config.json (and
+// Qwen2ForCausalLM's, with model.add_qkv_bias), by one name -> transform table (hf_llama.cpp):
+// most tensors are copied as they are; the word embeddings and the output layer drop their
+// vocabulary padding (zero again on import); the fused QKV rows (and biases), grouped by
+// key/value head, split into q_proj, k_proj and v_proj and back.
 // Host f32 only; errors in the input are runtime::InputError naming the tensor or field.
 #pragma once
 
@@ -38,15 +39,17 @@ class HfLlamaImport final : public HfImport {
                                  const runtime::Shape& shape, const HfBlock& block) override;
 };
 
-// Checks a LlamaConfig config.json against `config`: the shape fields, rope_theta, rope_scaling
-// (null, default or llama3) and tie_word_embeddings must agree, and what the trainer does not
-// implement (another RoPE scaling, biases, another activation, sliding windows) is an error
-// naming the field and its value. `source` names the file in errors. A tied model has no
+// Checks a LlamaConfig (or Qwen2Config) config.json against `config`: the shape fields,
+// rope_theta, rope_scaling (null, default or llama3), tie_word_embeddings and model_type (qwen2
+// exactly when model.add_qkv_bias) must agree, and what the trainer does not implement (another
+// RoPE scaling, other biases, another activation, sliding windows) is an error naming the field
+// and its value. `source` names the file in errors. A tied model has no
 // lm_head.weight: the word embeddings are the head.
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
                            const model::GptConfig& config);
 
-// config.json for transformers' LlamaConfig (keys sorted, indented by 2).
+// config.json for transformers' LlamaConfig, or Qwen2Config with model.add_qkv_bias (keys sorted,
+// indented by 2).
 std::string hf_llama_config_json(const model::GptConfig& config,
                                  std::string_view torch_dtype = "float32");
 

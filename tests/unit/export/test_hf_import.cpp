@@ -109,7 +109,7 @@ struct Exported {
   std::unique_ptr<Import> import;
 };
 
-TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
+TEST(HfImportBlocks, LlamaBlocksReadAloneAreTheWholeParametersBlocks) {
   // 4 heads in 2 kv groups, vocab 10 padded to 16 (rows 10..15 are padding); Qwen2's q, k and v
   // biases split with their groups.
   model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
@@ -133,7 +133,7 @@ TEST(HfImportRows, LlamaRowsReadAloneAreTheWholeParametersRows) {
   EXPECT_EQ(llama.import->bytes_read(), before);
 }
 
-TEST(HfImportRows, Gpt2RowsReadAloneAreTheWholeParametersRows) {
+TEST(HfImportBlocks, Gpt2BlocksReadAloneAreTheWholeParametersBlocks) {
   model::GptConfig config;
   config.hidden_size = 8;
   config.vocab_size = 10;
