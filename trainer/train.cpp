@@ -20,6 +20,7 @@
 #include "runtime/ops.h"
 #include "runtime/trace.h"
 #include "trainer/export/hf_export.h"
+#include "trainer/gathered_export.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/mfu_peak.h"
 #include "trainer/planning/auto_plan.h"
@@ -551,8 +552,8 @@ TrainSummary Trainer::run_steps() {
     const runtime::DType dtype = config_.output.export_dtype;
     if (groups_.world_size() == 1) {
       export_hf(config_.output.dir, host_params(), config_.model, dtype);
-    } else if (const auto full = gather(host_params())) {
-      export_hf(config_.output.dir, *full, whole_model_config(), dtype);
+    } else {
+      export_hf_gathered(config_.output.dir, groups_, host_params(), whole_model_config(), dtype);
     }
   }
   record_event(Event("end", step_)

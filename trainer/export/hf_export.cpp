@@ -10,6 +10,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "runtime/meta_device.h"
 #include "runtime/ops.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
@@ -41,55 +42,105 @@ void write_bf16(const float* values, int64_t count, const runtime::Tensor& wide,
   }
 }
 
+// The sources of `config`'s family.
+std::vector<HfSource> hf_sources(const model::GptParams& layout, const model::GptConfig& config) {
+  return config.architecture == model::Architecture::llama ? hf_llama_sources(layout, config)
+                                                           : hf_gpt2_sources(layout, config);
+}
+
+// A whole model's parameters laid out, holding no values.
+struct WholeLayout {
+  explicit WholeLayout(const model::GptConfig& config)
+      : params(model::GptParams::allocate(meta, config, runtime::MemoryCategory::comm)) {}
+  runtime::MetaAllocator meta;
+  model::GptParams params;
+};
+
+// The parameters of a whole model in memory.
+class HeldParams final : public HfParamValues {
+ public:
+  explicit HeldParams(const model::GptParams& params) : params_(params) {}
+  const float* acquire(int64_t param) override {
+    return params_.named.at(static_cast<size_t>(param)).tensor.f32();
+  }
+  void release(int64_t) override {}
+
+ private:
+  const model::GptParams& params_;
+};
+
 }  // namespace
 
-std::vector<SafetensorsSource> to_hf(const model::GptParams& params, const model::GptConfig& config,
-                                     runtime::DType dtype) {
+std::vector<SafetensorsSource> to_hf(const model::GptParams& layout, const model::GptConfig& config,
+                                     runtime::DType dtype, HfParamValues& values) {
   TRAINER_ASSERT(dtype == runtime::DType::f32 || dtype == runtime::DType::bf16,
                  "an export is float32 or bfloat16");
   const bool bf16 = dtype == runtime::DType::bf16;
   std::vector<SafetensorsSource> sources;
-  for (HfSource& source : config.architecture == model::Architecture::llama
-                              ? hf_llama_sources(params, config)
-                              : hf_gpt2_sources(params, config)) {
+  for (HfSource& source : hf_sources(layout, config)) {
     sources.push_back({source.name, bf16 ? "BF16" : "F32", source.shape,
-                       [write = std::move(source.write), bf16](const SafetensorsSink& sink) {
+                       [write = std::move(source.write), param = source.param, bf16,
+                        &values](const SafetensorsSink& sink) {
+                         const float* param_values = values.acquire(param);
                          if (!bf16) {  // the f32 values are the bytes
-                           write([&](const float* values, int64_t count) {
-                             sink(values, static_cast<size_t>(count) * sizeof(float));
+                           write(param_values, [&](const float* part, int64_t count) {
+                             sink(part, static_cast<size_t>(count) * sizeof(float));
                            });
-                           return;
+                         } else {
+                           runtime::CpuAllocator host;
+                           const runtime::Tensor wide =
+                               runtime::Tensor::empty(host, {kBf16Piece}, runtime::DType::f32,
+                                                      runtime::MemoryCategory::workspace);
+                           const runtime::Tensor narrow =
+                               runtime::Tensor::empty(host, {kBf16Piece}, runtime::DType::bf16,
+                                                      runtime::MemoryCategory::workspace);
+                           write(param_values, [&](const float* part, int64_t count) {
+                             write_bf16(part, count, wide, narrow, sink);
+                           });
                          }
-                         runtime::CpuAllocator host;
-                         const runtime::Tensor wide =
-                             runtime::Tensor::empty(host, {kBf16Piece}, runtime::DType::f32,
-                                                    runtime::MemoryCategory::workspace);
-                         const runtime::Tensor narrow =
-                             runtime::Tensor::empty(host, {kBf16Piece}, runtime::DType::bf16,
-                                                    runtime::MemoryCategory::workspace);
-                         write([&](const float* values, int64_t count) {
-                           write_bf16(values, count, wide, narrow, sink);
-                         });
+                         values.release(param);
                        }});
   }
   return sources;
 }
 
-void export_hf(const std::string& dir, const model::GptParams& params,
-               const model::GptConfig& config, runtime::DType dtype) {
+void export_hf(const std::string& dir, const model::GptConfig& config, runtime::DType dtype,
+               HfParamValues& values) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
     throw runtime::InputError(dir + ": cannot create the export directory: " + error.message());
   const std::filesystem::path base(dir);
-  write_safetensors_streamed((base / "model.safetensors").string(), to_hf(params, config, dtype),
-                             {{"format", "pt"}});
+  const WholeLayout layout(config);
+  write_safetensors_streamed((base / "model.safetensors").string(),
+                             to_hf(layout.params, config, dtype, values), {{"format", "pt"}});
   const std::string json = config.architecture == model::Architecture::llama
                                ? hf_llama_config_json(config, hf_torch_dtype(dtype))
                                : hf_gpt2_config_json(config, hf_torch_dtype(dtype));
   AtomicFileWriter config_file((base / "config.json").string());
   config_file.write(json);
   config_file.commit();
+}
+
+void export_hf(const std::string& dir, const model::GptParams& params,
+               const model::GptConfig& config, runtime::DType dtype) {
+  TRAINER_ASSERT(params.flat.device() == runtime::DeviceKind::cpu &&
+                     params.flat.dtype() == runtime::DType::f32 &&
+                     params.flat.numel() == model::GptParams::count(config),
+                 "an HF export needs the whole model, host f32");
+  HeldParams values(params);
+  export_hf(dir, config, dtype, values);
+}
+
+std::vector<int64_t> hf_export_param_reads(const model::GptConfig& config) {
+  const WholeLayout layout(config);
+  const std::vector<HfSource> sources = hf_sources(layout.params, config);
+  // Every tensor has the export's one dtype: the file's order is the names'.
+  std::vector<SafetensorsSource> named;
+  for (const HfSource& source : sources) named.push_back({source.name, "F32", source.shape, {}});
+  std::vector<int64_t> reads;
+  for (const size_t i : safetensors_write_order(named)) reads.push_back(sources[i].param);
+  return reads;
 }
 
 std::unique_ptr<HfImport> open_hf_import(const std::string& path, const model::GptConfig& config) {

@@ -20,17 +20,37 @@ namespace trainer {
 // config.json's torch_dtype of an export in `dtype` (f32 or bf16): "float32" or "bfloat16".
 std::string_view hf_torch_dtype(runtime::DType dtype);
 
-// The export's tensors (`params`: the whole model of `config`, host f32, which must outlive
-// them), each made in `dtype` as the writer reaches it; bf16 rounds each value to the nearest
-// even, as the device's conversion does.
-std::vector<SafetensorsSource> to_hf(const model::GptParams& params, const model::GptConfig& config,
-                                     runtime::DType dtype);
+// The whole model's parameters as an export reads them, each by its index in GptParams::named of
+// the whole model (f32, its global shape): acquire() gives its values, valid until the matching
+// release(). The export asks for each parameter once per tensor made from it, in the order
+// hf_export_param_reads gives.
+class HfParamValues {
+ public:
+  virtual ~HfParamValues() = default;
+  virtual const float* acquire(int64_t param) = 0;
+  virtual void release(int64_t param) = 0;
+};
 
-// Writes <dir>/model.safetensors (one tensor made at a time: beyond `params` the export holds one
-// tensor's values) and <dir>/config.json, each atomically; creates `dir` when missing
-// (InputError naming it when that fails).
+// The export's tensors, each made in `dtype` from `values` as the writer reaches it (`layout`:
+// the whole model's parameters on any device, of which only names and shapes are read); bf16
+// rounds each value to the nearest even, as the device's conversion does.
+std::vector<SafetensorsSource> to_hf(const model::GptParams& layout, const model::GptConfig& config,
+                                     runtime::DType dtype, HfParamValues& values);
+
+// Writes <dir>/model.safetensors (one tensor made at a time: beyond what `values` holds the
+// export holds one tensor's values) and <dir>/config.json, each atomically; creates `dir` when
+// missing (InputError naming it when that fails).
+void export_hf(const std::string& dir, const model::GptConfig& config, runtime::DType dtype,
+               HfParamValues& values);
+
+// export_hf of the whole model `params` (host f32) of `config`.
 void export_hf(const std::string& dir, const model::GptParams& params,
                const model::GptConfig& config, runtime::DType dtype = runtime::DType::f32);
+
+// The parameter each tensor of an export of `config` is made from, in the order the file holds
+// the tensors: what an export asks HfParamValues for (a parameter split into several tensors, as
+// Llama's q, k and v, comes more than once).
+std::vector<int64_t> hf_export_param_reads(const model::GptConfig& config);
 
 // The weights at `path` (a model.safetensors, or a sharded checkpoint's
 // model.safetensors.index.json; headers read, the tensors left in the files) opened for the

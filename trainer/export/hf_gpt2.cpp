@@ -160,66 +160,69 @@ class JsonConfigReader {
 
 }  // namespace
 
-std::vector<HfSource> hf_gpt2_sources(const model::GptParams& params,
+std::vector<HfSource> hf_gpt2_sources(const model::GptParams& layout,
                                       const model::GptConfig& config) {
-  check_layout(params, config);
-  const int64_t C = config.hidden_size, F = config.ffn();
+  TRAINER_ASSERT(layout.flat.numel() == model::GptParams::count(config) &&
+                     static_cast<int64_t>(layout.layers.size()) == config.num_layers,
+                 "HF GPT-2 export needs the whole model's layout");
+  TRAINER_ASSERT(config.hidden_size % config.num_attention_heads == 0,
+                 "hidden_size " << config.hidden_size << " % heads " << config.num_attention_heads);
+  const int64_t C = config.hidden_size;
   std::vector<HfSource> sources;
-  // `count` values of `tensor` as they are.
-  auto add = [&](const std::string& name, Shape shape, const runtime::Tensor& tensor) {
-    const int64_t count = runtime::shape_numel(shape);
-    sources.push_back({std::string(kPrefix) + name, std::move(shape),
-                       [tensor, count](const HfValueSink& sink) { sink(tensor.f32(), count); }});
-  };
-  // A tensor made by `make` (a permuted copy), given to the sink whole.
-  auto add_made = [&](const std::string& name, Shape shape,
-                      std::function<std::vector<float>()> make) {
-    sources.push_back({std::string(kPrefix) + name, std::move(shape),
-                       [make = std::move(make)](const HfValueSink& sink) {
-                         const std::vector<float> out = make();
-                         sink(out.data(), static_cast<int64_t>(out.size()));
-                       }});
-  };
-  // The model's (rows, cols) `tensor` as HF's Conv1D [cols, rows].
-  auto add_transposed = [&](const std::string& name, int64_t rows, int64_t cols,
-                            const runtime::Tensor& tensor) {
-    add_made(name, {cols, rows},
-             [tensor, rows, cols] { return transposed(tensor.f32(), rows, cols); });
-  };
-  // c_attn [in C, out 3C] and its bias [3C] (one input): the model's row r of (3C, in) is HF's
-  // column hf_qkv_column(r).
-  auto add_qkv_columns = [&](const std::string& name, Shape shape, const runtime::Tensor& qkv) {
-    const int64_t in = qkv.numel() / (3 * C);
-    add_made(name, std::move(shape), [qkv, config, C, in] {
-      std::vector<float> out(static_cast<size_t>(qkv.numel()));
-      for (int64_t row = 0; row < 3 * C; ++row) {
-        const int64_t column = hf_qkv_column(row, config);
-        for (int64_t i = 0; i < in; ++i)
-          out[static_cast<size_t>(i * 3 * C + column)] = qkv.f32()[row * in + i];
+  for (size_t index = 0; index < layout.named.size(); ++index) {
+    const model::NamedParam& p = layout.named[index];
+    const auto [rule, layer] = hf_rule_of(hf_gpt2_rules(), p.name);
+    TRAINER_ASSERT(rule != nullptr, "no HF GPT-2 rule for " << p.name);
+    const std::string hf = std::string(kPrefix) + hf_replaced(rule->hf, "{i}", layer);
+    const auto param = static_cast<int64_t>(index);
+    const Shape& shape = p.global_shape;
+    // HF's Conv1D keeps [in, out] where the model keeps (out, in); a bias is the same.
+    const Shape reversed(shape.rbegin(), shape.rend());
+    // A tensor made by `make` (a permuted copy of the values), given to the sink whole.
+    auto made = [](std::function<std::vector<float>(const float*)> make) {
+      return [make = std::move(make)](const float* values, const HfValueSink& sink) {
+        const std::vector<float> out = make(values);
+        sink(out.data(), static_cast<int64_t>(out.size()));
+      };
+    };
+    switch (rule->transform) {
+      case Transform::copy:
+      case Transform::vocab_rows: {  // the first rows: wte drops its vocabulary padding
+        const Shape hf_shape =
+            rule->transform == Transform::copy ? shape : Shape{config.vocab_size, shape[1]};
+        const int64_t count = runtime::shape_numel(hf_shape);
+        sources.push_back(
+            {hf, hf_shape, param,
+             [count](const float* values, const HfValueSink& sink) { sink(values, count); }});
+        break;
       }
-      return out;
-    });
-  };
-  add("wte.weight", {config.vocab_size, C}, params.wte);
-  add("wpe.weight", {config.positions(), C}, params.wpe);
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    const model::LayerParams& layer = params.layers[static_cast<size_t>(i)];
-    const std::string h = TRAINER_STR("h." << i << ".");
-    add(h + "ln_1.weight", {C}, layer.ln1_weight);
-    add(h + "ln_1.bias", {C}, layer.ln1_bias);
-    add_qkv_columns(h + "attn.c_attn.weight", {C, 3 * C}, layer.qkv_weight);
-    add_qkv_columns(h + "attn.c_attn.bias", {3 * C}, layer.qkv_bias);
-    add_transposed(h + "attn.c_proj.weight", C, C, layer.proj_weight);
-    add(h + "attn.c_proj.bias", {C}, layer.proj_bias);
-    add(h + "ln_2.weight", {C}, layer.ln2_weight);
-    add(h + "ln_2.bias", {C}, layer.ln2_bias);
-    add_transposed(h + "mlp.c_fc.weight", F, C, layer.fc1_weight);
-    add(h + "mlp.c_fc.bias", {F}, layer.fc1_bias);
-    add_transposed(h + "mlp.c_proj.weight", C, F, layer.fc2_weight);
-    add(h + "mlp.c_proj.bias", {C}, layer.fc2_bias);
+      case Transform::transpose: {  // the model's (rows, cols) as HF's [cols, rows]
+        const int64_t rows = shape[0], cols = shape[1];
+        sources.push_back({hf, reversed, param, made([rows, cols](const float* values) {
+                             return transposed(values, rows, cols);
+                           })});
+        break;
+      }
+      case Transform::qkv_columns: {
+        // c_attn [in C, out 3C] and its bias [3C] (one input): the model's row r of (3C, in) is
+        // HF's column hf_qkv_column(r).
+        const int64_t in = runtime::shape_numel(shape) / (3 * C);
+        sources.push_back({hf, reversed, param, made([config, C, in](const float* values) {
+                             std::vector<float> out(static_cast<size_t>(3 * C * in));
+                             for (int64_t row = 0; row < 3 * C; ++row) {
+                               const int64_t column = hf_qkv_column(row, config);
+                               for (int64_t i = 0; i < in; ++i)
+                                 out[static_cast<size_t>(i * 3 * C + column)] =
+                                     values[row * in + i];
+                             }
+                             return out;
+                           })});
+        break;
+      }
+      case Transform::split_qkv:
+        TRAINER_ASSERT(false, "Llama's transform in the GPT-2 table: " << rule->ours);
+    }
   }
-  add("ln_f.weight", {C}, params.lnf_weight);
-  add("ln_f.bias", {C}, params.lnf_bias);
   return sources;
 }
 

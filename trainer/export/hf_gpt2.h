@@ -15,12 +15,13 @@
 
 namespace trainer {
 
-// The model as HF GPT-2 state dict tensors named "transformer.*", each made when asked (params:
-// the whole model, host f32, which must outlive them): wte [vocab_size, C] (vocabulary padding
+// The model as HF GPT-2 state dict tensors named "transformer.*", each made when asked from its
+// parameter's values (`layout`: the whole model's parameters on any device, of which only the
+// names and shapes are read): wte [vocab_size, C] (vocabulary padding
 // dropped), wpe [P, C], h.{i}.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
 // mlp.c_proj}.{weight, bias}, ln_f. lm_head.weight is tied to wte and not written (as HF
 // save_pretrained does).
-std::vector<HfSource> hf_gpt2_sources(const model::GptParams& params,
+std::vector<HfSource> hf_gpt2_sources(const model::GptParams& layout,
                                       const model::GptConfig& config);
 
 // The inverse, one parameter at a time: opening checks HF tensors, with or without the

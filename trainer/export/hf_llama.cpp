@@ -245,49 +245,49 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
          eps + " differs from model.layernorm_epsilon " + number(config.layernorm_epsilon));
 }
 
-std::vector<HfSource> hf_llama_sources(const model::GptParams& params,
+std::vector<HfSource> hf_llama_sources(const model::GptParams& layout,
                                        const model::GptConfig& config) {
   TRAINER_ASSERT(config.architecture == model::Architecture::llama &&
                      model::hf_family_mismatch(config).empty(),
                  "not a LlamaForCausalLM block");
-  TRAINER_ASSERT(params.flat.device() == runtime::DeviceKind::cpu &&
-                     params.flat.dtype() == runtime::DType::f32 &&
-                     params.flat.numel() == model::GptParams::count(config),
-                 "HF Llama export needs the whole model, host f32");
-  const int64_t C = config.hidden_size, D = config.head_dim(), r = config.group_size();
+  TRAINER_ASSERT(layout.flat.numel() == model::GptParams::count(config),
+                 "HF Llama export needs the whole model's layout");
+  const int64_t D = config.head_dim(), r = config.group_size();
   const int64_t groups = config.query_groups();
   std::vector<HfSource> sources;
-  for (const model::NamedParam& p : params.named) {
+  for (size_t index = 0; index < layout.named.size(); ++index) {
+    const model::NamedParam& p = layout.named[index];
     const auto [rule, layer] = rule_of(p.name);
     TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
     const std::string hf = hf_replaced(rule->hf, "{i}", layer);
-    const runtime::Tensor tensor = p.tensor;
-    auto first = [tensor](int64_t count) {  // the parameter's first `count` values
-      return [tensor, count](const HfValueSink& sink) { sink(tensor.f32(), count); };
+    const auto param = static_cast<int64_t>(index);
+    auto first = [](int64_t count) {  // the parameter's first `count` values
+      return [count](const float* values, const HfValueSink& sink) { sink(values, count); };
     };
+    const Shape& shape = p.global_shape;
     switch (rule->transform) {
       case Transform::copy:
-        sources.push_back({hf, p.global_shape, first(tensor.numel())});
+        sources.push_back({hf, shape, param, first(runtime::shape_numel(shape))});
         break;
       case Transform::vocab_rows:
-        sources.push_back({hf, {config.vocab_size, C}, first(config.vocab_size * C)});
+        sources.push_back(
+            {hf, rows_of(shape, config.vocab_size), param, first(config.vocab_size * shape[1])});
         break;
       case Transform::split_qkv: {  // the weight's rows of C values, or the bias's values
-        const int64_t width = tensor.numel() / p.global_shape[0];
+        const int64_t width = shape.size() > 1 ? shape[1] : 1;
         // Of each group's r + 2 heads, heads [begin, end): q is 0..r-1, k is r, v is r + 1.
         auto heads = [=](int64_t begin, int64_t end) {
-          return [=](const HfValueSink& sink) {
+          return [=](const float* values, const HfValueSink& sink) {
             for (int64_t g = 0; g < groups; ++g)
-              sink(tensor.f32() + (g * (r + 2) + begin) * D * width, (end - begin) * D * width);
+              sink(values + (g * (r + 2) + begin) * D * width, (end - begin) * D * width);
           };
         };
-        const Shape& shape = p.global_shape;
         sources.push_back(
-            {hf_replaced(hf, "{qkv}", "q"), rows_of(shape, groups * r * D), heads(0, r)});
+            {hf_replaced(hf, "{qkv}", "q"), rows_of(shape, groups * r * D), param, heads(0, r)});
         sources.push_back(
-            {hf_replaced(hf, "{qkv}", "k"), rows_of(shape, groups * D), heads(r, r + 1)});
-        sources.push_back(
-            {hf_replaced(hf, "{qkv}", "v"), rows_of(shape, groups * D), heads(r + 1, r + 2)});
+            {hf_replaced(hf, "{qkv}", "k"), rows_of(shape, groups * D), param, heads(r, r + 1)});
+        sources.push_back({hf_replaced(hf, "{qkv}", "v"), rows_of(shape, groups * D), param,
+                           heads(r + 1, r + 2)});
         break;
       }
       case Transform::transpose:

@@ -18,8 +18,9 @@
 namespace trainer {
 
 // The model as LlamaForCausalLM (or Qwen2ForCausalLM) state dict tensors, each made when asked
-// (params: the whole model, host f32, which must outlive them).
-std::vector<HfSource> hf_llama_sources(const model::GptParams& params,
+// from its parameter's values (`layout`: the whole model's parameters on any device, of which
+// only the names and shapes are read).
+std::vector<HfSource> hf_llama_sources(const model::GptParams& layout,
                                        const model::GptConfig& config);
 
 // The inverse, one parameter at a time: opening checks HF tensors (F32, BF16 or F16; a

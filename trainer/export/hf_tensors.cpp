@@ -166,11 +166,13 @@ int64_t HfImport::stored_bytes() const {
   return bytes;
 }
 
-std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources) {
+std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources,
+                                         const model::GptParams& params) {
   std::vector<SafetensorsEntry> entries;
   for (const HfSource& source : sources) {
     SafetensorsEntry entry{source.name, "F32", source.shape, {}};
-    source.write([&](const float* values, int64_t count) {
+    const float* param = params.named.at(static_cast<size_t>(source.param)).tensor.f32();
+    source.write(param, [&](const float* values, int64_t count) {
       const auto* bytes = reinterpret_cast<const uint8_t*>(values);
       entry.data.insert(entry.data.end(), bytes, bytes + count * sizeof(float));
     });

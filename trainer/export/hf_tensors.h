@@ -72,19 +72,22 @@ enum class HfTransform {
 // Takes a tensor's f32 values in order, in pieces of any size.
 using HfValueSink = std::function<void(const float* values, int64_t count)>;
 
-// One tensor of an export: its HF name and shape, and `write`, which gives a sink its values
-// when the export reaches it: straight from the parameter where the tensor is a copy of one (a
-// range of it), from one transposed or permuted copy otherwise. So an export holds at most one
-// tensor beyond the model, instead of a second copy of the model.
+// One tensor of an export: its HF name and shape, the whole-model parameter it is made from
+// (`param`: its index in GptParams::named of the whole model), and `write`, which gives a sink its
+// values from that parameter's (`values`, f32, its global shape) when the export reaches it:
+// straight from them where the tensor is a copy (a range of them), from one transposed or
+// permuted copy otherwise. So an export holds at most one tensor beyond the parameters it reads.
 struct HfSource {
   std::string name;
   std::vector<int64_t> shape;
-  std::function<void(const HfValueSink& sink)> write;
+  int64_t param = -1;
+  std::function<void(const float* values, const HfValueSink& sink)> write;
 };
 
-// The sources' tensors made, F32, all at once (tests read an export in memory this way; the
-// export itself writes them one at a time).
-std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources);
+// The sources' tensors made from `params` (the whole model, host f32), F32, all at once (tests
+// read an export in memory this way; the export itself writes them one at a time).
+std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources,
+                                         const model::GptParams& params);
 
 // One row of a family's table: a parameter name ("{i}" for the layer index), its HF tensor.
 struct HfRule {

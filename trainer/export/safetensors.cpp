@@ -228,24 +228,29 @@ SafetensorsFile read_safetensors(const std::string& path, SafetensorsRead read) 
   return file;
 }
 
+std::vector<size_t> safetensors_write_order(const std::vector<SafetensorsSource>& tensors) {
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const int64_t size_a = safetensors_dtype_size(tensors[a].dtype),
+                  size_b = safetensors_dtype_size(tensors[b].dtype);
+    return size_a != size_b ? size_a > size_b : tensors[a].name < tensors[b].name;
+  });
+  return order;
+}
+
 void write_safetensors_streamed(const std::string& path,
                                 const std::vector<SafetensorsSource>& tensors,
                                 const std::map<std::string, std::string>& metadata) {
-  std::vector<const SafetensorsSource*> order;
   std::set<std::string> names;
   for (const SafetensorsSource& t : tensors) {
     TRAINER_ASSERT(safetensors_dtype_size(t.dtype) > 0,
                    "tensor '" << t.name << "': unknown dtype " << t.dtype);
     TRAINER_ASSERT(t.name != "__metadata__" && names.insert(t.name).second,
                    "tensor name '" << t.name << "' is reserved or repeated");
-    order.push_back(&t);
   }
-  // HF's order: larger item sizes first (so every tensor stays aligned), then by name.
-  std::sort(order.begin(), order.end(), [](const SafetensorsSource* a, const SafetensorsSource* b) {
-    const int64_t size_a = safetensors_dtype_size(a->dtype),
-                  size_b = safetensors_dtype_size(b->dtype);
-    return size_a != size_b ? size_a > size_b : a->name < b->name;
-  });
+  std::vector<const SafetensorsSource*> order;
+  for (const size_t i : safetensors_write_order(tensors)) order.push_back(&tensors[i]);
 
   std::string header = "{";
   if (!metadata.empty()) {

@@ -49,8 +49,13 @@ struct SafetensorsSource {
   std::function<void(const SafetensorsSink& sink)> write;
 };
 
-// write_safetensors of tensors made one at a time as the file is written (a source that gives
-// another byte count than its shape says is a caller bug; no file is left then).
+// The order a writer lays `tensors` out in, as indices into it: HF's, larger item sizes first (so
+// that every tensor stays aligned), then by name.
+std::vector<size_t> safetensors_write_order(const std::vector<SafetensorsSource>& tensors);
+
+// write_safetensors of tensors made one at a time as the file is written, in
+// safetensors_write_order (a source that gives another byte count than its shape says is a caller
+// bug; no file is left then).
 void write_safetensors_streamed(const std::string& path,
                                 const std::vector<SafetensorsSource>& tensors,
                                 const std::map<std::string, std::string>& metadata);

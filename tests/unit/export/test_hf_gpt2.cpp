@@ -72,7 +72,7 @@ class HfGpt2Test : public ::testing::Test {
 
   std::map<std::string, SafetensorsEntry> exported() const {
     std::map<std::string, SafetensorsEntry> by_name;
-    for (SafetensorsEntry& e : hf_entries(hf_gpt2_sources(params_, config_)))
+    for (SafetensorsEntry& e : hf_entries(hf_gpt2_sources(params_, config_), params_))
       by_name[e.name] = std::move(e);
     return by_name;
   }
@@ -194,7 +194,7 @@ TEST_F(HfGpt2Test, ReimportThroughAFileIsBitIdenticalExceptPaddingRows) {
   // A model from init_params has zero padding rows, so it round-trips exactly.
   model::init_params(params_, config_, 1234);
   const model::GptParams again = fresh(-5.f);
-  from_hf_gpt2(as_file(hf_entries(hf_gpt2_sources(params_, config_))), again, config_);
+  from_hf_gpt2(as_file(hf_entries(hf_gpt2_sources(params_, config_), params_)), again, config_);
   EXPECT_EQ(
       std::memcmp(again.flat.f32(), params_.flat.f32(), static_cast<size_t>(params_.flat.nbytes())),
       0);
@@ -202,7 +202,7 @@ TEST_F(HfGpt2Test, ReimportThroughAFileIsBitIdenticalExceptPaddingRows) {
 
 TEST_F(HfGpt2Test, ImportAcceptsBareNamesAndIgnoresTiedHeadAndAttentionBuffers) {
   SafetensorsFile file;
-  for (SafetensorsEntry e : hf_entries(hf_gpt2_sources(params_, config_))) {
+  for (SafetensorsEntry e : hf_entries(hf_gpt2_sources(params_, config_), params_)) {
     e.name = e.name.substr(std::string("transformer.").size());  // the original gpt2 checkpoint
     file.tensors[e.name] = e;
   }
@@ -222,7 +222,7 @@ TEST_F(HfGpt2Test, ImportAcceptsBareNamesAndIgnoresTiedHeadAndAttentionBuffers) 
 TEST_F(HfGpt2Test, ImportWidensBf16AndF16) {
   // BF16: the upper half of each f32; widening restores exactly those bits.
   SafetensorsFile file;
-  for (SafetensorsEntry e : hf_entries(hf_gpt2_sources(params_, config_))) {
+  for (SafetensorsEntry e : hf_entries(hf_gpt2_sources(params_, config_), params_)) {
     std::vector<uint8_t> half;
     for (size_t i = 0; i < e.data.size(); i += 4)
       half.insert(half.end(), {e.data[i + 2], e.data[i + 3]});
@@ -264,13 +264,14 @@ TEST_F(HfGpt2Test, ImportTakesTheFirstRowsOfALargerVocabulary) {
   for (int64_t i = 0; i < wide_params.flat.numel(); ++i)
     wide_params.flat.f32()[i] = static_cast<float>(i);
   const model::GptParams imported = fresh(9.f);
-  from_hf_gpt2(as_file(hf_entries(hf_gpt2_sources(wide_params, wide))), imported, config_);
+  from_hf_gpt2(as_file(hf_entries(hf_gpt2_sources(wide_params, wide), wide_params)), imported,
+               config_);
   for (int64_t i = 0; i < 128 * 8; ++i)
     ASSERT_EQ(imported.wte.f32()[i], i < 10 * 8 ? wide_params.wte.f32()[i] : 0.f) << i;
 }
 
 TEST_F(HfGpt2Test, ImportErrorsNameTheTensorAndLeaveParamsUntouched) {
-  const std::vector<SafetensorsEntry> good = hf_entries(hf_gpt2_sources(params_, config_));
+  const std::vector<SafetensorsEntry> good = hf_entries(hf_gpt2_sources(params_, config_), params_);
   const model::GptParams target = fresh(42.f);
   auto import_with = [&](auto&& edit, const std::vector<std::string>& expected,
                          const model::GptConfig& config) {

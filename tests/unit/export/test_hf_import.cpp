@@ -100,7 +100,7 @@ struct Exported {
   Exported(const model::GptConfig& config, Sources sources)
       : params(model::GptParams::allocate(allocator, config, runtime::MemoryCategory::param)) {
     model::init_params(params, config, 11);
-    file = as_file(hf_entries(sources(params, config)));
+    file = as_file(hf_entries(sources(params, config), params));
     import = std::make_unique<Import>(file, config);
   }
   runtime::CpuAllocator allocator;
