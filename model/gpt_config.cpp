@@ -31,6 +31,8 @@ std::string hf_family_mismatch(const GptConfig& c) {
   if (!llama && c.untie_embeddings) return "model.untie_embeddings true";
   if (!llama && c.query_groups() != c.num_attention_heads)
     return "model.num_query_groups " + std::to_string(c.num_query_groups);
+  if (!llama && c.attention_width() != c.hidden_size)
+    return "model.kv_channels " + std::to_string(c.kv_channels);
   return "";
 }
 

@@ -31,6 +31,10 @@ struct GptConfig {
   int64_t hidden_size = 64;
   int64_t num_attention_heads = 2;
   int64_t num_query_groups = 0;  // key/value heads (1: MQA); 0: num_attention_heads
+  // The width of an attention head (Megatron's kv_channels, Hugging Face's head_dim); 0:
+  // hidden_size / num_attention_heads. Set, the heads together may be wider or narrower than
+  // the hidden states (Mistral NeMo: 32 heads of 128 in a 5120-wide model).
+  int64_t kv_channels = 0;
   // 0: 4 * hidden_size, or with SwiGLU (its gate and its up width) Llama's 2/3 of that rounded
   // up to a multiple of 256
   int64_t ffn_hidden_size = 0;
@@ -72,7 +76,11 @@ struct GptConfig {
   int64_t positions() const {
     return max_position_embeddings > 0 ? max_position_embeddings : seq_length;
   }
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t head_dim() const {
+    return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads;
+  }
+  // The query heads together: the attention output, the output projection's input.
+  int64_t attention_width() const { return num_attention_heads * head_dim(); }
   // Megatron: round vocab_size up to a multiple of make_vocab_size_divisible_by * tp_size.
   int64_t padded_vocab(int64_t tp_size = 1) const {
     const int64_t multiple = make_vocab_size_divisible_by * tp_size;

@@ -64,7 +64,8 @@ std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& sh
     if (layernorm) add("input_layernorm.bias", {C}, -1, &LayerParams::ln1_bias, norm_bias);
     add("self_attention.linear_qkv.weight", {Q, C}, 0, &LayerParams::qkv_weight);
     if (config.qkv_bias()) add("self_attention.linear_qkv.bias", {Q}, 0, &LayerParams::qkv_bias);
-    add("self_attention.linear_proj.weight", {C, C}, 1, &LayerParams::proj_weight, output);
+    add("self_attention.linear_proj.weight", {C, config.attention_width()}, 1,
+        &LayerParams::proj_weight, output);
     if (bias) add("self_attention.linear_proj.bias", {C}, -1, &LayerParams::proj_bias);
     add("pre_mlp_layernorm.weight", {C}, -1, &LayerParams::ln2_weight, norm_weight);
     if (layernorm) add("pre_mlp_layernorm.bias", {C}, -1, &LayerParams::ln2_bias, norm_bias);

@@ -183,6 +183,7 @@ void Trainer::start_logging() {
   const bool llama = m.architecture == model::Architecture::llama;
   log_ << "model: " << (llama ? "llama, " : "") << m.num_layers << " layers, hidden "
        << m.hidden_size << ", heads " << m.num_attention_heads
+       << (m.kv_channels > 0 ? " of " + std::to_string(m.kv_channels) : std::string())
        << (llama ? " (" + std::to_string(m.query_groups()) + " kv), ffn " +
                        std::to_string(m.ffn()) + ", rope base " + format("%g", m.rotary_base) +
                        (m.rope_scaling.enabled()

@@ -47,6 +47,7 @@ std::string model_mismatch(const model::GptConfig& a, const model::GptConfig& b)
   check("vocab_size", a.vocab_size, b.vocab_size);
   check("max_position_embeddings", a.positions(), b.positions());
   check("num_query_groups", a.query_groups(), b.query_groups());
+  check("kv_channels", a.head_dim(), b.head_dim());
   auto check_flag = [&](const char* name, auto x, auto y, const char* x_text, const char* y_text) {
     if (x != y)
       out += TRAINER_STR("model." << name << " " << x_text << " in the checkpoint, " << y_text

@@ -246,6 +246,14 @@ TEST_F(GpuTrainer, LlamaOneFp32StepMatchesTheCpuStep) {
   }
 }
 
+// Heads wider than hidden_size / heads (model.kv_channels 24: 4 heads, 96 wide, in a 64-wide
+// model), flash: the device's kernels at that head width against the CPU's.
+TEST_F(GpuTrainer, LlamaWideHeadsFp32StepMatchesTheCpuStep) {
+  const double worst = expect_step_matches_cpu(
+      "fp32", llama({"model.attention_backend=flash", "model.kv_channels=24"}), kFp32StepTolerance);
+  std::printf("[ llama ] fp32 flash, heads of 24: gradients within %.1e of the CPU's\n", worst);
+}
+
 TEST_F(GpuTrainer, LlamaOneBf16StepFollowsTheCpuFp32Step) {
   const double worst =
       expect_step_matches_cpu("bf16", llama({"model.attention_backend=flash"}), kBf16StepTolerance);

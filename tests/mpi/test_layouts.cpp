@@ -202,6 +202,20 @@ TEST(Layouts, Qwen2BiasesMatchOneProcessWithin1e5) {
   match_one_process(shared, qwen2, {{2, "qwen2 tp2 sp", tp2}});
 }
 
+// Heads wider than hidden_size / heads (model.kv_channels 12: 4 heads, 48 wide, in a 32-wide
+// model, as Mistral NeMo's and Qwen3's) under tp2 sp, and tp2 cp2 with flash.
+TEST(Layouts, WideHeadsMatchOneProcessWithin1e5) {
+  mpi_test::SharedData shared;
+  std::vector<std::string> wide = llama();
+  wide.push_back("model.kv_channels=12");
+  std::vector<std::string> tp2 = wide, tp2cp2 = wide;
+  tp2.insert(tp2.end(), {"parallel.tensor=2", "parallel.sequence_parallel=true"});
+  tp2cp2.insert(tp2cp2.end(), {"parallel.tensor=2", "parallel.context=2",
+                               "parallel.sequence_parallel=true", kFlash});
+  match_one_process(shared, wide,
+                    {{2, "wide heads tp2 sp", tp2}, {4, "wide heads tp2 cp2 sp flash", tp2cp2}});
+}
+
 // A 0.25 / 0.75 blend of two corpora, each shuffled in its own order (Megatron's flat list).
 std::vector<std::string> blend(const mpi_test::SharedData& shared) {
   return {"data.blend=[0.25, " + shared.data() + ", 0.75, " + shared.code() + "]",

@@ -76,7 +76,8 @@ class Llama:
         self.c = config
         self.H = config["num_attention_heads"]
         self.G = config["num_key_value_heads"]
-        self.D = config["hidden_size"] // self.H
+        # head_dim: the head width where it is not hidden_size / heads (Mistral NeMo, Qwen3).
+        self.D = config.get("head_dim") or config["hidden_size"] // self.H
         self.L = config["num_hidden_layers"]
         self.eps = config["rms_norm_eps"]
         inv_freq = 1.0 / (config["rope_theta"] ** (np.arange(0, self.D, 2, dtype=np.float64)

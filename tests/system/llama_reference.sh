@@ -4,7 +4,8 @@
 # exported HF tensors, AdamW and clipping as PyTorch's): 12 steps on one process, unfused and
 # flash attention, and unfused built as Llama 3.2 1B and 3B are (Llama 3.1's RoPE scaling,
 # model.rope_scaling, and a head tied to the word embeddings), and flash with Qwen2's q, k and v
-# biases (model.add_qkv_bias), every loss and gradient norm within 1e-5 relative. The reference
+# biases (model.add_qkv_bias), and flash with heads wider than hidden_size / heads
+# (model.kv_channels, config.json's head_dim), every loss and gradient norm within 1e-5 relative. The reference
 # starts from the trainer's initial weights, exported by a one-step run at learning rate 1e-30
 # (every update is far below a float32 ulp of the weights, so they stay as initialized).
 # Usage: llama_reference.sh TRAINER
@@ -36,10 +37,13 @@ scaling=(--set model.rope_scaling.factor=8
 llama32=("${scaling[@]}" --set model.untie_embeddings=false)
 # qwen2: Qwen2's q, k and v biases (model.add_qkv_bias), with flash attention.
 qwen2=(--set model.add_qkv_bias=true --set model.attention_backend=flash)
-for backend in unfused flash llama32 qwen2; do
+# headdim: 4 heads of 24 (96 wide) in a 64-wide model, with flash attention.
+headdim=(--set model.kv_channels=24 --set model.attention_backend=flash)
+for backend in unfused flash llama32 qwen2 headdim; do
   case $backend in
     llama32) settings=(--set model.attention_backend=unfused "${llama32[@]}") ;;
     qwen2) settings=("${qwen2[@]}") ;;
+    headdim) settings=("${headdim[@]}") ;;
     *) settings=(--set model.attention_backend=$backend) ;;
   esac
   "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \
@@ -118,6 +122,9 @@ grep -q '"model_type": "qwen2"' "$dir/init_qwen2/config.json" &&
   grep -q '"Qwen2ForCausalLM"' "$dir/init_qwen2/config.json" ||
   fail "the qwen2 export's config.json is not a Qwen2ForCausalLM's"
 imports imported_qwen2 qwen2 "$dir/init_qwen2/model.safetensors" "${qwen2[@]}"
+grep -q '"head_dim": 24' "$dir/init_headdim/config.json" ||
+  fail "the headdim export's config.json does not say head_dim 24"
+imports imported_headdim headdim "$dir/init_headdim/model.safetensors" "${headdim[@]}"
 # A config.json that disagrees with the config, or asks for what the trainer does not do, is
 # refused, naming the field: the llama32 export into the plain (untied, unscaled) config, an
 # untied one, another factor, another rope_type.
@@ -148,4 +155,8 @@ refused qwen2_into_llama qwen2 \
 refused llama_into_qwen2 unfused \
   'model_type "llama" has no q, k and v biases, but model.add_qkv_bias is true' \
   --set model.add_qkv_bias=true
+refused headdim_into_llama headdim \
+  'head_dim 24 differs from model.hidden_size / model.num_attention_heads 16'
+refused llama_into_headdim unfused \
+  'head_dim 16 differs from model.kv_channels 24' --set model.kv_channels=24
 echo PASS

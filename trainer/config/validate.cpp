@@ -90,13 +90,29 @@ void validate_rope_scaling(const model::GptConfig& model) {
                           s.original_max_position_embeddings, 1);
 }
 
+// Where the head dim comes from, for errors: "model.kv_channels 24", or "model.hidden_size 64 /
+// model.num_attention_heads 4 = 16".
+std::string head_dim_text(const model::GptConfig& model) {
+  if (model.kv_channels > 0) return "model.kv_channels " + text_of(model.kv_channels);
+  return "model.hidden_size " + text_of(model.hidden_size) + " / model.num_attention_heads " +
+         text_of(model.num_attention_heads) + " = " + text_of(model.head_dim());
+}
+
 void validate_model(const model::GptConfig& model) {
   check_at_least<int64_t>("model.num_layers", model.num_layers, 1);
   check_at_least<int64_t>("model.hidden_size", model.hidden_size, 1);
   check_at_least<int64_t>("model.num_attention_heads", model.num_attention_heads, 1);
-  if (model.hidden_size % model.num_attention_heads != 0) {
+  check_at_least<int64_t>("model.kv_channels", model.kv_channels, 0);
+  if (model.kv_channels == 0 && model.hidden_size % model.num_attention_heads != 0) {
     throw ConfigError("model.hidden_size", text_of(model.hidden_size) +
                                                " is not divisible by model.num_attention_heads " +
+                                               text_of(model.num_attention_heads) +
+                                               " (set model.kv_channels for another head width)");
+  }
+  if (!product(model.num_attention_heads, model.head_dim()) ||
+      !product(model.hidden_size, model.attention_width())) {
+    throw ConfigError("model.kv_channels", text_of(model.kv_channels) +
+                                               " is too large for model.num_attention_heads " +
                                                text_of(model.num_attention_heads));
   }
   check_at_least<int64_t>("model.num_query_groups", model.num_query_groups, 0);
@@ -108,9 +124,7 @@ void validate_model(const model::GptConfig& model) {
   }
   if (!model.learned_positions() && model.head_dim() % 2 != 0) {
     throw ConfigError("model.position_embedding",
-                      "rope needs an even head dim; model.hidden_size " +
-                          text_of(model.hidden_size) + " / model.num_attention_heads " +
-                          text_of(model.num_attention_heads) + " = " + text_of(model.head_dim()));
+                      "rope needs an even head dim; " + head_dim_text(model));
   }
   if (!(model.rotary_base > 1.f)) {
     throw ConfigError("model.rotary_base", "must be > 1, got " + text_of(model.rotary_base));
@@ -118,11 +132,9 @@ void validate_model(const model::GptConfig& model) {
   validate_rope_scaling(model);
   if (model.attention_backend == model::AttentionBackend::flash &&
       model.head_dim() > runtime::kFlashMaxHeadDim) {
-    throw ConfigError("model.attention_backend",
-                      "flash supports head dims up to " + text_of(runtime::kFlashMaxHeadDim) +
-                          "; model.hidden_size " + text_of(model.hidden_size) +
-                          " / model.num_attention_heads " + text_of(model.num_attention_heads) +
-                          " = " + text_of(model.head_dim()));
+    throw ConfigError("model.attention_backend", "flash supports head dims up to " +
+                                                     text_of(runtime::kFlashMaxHeadDim) + "; " +
+                                                     head_dim_text(model));
   }
   check_at_least<int64_t>("model.ffn_hidden_size", model.ffn_hidden_size, 0);
   if (model.ffn_hidden_size == 0 && !product(model.hidden_size, 4)) {

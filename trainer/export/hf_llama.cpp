@@ -219,7 +219,14 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
   must_be("num_attention_heads", config.num_attention_heads, "model.num_attention_heads");
   must_be("num_key_value_heads", config.query_groups(), "model.num_query_groups");
   must_be("intermediate_size", config.ffn(), "model.ffn_hidden_size");
-  must_be("head_dim", config.head_dim(), "model.hidden_size / model.num_attention_heads");
+  // Without head_dim, transformers takes hidden_size / num_attention_heads.
+  must_be("head_dim", config.head_dim(),
+          config.kv_channels > 0 ? "model.kv_channels"
+                                 : "model.hidden_size / model.num_attention_heads");
+  if (text("head_dim").empty() &&
+      config.head_dim() * config.num_attention_heads != config.hidden_size)
+    fail("head_dim", "is absent (hidden_size / num_attention_heads), but model.kv_channels is " +
+                         std::to_string(config.kv_channels));
   check_rope_scaling(root, config, fail);
   // Qwen2 keeps a window size that only use_sliding_window turns on.
   const bool window_used = !qwen2 || text("use_sliding_window") == "true";

@@ -345,7 +345,7 @@ cpu::FlashAttentionDims checked_dims(const cpu::FlashAttentionDims& dims) {
         TRAINER_STR("group_size " << d.group_size << " is over the grid's " << kMaxBlocksZ));
   if (d.head_dim < 1 || d.head_dim > kMaxHeadDim)
     unsupported(TRAINER_STR("head_dim " << d.head_dim << " is outside 1.." << kMaxHeadDim
-                                        << " (hidden_size / num_attention_heads)"));
+                                        << " (the model's head dim)"));
   if (!(d.dropout_prob >= 0.f && d.dropout_prob < 1.f))
     unsupported(TRAINER_STR("dropout probability " << d.dropout_prob << " is outside [0, 1)"));
   if (d.head_offset < 0 || d.sample_offset < 0)

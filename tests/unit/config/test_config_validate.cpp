@@ -745,6 +745,30 @@ TEST(ValidateLlama, RopeNeedsAnEvenHeadDimAndABaseAboveOne) {
   EXPECT_TRUE(rejected(config, "model.rotary_base", {"must be > 1, got 1"}));
 }
 
+// model.kv_channels: heads of their own width (hidden_size then need not divide by the heads);
+// RoPE and flash check that width; GPT2LMHeadModel has no place for it.
+TEST(ValidateLlama, KvChannelsSetsTheHeadWidth) {
+  Config config = llama_config();
+  config.model.hidden_size = 68;  // not divisible by 8 heads
+  EXPECT_TRUE(rejected(config, "model.hidden_size", {"not divisible", "model.kv_channels"}));
+  config.model.kv_channels = 16;
+  EXPECT_TRUE(accepted(config));
+  config.model.kv_channels = 9;
+  EXPECT_TRUE(rejected(config, "model.position_embedding",
+                       {"rope needs an even head dim", "model.kv_channels 9"}));
+  config.model.kv_channels = -1;
+  EXPECT_TRUE(rejected(config, "model.kv_channels", {"-1"}));
+  config.model.kv_channels = 512;
+  config.model.attention_backend = model::AttentionBackend::flash;
+  EXPECT_TRUE(rejected(config, "model.attention_backend", {"model.kv_channels 512"}));
+  Config gpt2 = valid_config();
+  gpt2.model.kv_channels = 2 * gpt2.model.head_dim();
+  gpt2.output.export_model = true;
+  EXPECT_TRUE(rejected(gpt2, "output.export", {"GPT2LMHeadModel", "model.kv_channels"}));
+  gpt2.output.export_model = false;
+  EXPECT_TRUE(accepted(gpt2));
+}
+
 TEST(ValidateLlama, RopeScalingNeedsRotaryPositionsAndOrderedBands) {
   Config config = llama_config();
   config.model.rope_scaling = {.factor = 8.f,

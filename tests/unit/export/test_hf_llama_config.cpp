@@ -2,7 +2,7 @@
 // Llama-3.2-1B is accepted by the model config that matches it (tied head, Llama 3.1's RoPE
 // scaling with factor 32) and by its transformers-5 form (rope_parameters); each disagreement is
 // refused naming the field; and the export's config.json reads back through the same check. The
-// same for Qwen2.5-0.5B's (model.add_qkv_bias).
+// same for Qwen2.5-0.5B's (model.add_qkv_bias), and Mistral NeMo's head width (model.kv_channels).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -146,6 +146,37 @@ TEST(HfLlamaConfig, TheQwen25HalfBConfigIsAcceptedByItsModel) {
   expect_refused(
       replaced(kQwen25HalfB, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
       qwen25_half_b(), "use_sliding_window is set");
+}
+
+// Mistral NeMo 12B's shape: 32 heads of 128 (4096 wide) in a 5120-wide model.
+const char* const kMistralNemo = R"({
+  "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
+  "hidden_size": 5120, "head_dim": 128, "intermediate_size": 14336, "num_hidden_layers": 40,
+  "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 1024000,
+  "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
+  "tie_word_embeddings": false, "vocab_size": 131072, "torch_dtype": "bfloat16"})";
+
+model::GptConfig mistral_nemo() {
+  model::GptConfig config = tied_llama(40, 5120, 32, 8, 14336, 131072, 1000000.f);
+  config.untie_embeddings = true;
+  config.kv_channels = 128;
+  return config;
+}
+
+// model.kv_channels is config.json's head_dim, both ways; without one, transformers takes
+// hidden_size / num_attention_heads, which must then be the model's head width.
+TEST(HfLlamaConfig, TheMistralNemoConfigsHeadWidthIsKvChannels) {
+  EXPECT_NO_THROW(check_hf_llama_config(kMistralNemo, "config.json", mistral_nemo()));
+  const std::string exported = hf_llama_config_json(mistral_nemo());
+  EXPECT_NE(exported.find("\"head_dim\": 128"), std::string::npos) << exported;
+  EXPECT_NO_THROW(check_hf_llama_config(exported, "config.json", mistral_nemo()));
+  model::GptConfig narrow = mistral_nemo();
+  narrow.kv_channels = 0;
+  expect_refused(kMistralNemo, narrow,
+                 "head_dim 128 differs from model.hidden_size / model.num_attention_heads 160");
+  expect_refused(replaced(kMistralNemo, "\"head_dim\": 128, ", ""), mistral_nemo(),
+                 "head_dim is absent (hidden_size / num_attention_heads), but model.kv_channels "
+                 "is 128");
 }
 
 }  // namespace

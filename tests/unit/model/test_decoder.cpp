@@ -98,6 +98,12 @@ TEST(Decoder, Qwen2BiasedQkvCacheGivesTheFullForwardsLogits) {
   expect_cache_matches_full_forward(config);
 }
 
+TEST(Decoder, WideHeadsCacheGivesTheFullForwardsLogits) {
+  model::GptConfig config = testing_support::tiny_llama_config(/*dropout=*/0.f);
+  config.kv_channels = 3 * config.head_dim();  // heads three times as wide as hidden / heads
+  expect_cache_matches_full_forward(config);
+}
+
 TEST(Decoder, BadTokensAndPositionsAreInputErrors) {
   TinyModel tiny(testing_support::tiny_config(0.f), 1);
   model::Decoder decoder(tiny.params, tiny.config, tiny.allocator);

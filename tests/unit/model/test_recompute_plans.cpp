@@ -67,6 +67,37 @@ std::vector<NamedPlan> all_plans(int64_t L) {
   };
 }
 
+// Every plan's loss and gradients are `none`'s, bit for bit.
+void expect_plans_bit_identical(const model::GptConfig& config) {
+  TinyModel model(config);
+  const auto plans = all_plans(model.config.num_layers);
+  const double reference_loss = model.forward_backward(plans[0].plan);
+  const std::vector<float> reference(model.grads.flat.f32(),
+                                     model.grads.flat.f32() + model.grads.flat.numel());
+  for (const NamedPlan& p : plans) {
+    const double loss = model.forward_backward(p.plan);
+    EXPECT_EQ(loss, reference_loss) << p.name;
+    EXPECT_EQ(
+        std::memcmp(model.grads.flat.f32(), reference.data(), reference.size() * sizeof(float)), 0)
+        << p.name << ": gradients differ from `none`";
+  }
+}
+
+// Every plan's activation peak is the memory model's, and nothing stays allocated.
+void expect_peaks_predicted(const model::GptConfig& config) {
+  TinyModel model(config);
+  const model::LayerDims dims = model::layer_dims(model.config, model.micro_batch, true);
+  for (const NamedPlan& p : all_plans(model.config.num_layers)) {
+    model.allocator.reset_peaks();
+    ASSERT_EQ(model.allocator.stats()[runtime::MemoryCategory::activation].current, 0);
+    model.forward_backward(p.plan);
+    const auto stats = model.allocator.stats();
+    const auto predicted = recompute::predict_activation_memory(model.config, dims, p.plan);
+    EXPECT_EQ(stats[runtime::MemoryCategory::activation].peak, predicted.peak) << p.name;
+    EXPECT_EQ(stats[runtime::MemoryCategory::activation].current, 0) << p.name;
+  }
+}
+
 // (dropout, attention backend, architecture)
 class RecomputePlans : public ::testing::TestWithParam<
                            std::tuple<float, model::AttentionBackend, model::Architecture>> {
@@ -82,31 +113,23 @@ class RecomputePlans : public ::testing::TestWithParam<
 };
 
 TEST_P(RecomputePlans, BitIdenticalLossAndGradients) {
-  TinyModel model(config());
-  const auto plans = all_plans(model.config.num_layers);
-  const double reference_loss = model.forward_backward(plans[0].plan);
-  const std::vector<float> reference(model.grads.flat.f32(),
-                                     model.grads.flat.f32() + model.grads.flat.numel());
-  for (const NamedPlan& p : plans) {
-    const double loss = model.forward_backward(p.plan);
-    EXPECT_EQ(loss, reference_loss) << p.name;
-    EXPECT_EQ(
-        std::memcmp(model.grads.flat.f32(), reference.data(), reference.size() * sizeof(float)), 0)
-        << p.name << ": gradients differ from `none`";
-  }
+  expect_plans_bit_identical(config());
 }
 
 TEST_P(RecomputePlans, MeasuredActivationPeakEqualsMemoryModel) {
-  TinyModel model(config());
-  const model::LayerDims dims = model::layer_dims(model.config, model.micro_batch, true);
-  for (const NamedPlan& p : all_plans(model.config.num_layers)) {
-    model.allocator.reset_peaks();
-    ASSERT_EQ(model.allocator.stats()[runtime::MemoryCategory::activation].current, 0);
-    model.forward_backward(p.plan);
-    const auto stats = model.allocator.stats();
-    const auto predicted = recompute::predict_activation_memory(model.config, dims, p.plan);
-    EXPECT_EQ(stats[runtime::MemoryCategory::activation].peak, predicted.peak) << p.name;
-    EXPECT_EQ(stats[runtime::MemoryCategory::activation].current, 0) << p.name;
+  expect_peaks_predicted(config());
+}
+
+// Heads wider than hidden_size / heads (model.kv_channels), dropout on, both backends.
+TEST(RecomputePlansWideHeads, BitIdenticalWithPeaksAsPredicted) {
+  for (const model::AttentionBackend backend :
+       {model::AttentionBackend::unfused, model::AttentionBackend::flash}) {
+    SCOPED_TRACE(model::attention_backend_name(backend));
+    model::GptConfig config = testing_support::tiny_llama_config(0.1f);
+    config.kv_channels = 2 * config.head_dim();
+    config.attention_backend = backend;
+    expect_plans_bit_identical(config);
+    expect_peaks_predicted(config);
   }
 }
 

@@ -1,7 +1,8 @@
 // The Llama block's stash against its closed forms (docs/memory.md, "Llama blocks"), bf16
 // activations, no dropout (Llama's default), tensor parallelism t without sequence parallelism:
 // per layer sbh (8 + (4 + 4r + 6f) / t) + 2 a s^2 b / t + 8 sb bytes, r = groups / heads,
-// f = ffn / hidden; the 8 sb are the two RMSNorms' fp32 rstd (no mean).
+// f = ffn / hidden; the 8 sb are the two RMSNorms' fp32 rstd (no mean). With heads of another
+// width than h / a (model.kv_channels) the attention terms are those of a x that width.
 #include <gtest/gtest.h>
 
 #include "model/layer_stash.h"
@@ -14,6 +15,8 @@ using model::RecomputeMode;
 
 struct LlamaShape {
   int64_t s, b, h, a, g, F, t;  // sequence, micro batch, hidden, heads, kv groups, ffn, tp
+  int64_t kv_channels = 0;      // the head width; 0: h / a
+  int64_t D() const { return kv_channels > 0 ? kv_channels : h / a; }
 };
 
 model::LayerDims llama_dims(const LlamaShape& p, model::AttentionBackend attention) {
@@ -22,7 +25,7 @@ model::LayerDims llama_dims(const LlamaShape& p, model::AttentionBackend attenti
   d.micro_batch = p.b;
   d.hidden = p.h;
   d.heads = p.a / p.t;
-  d.head_dim = p.h / p.a;
+  d.head_dim = p.D();
   d.ffn = p.F / p.t;
   d.activation_dtype = runtime::DType::bf16;
   d.features = {.attention = attention,
@@ -39,7 +42,7 @@ struct Terms {
   int64_t hidden, qkv, ctx, fc1, act, probs, stats, lse;
 };
 Terms terms(const LlamaShape& p) {
-  const int64_t D = p.h / p.a, sb = p.s * p.b;
+  const int64_t D = p.D(), sb = p.s * p.b;
   return {.hidden = 8 * sb * p.h,  // input, ln1_out, residual, ln2_out
           .qkv = 2 * sb * (p.a + 2 * p.g) / p.t * D,
           .ctx = 2 * sb * p.a / p.t * D,
@@ -68,7 +71,7 @@ TEST_P(LlamaClosedForm, NoRecompute) {
   EXPECT_EQ(model::stash_kept_bytes(
                 model::layer_stash_spec(llama_dims(mha, model::AttentionBackend::unfused), {})) -
                 model::stash_kept_bytes(unfused),
-            4 * p.s * p.b * (p.a - p.g) / p.t * (p.h / p.a));
+            4 * p.s * p.b * (p.a - p.g) / p.t * p.D());
 }
 
 TEST_P(LlamaClosedForm, SelectiveModulesDropTheirTensors) {
@@ -96,6 +99,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LlamaClosedForm,
                          ::testing::Values(LlamaShape{128, 2, 256, 8, 2, 688, 1},
                                            LlamaShape{256, 1, 512, 8, 8, 1376, 2},
                                            LlamaShape{64, 4, 4096, 32, 8, 14336, 4},
-                                           LlamaShape{96, 3, 384, 6, 1, 1024, 1}));
+                                           LlamaShape{96, 3, 384, 6, 1, 1024, 1},
+                                           // Mistral NeMo's heads: 128 wide, 4096 of 5120.
+                                           LlamaShape{64, 2, 5120, 32, 8, 14336, 4, 128}));
 
 }  // namespace

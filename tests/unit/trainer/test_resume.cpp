@@ -139,6 +139,11 @@ TEST(Resume, RefusesACheckpointOfAnotherModel) {
       [&] { biased.trainer->resume("auto"); },
       {"model.add_qkv_bias false in the checkpoint, true now"},
       "resumed a checkpoint without q, k and v biases into a model with them");
+  InProcessRun wide(dir.config(
+      "d", {"checkpoint.dir=" + dir / "ckpt", "model.kv_channels=40", "output.export=false"}));
+  testing_support::expect_error<runtime::InputError>(
+      [&] { wide.trainer->resume("auto"); }, {"model.kv_channels ", " in the checkpoint, 40 now"},
+      "resumed a checkpoint into heads of another width");
 }
 
 TEST(Nonfinite, StopNamesTheStepAndTensor) {
