@@ -120,13 +120,6 @@ ModelShard ModelShard::whole(const GptConfig& config) {
   return shard;
 }
 
-std::vector<std::string> whole_model_param_names(const GptConfig& config) {
-  std::vector<std::string> names;
-  for (const ParamSpec& spec : param_specs(config, ModelShard::whole(config)))
-    names.push_back(spec.name);
-  return names;
-}
-
 int64_t GptParams::count(const GptConfig& config, const ModelShard& shard) {
   int64_t total = 0;
   for (const ParamSpec& spec : param_specs(config, shard))

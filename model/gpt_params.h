@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/gpt_config.h"
+#include "runtime/meta_device.h"
 #include "runtime/tensor.h"
 
 namespace model {
@@ -103,8 +104,23 @@ struct GptParams {
   const NamedParam* find(const std::string& name) const;
 };
 
-// Names of every parameter of the whole model, in flat-buffer order.
-std::vector<std::string> whole_model_param_names(const GptConfig& config);
+// The whole model's parameters on the meta device (runtime/meta_device.h): names, global shapes,
+// split dimensions and roles, no values. For code that walks the model's parameters without
+// holding them: the HF export and import, the gathers to rank 0.
+class WholeModelLayout {
+ public:
+  explicit WholeModelLayout(const GptConfig& config)
+      : params_(GptParams::allocate(meta_, config, runtime::MemoryCategory::workspace)) {}
+  WholeModelLayout(const WholeModelLayout&) = delete;
+  WholeModelLayout& operator=(const WholeModelLayout&) = delete;
+  // In flat-buffer order, as every GptParams of the whole model.
+  const std::vector<NamedParam>& named() const { return params_.named; }
+  const GptParams& params() const { return params_; }
+
+ private:
+  runtime::MetaAllocator meta_;
+  GptParams params_;
+};
 
 // Megatron GPT init: normal(0, std) for weights, std / sqrt(2 L) for the output
 // projections (proj, fc2), zero biases, layernorm weight 1 / bias 0, padded

@@ -39,9 +39,7 @@ void place(float* whole, const runtime::Shape& whole_shape, const float* part,
 
 ParamGather::ParamGather(ProcessGroups& groups, const model::GptConfig& config,
                          const model::GptParams& local)
-    : groups_(groups),
-      whole_(model::GptParams::allocate(meta_, config, runtime::MemoryCategory::comm)),
-      owned_(whole_.named.size(), nullptr) {
+    : groups_(groups), whole_(config), owned_(whole_.named().size(), nullptr) {
   TRAINER_ASSERT(
       local.flat.device() == runtime::DeviceKind::cpu && local.flat.dtype() == runtime::DType::f32,
       "ParamGather takes host f32 parameters (download device ones first)");
@@ -50,7 +48,7 @@ ParamGather::ParamGather(ProcessGroups& groups, const model::GptConfig& config,
   const bool tp_leader = groups.coordinates.tp == 0;
   const bool first_stage = groups.coordinates.pp == 0;
   std::map<std::string, int64_t> index;
-  for (const model::NamedParam& p : whole_.named)
+  for (const model::NamedParam& p : whole_.named())
     index.emplace(p.name, static_cast<int64_t>(index.size()));
 
   // What this rank contributes: split tensors from every tp rank, replicated ones
@@ -73,7 +71,7 @@ ParamGather::ParamGather(ProcessGroups& groups, const model::GptConfig& config,
           ->wait();
     return;
   }
-  parts_.resize(whole_.named.size());
+  parts_.resize(whole_.named().size());
   for (const Header& header : headers)
     parts_[static_cast<size_t>(header.index)].push_back({0, header.shard_offset});
   for (int source = 1; source < world.size(); ++source) {
@@ -88,7 +86,7 @@ ParamGather::ParamGather(ProcessGroups& groups, const model::GptConfig& config,
 }
 
 int64_t ParamGather::numel(int64_t index) const {
-  return whole_.named.at(static_cast<size_t>(index)).tensor.numel();
+  return whole_.named().at(static_cast<size_t>(index)).tensor.numel();
 }
 
 void ParamGather::gather(int64_t index, std::span<float> out) {
@@ -99,7 +97,7 @@ void ParamGather::gather(int64_t index, std::span<float> out) {
       world.send_async(mine->tensor.raw(), mine->tensor.nbytes(), 0, kDataTag)->wait();
     return;
   }
-  const model::NamedParam& whole = whole_.named[static_cast<size_t>(index)];
+  const model::NamedParam& whole = whole_.named()[static_cast<size_t>(index)];
   TRAINER_ASSERT(static_cast<int64_t>(out.size()) == whole.tensor.numel(),
                  whole.name << ": gathered into " << out.size() << " values");
   // The sender's part: the whole tensor, or a 1/tp slice along its split dimension.

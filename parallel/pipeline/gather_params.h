@@ -11,7 +11,6 @@
 
 #include "model/gpt_params.h"
 #include "parallel/core/process_groups.h"
-#include "runtime/meta_device.h"
 
 namespace parallel {
 
@@ -32,7 +31,7 @@ class ParamGather {
   // values; elsewhere this rank's part of it sent to rank 0 (`out` unused).
   void gather(int64_t index, std::span<float> out);
 
-  int64_t count() const { return static_cast<int64_t>(whole_.named.size()); }
+  int64_t count() const { return static_cast<int64_t>(whole_.named().size()); }
   int64_t numel(int64_t index) const;
 
  private:
@@ -42,15 +41,14 @@ class ParamGather {
   };
 
   ProcessGroups& groups_;
-  runtime::MetaAllocator meta_;
-  model::GptParams whole_;  // names, shapes and split dimensions; no values
+  model::WholeModelLayout whole_;
   // This rank's part of each whole-model parameter, or null where it sends none.
   std::vector<const model::NamedParam*> owned_;
   std::vector<std::vector<Part>> parts_;  // rank 0: each parameter's senders, in order
 };
 
 // Collective over the world. `full` (rank 0 only; null elsewhere) holds the
-// whole model in whole_model_param_names order, its word embeddings padded as
+// whole model (GptParams::allocate of `config`), its word embeddings padded as
 // the run's.
 void gather_to_rank0(ProcessGroups& groups, const model::GptConfig& config,
                      const model::GptParams& local, const model::GptParams* full);

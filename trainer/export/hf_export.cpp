@@ -10,7 +10,6 @@
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
-#include "runtime/meta_device.h"
 #include "runtime/ops.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
@@ -47,14 +46,6 @@ std::vector<HfSource> hf_sources(const model::GptParams& layout, const model::Gp
   return config.architecture == model::Architecture::llama ? hf_llama_sources(layout, config)
                                                            : hf_gpt2_sources(layout, config);
 }
-
-// A whole model's parameters laid out, holding no values.
-struct WholeLayout {
-  explicit WholeLayout(const model::GptConfig& config)
-      : params(model::GptParams::allocate(meta, config, runtime::MemoryCategory::comm)) {}
-  runtime::MetaAllocator meta;
-  model::GptParams params;
-};
 
 // The parameters of a whole model in memory.
 class HeldParams final : public HfParamValues {
@@ -111,9 +102,9 @@ void export_hf(const std::string& dir, const model::GptConfig& config, runtime::
   if (error)
     throw runtime::InputError(dir + ": cannot create the export directory: " + error.message());
   const std::filesystem::path base(dir);
-  const WholeLayout layout(config);
+  const model::WholeModelLayout layout(config);
   write_safetensors_streamed((base / "model.safetensors").string(),
-                             to_hf(layout.params, config, dtype, values), {{"format", "pt"}});
+                             to_hf(layout.params(), config, dtype, values), {{"format", "pt"}});
   const std::string json = config.architecture == model::Architecture::llama
                                ? hf_llama_config_json(config, hf_torch_dtype(dtype))
                                : hf_gpt2_config_json(config, hf_torch_dtype(dtype));
@@ -133,8 +124,8 @@ void export_hf(const std::string& dir, const model::GptParams& params,
 }
 
 std::vector<int64_t> hf_export_param_reads(const model::GptConfig& config) {
-  const WholeLayout layout(config);
-  const std::vector<HfSource> sources = hf_sources(layout.params, config);
+  const model::WholeModelLayout layout(config);
+  const std::vector<HfSource> sources = hf_sources(layout.params(), config);
   // Every tensor has the export's one dtype: the file's order is the names'.
   std::vector<SafetensorsSource> named;
   for (const HfSource& source : sources) named.push_back({source.name, "F32", source.shape, {}});

@@ -187,15 +187,9 @@ std::vector<HfSource> hf_gpt2_sources(const model::GptParams& layout,
     };
     switch (rule->transform) {
       case Transform::copy:
-      case Transform::vocab_rows: {  // the first rows: wte drops its vocabulary padding
-        const Shape hf_shape =
-            rule->transform == Transform::copy ? shape : Shape{config.vocab_size, shape[1]};
-        const int64_t count = runtime::shape_numel(hf_shape);
-        sources.push_back(
-            {hf, hf_shape, param,
-             [count](const float* values, const HfValueSink& sink) { sink(values, count); }});
+      case Transform::vocab_rows:
+        sources.push_back(hf_shared_source(rule->transform, hf, shape, param, config.vocab_size));
         break;
-      }
       case Transform::transpose: {  // the model's (rows, cols) as HF's [cols, rows]
         const int64_t rows = shape[0], cols = shape[1];
         sources.push_back({hf, reversed, param, made([rows, cols](const float* values) {

@@ -268,17 +268,11 @@ std::vector<HfSource> hf_llama_sources(const model::GptParams& layout,
     TRAINER_ASSERT(rule != nullptr, "no HF Llama rule for " << p.name);
     const std::string hf = hf_replaced(rule->hf, "{i}", layer);
     const auto param = static_cast<int64_t>(index);
-    auto first = [](int64_t count) {  // the parameter's first `count` values
-      return [count](const float* values, const HfValueSink& sink) { sink(values, count); };
-    };
     const Shape& shape = p.global_shape;
     switch (rule->transform) {
       case Transform::copy:
-        sources.push_back({hf, shape, param, first(runtime::shape_numel(shape))});
-        break;
       case Transform::vocab_rows:
-        sources.push_back(
-            {hf, rows_of(shape, config.vocab_size), param, first(config.vocab_size * shape[1])});
+        sources.push_back(hf_shared_source(rule->transform, hf, shape, param, config.vocab_size));
         break;
       case Transform::split_qkv: {  // the weight's rows of C values, or the bias's values
         const int64_t width = shape.size() > 1 ? shape[1] : 1;

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "runtime/error.h"
-#include "runtime/meta_device.h"
 #include "runtime/tensor.h"
 
 namespace trainer {
@@ -93,14 +92,12 @@ void HfTensors::check_all_used(const std::function<bool(const std::string&)>& ig
 
 HfImport::HfImport(SafetensorsFile file, const model::GptConfig& config,
                    std::vector<std::string> prefixes, const std::vector<HfRule>& rules)
-    : config_(config), rules_(rules), file_(std::move(file)), tensors_(file_, std::move(prefixes)) {
-  runtime::MetaAllocator meta;
-  const model::GptParams whole =
-      model::GptParams::allocate(meta, config, runtime::MemoryCategory::workspace);
-  for (const model::NamedParam& p : whole.named) {
-    index_.emplace(p.name, whole_.size());
-    whole_.emplace_back(p.name, p.global_shape);
-  }
+    : config_(config),
+      rules_(rules),
+      file_(std::move(file)),
+      tensors_(file_, std::move(prefixes)),
+      whole_(config) {
+  for (const model::NamedParam& p : whole_.named()) index_.emplace(p.name, index_.size());
 }
 
 std::pair<const HfRule*, std::string> HfImport::rule_of(const std::string& name) const {
@@ -111,14 +108,14 @@ std::pair<const HfRule*, std::string> HfImport::rule_of(const std::string& name)
 
 void HfImport::check_tensors(const std::function<bool(const std::string&)>& ignored) {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
-  for (const auto& [name, shape] : whole_) {
-    const auto [rule, hf] = rule_of(name);
+  for (const model::NamedParam& p : whole_.named()) {
+    const auto [rule, hf] = rule_of(p.name);
     if (rule->transform == HfTransform::copy) {
-      tensors_.check(hf, shape);
+      tensors_.check(hf, p.global_shape);
     } else if (rule->transform == HfTransform::vocab_rows) {
       tensors_.check(hf, {V, C}, V);
     } else {
-      check_transformed(*rule, hf, shape);
+      check_transformed(*rule, hf, p.global_shape);
     }
   }
   tensors_.check_all_used(ignored);
@@ -127,7 +124,7 @@ void HfImport::check_tensors(const std::function<bool(const std::string&)>& igno
 const runtime::Shape& HfImport::shape_of(const std::string& name) const {
   const auto it = index_.find(name);
   TRAINER_ASSERT(it != index_.end(), "no parameter " << name);
-  return whole_[it->second].second;
+  return whole_.named()[it->second].global_shape;
 }
 
 std::vector<float> HfImport::values(const std::string& name, HfBlock block) {
@@ -164,6 +161,18 @@ int64_t HfImport::stored_bytes() const {
   for (const auto& [name, entry] : file_.tensors)
     bytes += runtime::shape_numel(entry.shape) * safetensors_dtype_size(entry.dtype);
   return bytes;
+}
+
+HfSource hf_shared_source(HfTransform transform, std::string hf, const runtime::Shape& shape,
+                          int64_t param, int64_t vocab_size) {
+  TRAINER_ASSERT(transform == HfTransform::copy || transform == HfTransform::vocab_rows,
+                 hf << ": a family's own transform");
+  // Both are the parameter's first values: all of them, or its first vocab_size rows.
+  runtime::Shape hf_shape = shape;
+  if (transform == HfTransform::vocab_rows) hf_shape[0] = vocab_size;
+  const int64_t count = runtime::shape_numel(hf_shape);
+  return {std::move(hf), std::move(hf_shape), param,
+          [count](const float* values, const HfValueSink& sink) { sink(values, count); }};
 }
 
 std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources,

@@ -84,6 +84,12 @@ struct HfSource {
   std::function<void(const float* values, const HfValueSink& sink)> write;
 };
 
+// The source of the tensor `hf` made from parameter `param` (of global `shape`) by a transform
+// every family shares: copy (the values as they are) or vocab_rows (the rows below `vocab_size`,
+// the padding dropped). The families' own transforms make their own sources.
+HfSource hf_shared_source(HfTransform transform, std::string hf, const runtime::Shape& shape,
+                          int64_t param, int64_t vocab_size);
+
 // The sources' tensors made from `params` (the whole model, host f32), F32, all at once (tests
 // read an export in memory this way; the export itself writes them one at a time).
 std::vector<SafetensorsEntry> hf_entries(const std::vector<HfSource>& sources,
@@ -149,8 +155,8 @@ class HfImport {
   HfTensors tensors_;
 
  private:
-  std::vector<std::pair<std::string, runtime::Shape>> whole_;  // (name, global shape)
-  std::map<std::string, size_t> index_;                        // name -> its entry of whole_
+  model::WholeModelLayout whole_;
+  std::map<std::string, size_t> index_;  // name -> its entry of whole_.named()
 };
 
 // A parameter's name as the import tables write it, "layers.{i}." for any layer, and the layer
