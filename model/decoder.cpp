@@ -81,7 +81,7 @@ void Decoder::layer_forward(const Tensor& x, const LayerParams& w, Tensor& cache
   const LayerDims& d = dims_;
   const int64_t C = d.hidden, H = d.heads, D = d.head_dim, seen = position + n;
 
-  // attention: x += proj(attention(rope(qkv(ln1(x))), cache))
+  // attention: x += proj(attention(rope(qk_norm(qkv(ln1(x)))), cache))
   const Tensor normalized = workspace({n, 1, C});
   normalize(normalized, x, w.ln1_weight, w.ln1_bias, n);
   const Tensor qkv = workspace({n, 1, d.qkv_width()});
@@ -92,6 +92,18 @@ void Decoder::layer_forward(const Tensor& x, const LayerParams& w, Tensor& cache
                        .rows = n,
                        .in_features = C,
                        .out_features = d.qkv_width()});
+  if (d.features.qk_norm) {
+    ops::qk_norm_forward({.qkv = qkv,
+                          .input = workspace({n, d.qk_heads() * D}),
+                          .rstd = workspace({n * d.qk_heads()}),
+                          .q_weight = w.q_norm_weight,
+                          .k_weight = w.k_norm_weight,
+                          .rows = n,
+                          .kv_heads = d.kv_heads(),
+                          .group_size = d.features.group_size,
+                          .head_dim = D,
+                          .eps = d.layernorm_eps});
+  }
   if (d.features.rope) {
     ops::rope_forward({.qkv = qkv,
                        .seq = n,

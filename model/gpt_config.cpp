@@ -33,6 +33,9 @@ std::string hf_family_mismatch(const GptConfig& c) {
     return "model.num_query_groups " + std::to_string(c.num_query_groups);
   if (!llama && c.attention_width() != c.hidden_size)
     return "model.kv_channels " + std::to_string(c.kv_channels);
+  if (c.qk_layernorm && (!llama || c.add_qkv_bias))  // Qwen3 has the norms, without biases
+    return llama ? "model.qk_layernorm true with model.add_qkv_bias true"
+                 : "model.qk_layernorm true";
   return "";
 }
 

@@ -55,6 +55,9 @@ struct GptConfig {
   runtime::RopeScaling rope_scaling{};
   bool add_bias_linear = true;    // biases in every linear (and LayerNorm's bias)
   bool add_qkv_bias = false;      // biases in the QKV projection alone (Qwen2's attention)
+  // RMSNorm of each query and key head over its head_dim values before RoPE, one weight of
+  // head_dim for the query heads and one for the key heads (Megatron's --qk-layernorm; Qwen3)
+  bool qk_layernorm = false;
   bool untie_embeddings = false;  // an output layer of its own instead of the word embeddings
   AttentionBackend attention_backend = AttentionBackend::unfused;
 
@@ -95,7 +98,8 @@ GptConfig architecture_defaults(Architecture architecture);
 // "" when `config` is a block its architecture's Hugging Face class holds (GPT2LMHeadModel:
 // LayerNorm, GELU, learned positions, biases, tied head, heads == kv heads; LlamaForCausalLM:
 // RMSNorm, SwiGLU, RoPE, no biases, a head untied or tied (tie_word_embeddings, as Llama 3.2
-// 1B and 3B)); otherwise the first field that is not, as "model.<field> <value>".
+// 1B and 3B); with q, k and v biases Qwen2's, with q and k norms Qwen3's, never both); otherwise
+// the first field that is not, as "model.<field> <value>".
 std::string hf_family_mismatch(const GptConfig& config);
 
 }  // namespace model

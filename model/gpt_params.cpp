@@ -18,6 +18,7 @@ struct ParamSpec {
   runtime::Shape global_shape;
   int shard_dim;  // -1: replicated over tensor parallelism
   bool sequence_parallel_partial;
+  bool tensor_parallel_partial;
   ParamPiece piece;
   int64_t layer_index;  // into GptParams::layers; -1 outside layers
   ParamRoles roles;
@@ -34,13 +35,14 @@ std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& sh
   std::vector<ParamSpec> specs;
   struct Options {
     bool partial = false;
+    bool tp_partial = false;
     ParamRoles roles = {};
     bool extends = false;
   };
   auto add_model = [&](std::string name, runtime::Shape shape, int shard_dim, ParamPiece piece,
                        Tensor GptParams::*view, Options options = {}) {
-    specs.push_back({std::move(name), std::move(shape), shard_dim, options.partial, piece, -1,
-                     options.roles, view, nullptr});
+    specs.push_back({std::move(name), std::move(shape), shard_dim, options.partial,
+                     options.tp_partial, piece, -1, options.roles, view, nullptr});
   };
   const ParamRoles vocab{.tied = !config.untie_embeddings, .vocab_padded = true};
   if (shard.has_word_embeddings(config)) {
@@ -55,8 +57,9 @@ std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& sh
     const std::string p = "layers." + std::to_string(shard.layers[local]) + ".";
     auto add = [&](const char* name, runtime::Shape shape, int shard_dim, Tensor LayerParams::*view,
                    Options options = {}) {
-      specs.push_back({p + name, std::move(shape), shard_dim, options.partial, ParamPiece::layer,
-                       static_cast<int64_t>(local), options.roles, nullptr, view, options.extends});
+      specs.push_back({p + name, std::move(shape), shard_dim, options.partial, options.tp_partial,
+                       ParamPiece::layer, static_cast<int64_t>(local), options.roles, nullptr, view,
+                       options.extends});
     };
     const Options norm_weight{.partial = true, .roles = {.norm = true}}, norm_bias{.partial = true};
     const Options output{.roles = {.output_projection = true}}, up{.extends = true};
@@ -64,6 +67,12 @@ std::vector<ParamSpec> param_specs(const GptConfig& config, const ModelShard& sh
     if (layernorm) add("input_layernorm.bias", {C}, -1, &LayerParams::ln1_bias, norm_bias);
     add("self_attention.linear_qkv.weight", {Q, C}, 0, &LayerParams::qkv_weight);
     if (config.qkv_bias()) add("self_attention.linear_qkv.bias", {Q}, 0, &LayerParams::qkv_bias);
+    if (config.qk_layernorm) {
+      const Options head_norm{.tp_partial = true, .roles = {.norm = true}};
+      const int64_t D = config.head_dim();
+      add("self_attention.q_layernorm.weight", {D}, -1, &LayerParams::q_norm_weight, head_norm);
+      add("self_attention.k_layernorm.weight", {D}, -1, &LayerParams::k_norm_weight, head_norm);
+    }
     add("self_attention.linear_proj.weight", {C, config.attention_width()}, 1,
         &LayerParams::proj_weight, output);
     if (bias) add("self_attention.linear_proj.bias", {C}, -1, &LayerParams::proj_bias);
@@ -142,6 +151,7 @@ GptParams GptParams::allocate(runtime::Allocator& allocator, const GptConfig& co
                      .shard_dim = spec.shard_dim,
                      .weight_decay = spec.global_shape.size() >= 2,
                      .sequence_parallel_partial = spec.sequence_parallel_partial,
+                     .tensor_parallel_partial = spec.tensor_parallel_partial,
                      .piece = spec.piece,
                      .layer_index = spec.layer_index,
                      .roles = spec.roles};

@@ -43,6 +43,8 @@ struct LayerParams {
   Tensor ln1_weight, ln1_bias;  // (C)
   Tensor qkv_weight;            // (Q/tp, C)
   Tensor qkv_bias;              // (Q/tp)
+  Tensor q_norm_weight;         // (D) qk_layernorm: every query head's RMSNorm weight
+  Tensor k_norm_weight;         // (D) and every key head's
   Tensor proj_weight;           // (C, C/tp)
   Tensor proj_bias;             // (C)
   Tensor ln2_weight, ln2_bias;  // (C)
@@ -76,6 +78,8 @@ struct NamedParam {
   bool weight_decay = false;    // rank >= 2
   bool sequence_parallel_partial =
       false;  // layernorms, positions: under SP each rank's gradient is partial
+  // q/k norms: replicated, but each tensor-parallel rank's gradient covers its heads alone
+  bool tensor_parallel_partial = false;
   ParamPiece piece = ParamPiece::layer;
   int64_t layer_index = -1;  // piece layer: the index into GptParams::layers
   ParamRoles roles;

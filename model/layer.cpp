@@ -109,6 +109,22 @@ void rope(const Tensor& qkv, const LayerDims& d, bool backward) {
   }
 }
 
+// The q and k heads of qkv (T, B, qkv_width) replaced by their norms, in place (Note [Query and
+// key norms]); the stash keeps the heads before and their rstd.
+void qk_norm_forward(LayerStash& s, const LayerParams& w, const Tensor& qkv, const LayerDims& d) {
+  if (!d.features.qk_norm) return;
+  ops::qk_norm_forward({.qkv = qkv,
+                        .input = s.qk_input,
+                        .rstd = s.qk_rstd,
+                        .q_weight = w.q_norm_weight,
+                        .k_weight = w.k_norm_weight,
+                        .rows = d.seq * d.micro_batch,
+                        .kv_heads = d.kv_heads(),
+                        .group_size = d.features.group_size,
+                        .head_dim = d.head_dim,
+                        .eps = d.layernorm_eps});
+}
+
 // probs = causal_softmax(q k^T / sqrt(D)); with attention dropout also mask, probs_drop.
 void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerContext& c) {
   const int64_t BH = d.micro_batch * d.heads, T = d.seq;
@@ -371,6 +387,23 @@ Tensor fc2_swiglu_backward(const Tensor& dout, const LayerStash& s, const LayerP
 }
 
 // core_attn_probs_forward: dq, dk (=) from dprobs, which it overwrites on the way.
+// qk_norm_forward in reverse, in place on dqkv; the weights' gradients go to g (+=).
+void qk_norm_backward(const Tensor& dqkv, const LayerStash& s, const LayerParams& w,
+                      const LayerParams& g, const LayerDims& d) {
+  if (!d.features.qk_norm) return;
+  ops::qk_norm_backward({.dqkv = dqkv,
+                         .dq_weight = g.q_norm_weight,
+                         .dk_weight = g.k_norm_weight,
+                         .input = s.qk_input,
+                         .rstd = s.qk_rstd,
+                         .q_weight = w.q_norm_weight,
+                         .k_weight = w.k_norm_weight,
+                         .rows = d.seq * d.micro_batch,
+                         .kv_heads = d.kv_heads(),
+                         .group_size = d.features.group_size,
+                         .head_dim = d.head_dim});
+}
+
 void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& dprobs,
                               const LayerStash& s, const LayerDims& d) {
   const int64_t BH = d.micro_batch * d.heads, T = d.seq;
@@ -468,11 +501,12 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
   maker.make_all(s);
   s.input = input;
 
-  // attention: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
+  // attention: residual = input + dropout(proj(core_attn(rope(qk_norm(qkv(ln1(input)))))))
   layernorm_forward(s, w, kInputLayernormQkv, d);  // ln1_out (Ts, B, C)
   // (T, B, qkv_width): the flash stash keeps it; the unfused attention splits it into q, k, v
   Tensor qkv = d.features.flash() ? s.qkv : full_sequence(d, d.qkv_width(), allocator, "qkv");
   column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, d.qkv_width(), d, allocator);
+  qk_norm_forward(s, w, qkv, d);
   rope(qkv, d, /*backward=*/false);            // rotated q and k: what attention and its stash read
   core_attn_forward(s, qkv, d, c, allocator);  // ctx (T, B, H*D)
   Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
@@ -537,6 +571,7 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
   dproj = Tensor();
   Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);                   // (T, B, qkv_width)
   rope(dqkv, d, /*backward=*/true);
+  qk_norm_backward(dqkv, s, w, g, d);
   layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, d.qkv_width(), d, allocator);
   s = LayerStash();
   return dinput;

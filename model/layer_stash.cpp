@@ -17,7 +17,8 @@ BlockFeatures block_features(const GptConfig& config) {
           .rope_scaling = config.rope_scaling,
           .group_size = config.group_size(),
           .linear_bias = config.add_bias_linear,
-          .qkv_bias = config.qkv_bias()};
+          .qkv_bias = config.qkv_bias(),
+          .qk_norm = config.qk_layernorm};
 }
 
 LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training) {
@@ -74,6 +75,10 @@ StashSpec<LayerStash> layer_stash_spec(const LayerDims& d, const LayerRecompute&
   if (layernorm) add("ln1_mean", &S::ln1_mean, {Ts * B}, DType::f32);
   add("ln1_rstd", &S::ln1_rstd, {Ts * B}, DType::f32);
   add("ln1_out", &S::ln1_out, {Ts, B, C}, act);
+  if (d.features.qk_norm) {
+    add("qk_input", &S::qk_input, {T, B, d.qk_heads() * D}, act);
+    add("qk_rstd", &S::qk_rstd, {T * B * d.qk_heads()}, DType::f32);
+  }
   if (d.features.flash()) {
     add("qkv", &S::qkv, {T, B, d.qkv_width()}, act);
     add("lse", &S::lse, {B, H, T}, DType::f32);

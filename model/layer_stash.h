@@ -31,6 +31,7 @@ struct BlockFeatures {
   int64_t group_size = 1;               // query heads per key/value head (grouped-query attention)
   bool linear_bias = true;              // biases in qkv, proj, fc1, fc2
   bool qkv_bias = true;                 // a bias in qkv (linear_bias, or qkv's alone)
+  bool qk_norm = false;  // RMSNorm of each q and k head before RoPE (Note [Query and key norms])
 
   bool flash() const { return attention == AttentionBackend::flash; }
   bool layernorm() const { return norm == Normalization::layernorm; }
@@ -69,6 +70,8 @@ struct LayerDims {
   // The fused QKV activations' width (Note [Grouped-query attention], runtime/op_args.h): per kv
   // head its group_size query heads, its key and its value.
   int64_t qkv_width() const { return kv_heads() * (features.group_size + 2) * head_dim; }
+  // The q and k heads together (the query and key norms' heads), per position: local.
+  int64_t qk_heads() const { return kv_heads() * (features.group_size + 1); }
   int64_t fc1_width() const { return features.swiglu ? 2 * ffn : ffn; }
   int64_t shard_first_row() const { return sequence_parallel ? tp_rank * seq_shard() : 0; }
   int64_t head_offset() const { return tp_rank * heads; }
@@ -100,6 +103,8 @@ struct LayerStash {
   Tensor ln1_mean;       // (Ts*B) f32, LayerNorm only
   Tensor ln1_rstd;       // (Ts*B) f32
   Tensor ln1_out;        // (Ts, B, C)   qkv input (gathered to T)
+  Tensor qk_input;       // (T, B, Hqk*D) the q and k heads before their norms, Hqk = qk_heads()
+  Tensor qk_rstd;        // (T*B*Hqk) f32
   Tensor q;              // (B, H, T, D)  unfused
   Tensor k;              // (B, Hkv, T, D)  unfused; Hkv = H / group_size
   Tensor v;              // (B, Hkv, T, D)  unfused

@@ -320,6 +320,45 @@ struct RopeBackward {
   RopeScaling scaling{};
 };
 
+// Note [Query and key norms]
+// model.qk_layernorm (Qwen3's q_norm and k_norm): before the rotation, every query head and every
+// key head of the fused qkv activations (Note [Rotary layout]) goes through RMSNorm over its
+// head_dim values (Note [RMSNorm rounding]), the query heads with one weight of head_dim, the key
+// heads with another; v is left as it is. The forward keeps the heads it normalized, compact:
+// per row and kv group, its group_size query heads then its key head ((group_size + 1) heads of
+// head_dim), and each such head's rstd. The backward turns the gradient of the normalized heads
+// into that of their inputs, in place, and adds each weight's gradient summed over its heads.
+
+// qkv's q and k heads replaced by their norms, in place (Note [Query and key norms]).
+struct QkNormForward {
+  Tensor qkv;       // (rows, kv_heads * (group_size + 2) * head_dim), in place
+  Tensor input;     // (rows, kv_heads * (group_size + 1) * head_dim) =: the heads before
+  Tensor rstd;      // (rows * kv_heads * (group_size + 1)) =, f32, in input's head order
+  Tensor q_weight;  // (head_dim)
+  Tensor k_weight;  // (head_dim)
+  int64_t rows;     // seq * micro_batch
+  int64_t kv_heads;
+  int64_t group_size;
+  int64_t head_dim;
+  float eps;
+};
+
+// The gradient through QkNormForward, in place on dqkv's q and k heads (=); the weights'
+// gradients (+=).
+struct QkNormBackward {
+  Tensor dqkv;       // (rows, kv_heads * (group_size + 2) * head_dim), in place
+  Tensor dq_weight;  // (head_dim) +=, f32
+  Tensor dk_weight;  // (head_dim) +=, f32
+  Tensor input;      // from the forward
+  Tensor rstd;       // from the forward
+  Tensor q_weight;
+  Tensor k_weight;
+  int64_t rows;
+  int64_t kv_heads;
+  int64_t group_size;
+  int64_t head_dim;
+};
+
 // FlashAttention-2 on the fused qkv projection, causal: the fused twin of split_qkv_heads ->
 // attention_scores -> causal_softmax -> dropout_attention -> attention_context -> merge_heads,
 // drawing the same dropout masks (Note [Dropout RNG]); keeps only ctx (the output O) and the

@@ -241,6 +241,18 @@ void rope_backward(const RopeBackward& args) {
                                        args.head_dim, args.seq_offset, args.base, args.scaling});
 }
 
+void qk_norm_forward(const QkNormForward& args) {
+  cpu::qk_norm_forward(args.qkv.f32(), args.input.f32(), args.rstd.f32(), args.q_weight.f32(),
+                       args.k_weight.f32(),
+                       {args.rows, args.kv_heads, args.group_size, args.head_dim}, args.eps);
+}
+
+void qk_norm_backward(const QkNormBackward& args) {
+  cpu::qk_norm_backward(args.dqkv.f32(), args.dq_weight.f32(), args.dk_weight.f32(),
+                        args.input.f32(), args.rstd.f32(), args.q_weight.f32(), args.k_weight.f32(),
+                        {args.rows, args.kv_heads, args.group_size, args.head_dim});
+}
+
 void attention_scores_forward(const AttentionScoresForward& args) {
   cpu::attention_scores_forward(args.scores.f32(), args.q.f32(), args.k.f32(), args.batch_heads,
                                 args.seq, args.head_dim, args.scale, args.group_size);

@@ -55,6 +55,8 @@ namespace runtime::ops {
   OP(void, split_heads, SplitHeads, ctx_heads)                                          \
   OP(void, rope_forward, RopeForward, qkv)                                              \
   OP(void, rope_backward, RopeBackward, dqkv)                                           \
+  OP(void, qk_norm_forward, QkNormForward, qkv)                                         \
+  OP(void, qk_norm_backward, QkNormBackward, dqkv)                                      \
   OP(void, attention_scores_forward, AttentionScoresForward, scores)                    \
   OP(void, attention_scores_backward, AttentionScoresBackward, dq)                      \
   OP(void, attention_context_forward, AttentionContextForward, ctx_heads)               \

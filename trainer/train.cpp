@@ -190,6 +190,7 @@ void Trainer::start_logging() {
                             ? " scaled as Llama 3.1 x" + format("%g", m.rope_scaling.factor)
                             : std::string()) +
                        (m.add_qkv_bias ? ", q/k/v biases" : "") +
+                       (m.qk_layernorm ? ", q/k norms" : "") +
                        (m.untie_embeddings ? "" : ", tied head")
                  : std::string())
        << ", seq " << m.seq_length << ", vocab " << m.vocab_size << " (padded "

@@ -66,6 +66,8 @@ std::string model_mismatch(const model::GptConfig& a, const model::GptConfig& b)
              a.add_bias_linear ? "true" : "false", b.add_bias_linear ? "true" : "false");
   check_flag("add_qkv_bias", a.add_qkv_bias, b.add_qkv_bias, a.add_qkv_bias ? "true" : "false",
              b.add_qkv_bias ? "true" : "false");
+  check_flag("qk_layernorm", a.qk_layernorm, b.qk_layernorm, a.qk_layernorm ? "true" : "false",
+             b.qk_layernorm ? "true" : "false");
   check_flag("untie_embeddings", a.untie_embeddings, b.untie_embeddings,
              a.untie_embeddings ? "true" : "false", b.untie_embeddings ? "true" : "false");
   return out;

@@ -80,9 +80,11 @@ void GradReducer::add_pieces() {
     if (into.end == into.begin) into.begin = range.begin;
     into.end = range.end;
     covered += p.tensor.numel();
-    if (!p.sequence_parallel_partial) continue;
-    TRAINER_ASSERT(!p.roles.tied, p.name << ": tied and sequence-parallel partial");
-    piece_for(p).sequence_parallel_partials.push_back(p.tensor);
+    const bool tp_partial =
+        (p.sequence_parallel_partial && args_.sequence_parallel) || p.tensor_parallel_partial;
+    if (!tp_partial || args_.groups->tp->size() == 1) continue;
+    TRAINER_ASSERT(!p.roles.tied, p.name << ": tied and tensor-parallel partial");
+    piece_for(p).tp_partials.push_back(p.tensor);
   }
   TRAINER_ASSERT(covered == g.flat.numel(),
                  "gradient pieces cover " << covered << " of " << g.flat.numel() << " elements");
@@ -118,10 +120,8 @@ void GradReducer::final(const GradientPiece& piece) {
 
 void GradReducer::make_final(Piece& piece) {
   piece.reported = true;
-  if (args_.sequence_parallel && args_.groups->tp->size() > 1) {
-    for (const runtime::Tensor& partial : piece.sequence_parallel_partials)
-      args_.groups->tp->all_reduce_sum(partial);
-  }
+  for (const runtime::Tensor& partial : piece.tp_partials)
+    args_.groups->tp->all_reduce_sum(partial);
   add_final(piece.range);
   maybe_word_embeddings_final();
 }

@@ -19,7 +19,7 @@ namespace parallel {
 // Note [Overlapped gradient reduction]
 // A piece's gradients (the head's final layernorm, one layer, the position embeddings) are
 // final once the chunk's last backward of the step has run it: the executor reports it (a
-// recompute::GradientListener), the piece's sequence-parallel partials are all-reduced over tp
+// recompute::GradientListener), the piece's partial gradients are all-reduced over tp
 // at once (every tp rank runs the same op list, so the tp group sees the same order), and its
 // elements count towards their buckets. The tied word embeddings are final only after the
 // embedding group's all-reduce, which waits until after backward: the first stage produces them
@@ -64,7 +64,9 @@ class GradReducer final : public recompute::GradientListener {
   // A piece of the flat buffer whose gradients become final together.
   struct Piece {
     FlatRange range;
-    std::vector<runtime::Tensor> sequence_parallel_partials;
+    // Summed over tp when final: the sequence-parallel partials under sequence parallelism and
+    // the tensor-parallel ones (q/k norms) under any tensor parallelism.
+    std::vector<runtime::Tensor> tp_partials;
     bool reported = false;
   };
   struct InFlight {

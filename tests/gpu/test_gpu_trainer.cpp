@@ -254,6 +254,21 @@ TEST_F(GpuTrainer, LlamaWideHeadsFp32StepMatchesTheCpuStep) {
   std::printf("[ llama ] fp32 flash, heads of 24: gradients within %.1e of the CPU's\n", worst);
 }
 
+// Qwen3's q and k norms (model.qk_layernorm) on heads of 24, both backends: the device's norm
+// kernels, forward and backward, inside a step against the CPU's.
+TEST_F(GpuTrainer, Qwen3NormsFp32StepMatchesTheCpuStep) {
+  for (const std::string backend : {"unfused", "flash"}) {
+    SCOPED_TRACE(backend);
+    const double worst =
+        expect_step_matches_cpu("fp32",
+                                llama({"model.attention_backend=" + backend, "model.kv_channels=24",
+                                       "model.qk_layernorm=true"}),
+                                kFp32StepTolerance);
+    std::printf("[ llama ] fp32 %s, q and k norms: gradients within %.1e of the CPU's\n",
+                backend.c_str(), worst);
+  }
+}
+
 TEST_F(GpuTrainer, LlamaOneBf16StepFollowsTheCpuFp32Step) {
   const double worst =
       expect_step_matches_cpu("bf16", llama({"model.attention_backend=flash"}), kBf16StepTolerance);

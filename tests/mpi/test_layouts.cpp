@@ -216,6 +216,20 @@ TEST(Layouts, WideHeadsMatchOneProcessWithin1e5) {
                     {{2, "wide heads tp2 sp", tp2}, {4, "wide heads tp2 cp2 sp flash", tp2cp2}});
 }
 
+// Qwen3's q and k norms (model.qk_layernorm): each tensor-parallel rank's gradient of the norms'
+// weights covers its own heads, summed over tp with or without sequence parallelism; tp2, and
+// tp2 cp2 sp with flash.
+TEST(Layouts, Qwen3NormsMatchOneProcessWithin1e5) {
+  mpi_test::SharedData shared;
+  std::vector<std::string> qwen3 = llama();
+  qwen3.insert(qwen3.end(), {"model.qk_layernorm=true", "model.kv_channels=12"});
+  std::vector<std::string> tp2 = qwen3, tp2cp2 = qwen3;
+  tp2.push_back("parallel.tensor=2");
+  tp2cp2.insert(tp2cp2.end(), {"parallel.tensor=2", "parallel.context=2",
+                               "parallel.sequence_parallel=true", kFlash});
+  match_one_process(shared, qwen3, {{2, "qwen3 tp2", tp2}, {4, "qwen3 tp2 cp2 sp flash", tp2cp2}});
+}
+
 // A 0.25 / 0.75 blend of two corpora, each shuffled in its own order (Megatron's flat list).
 std::vector<std::string> blend(const mpi_test::SharedData& shared) {
   return {"data.blend=[0.25, " + shared.data() + ", 0.75, " + shared.code() + "]",

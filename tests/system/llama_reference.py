@@ -1,5 +1,6 @@
 """An independent Llama reference: Hugging Face LlamaForCausalLM's math (and Qwen2ForCausalLM's,
-whose q, k and v projections have biases) in float64 numpy, written
+whose q, k and v projections have biases, and Qwen3ForCausalLM's, whose q and k heads go through
+RMSNorm before RoPE) in float64 numpy, written
 from the HF tensors the trainer exports (not from the trainer's layer code), trained with
 torch.optim.AdamW's update and clip_grad_norm_ on the same batches. Prints one JSON object per
 step: {"step", "loss", "grad_norm"}.
@@ -110,6 +111,11 @@ class Llama:
             q = self.proj(n1, pre + "self_attn.q_proj").reshape(B, T, H, D).transpose(0, 2, 1, 3)
             k = self.proj(n1, pre + "self_attn.k_proj").reshape(B, T, G, D).transpose(0, 2, 1, 3)
             v = self.proj(n1, pre + "self_attn.v_proj").reshape(B, T, G, D).transpose(0, 2, 1, 3)
+            qk = (q, k, None, None)  # Qwen3: each q and k head through RMSNorm before RoPE
+            if pre + "self_attn.q_norm.weight" in p:
+                q, rq = rms_forward(q, p[pre + "self_attn.q_norm.weight"], self.eps)
+                k, rk = rms_forward(k, p[pre + "self_attn.k_norm.weight"], self.eps)
+                qk = (qk[0], qk[1], rq, rk)
             qr = q * cos + rotate_half(q) * sin
             kr = k * cos + rotate_half(k) * sin
             kx, vx = np.repeat(kr, r, axis=1), np.repeat(v, r, axis=1)  # HF repeat_kv
@@ -126,7 +132,8 @@ class Llama:
             sig = 1.0 / (1.0 + np.exp(-gate))
             act = gate * sig * up
             x = h2 + act @ p[pre + "mlp.down_proj.weight"].T
-            saved.append((h, n1, r1, qr, kr, v, kx, vx, probs, ctx, h2, n2, r2, gate, up, sig, act))
+            saved.append((h, n1, r1, qk, qr, kr, v, kx, vx, probs, ctx, h2, n2, r2, gate, up, sig,
+                          act))
         nf, rf = rms_forward(x, p["model.norm.weight"], self.eps)
         head = "model.embed_tokens.weight" if self.tied else "lm_head.weight"
         logits = nf @ p[head].T  # (B, T, V)
@@ -146,7 +153,8 @@ class Llama:
         grads["model.norm.weight"] += dw
         for i in reversed(range(self.L)):
             pre = f"model.layers.{i}."
-            (h, n1, r1, qr, kr, v, kx, vx, probs, ctx, h2, n2, r2, gate, up, sig, act) = saved[i]
+            (h, n1, r1, qk, qr, kr, v, kx, vx, probs, ctx, h2, n2, r2, gate, up, sig,
+             act) = saved[i]
             # mlp
             grads[pre + "mlp.down_proj.weight"] += dx.reshape(N, -1).T @ act.reshape(N, -1)
             dact = dx @ p[pre + "mlp.down_proj.weight"]
@@ -171,6 +179,15 @@ class Llama:
             dv = dvx.reshape(B, G, r, T, D).sum(2)
             dq = dqr * cos + rotate_half_transposed(dqr * sin)
             dk = dkr * cos + rotate_half_transposed(dkr * sin)
+            if qk[2] is not None:  # Qwen3's q and k norms
+                for name, pre_norm, rstd in (("q", qk[0], qk[2]), ("k", qk[1], qk[3])):
+                    weight = pre + f"self_attn.{name}_norm.weight"
+                    d, dw = rms_backward(dq if name == "q" else dk, pre_norm, p[weight], rstd)
+                    grads[weight] += dw
+                    if name == "q":
+                        dq = d
+                    else:
+                        dk = d
             dq2 = dq.transpose(0, 2, 1, 3).reshape(N, H * D)
             dk2 = dk.transpose(0, 2, 1, 3).reshape(N, G * D)
             dv2 = dv.transpose(0, 2, 1, 3).reshape(N, G * D)

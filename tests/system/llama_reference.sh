@@ -5,7 +5,8 @@
 # flash attention, and unfused built as Llama 3.2 1B and 3B are (Llama 3.1's RoPE scaling,
 # model.rope_scaling, and a head tied to the word embeddings), and flash with Qwen2's q, k and v
 # biases (model.add_qkv_bias), and flash with heads wider than hidden_size / heads
-# (model.kv_channels, config.json's head_dim), every loss and gradient norm within 1e-5 relative. The reference
+# (model.kv_channels, config.json's head_dim), and unfused as Qwen3 (q and k norms,
+# model.qk_layernorm, with wide heads), every loss and gradient norm within 1e-5 relative. The reference
 # starts from the trainer's initial weights, exported by a one-step run at learning rate 1e-30
 # (every update is far below a float32 ulp of the weights, so they stay as initialized).
 # Usage: llama_reference.sh TRAINER
@@ -39,22 +40,31 @@ llama32=("${scaling[@]}" --set model.untie_embeddings=false)
 qwen2=(--set model.add_qkv_bias=true --set model.attention_backend=flash)
 # headdim: 4 heads of 24 (96 wide) in a 64-wide model, with flash attention.
 headdim=(--set model.kv_channels=24 --set model.attention_backend=flash)
-for backend in unfused flash llama32 qwen2 headdim; do
+# qwen3: Qwen3's q and k norms (model.qk_layernorm) on heads of 24, unfused attention, at a
+# quarter of the learning rate: the norms sharpen attention, and at lr 2^-8 float32 rounding
+# grows along the 12 steps past 1e-5 in the gradient norm (the trainer's own unfused and flash
+# runs then differ by 1e-5 as well) while the first steps agree within 2e-8.
+qwen3=(--set model.qk_layernorm=true --set model.kv_channels=24
+       --set model.attention_backend=unfused)
+qwen3_lr=0.0009765625
+for backend in unfused flash llama32 qwen2 headdim qwen3; do
+  run_lr=$lr
   case $backend in
     llama32) settings=(--set model.attention_backend=unfused "${llama32[@]}") ;;
     qwen2) settings=("${qwen2[@]}") ;;
     headdim) settings=("${headdim[@]}") ;;
+    qwen3) settings=("${qwen3[@]}") run_lr=$qwen3_lr ;;
     *) settings=(--set model.attention_backend=$backend) ;;
   esac
   "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \
     --set train.steps=1 --set optimizer.lr=1e-30 --set optimizer.min_lr=1e-30 \
     --set output.dir="$dir/init_$backend" > "$dir/init_$backend.log" 2>&1 ||
     { cat "$dir/init_$backend.log"; fail "$backend: the initial-weights run failed"; }
-  "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \
-    --set output.dir="$dir/$backend" > "$dir/$backend.log" 2>&1 ||
+  "$trainer" train --config "$dir/run.yaml" "${settings[@]}" --set optimizer.lr=$run_lr \
+    --set optimizer.min_lr=$run_lr --set output.dir="$dir/$backend" > "$dir/$backend.log" 2>&1 ||
     { cat "$dir/$backend.log"; fail "$backend: the run failed"; }
   # lr, weight decay and clip are powers of two: the same in float32 and float64.
-  "$python" "$reference" "$dir/init_$backend" "$dir/data" $steps $micro $lr $wd $clip \
+  "$python" "$reference" "$dir/init_$backend" "$dir/data" $steps $micro $run_lr $wd $clip \
     > "$dir/reference_$backend.jsonl" ||
     fail "$backend: the reference failed"
   python3 - "$dir/$backend/metrics.jsonl" "$dir/reference_$backend.jsonl" "$backend" <<'PY' ||
@@ -125,6 +135,28 @@ imports imported_qwen2 qwen2 "$dir/init_qwen2/model.safetensors" "${qwen2[@]}"
 grep -q '"head_dim": 24' "$dir/init_headdim/config.json" ||
   fail "the headdim export's config.json does not say head_dim 24"
 imports imported_headdim headdim "$dir/init_headdim/model.safetensors" "${headdim[@]}"
+grep -q '"model_type": "qwen3"' "$dir/init_qwen3/config.json" &&
+  grep -q '"Qwen3ForCausalLM"' "$dir/init_qwen3/config.json" ||
+  fail "the qwen3 export's config.json is not a Qwen3ForCausalLM's"
+imports imported_qwen3 qwen3 "$dir/init_qwen3/model.safetensors" "${qwen3[@]}" \
+  --set optimizer.lr=$qwen3_lr --set optimizer.min_lr=$qwen3_lr
+# The trained qwen3 export (its q and k norms' weights moved off 1, apart from each other): the
+# reference's loss on the first batch from it and the trainer's, started from it, agree.
+"$python" "$reference" "$dir/qwen3" "$dir/data" 1 $micro 1e-30 $wd $clip \
+  > "$dir/reference_trained_qwen3.jsonl" || fail "trained qwen3: the reference failed"
+"$trainer" train --config "$dir/run.yaml" "${qwen3[@]}" --set train.steps=1 \
+  --set train.init_from="$dir/qwen3/model.safetensors" --set optimizer.lr=1e-30 \
+  --set optimizer.min_lr=1e-30 --set output.dir="$dir/trained_qwen3" \
+  > "$dir/trained_qwen3.log" 2>&1 ||
+  { cat "$dir/trained_qwen3.log"; fail "trained qwen3: the import run failed"; }
+python3 - "$dir/trained_qwen3/metrics.jsonl" "$dir/reference_trained_qwen3.jsonl" <<'PY' ||
+import json, sys
+ours, ref = (json.loads(open(path).readline())["loss"] for path in sys.argv[1:])
+rel = abs(ours - ref) / ref
+assert rel < 1e-6, f"trainer {ours!r}, reference {ref!r}, rel {rel:.2e}"
+print(f"trained qwen3 export: first-batch loss {ref:.6f}, trainer within {rel:.2e} of the reference")
+PY
+  fail "trained qwen3: the trainer and the reference disagree on the export"
 # A config.json that disagrees with the config, or asks for what the trainer does not do, is
 # refused, naming the field: the llama32 export into the plain (untied, unscaled) config, an
 # untied one, another factor, another rope_type.
@@ -155,6 +187,12 @@ refused qwen2_into_llama qwen2 \
 refused llama_into_qwen2 unfused \
   'model_type "llama" has no q, k and v biases, but model.add_qkv_bias is true' \
   --set model.add_qkv_bias=true
+refused qwen3_into_headdim qwen3 \
+  'model_type "qwen3" has q and k norms, but model.qk_layernorm is false' \
+  --set model.kv_channels=24
+refused headdim_into_qwen3 headdim \
+  'model_type "llama" has no q and k norms, but model.qk_layernorm is true' \
+  "${qwen3[@]}"
 refused headdim_into_llama headdim \
   'head_dim 24 differs from model.hidden_size / model.num_attention_heads 16'
 refused llama_into_headdim unfused \

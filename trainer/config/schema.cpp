@@ -173,6 +173,7 @@ struct ConfigSchema<model::GptConfig> {
         field("rope_scaling", &GptConfig::rope_scaling),
         field("add_bias_linear", &GptConfig::add_bias_linear),
         field("add_qkv_bias", &GptConfig::add_qkv_bias),
+        field("qk_layernorm", &GptConfig::qk_layernorm),
         field("kv_channels", &GptConfig::kv_channels),
         field("untie_embeddings", &GptConfig::untie_embeddings),
         field("attention_backend", &GptConfig::attention_backend),

@@ -130,6 +130,11 @@ void validate_model(const model::GptConfig& model) {
     throw ConfigError("model.rotary_base", "must be > 1, got " + text_of(model.rotary_base));
   }
   validate_rope_scaling(model);
+  if (model.qk_layernorm && model.normalization != model::Normalization::rmsnorm) {
+    throw ConfigError("model.qk_layernorm",
+                      "true needs model.normalization rmsnorm (the query and key heads' norm is "
+                      "the block's), got layernorm");
+  }
   if (model.attention_backend == model::AttentionBackend::flash &&
       model.head_dim() > runtime::kFlashMaxHeadDim) {
     throw ConfigError("model.attention_backend", "flash supports head dims up to " +

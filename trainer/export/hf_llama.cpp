@@ -32,6 +32,10 @@ const std::vector<HfRule>& hf_llama_rules() {
        "model.layers.{i}.self_attn.{qkv}_proj.weight", Transform::split_qkv},
       {"layers.{i}.self_attention.linear_qkv.bias", "model.layers.{i}.self_attn.{qkv}_proj.bias",
        Transform::split_qkv},  // model.add_qkv_bias (Qwen2)
+      {"layers.{i}.self_attention.q_layernorm.weight", "model.layers.{i}.self_attn.q_norm.weight",
+       Transform::copy},  // model.qk_layernorm (Qwen3)
+      {"layers.{i}.self_attention.k_layernorm.weight", "model.layers.{i}.self_attn.k_norm.weight",
+       Transform::copy},
       {"layers.{i}.self_attention.linear_proj.weight", "model.layers.{i}.self_attn.o_proj.weight",
        Transform::copy},
       {"layers.{i}.pre_mlp_layernorm.weight", "model.layers.{i}.post_attention_layernorm.weight",
@@ -202,13 +206,19 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
     return node && !node.IsNull() && node.IsScalar() ? node.Scalar() : std::string();
   };
   const std::string model_type = text("model_type");
-  const bool qwen2 = model_type == "qwen2";
-  if (!model_type.empty() && model_type != "llama" && model_type != "mistral" && !qwen2)
+  const bool qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
+  if (!model_type.empty() && model_type != "llama" && model_type != "mistral" && !qwen2 && !qwen3)
     fail("model_type", "\"" + model_type + "\" is not a Llama-family model");
+  const std::string type_text =
+      "\"" + (model_type.empty() ? std::string("llama") : model_type) + "\" ";
+  auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
   if (qwen2 != config.add_qkv_bias)
-    fail("model_type", "\"" + (model_type.empty() ? std::string("llama") : model_type) + "\" " +
-                           (qwen2 ? "has" : "has no") + " q, k and v biases, but " +
-                           "model.add_qkv_bias is " + (config.add_qkv_bias ? "true" : "false"));
+    fail("model_type", type_text + (qwen2 ? "has" : "has no") + " q, k and v biases, but " +
+                           "model.add_qkv_bias is " + flag(config.add_qkv_bias));
+  if (qwen3 != config.qk_layernorm)
+    fail("model_type", type_text + (qwen3 ? "has" : "has no") + " q and k norms, but " +
+                           "model.qk_layernorm is " + flag(config.qk_layernorm));
+  const bool qwen = qwen2 || qwen3;
   auto must_be = [&](const char* field, int64_t expected, const char* ours) {
     const std::string value = text(field);
     if (!value.empty() && value != std::to_string(expected))
@@ -228,10 +238,10 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
     fail("head_dim", "is absent (hidden_size / num_attention_heads), but model.kv_channels is " +
                          std::to_string(config.kv_channels));
   check_rope_scaling(root, config, fail);
-  // Qwen2 keeps a window size that only use_sliding_window turns on.
-  const bool window_used = !qwen2 || text("use_sliding_window") == "true";
-  if (const YAML::Node window = root["sliding_window"]; window && !window.IsNull() && window_used)
-    fail(qwen2 ? "use_sliding_window" : "sliding_window",
+  // Qwen2 and Qwen3 keep a window size (or null) that only use_sliding_window turns on.
+  const YAML::Node window = root["sliding_window"];
+  if (qwen ? text("use_sliding_window") == "true" : window && !window.IsNull())
+    fail(qwen ? "use_sliding_window" : "sliding_window",
          "is set; attention here is causal over the whole sequence");
   for (const char* field : {"attention_bias", "mlp_bias"})
     if (text(field) == "true") fail(field, "is true; Llama blocks here have none");
@@ -300,11 +310,13 @@ std::vector<HfSource> hf_llama_sources(const model::GptParams& layout,
 }
 
 std::string hf_llama_config_json(const model::GptConfig& config, std::string_view torch_dtype) {
-  // Qwen2ForCausalLM: Llama's block with q, k and v biases (model.add_qkv_bias).
-  const bool qwen2 = config.add_qkv_bias;
+  // Qwen2ForCausalLM: Llama's block with q, k and v biases (model.add_qkv_bias); Qwen3ForCausalLM:
+  // with q and k norms (model.qk_layernorm).
+  const bool qwen2 = config.add_qkv_bias, qwen3 = config.qk_layernorm;
+  const std::string family = qwen2 ? "Qwen2" : qwen3 ? "Qwen3" : "Llama";
+  const std::string model_type = qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama";
   std::vector<std::pair<std::string, std::string>> fields = {
-      {"architectures",
-       qwen2 ? "[\n    \"Qwen2ForCausalLM\"\n  ]" : "[\n    \"LlamaForCausalLM\"\n  ]"},
+      {"architectures", "[\n    \"" + family + "ForCausalLM\"\n  ]"},
       {"attention_bias", "false"},
       {"attention_dropout", number(config.attention_dropout)},
       {"head_dim", std::to_string(config.head_dim())},
@@ -314,7 +326,7 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
       {"intermediate_size", std::to_string(config.ffn())},
       {"max_position_embeddings", std::to_string(config.positions())},
       {"mlp_bias", "false"},
-      {"model_type", qwen2 ? "\"qwen2\"" : "\"llama\""},
+      {"model_type", json_quote(model_type)},
       {"num_attention_heads", std::to_string(config.num_attention_heads)},
       {"num_hidden_layers", std::to_string(config.num_layers)},
       {"num_key_value_heads", std::to_string(config.query_groups())},
@@ -325,9 +337,9 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
       {"torch_dtype", json_quote(torch_dtype)},
       {"vocab_size", std::to_string(config.vocab_size)},
   };
-  if (qwen2) {  // Qwen2Config's fields in place of LlamaConfig's bias flags
-    std::erase_if(fields, [](const auto& field) {
-      return field.first == "attention_bias" || field.first == "mlp_bias";
+  if (qwen2 || qwen3) {  // Qwen2Config's and Qwen3Config's fields in place of LlamaConfig's
+    std::erase_if(fields, [&](const auto& field) {
+      return field.first == "mlp_bias" || (qwen2 && field.first == "attention_bias");
     });
     fields.insert(fields.end() - 1, {"use_sliding_window", "false"});
   }

@@ -52,8 +52,9 @@ std::string shape_key(const model::LayerDims& d, int64_t vocab_shard) {
       << (f.linear_bias ? " bias"
           : f.qkv_bias  ? " qkvbias"
                         : " nobias")
-      << " dropout" << d.hidden_dropout << "/" << d.attention_dropout << " tp" << d.tp_size
-      << (d.sequence_parallel ? " sp" : "") << " cp" << d.cp_size;
+      << (f.qk_norm ? " qknorm" : "") << " dropout" << d.hidden_dropout << "/"
+      << d.attention_dropout << " tp" << d.tp_size << (d.sequence_parallel ? " sp" : "") << " cp"
+      << d.cp_size;
   return key.str();
 }
 

@@ -69,4 +69,66 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   }
 }
 
+void qk_norm_forward(float* qkv, float* input, float* rstd, const float* q_weight,
+                     const float* k_weight, QkHeads heads, float eps) {
+  const int64_t D = heads.head_dim;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < heads.count(); ++i) {
+    float* y = qkv + heads.qkv_offset(i);
+    float* x = input + i * D;
+    std::copy(y, y + D, x);
+    const double mean_square =
+        detail::ordered_sum(D, [x](int64_t c) { return double{x[c]} * double{x[c]}; }) /
+        static_cast<double>(D);
+    const float s = static_cast<float>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
+    const float* weight = heads.key(i) ? k_weight : q_weight;
+#pragma omp simd
+    for (int64_t c = 0; c < D; ++c) y[c] = weight[c] * (x[c] * s);
+    rstd[i] = s;
+  }
+}
+
+void qk_norm_backward(float* dqkv, float* dq_weight, float* dk_weight, const float* input,
+                      const float* rstd, const float* q_weight, const float* k_weight,
+                      QkHeads heads) {
+  const int64_t D = heads.head_dim, n = heads.count();
+  const int64_t blocks = (D + kParamColumnBlock - 1) / kParamColumnBlock;
+#pragma omp parallel
+  {
+    // The weights' gradients first (they read dout, which the input gradient replaces): by
+    // column blocks of each weight, heads in order.
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < 2 * blocks; ++task) {
+      const bool key = task >= blocks;
+      const int64_t c0 = (task % blocks) * kParamColumnBlock;
+      const int64_t width = std::min(kParamColumnBlock, D - c0);
+      double dw[kParamColumnBlock] = {};
+      for (int64_t i = 0; i < n; ++i) {
+        if (heads.key(i) != key) continue;
+        const float* x = input + i * D + c0;
+        const float* dy = dqkv + heads.qkv_offset(i) + c0;
+        const float s = rstd[i];
+        for (int64_t c = 0; c < width; ++c) dw[c] += double{dy[c] * (x[c] * s)};
+      }
+      float* dweight = key ? dk_weight : dq_weight;
+      for (int64_t c = 0; c < width; ++c) dweight[c0 + c] += static_cast<float>(dw[c]);
+    }
+    // (the loop's barrier: every weight gradient has read dout)
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* x = input + i * D;
+      float* dy = dqkv + heads.qkv_offset(i);
+      const float* weight = heads.key(i) ? k_weight : q_weight;
+      const float s = rstd[i];
+      const double g_xhat_mean =
+          detail::ordered_sum(
+              D, [=](int64_t c) { return double{dy[c] * weight[c]} * double{x[c] * s}; }) /
+          static_cast<double>(D);
+      const float b = static_cast<float>(g_xhat_mean);
+#pragma omp simd
+      for (int64_t c = 0; c < D; ++c) dy[c] = (dy[c] * weight[c] - (x[c] * s) * b) * s;
+    }
+  }
+}
+
 }  // namespace runtime::cpu

@@ -1,6 +1,7 @@
-// The CUDA backend's entries (cuda_op_entries.h) of the Llama-family blocks: RMSNorm, SwiGLU
-// and the rotary embedding. Each checks its tensors (Note [CUDA op dtypes]: rstd and dweight are
-// f32, the rest the activation type) and launches its kernel on the context's stream.
+// The CUDA backend's entries (cuda_op_entries.h) of the Llama-family blocks: RMSNorm, SwiGLU,
+// the rotary embedding and the query and key heads' norms. Each checks its tensors (Note [CUDA op
+// dtypes]: rstd and dweight are f32, the rest the activation type) and launches its kernel on the
+// context's stream.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -88,6 +89,58 @@ void rope_backward(const ops::RopeBackward& args) {
   const DType act = check_args("rope_backward", {arg("dqkv", args.dqkv, kAct, qkv_elements(args))});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::rope_backward(act_ptr(args.dqkv), rope_dims(args), stream);
+  });
+}
+
+namespace {
+
+template <class Args>
+cuda::QkHeadsShape qk_heads(const Args& args) {
+  return {args.rows, args.kv_heads, args.group_size, args.head_dim};
+}
+
+// Elements of qkv, of the compact heads, and of their rstd (Note [Query and key norms]).
+struct QkElements {
+  int64_t qkv, heads, rstd;
+};
+template <class Args>
+QkElements qk_elements(const Args& args) {
+  const int64_t per_row = args.kv_heads * args.head_dim;
+  return {args.rows * per_row * (args.group_size + 2), args.rows * per_row * (args.group_size + 1),
+          args.rows * args.kv_heads * (args.group_size + 1)};
+}
+
+}  // namespace
+
+void qk_norm_forward(const ops::QkNormForward& args) {
+  const QkElements n = qk_elements(args);
+  const DType act = check_args(
+      "qk_norm_forward",
+      {arg("qkv", args.qkv, kAct, n.qkv), arg("input", args.input, kAct, n.heads),
+       arg("rstd", args.rstd, kF32, n.rstd), arg("q_weight", args.q_weight, kAct, args.head_dim),
+       arg("k_weight", args.k_weight, kAct, args.head_dim)});
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::qk_norm_forward(act_ptr(args.qkv), act_ptr(args.input), ptr<float>(args.rstd),
+                          act_ptr(args.q_weight), act_ptr(args.k_weight), qk_heads(args), args.eps,
+                          stream);
+  });
+}
+
+void qk_norm_backward(const ops::QkNormBackward& args) {
+  const QkElements n = qk_elements(args);
+  const DType act = check_args(
+      "qk_norm_backward",
+      {arg("dqkv", args.dqkv, kAct, n.qkv), arg("dq_weight", args.dq_weight, kF32, args.head_dim),
+       arg("dk_weight", args.dk_weight, kF32, args.head_dim),
+       arg("input", args.input, kAct, n.heads), arg("rstd", args.rstd, kF32, n.rstd),
+       arg("q_weight", args.q_weight, kAct, args.head_dim),
+       arg("k_weight", args.k_weight, kAct, args.head_dim)});
+  void* scratch = context().scratch(scratch_bytes::qk_norm_backward(args));
+  with_act(act, [&](auto act_ptr, cudaStream_t stream) {
+    cuda::qk_norm_backward(act_ptr(args.dqkv), ptr<float>(args.dq_weight),
+                           ptr<float>(args.dk_weight), act_ptr(args.input), ptr<float>(args.rstd),
+                           act_ptr(args.q_weight), act_ptr(args.k_weight), qk_heads(args), scratch,
+                           stream);
   });
 }
 

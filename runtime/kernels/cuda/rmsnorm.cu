@@ -1,6 +1,7 @@
 // RMS normalization: one block per row, the mean square in fp32 reduced in a fixed order.
 // Backward: dinp by rows as in forward; dweight as per-(row chunk, channel) partial sums in
-// double in scratch, then summed over chunks in order: deterministic, no atomics.
+// double in scratch, then summed over chunks in order: deterministic, no atomics. The query and
+// key heads' norms: one warp per head, their weights' gradients as RMSNorm's.
 #include <algorithm>
 #include <initializer_list>
 
@@ -117,6 +118,101 @@ __global__ void __launch_bounds__(kThreads)
   dweight[c] += static_cast<float>(dw);
 }
 
+// ---- the query and key heads' norms: one warp per head ----
+
+constexpr int kWarpsPerBlock = kThreads / kWarpThreads;
+
+// Head i of the compact list (Note [Query and key norms]): whether it is a key head, where it
+// sits in qkv, and the list index of the k-th query head or the k-th key head.
+struct QkHeads {
+  int64_t count, group_size, head_dim;
+  __device__ bool key(int64_t i) const { return i % (group_size + 1) == group_size; }
+  __device__ int64_t qkv_offset(int64_t i) const {
+    return (i / (group_size + 1) * (group_size + 2) + i % (group_size + 1)) * head_dim;
+  }
+  __device__ int64_t of_kind(int64_t k, bool is_key) const {
+    return is_key ? k * (group_size + 1) + group_size
+                  : k / group_size * (group_size + 1) + k % group_size;
+  }
+};
+
+// The sum over the warp's lanes in a fixed order; every lane gets it.
+__device__ __forceinline__ float warp_sum(float value) {
+  for (int offset = kWarpThreads / 2; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+__device__ __forceinline__ int64_t first_warp_head() {
+  return static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpThreads;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    qk_norm_forward_kernel(T* qkv, T* input, float* rstd, const T* q_weight, const T* k_weight,
+                           QkHeads h, float eps) {
+  const int64_t lane = threadIdx.x % kWarpThreads, D = h.head_dim;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t i = first_warp_head(); i < h.count; i += step) {
+    T* y = qkv + h.qkv_offset(i);
+    T* x = input + i * D;
+    float square_sum = 0.f;
+    for (int64_t c = lane; c < D; c += kWarpThreads) {
+      x[c] = y[c];
+      const float v = to_float(y[c]);
+      square_sum += v * v;
+    }
+    const float s = 1.f / sqrtf(warp_sum(square_sum) / static_cast<float>(D) + eps);
+    const T* w = h.key(i) ? k_weight : q_weight;
+    for (int64_t c = lane; c < D; c += kWarpThreads)
+      y[c] = from_float<T>(to_float(w[c]) * normalized<T>(to_float(x[c]), s));
+    if (lane == 0) rstd[i] = s;
+  }
+}
+
+// dout (dqkv's q and k heads) replaced by rstd * (g - xhat * mean(g * xhat)), g = dout * weight.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    qk_norm_dinput_kernel(T* dqkv, const T* input, const float* rstd, const T* q_weight,
+                          const T* k_weight, QkHeads h) {
+  const int64_t lane = threadIdx.x % kWarpThreads, D = h.head_dim;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t i = first_warp_head(); i < h.count; i += step) {
+    T* dy = dqkv + h.qkv_offset(i);
+    const T* x = input + i * D;
+    const T* w = h.key(i) ? k_weight : q_weight;
+    const float s = rstd[i];
+    float g_xhat_sum = 0.f;
+    for (int64_t c = lane; c < D; c += kWarpThreads)
+      g_xhat_sum += (to_float(dy[c]) * to_float(w[c])) * (to_float(x[c]) * s);
+    const float b = warp_sum(g_xhat_sum) / static_cast<float>(D);
+    for (int64_t c = lane; c < D; c += kWarpThreads) {
+      const float xhat = to_float(x[c]) * s;
+      dy[c] = from_float<T>((to_float(dy[c]) * to_float(w[c]) - xhat * b) * s);
+    }
+  }
+}
+
+// partial_dw[chunk][c] = sum over the chunk's heads of one kind (query or key), in order, of
+// dout * xhat (xhat rounded as the forward's). Grid: (channel blocks, chunks).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    qk_norm_weight_partial_kernel(double* partial_dw, const T* dqkv, const T* input,
+                                  const float* rstd, QkHeads h, bool is_key, int64_t heads_of_kind,
+                                  int64_t chunk_heads) {
+  const int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  if (c >= h.head_dim) return;
+  const int64_t begin = blockIdx.y * chunk_heads;
+  const int64_t end = begin + chunk_heads < heads_of_kind ? begin + chunk_heads : heads_of_kind;
+  double dw = 0.0;
+  for (int64_t k = begin; k < end; ++k) {
+    const int64_t i = h.of_kind(k, is_key);
+    dw += static_cast<double>(to_float(dqkv[h.qkv_offset(i) + c]) *
+                              normalized<T>(to_float(input[i * h.head_dim + c]), rstd[i]));
+  }
+  partial_dw[blockIdx.y * h.head_dim + c] = dw;
+}
+
 // Whether rows of C channels take packed accesses (Note [Vector access]).
 template <class T>
 bool packed_rows(int64_t C, std::initializer_list<const T*> tensors) {
@@ -177,7 +273,92 @@ void launch_backward(T* dinp, float* dweight, const T* dout, const T* inp, const
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
+QkHeads qk_heads(QkHeadsShape shape) {
+  return {shape.rows * shape.kv_heads * (shape.group_size + 1), shape.group_size, shape.head_dim};
+}
+
+unsigned warp_grid(int64_t heads) {
+  return static_cast<unsigned>(std::min((heads + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks));
+}
+
+void check_qk_shape(QkHeadsShape shape) {
+  TRAINER_ASSERT(
+      shape.rows >= 0 && shape.kv_heads > 0 && shape.group_size > 0 && shape.head_dim > 0,
+      "qk_norm of " << shape.rows << " rows, " << shape.kv_heads << " kv heads of "
+                    << shape.group_size << " query heads of " << shape.head_dim);
+}
+
+template <class T>
+void launch_qk_forward(T* qkv, T* input, float* rstd, const T* q_weight, const T* k_weight,
+                       QkHeadsShape shape, float eps, cudaStream_t stream) {
+  check_qk_shape(shape);
+  const QkHeads h = qk_heads(shape);
+  if (h.count == 0) return;
+  qk_norm_forward_kernel<T>
+      <<<warp_grid(h.count), kThreads, 0, stream>>>(qkv, input, rstd, q_weight, k_weight, h, eps);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_qk_backward(T* dqkv, float* dq_weight, float* dk_weight, const T* input,
+                        const float* rstd, const T* q_weight, const T* k_weight, QkHeadsShape shape,
+                        void* scratch, cudaStream_t stream) {
+  check_qk_shape(shape);
+  const QkHeads h = qk_heads(shape);
+  if (h.count == 0) return;
+  const StreamScratch owned(scratch == nullptr ? qk_norm_backward_scratch_bytes(shape) : 0, stream);
+  double* partial_dw = static_cast<double*>(scratch != nullptr ? scratch : owned.get());
+  const unsigned channel_blocks = static_cast<unsigned>((shape.head_dim + kThreads - 1) / kThreads);
+  // The weights' gradients first: they read dout, which the input gradient then replaces.
+  for (const bool is_key : {false, true}) {
+    const int64_t heads = shape.rows * shape.kv_heads * (is_key ? 1 : shape.group_size);
+    const int64_t chunk_heads = chunk_rows_for(heads), chunks = chunks_for(heads);
+    qk_norm_weight_partial_kernel<T>
+        <<<dim3(channel_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
+            partial_dw, dqkv, input, rstd, h, is_key, heads, chunk_heads);
+    TRAINER_CUDA_CHECK(cudaGetLastError());
+    rmsnorm_weight_final_kernel<<<channel_blocks, kThreads, 0, stream>>>(
+        is_key ? dk_weight : dq_weight, partial_dw, chunks, shape.head_dim);
+    TRAINER_CUDA_CHECK(cudaGetLastError());
+  }
+  qk_norm_dinput_kernel<T>
+      <<<warp_grid(h.count), kThreads, 0, stream>>>(dqkv, input, rstd, q_weight, k_weight, h);
+  TRAINER_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
+
+size_t qk_norm_backward_scratch_bytes(QkHeadsShape shape) {
+  if (shape.rows <= 0 || shape.kv_heads <= 0 || shape.head_dim <= 0) return 0;
+  // The query heads' partial sums and the key heads' reuse one buffer, one after the other.
+  const int64_t heads = shape.rows * shape.kv_heads;
+  return static_cast<size_t>(std::max(chunks_for(heads * shape.group_size), chunks_for(heads))) *
+         static_cast<size_t>(shape.head_dim) * sizeof(double);
+}
+
+void qk_norm_forward(float* qkv, float* input, float* rstd, const float* q_weight,
+                     const float* k_weight, QkHeadsShape heads, float eps, cudaStream_t stream) {
+  launch_qk_forward(qkv, input, rstd, q_weight, k_weight, heads, eps, stream);
+}
+void qk_norm_forward(__nv_bfloat16* qkv, __nv_bfloat16* input, float* rstd,
+                     const __nv_bfloat16* q_weight, const __nv_bfloat16* k_weight,
+                     QkHeadsShape heads, float eps, cudaStream_t stream) {
+  launch_qk_forward(qkv, input, rstd, q_weight, k_weight, heads, eps, stream);
+}
+
+void qk_norm_backward(float* dqkv, float* dq_weight, float* dk_weight, const float* input,
+                      const float* rstd, const float* q_weight, const float* k_weight,
+                      QkHeadsShape heads, void* scratch, cudaStream_t stream) {
+  launch_qk_backward(dqkv, dq_weight, dk_weight, input, rstd, q_weight, k_weight, heads, scratch,
+                     stream);
+}
+void qk_norm_backward(__nv_bfloat16* dqkv, float* dq_weight, float* dk_weight,
+                      const __nv_bfloat16* input, const float* rstd, const __nv_bfloat16* q_weight,
+                      const __nv_bfloat16* k_weight, QkHeadsShape heads, void* scratch,
+                      cudaStream_t stream) {
+  launch_qk_backward(dqkv, dq_weight, dk_weight, input, rstd, q_weight, k_weight, heads, scratch,
+                     stream);
+}
 
 size_t rmsnorm_backward_scratch_bytes(int64_t rows, int64_t channels) {
   if (rows <= 0 || channels <= 0) return 0;

@@ -26,6 +26,10 @@ size_t rmsnorm_backward(const ops::RmsnormBackward& args) {
   return rmsnorm_backward_scratch_bytes(args.rows, args.channels);
 }
 
+size_t qk_norm_backward(const ops::QkNormBackward& args) {
+  return qk_norm_backward_scratch_bytes({args.rows, args.kv_heads, args.group_size, args.head_dim});
+}
+
 size_t embedding_backward(const ops::EmbeddingBackward& args) {
   return embedding_backward_scratch_bytes(args.rows, args.vocab_rows);
 }
@@ -49,6 +53,7 @@ const ScratchSizes& table() {
     s.gelu_linear_backward = &gelu_linear_backward;
     s.layernorm_backward = &layernorm_backward;
     s.rmsnorm_backward = &rmsnorm_backward;
+    s.qk_norm_backward = &qk_norm_backward;
     s.embedding_backward = &embedding_backward;
     s.flash_attention_backward = &flash_attention_backward;
     s.flash_block_backward = &flash_block_backward;

@@ -15,6 +15,7 @@ size_t linear_backward(const ops::LinearBackward& args);
 size_t gelu_linear_backward(const ops::GeluLinearBackward& args);
 size_t layernorm_backward(const ops::LayernormBackward& args);
 size_t rmsnorm_backward(const ops::RmsnormBackward& args);
+size_t qk_norm_backward(const ops::QkNormBackward& args);
 size_t embedding_backward(const ops::EmbeddingBackward& args);
 size_t flash_attention_backward(const ops::FlashAttentionBackward& args);
 size_t flash_block_backward(const ops::FlashBlockBackward& args);

@@ -449,5 +449,19 @@ TEST(ConfigLoad, ReadsAFileAndNamesItInErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// Every config the repository ships reads and validates as a plan reads it (their data need not
+// exist here).
+TEST(ConfigParse, EveryBundledConfigIsValid) {
+  int64_t configs = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(TRAINER_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_config(entry.path().string(), {}, ConfigUse::plan));
+    ++configs;
+  }
+  EXPECT_GE(configs, 10);
+}
+
 }  // namespace
 }  // namespace trainer::config_test

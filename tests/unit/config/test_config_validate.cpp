@@ -769,6 +769,20 @@ TEST(ValidateLlama, KvChannelsSetsTheHeadWidth) {
   EXPECT_TRUE(accepted(gpt2));
 }
 
+// model.qk_layernorm: the block's RMSNorm on each q and k head; a LayerNorm block refuses it, and
+// GPT2LMHeadModel has no place for it.
+TEST(ValidateLlama, QkLayernormNeedsRmsnorm) {
+  Config config = llama_config();
+  config.model.qk_layernorm = true;
+  EXPECT_TRUE(accepted(config));
+  Config gpt2 = valid_config();
+  gpt2.model.qk_layernorm = true;
+  EXPECT_TRUE(rejected(gpt2, "model.qk_layernorm", {"needs model.normalization rmsnorm"}));
+  gpt2.model.normalization = model::Normalization::rmsnorm;
+  gpt2.output.export_model = true;
+  EXPECT_TRUE(rejected(gpt2, "output.export", {"GPT2LMHeadModel", "model.normalization rmsnorm"}));
+}
+
 TEST(ValidateLlama, RopeScalingNeedsRotaryPositionsAndOrderedBands) {
   Config config = llama_config();
   config.model.rope_scaling = {.factor = 8.f,

@@ -2,12 +2,14 @@
 // Llama-3.2-1B is accepted by the model config that matches it (tied head, Llama 3.1's RoPE
 // scaling with factor 32) and by its transformers-5 form (rope_parameters); each disagreement is
 // refused naming the field; and the export's config.json reads back through the same check. The
-// same for Qwen2.5-0.5B's (model.add_qkv_bias), and Mistral NeMo's head width (model.kv_channels).
+// same for Qwen2.5-0.5B's (model.add_qkv_bias), Mistral NeMo's head width (model.kv_channels) and
+// Qwen3-0.6B's q and k norms (model.qk_layernorm).
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "model/gpt_config.h"
+#include "model/gpt_params.h"
 #include "runtime/error.h"
 #include "trainer/export/hf_llama.h"
 
@@ -177,6 +179,55 @@ TEST(HfLlamaConfig, TheMistralNemoConfigsHeadWidthIsKvChannels) {
   expect_refused(replaced(kMistralNemo, "\"head_dim\": 128, ", ""), mistral_nemo(),
                  "head_dim is absent (hidden_size / num_attention_heads), but model.kv_channels "
                  "is 128");
+}
+
+// Qwen3-0.6B's config.json as published (transformers 4.51): Llama's block with q and k norms,
+// heads of 128 (2048 wide) in a 1024-wide model, no biases, a tied head.
+const char* const kQwen3ZeroSixB = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
+
+model::GptConfig qwen3_zero_six_b() {
+  model::GptConfig config = tied_llama(28, 1024, 16, 8, 3072, 151936, 1000000.f);
+  config.kv_channels = 128;
+  config.layernorm_epsilon = 1e-6f;
+  config.qk_layernorm = true;
+  return config;
+}
+
+// model.qk_layernorm is model_type qwen3, both ways; the export writes Qwen3ForCausalLM, which
+// reads back; the model has the published parameter count.
+TEST(HfLlamaConfig, TheQwen3ZeroSixBConfigIsAcceptedByItsModel) {
+  EXPECT_NO_THROW(check_hf_llama_config(kQwen3ZeroSixB, "config.json", qwen3_zero_six_b()));
+  const std::string exported = hf_llama_config_json(qwen3_zero_six_b());
+  EXPECT_NE(exported.find("\"architectures\": [\n    \"Qwen3ForCausalLM\"\n  ]"), std::string::npos)
+      << exported;
+  EXPECT_NE(exported.find("\"model_type\": \"qwen3\""), std::string::npos) << exported;
+  EXPECT_NE(exported.find("\"attention_bias\": false"), std::string::npos) << exported;
+  EXPECT_NO_THROW(check_hf_llama_config(exported, "config.json", qwen3_zero_six_b()));
+  model::GptConfig no_norms = qwen3_zero_six_b();
+  no_norms.qk_layernorm = false;
+  expect_refused(kQwen3ZeroSixB, no_norms,
+                 "model_type \"qwen3\" has q and k norms, but model.qk_layernorm is false");
+  expect_refused(replaced(kQwen3ZeroSixB, "\"model_type\": \"qwen3\"", "\"model_type\": \"llama\""),
+                 qwen3_zero_six_b(),
+                 "model_type \"llama\" has no q and k norms, but model.qk_layernorm is true");
+  expect_refused(
+      replaced(kQwen3ZeroSixB, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
+      qwen3_zero_six_b(), "use_sliding_window is set");
+  // 596,049,920: 28 layers of 15,730,944 and the tied 151936 x 1024 embeddings (0.6B published).
+  EXPECT_EQ(model::GptParams::count(qwen3_zero_six_b()), 596049920);
+  // Both q, k and v biases and q and k norms: no Hugging Face class holds that block.
+  model::GptConfig both = qwen3_zero_six_b();
+  both.add_qkv_bias = true;
+  EXPECT_EQ(model::hf_family_mismatch(both),
+            "model.qk_layernorm true with model.add_qkv_bias true");
 }
 
 }  // namespace

@@ -51,6 +51,12 @@ double mean_cross_entropy(const std::vector<float>& logits, const std::vector<in
 void expect_cache_matches_full_forward(const model::GptConfig& config) {
   TinyModel tiny(config, /*batch=*/1);
   for (const model::NamedParam& p : tiny.params.named) {
+    // Biases (zero at init) and the q and k norms' weights (one at init, and equal) set apart.
+    const bool k_norm = p.name.ends_with("k_layernorm.weight");
+    if (k_norm || p.name.ends_with("q_layernorm.weight")) {
+      for (int64_t i = 0; i < p.tensor.numel(); ++i)
+        p.tensor.f32()[i] = 1.f + 0.5f * std::sin(static_cast<float>(i) + (k_norm ? 2.f : 1.f));
+    }
     if (!p.name.ends_with(".bias")) continue;
     for (int64_t i = 0; i < p.tensor.numel(); ++i)
       p.tensor.f32()[i] = 0.05f * std::sin(static_cast<float>(i) + 1.f);
@@ -101,6 +107,15 @@ TEST(Decoder, Qwen2BiasedQkvCacheGivesTheFullForwardsLogits) {
 TEST(Decoder, WideHeadsCacheGivesTheFullForwardsLogits) {
   model::GptConfig config = testing_support::tiny_llama_config(/*dropout=*/0.f);
   config.kv_channels = 3 * config.head_dim();  // heads three times as wide as hidden / heads
+  expect_cache_matches_full_forward(config);
+}
+
+// Qwen3's q and k norms, on weights set apart from each other (expect_cache_matches_full_forward),
+// so a decoder that swapped them would differ from the training forward.
+TEST(Decoder, Qwen3NormsCacheGivesTheFullForwardsLogits) {
+  model::GptConfig config = testing_support::tiny_llama_config(/*dropout=*/0.f);
+  config.qk_layernorm = true;
+  config.kv_channels = 2 * config.head_dim();
   expect_cache_matches_full_forward(config);
 }
 

@@ -133,6 +133,21 @@ TEST(RecomputePlansWideHeads, BitIdenticalWithPeaksAsPredicted) {
   }
 }
 
+// Qwen3's q and k norms (model.qk_layernorm) on wide heads, dropout on, both backends: their
+// stash (the heads before the norms and each head's rstd) is kept by every plan but full.
+TEST(RecomputePlansQkNorms, BitIdenticalWithPeaksAsPredicted) {
+  for (const model::AttentionBackend backend :
+       {model::AttentionBackend::unfused, model::AttentionBackend::flash}) {
+    SCOPED_TRACE(model::attention_backend_name(backend));
+    model::GptConfig config = testing_support::tiny_llama_config(0.1f);
+    config.kv_channels = 2 * config.head_dim();
+    config.qk_layernorm = true;
+    config.attention_backend = backend;
+    expect_plans_bit_identical(config);
+    expect_peaks_predicted(config);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DropoutAndBackend, RecomputePlans,
                          ::testing::Combine(::testing::Values(0.0f, 0.1f),
                                             ::testing::Values(model::AttentionBackend::unfused,

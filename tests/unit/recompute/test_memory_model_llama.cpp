@@ -2,7 +2,8 @@
 // activations, no dropout (Llama's default), tensor parallelism t without sequence parallelism:
 // per layer sbh (8 + (4 + 4r + 6f) / t) + 2 a s^2 b / t + 8 sb bytes, r = groups / heads,
 // f = ffn / hidden; the 8 sb are the two RMSNorms' fp32 rstd (no mean). With heads of another
-// width than h / a (model.kv_channels) the attention terms are those of a x that width.
+// width than h / a (model.kv_channels) the attention terms are those of a x that width; Qwen3's q
+// and k norms add their heads' inputs and rstd.
 #include <gtest/gtest.h>
 
 #include "model/layer_stash.h"
@@ -93,6 +94,29 @@ TEST_P(LlamaClosedForm, SelectiveModulesDropTheirTensors) {
   EXPECT_EQ(model::stash_kept_bytes(
                 model::layer_stash_spec(dims, LayerRecompute{RecomputeMode::full, {}})),
             0);  // the checkpoint group keeps its input
+}
+
+// Qwen3's q and k norms (model.qk_layernorm) keep the a query and g key heads before the norms,
+// 2 sb (a + g) D / t bytes, and each head's fp32 rstd, 4 sb (a + g) / t, under every plan but
+// full: no selective module drops them.
+TEST_P(LlamaClosedForm, QkNormsKeepTheirHeadsAndRstd) {
+  const LlamaShape p = GetParam();
+  const int64_t sb = p.s * p.b, heads = (p.a + p.g) / p.t;
+  for (const model::AttentionBackend backend :
+       {model::AttentionBackend::unfused, model::AttentionBackend::flash}) {
+    model::LayerDims plain = llama_dims(p, backend), normed = plain;
+    normed.features.qk_norm = true;
+    for (const LayerRecompute entry :
+         {LayerRecompute{}, LayerRecompute{RecomputeMode::selective,
+                                           {.core_attn = true, .layernorm = true, .mlp = true}}}) {
+      EXPECT_EQ(model::stash_kept_bytes(model::layer_stash_spec(normed, entry)) -
+                    model::stash_kept_bytes(model::layer_stash_spec(plain, entry)),
+                2 * sb * heads * p.D() + 4 * sb * heads);
+    }
+    EXPECT_EQ(model::stash_kept_bytes(
+                  model::layer_stash_spec(normed, LayerRecompute{RecomputeMode::full, {}})),
+              0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LlamaClosedForm,

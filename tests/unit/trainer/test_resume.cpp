@@ -144,6 +144,12 @@ TEST(Resume, RefusesACheckpointOfAnotherModel) {
   testing_support::expect_error<runtime::InputError>(
       [&] { wide.trainer->resume("auto"); }, {"model.kv_channels ", " in the checkpoint, 40 now"},
       "resumed a checkpoint into heads of another width");
+  InProcessRun normed(dir.config("e", {"checkpoint.dir=" + dir / "ckpt", "model.qk_layernorm=true",
+                                       "model.normalization=rmsnorm", "output.export=false"}));
+  testing_support::expect_error<runtime::InputError>(
+      [&] { normed.trainer->resume("auto"); },
+      {"model.qk_layernorm false in the checkpoint, true now"},
+      "resumed a checkpoint without q and k norms into a model with them");
 }
 
 TEST(Nonfinite, StopNamesTheStepAndTensor) {
