@@ -39,4 +39,10 @@ std::string hf_family_mismatch(const GptConfig& c) {
   return "";
 }
 
+std::string hf_class_name(const GptConfig& c) {
+  if (c.architecture == Architecture::gpt2) return "GPT2LMHeadModel";
+  if (c.add_qkv_bias) return "Qwen2ForCausalLM";
+  return c.qk_layernorm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+}
+
 }  // namespace model

@@ -101,5 +101,8 @@ GptConfig architecture_defaults(Architecture architecture);
 // 1B and 3B); with q, k and v biases Qwen2's, with q and k norms Qwen3's, never both); otherwise
 // the first field that is not, as "model.<field> <value>".
 std::string hf_family_mismatch(const GptConfig& config);
+// The Hugging Face class the export writes for `config`: GPT2LMHeadModel, LlamaForCausalLM, or
+// Qwen2ForCausalLM (q, k and v biases) or Qwen3ForCausalLM (q and k norms) for a Llama block.
+std::string hf_class_name(const GptConfig& config);
 
 }  // namespace model

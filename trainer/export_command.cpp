@@ -19,9 +19,10 @@ std::string export_usage() {
   return "usage: trainer export --checkpoint STEP_DIR --output DIR [--dtype float32|bfloat16]\n"
          "        Write a checkpoint step directory of any parallel layout as a Hugging Face\n"
          "        model: DIR/model.safetensors and config.json (GPT2LMHeadModel for a GPT-2\n"
-         "        block, LlamaForCausalLM for a Llama block), and the run's config.yaml, so that\n"
-         "        `trainer generate --model DIR` samples from it. --dtype: the tensors' type\n"
-         "        (default float32; bfloat16 rounds to the nearest, halving the files).\n";
+         "        block, LlamaForCausalLM, or Qwen2's or Qwen3's, for a Llama block), and the\n"
+         "        run's config.yaml, so that `trainer generate --model DIR` samples from it.\n"
+         "        --dtype: the tensors' type (default float32; bfloat16 rounds to the nearest,\n"
+         "        halving the files).\n";
 }
 
 ExportOptions parse_export_options(const std::vector<std::string>& args) {
@@ -54,10 +55,9 @@ int run_export(const ExportOptions& options, std::ostream& out) {
   export_hf(options.output_dir, loaded->params, loaded->config.model, options.dtype);
   const std::filesystem::path dir(options.output_dir);
   write_file_atomically((dir / "config.yaml").string(), to_yaml(loaded->config));
-  const bool llama = loaded->config.model.architecture == model::Architecture::llama;
   out << "exported " << options.checkpoint_dir << " as "
-      << (llama ? "LlamaForCausalLM" : "GPT2LMHeadModel") << " "
-      << hf_torch_dtype(options.dtype) << " to " << options.output_dir << ": model.safetensors ("
+      << model::hf_class_name(loaded->config.model) << " " << hf_torch_dtype(options.dtype)
+      << " to " << options.output_dir << ": model.safetensors ("
       << format_bytes(static_cast<int64_t>(std::filesystem::file_size(dir / "model.safetensors")))
       << "), config.json, config.yaml\n";
   return 0;

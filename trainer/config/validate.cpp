@@ -549,9 +549,7 @@ void validate_config(const Config& config, ConfigUse use) {
       parallel::stage_layer_chunks(config.parallel, config.model.num_layers));
   if (config.output.dir.empty()) throw ConfigError("output.dir", "must not be empty");
   const std::string hf_mismatch = model::hf_family_mismatch(config.model);
-  const char* hf_class = config.model.architecture == model::Architecture::llama
-                             ? "LlamaForCausalLM"
-                             : "GPT2LMHeadModel";
+  const std::string hf_class = model::hf_class_name(config.model);
   if (config.output.export_model && !hf_mismatch.empty()) {
     throw ConfigError("output.export", std::string("the export writes ") + hf_class +
                                            ", which has no place for " + hf_mismatch +

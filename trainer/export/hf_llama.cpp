@@ -313,10 +313,9 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
   // Qwen2ForCausalLM: Llama's block with q, k and v biases (model.add_qkv_bias); Qwen3ForCausalLM:
   // with q and k norms (model.qk_layernorm).
   const bool qwen2 = config.add_qkv_bias, qwen3 = config.qk_layernorm;
-  const std::string family = qwen2 ? "Qwen2" : qwen3 ? "Qwen3" : "Llama";
   const std::string model_type = qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama";
   std::vector<std::pair<std::string, std::string>> fields = {
-      {"architectures", "[\n    \"" + family + "ForCausalLM\"\n  ]"},
+      {"architectures", "[\n    " + json_quote(model::hf_class_name(config)) + "\n  ]"},
       {"attention_bias", "false"},
       {"attention_dropout", number(config.attention_dropout)},
       {"head_dim", std::to_string(config.head_dim())},

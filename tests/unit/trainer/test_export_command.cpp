@@ -35,26 +35,27 @@ uint16_t nearest_bf16(float value) {
 }
 
 TEST(ExportCommand, ACheckpointExportsAsTheRunExportedAndInBfloat16) {
-  for (const std::string architecture : {"gpt2", "llama"}) {
+  for (const std::string architecture : {"gpt2", "llama", "qwen3"}) {
     SCOPED_TRACE(architecture);
     CorpusDir dir;
     std::vector<std::string> overrides = {"checkpoint.dir=" + dir / "ckpt", "train.steps=3",
                                           "output.export=true"};
-    if (architecture == "llama") {
+    if (architecture != "gpt2") {
       overrides.insert(overrides.end(),
                        {"model.architecture=llama", "model.num_attention_heads=4",
                         "model.num_query_groups=2", "model.ffn_hidden_size=48"});
     }
+    if (architecture == "qwen3") overrides.push_back("model.qk_layernorm=true");
     InProcessRun(dir.config("run", overrides)).trainer->run();
     std::ostringstream out;
     const std::string step = dir / "ckpt/step_00000003";
     ASSERT_EQ(run_export(parse_export_options({"--checkpoint", step, "--output", dir / "f32"}),
                          out),
               0);
-    EXPECT_NE(out.str().find(architecture == "llama" ? "LlamaForCausalLM float32"
-                                                     : "GPT2LMHeadModel float32"),
-              std::string::npos)
-        << out.str();
+    const char* hf_class = architecture == "gpt2"    ? "GPT2LMHeadModel"
+                           : architecture == "llama" ? "LlamaForCausalLM"
+                                                     : "Qwen3ForCausalLM";
+    EXPECT_NE(out.str().find(std::string(hf_class) + " float32"), std::string::npos) << out.str();
     for (const char* file : {"model.safetensors", "config.json"})
       EXPECT_EQ(file_text(std::filesystem::path(dir / "f32") / file),
                 file_text(std::filesystem::path(dir / "run") / file))
