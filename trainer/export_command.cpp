@@ -1,5 +1,5 @@
-// `trainer export`: flags, the checkpoint loaded into one process (resharded from any layout),
-// then the Hugging Face files and config.yaml written atomically.
+// `trainer export`: flags, the checkpoint read a parameter at a time (resharded from any layout)
+// into the Hugging Face files, then config.yaml, each written atomically.
 #include "trainer/export_command.h"
 
 #include <filesystem>
@@ -51,15 +51,22 @@ ExportOptions parse_export_options(const std::vector<std::string>& args) {
 }
 
 int run_export(const ExportOptions& options, std::ostream& out) {
-  const std::unique_ptr<LoadedModel> loaded = load_checkpoint_model(options.checkpoint_dir);
-  export_hf(options.output_dir, loaded->params, loaded->config.model, options.dtype);
+  // Each parameter read from the checkpoint when the export first needs it and freed after its
+  // last tensor: the whole model is never in memory at once.
+  const CheckpointWeights weights(options.checkpoint_dir, "export");
+  const model::GptConfig& config = weights.config.model;
+  const model::WholeModelLayout layout(config);
+  LoadedParamValues values(config, [&](int64_t param, std::vector<float>& out_values) {
+    weights.read(layout.named().at(static_cast<size_t>(param)), out_values.data());
+  });
+  export_hf(options.output_dir, config, options.dtype, values);
   const std::filesystem::path dir(options.output_dir);
-  write_file_atomically((dir / "config.yaml").string(), to_yaml(loaded->config));
-  out << "exported " << options.checkpoint_dir << " as "
-      << model::hf_class_name(loaded->config.model) << " " << hf_torch_dtype(options.dtype)
-      << " to " << options.output_dir << ": model.safetensors ("
+  write_file_atomically((dir / "config.yaml").string(), to_yaml(weights.config));
+  out << "exported " << options.checkpoint_dir << " as " << model::hf_class_name(config) << " "
+      << hf_torch_dtype(options.dtype) << " to " << options.output_dir << ": model.safetensors ("
       << format_bytes(static_cast<int64_t>(std::filesystem::file_size(dir / "model.safetensors")))
-      << "), config.json, config.yaml\n";
+      << "), config.json, config.yaml; held at most " << values.peak_values() << " of the "
+      << model::GptParams::count(config) << " parameters at once\n";
   return 0;
 }
 

@@ -2,8 +2,6 @@
 // after its last; the other ranks serve the same order of first reads.
 #include "trainer/gathered_export.h"
 
-#include <algorithm>
-#include <map>
 #include <vector>
 
 #include "parallel/pipeline/gather_params.h"
@@ -26,40 +24,26 @@ std::vector<int64_t> first_reads(const std::vector<int64_t>& reads) {
   return order;
 }
 
-// Rank 0's parameters, gathered as the export reads them.
-class GatheredParams final : public HfParamValues {
+// Rank 0's parameters, gathered as the export first reads them, in the order the other ranks
+// send them.
+class GatheredParams final : public LoadedParamValues {
  public:
-  GatheredParams(parallel::ParamGather& gather, const std::vector<int64_t>& reads)
-      : gather_(gather), order_(first_reads(reads)) {
-    for (const int64_t param : reads) ++reads_left_[param];
-  }
-
-  const float* acquire(int64_t param) override {
-    const auto held = held_.find(param);
-    if (held != held_.end()) return held->second.data();
-    TRAINER_ASSERT(next_ < order_.size() && order_[next_] == param,
-                   "the export read parameter " << param << " out of the gathered order");
-    ++next_;
-    std::vector<float>& values = held_[param];
-    values.resize(static_cast<size_t>(gather_.numel(param)));
-    gather_.gather(param, values);
-    held_values_ += gather_.numel(param);
-    peak_values_ = std::max(peak_values_, held_values_);
-    return values.data();
-  }
-
-  void release(int64_t param) override {
-    if (--reads_left_.at(param) > 0) return;
-    held_values_ -= gather_.numel(param);
-    held_.erase(param);
-  }
-
-  int64_t peak_values() const { return peak_values_; }
+  GatheredParams(parallel::ParamGather& gather, const model::GptConfig& config,
+                 const std::vector<int64_t>& reads)
+      : LoadedParamValues(
+            config,
+            [this](int64_t param, std::vector<float>& values) {
+              TRAINER_ASSERT(next_ < order_.size() && order_[next_] == param,
+                             "the export read parameter " << param << " out of the gathered order");
+              ++next_;
+              gather_.gather(param, values);
+            }),
+        gather_(gather),
+        order_(first_reads(reads)) {}
 
   // Takes what the other ranks still send (after a failed export), holding none of it.
   void drain() {
-    held_.clear();
-    held_values_ = 0;
+    clear();
     std::vector<float> values;
     for (; next_ < order_.size(); ++next_) {
       values.resize(static_cast<size_t>(gather_.numel(order_[next_])));
@@ -71,10 +55,6 @@ class GatheredParams final : public HfParamValues {
   parallel::ParamGather& gather_;
   std::vector<int64_t> order_;  // first reads
   size_t next_ = 0;             // order_[next_] is the next to gather
-  std::map<int64_t, int64_t> reads_left_;
-  std::map<int64_t, std::vector<float>> held_;
-  int64_t held_values_ = 0;
-  int64_t peak_values_ = 0;
 };
 
 }  // namespace
@@ -88,7 +68,7 @@ int64_t export_hf_gathered(const std::string& dir, parallel::ProcessGroups& grou
     for (const int64_t param : first_reads(reads)) gather.gather(param, {});
     return 0;
   }
-  GatheredParams values(gather, reads);
+  GatheredParams values(gather, config, reads);
   try {
     export_hf(dir, config, dtype, values);
   } catch (...) {

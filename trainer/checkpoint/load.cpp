@@ -1,6 +1,7 @@
 // Reading checkpoints: find the step to resume from, map its rank files (mmap, read-only; pages
-// come from the page cache, nothing is loaded twice), verify sizes and XXH64 checksums, and gather
-// any requested slice of a tensor from whichever written shards overlap it.
+// come from the page cache, nothing is loaded twice, and pages hashed or read are dropped from the
+// process's resident set), verify sizes and XXH64 checksums, and gather any requested slice of a
+// tensor from whichever written shards overlap it.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -60,13 +61,21 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
+  // Hashes the file a piece at a time, dropping each piece from this process's resident pages
+  // once hashed (the page cache keeps them for the reads): verifying a file of optimizer moments
+  // and weights does not make its whole size resident.
   void verify() {
     if (verified_) return;
-    if (data_ != nullptr)
-      ::madvise(const_cast<unsigned char*>(data_), static_cast<size_t>(bytes_), MADV_SEQUENTIAL);
-    const uint64_t actual = checkpoint::xxh64(data_, static_cast<size_t>(bytes_));
-    if (data_ != nullptr)
-      ::madvise(const_cast<unsigned char*>(data_), static_cast<size_t>(bytes_), MADV_NORMAL);
+    checkpoint::Xxh64 hash;
+    constexpr size_t kPiece = size_t{64} << 20;  // a multiple of the page size
+    for (size_t begin = 0; begin < static_cast<size_t>(bytes_); begin += kPiece) {
+      unsigned char* piece = const_cast<unsigned char*>(data_) + begin;
+      const size_t size = std::min(kPiece, static_cast<size_t>(bytes_) - begin);
+      ::madvise(piece, size, MADV_SEQUENTIAL);
+      hash.update(piece, size);
+      ::madvise(piece, size, MADV_DONTNEED);  // a read-only shared mapping: refaults on use
+    }
+    const uint64_t actual = hash.digest();
     if (actual != expected_xxh64_)
       throw runtime::InputError(path_ + ": checksum mismatch: the manifest records xxh64 " +
                                 checkpoint::hex64(expected_xxh64_) + ", the file hashes to " +
@@ -75,6 +84,17 @@ class MappedFile {
   }
 
   const unsigned char* data() const { return data_; }
+
+  // Drops the pages of bytes [offset, offset + size) from this process's resident pages (the
+  // page cache keeps them; a later read refaults them).
+  void drop(int64_t offset, int64_t size) const {
+    if (data_ == nullptr || size <= 0) return;
+    const auto page = static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+    const int64_t begin = offset / page * page;
+    const int64_t end = std::min(bytes_, (offset + size + page - 1) / page * page);
+    ::madvise(const_cast<unsigned char*>(data_) + begin, static_cast<size_t>(end - begin),
+              MADV_DONTNEED);
+  }
 
  private:
   std::string path_;
@@ -345,6 +365,7 @@ void CheckpointReader::read(const std::string& name, const std::vector<int64_t>&
     file.verify();  // once per file; a no-op after the constructor verified it
     copy_box(pieces[i], global_shape, item_bytes, sources[i], file.data() + piece_shards[i]->offset,
              request, static_cast<unsigned char*>(out));
+    file.drop(piece_shards[i]->offset, piece_shards[i]->bytes);  // read once: not kept resident
   }
 }
 

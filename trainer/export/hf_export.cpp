@@ -134,6 +134,35 @@ std::vector<int64_t> hf_export_param_reads(const model::GptConfig& config) {
   return reads;
 }
 
+LoadedParamValues::LoadedParamValues(const model::GptConfig& config, Load load)
+    : layout_(config), load_(std::move(load)) {
+  for (const int64_t param : hf_export_param_reads(config)) ++reads_left_[param];
+}
+
+const float* LoadedParamValues::acquire(int64_t param) {
+  const auto held = held_.find(param);
+  if (held != held_.end()) return held->second.data();
+  const int64_t numel =
+      runtime::shape_numel(layout_.named().at(static_cast<size_t>(param)).global_shape);
+  std::vector<float>& values = held_[param];
+  values.assign(static_cast<size_t>(numel), 0.f);
+  load_(param, values);
+  held_values_ += numel;
+  peak_values_ = std::max(peak_values_, held_values_);
+  return values.data();
+}
+
+void LoadedParamValues::release(int64_t param) {
+  if (--reads_left_.at(param) > 0) return;
+  held_values_ -= static_cast<int64_t>(held_.at(param).size());
+  held_.erase(param);
+}
+
+void LoadedParamValues::clear() {
+  held_.clear();
+  held_values_ = 0;
+}
+
 std::unique_ptr<HfImport> open_hf_import(const std::string& path, const model::GptConfig& config) {
   SafetensorsFile file = read_hf_weights(path, SafetensorsRead::header);
   if (config.architecture != model::Architecture::llama)

@@ -1,9 +1,12 @@
 // A model as Hugging Face's, both ways: GPT2LMHeadModel for a GPT-2 block, LlamaForCausalLM for a
-// Llama block (Qwen2ForCausalLM with model.add_qkv_bias). The export writes its tensors in float32
+// Llama block (Qwen2ForCausalLM with model.add_qkv_bias, Qwen3ForCausalLM with
+// model.qk_layernorm). The export writes its tensors in float32
 // or bfloat16 (config.json's torch_dtype says which); the import opens the weights of either family
 // for one parameter at a time.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -29,6 +32,28 @@ class HfParamValues {
   virtual ~HfParamValues() = default;
   virtual const float* acquire(int64_t param) = 0;
   virtual void release(int64_t param) = 0;
+};
+
+// Parameters loaded on their first read and freed after their last, in the reads of
+// hf_export_param_reads: the export holds only the parameters of the tensors it is making (for a
+// whole model, at most the largest parameter and a layer's few). `load` fills a parameter's
+// values (sized to its global shape, zero) on its first read.
+class LoadedParamValues : public HfParamValues {
+ public:
+  using Load = std::function<void(int64_t param, std::vector<float>& values)>;
+  LoadedParamValues(const model::GptConfig& config, Load load);
+  const float* acquire(int64_t param) override;
+  void release(int64_t param) override;
+  int64_t peak_values() const { return peak_values_; }  // the most values held at once
+  void clear();                                         // frees everything held
+
+ private:
+  const model::WholeModelLayout layout_;
+  Load load_;
+  std::map<int64_t, int64_t> reads_left_;
+  std::map<int64_t, std::vector<float>> held_;
+  int64_t held_values_ = 0;
+  int64_t peak_values_ = 0;
 };
 
 // The export's tensors, each made in `dtype` from `values` as the writer reaches it (`layout`:

@@ -7,7 +7,6 @@
 #include <iterator>
 
 #include "runtime/error.h"
-#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/stored_params.h"
 #include "trainer/export/hf_export.h"
 #include "trainer/export/hf_gpt2.h"
@@ -61,21 +60,33 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
   return loaded;
 }
 
-std::unique_ptr<LoadedModel> load_checkpoint_model(const std::string& step_dir) {
+namespace {
+
+CheckpointReader open_step(const std::string& step_dir, const std::string& command) {
   if (!fs::exists(fs::path(step_dir) / "manifest.json")) {
-    throw runtime::InputError("generate: --checkpoint " + step_dir +
+    throw runtime::InputError(command + ": --checkpoint " + step_dir +
                               ": no manifest.json (expected a step directory, "
                               "<checkpoint.dir>/step_NNNNNNNN)");
   }
-  const CheckpointReader reader(step_dir, ChecksumPolicy::verify_all);
-  const Config config = parse_config(reader.meta().config_yaml,
-                                     step_dir + "/manifest.json (config)", {}, ConfigUse::plan);
-  auto loaded = allocate(config, step_dir);
-  for (const model::NamedParam& p : loaded->params.named) {
-    const StoredPart part = stored_part(p, config.model);
-    reader.read(kStateNames[0] + p.name, part.global_shape, part.slice, runtime::DType::f32,
-                p.tensor.f32());
-  }
+  return CheckpointReader(step_dir, ChecksumPolicy::verify_all);
+}
+
+}  // namespace
+
+CheckpointWeights::CheckpointWeights(const std::string& step_dir, const std::string& command)
+    : reader(open_step(step_dir, command)),
+      config(parse_config(reader.meta().config_yaml, step_dir + "/manifest.json (config)", {},
+                          ConfigUse::plan)) {}
+
+void CheckpointWeights::read(const model::NamedParam& p, float* out) const {
+  const StoredPart part = stored_part(p, config.model);
+  reader.read(kStateNames[0] + p.name, part.global_shape, part.slice, runtime::DType::f32, out);
+}
+
+std::unique_ptr<LoadedModel> load_checkpoint_model(const std::string& step_dir) {
+  const CheckpointWeights weights(step_dir, "generate");
+  auto loaded = allocate(weights.config, step_dir);
+  for (const model::NamedParam& p : loaded->params.named) weights.read(p, p.tensor.f32());
   return loaded;
 }
 

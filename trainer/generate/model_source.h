@@ -8,6 +8,7 @@
 
 #include "model/gpt_params.h"
 #include "runtime/allocator.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
 
 namespace trainer {
@@ -25,5 +26,16 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir);
 
 // A checkpoint step directory (step_NNNNNNNN/ with manifest.json): its config and weights.
 std::unique_ptr<LoadedModel> load_checkpoint_model(const std::string& step_dir);
+
+// A checkpoint step directory opened for its weights, one parameter at a time: the reader (every
+// file's checksum verified) and the run's config. `command` names the caller in messages.
+struct CheckpointWeights {
+  CheckpointWeights(const std::string& step_dir, const std::string& command);
+  CheckpointReader reader;
+  Config config;
+  // The weights of `p`, a parameter of the whole model (tp 1): its global shape, f32, into `out`
+  // (vocabulary padding rows left as they are).
+  void read(const model::NamedParam& p, float* out) const;
+};
 
 }  // namespace trainer

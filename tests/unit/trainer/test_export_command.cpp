@@ -4,10 +4,12 @@
 // bad flags are named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 
 #include "trainer/export/safetensors.h"
@@ -61,8 +63,21 @@ TEST(ExportCommand, ACheckpointExportsAsTheRunExportedAndInBfloat16) {
                 file_text(std::filesystem::path(dir / "run") / file))
           << file;
     // The directory is a run's: generate loads it.
+    const std::unique_ptr<LoadedModel> whole = load_checkpoint_model(step);
     EXPECT_TRUE(testing_support::same_bytes(load_exported_model(dir / "f32")->params.flat,
-                                            load_checkpoint_model(step)->params.flat));
+                                            whole->params.flat));
+    // The export read the checkpoint a parameter at a time: it held at least the largest
+    // parameter and far less than the model.
+    std::smatch held;
+    const std::string said = out.str();
+    ASSERT_TRUE(std::regex_search(said, held, std::regex("held at most (\\d+) of the (\\d+) ")))
+        << said;
+    int64_t largest = 0;
+    for (const model::NamedParam& p : whole->params.named)
+      largest = std::max(largest, p.tensor.numel());
+    EXPECT_EQ(std::stoll(held[2]), whole->params.flat.numel());
+    EXPECT_GE(std::stoll(held[1]), largest);
+    EXPECT_LT(std::stoll(held[1]), whole->params.flat.numel() / 2);
 
     ASSERT_EQ(run_export(parse_export_options({"--checkpoint", step, "--output", dir / "bf16",
                                                "--dtype", "bfloat16"}),
