@@ -3,6 +3,8 @@
 #include "trainer/export_command.h"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <ostream>
 
@@ -67,6 +69,29 @@ int run_export(const ExportOptions& options, std::ostream& out) {
       << format_bytes(static_cast<int64_t>(std::filesystem::file_size(dir / "model.safetensors")))
       << "), config.json, config.yaml; held at most " << values.peak_values() << " of the "
       << model::GptParams::count(config) << " parameters at once\n";
+  return 0;
+}
+
+std::string hf_config_usage() {
+  return "usage: trainer hf-config CONFIG_JSON\n"
+         "        Print the model: section of the model a Hugging Face config.json describes\n"
+         "        (GPT2Config, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config), to paste\n"
+         "        into a config that continues pretraining those weights (train.init_from).\n"
+         "        What the trainer does not implement is an error naming the field.\n";
+}
+
+int run_hf_config(const std::vector<std::string>& args, std::ostream& out) {
+  if (args.size() != 1 || args[0].starts_with("-"))
+    throw runtime::InputError("hf-config: give one config.json (see trainer hf-config --help)");
+  std::ifstream in(args[0], std::ios::binary);
+  if (!in) throw runtime::InputError("hf-config: cannot read " + args[0]);
+  const std::string json{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const model::GptConfig config = model_config_from_hf_json(json, args[0]);
+  out << "# The model of " << args[0] << " (" << model::hf_class_name(config) << ", "
+      << model::GptParams::count(config) << " parameters). seq_length is its\n"
+      << "# max_position_embeddings: set the length to train at; train.init_from names the\n"
+      << "# weights beside it.\n"
+      << model_yaml(config);
   return 0;
 }
 

@@ -1,7 +1,8 @@
 // `trainer export`: a checkpoint of any parallel layout written as a Hugging Face model
 // (GPT2LMHeadModel or LlamaForCausalLM, float32 or bfloat16), as the end of a run writes it with
 // output.export, with the run's config.yaml beside it so that `trainer generate --model` reads
-// the directory. Bad input is an InputError naming the flag or file.
+// the directory; and `trainer hf-config`, a published config.json as a model: section. Bad input
+// is an InputError naming the flag or file.
 #pragma once
 
 #include <iosfwd>
@@ -21,5 +22,11 @@ struct ExportOptions {
 ExportOptions parse_export_options(const std::vector<std::string>& args);
 std::string export_usage();
 int run_export(const ExportOptions& options, std::ostream& out);
+
+// `trainer hf-config CONFIG_JSON`: the model: section a Hugging Face config.json describes (GPT-2,
+// Llama, Mistral, Qwen2, Qwen3), to paste into a config for continued pretraining of those
+// weights (train.init_from) or to check against one.
+std::string hf_config_usage();
+int run_hf_config(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace trainer

@@ -84,8 +84,12 @@ constexpr CommandUsage kCommandUsages[] = {
      "        Sample text from a trained model on one process; see `trainer generate --help`.\n"},
     {"export",
      "  export --checkpoint STEP_DIR --output DIR [--dtype float32|bfloat16]\n"
-     "        Write a checkpoint of any parallel layout as a Hugging Face model (GPT-2 or\n"
-     "        Llama); see `trainer export --help`.\n"},
+     "        Write a checkpoint of any parallel layout as a Hugging Face model (GPT-2,\n"
+     "        Llama, Qwen2 or Qwen3); see `trainer export --help`.\n"},
+    {"hf-config",
+     "  hf-config CONFIG_JSON\n"
+     "        Print the model: section of a Hugging Face config.json (GPT-2, Llama, Mistral,\n"
+     "        Qwen2, Qwen3); see `trainer hf-config --help`.\n"},
     {"report",
      "  report RUN_DIR [--plot-script scripts/plot.py] [--python PYTHON]\n"
      "        Write RUN_DIR/report.md from its metrics.jsonl and events.jsonl, with PNG plots in\n"
@@ -103,6 +107,7 @@ std::optional<std::string> command_usage(const std::string& name) {
   if (name == "prepare-data") return trainer::prepare_data_usage();
   if (name == "generate") return trainer::generate_usage();
   if (name == "export") return trainer::export_usage();
+  if (name == "hf-config") return trainer::hf_config_usage();
   for (const CommandUsage& command : kCommandUsages)
     if (name == command.name) return "usage: trainer" + std::string(command.text).substr(1);
   return std::nullopt;
@@ -345,6 +350,7 @@ int main(int argc, char** argv) {
     if (args[0] == "generate") return generate_command(rest);
     if (args[0] == "export")
       return trainer::run_export(trainer::parse_export_options(rest), std::cout);
+    if (args[0] == "hf-config") return trainer::run_hf_config(rest, std::cout);
     if (args[0] == "report")
       return trainer::run_report(trainer::parse_report_args(rest), std::cout);
     throw runtime::InputError("unknown command '" + args[0] + "'\n" + usage());

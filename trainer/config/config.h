@@ -238,5 +238,7 @@ void validate_launch(const Config& config, int64_t world_size);
 std::string to_yaml(const Config& config);
 // The `recompute:` section alone, to paste into a config (`trainer plan --emit-yaml`).
 std::string recompute_yaml(const recompute::RecomputeConfig& recompute);
+// The `model:` section alone (`trainer hf-config`).
+std::string model_yaml(const model::GptConfig& model);
 
 }  // namespace trainer

@@ -334,5 +334,6 @@ struct EnumNames<parallel::CommBackend> {
 void read_config(const YAML::Node& root, Config& config);
 void write_config(YAML::Emitter& out, const Config& config);
 void write_recompute(YAML::Emitter& out, const recompute::RecomputeConfig& recompute);
+void write_model(YAML::Emitter& out, const model::GptConfig& model);
 
 }  // namespace trainer::config_detail

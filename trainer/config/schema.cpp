@@ -476,4 +476,10 @@ void write_recompute(YAML::Emitter& out, const recompute::RecomputeConfig& recom
   out << YAML::EndMap;
 }
 
+void write_model(YAML::Emitter& out, const model::GptConfig& model) {
+  out << YAML::BeginMap << YAML::Key << "model" << YAML::Value;
+  write_value(out, model);
+  out << YAML::EndMap;
+}
+
 }  // namespace trainer::config_detail

@@ -133,6 +133,13 @@ std::string recompute_yaml(const recompute::RecomputeConfig& recompute) {
   return std::string(out.c_str()) + "\n";
 }
 
+std::string model_yaml(const model::GptConfig& model) {
+  YAML::Emitter out;
+  config_detail::write_model(out, model);
+  TRAINER_ASSERT(out.good(), "YAML emitter failed: " << out.GetLastError());
+  return std::string(out.c_str()) + "\n";
+}
+
 std::string to_yaml(const Config& config) {
   YAML::Emitter out;
   config_detail::write_config(out, config);

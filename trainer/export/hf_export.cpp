@@ -13,6 +13,7 @@
 #include "runtime/ops.h"
 #include "trainer/export/hf_gpt2.h"
 #include "trainer/export/hf_llama.h"
+#include "trainer/export/json_object.h"
 #include "trainer/export/safetensors_index.h"
 
 namespace trainer {
@@ -161,6 +162,15 @@ void LoadedParamValues::release(int64_t param) {
 void LoadedParamValues::clear() {
   held_.clear();
   held_values_ = 0;
+}
+
+model::GptConfig model_config_from_hf_json(const std::string& json_text,
+                                           const std::string& source) {
+  const JsonConfigReader json(json_text, source);
+  const bool gpt2 =
+      json.has("model_type") ? json.string("model_type", "") == "gpt2" : json.has("n_layer");
+  return gpt2 ? gpt_config_from_hf_json(json_text, source)
+              : llama_config_from_hf_json(json_text, source);
 }
 
 std::unique_ptr<HfImport> open_hf_import(const std::string& path, const model::GptConfig& config) {

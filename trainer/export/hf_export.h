@@ -77,6 +77,10 @@ void export_hf(const std::string& dir, const model::GptParams& params,
 // Llama's q, k and v, comes more than once).
 std::vector<int64_t> hf_export_param_reads(const model::GptConfig& config);
 
+// The model a Hugging Face config.json describes: GPT2Config (model_type gpt2, or none with
+// n_layer) through gpt_config_from_hf_json, a Llama-family one through llama_config_from_hf_json.
+model::GptConfig model_config_from_hf_json(const std::string& json_text, const std::string& source);
+
 // The weights at `path` (a model.safetensors, or a sharded checkpoint's
 // model.safetensors.index.json; headers read, the tensors left in the files) opened for the
 // family of `config` (the whole model). A config.json beside a Llama's weights, when there, must

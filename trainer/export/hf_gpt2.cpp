@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "runtime/error.h"
+#include "trainer/export/json_object.h"
 
 namespace trainer {
 namespace {
@@ -85,78 +86,6 @@ const std::vector<HfRule>& hf_gpt2_rules() {
   };
   return rules;
 }
-
-// ---- config.json ---------------------------------------------------------------------------
-
-class JsonConfigReader {
- public:
-  JsonConfigReader(const std::string& json_text, const std::string& source) : source_(source) {
-    try {
-      root_ = YAML::Load(json_text);
-    } catch (const YAML::Exception& error) {
-      throw InputError(source_ + ": not valid JSON: " + error.what());
-    }
-    if (!root_.IsMap()) throw InputError(source_ + ": not a JSON object");
-  }
-
-  [[noreturn]] void fail(const std::string& field, const std::string& message) const {
-    throw InputError(source_ + ": \"" + field + "\" " + message);
-  }
-
-  int64_t positive_integer(const std::string& field) const {
-    const YAML::Node node = root_[field];
-    if (!node) fail(field, "is missing");
-    const std::string text = node.IsScalar() && node.Tag() == "?" ? node.Scalar() : "";
-    if (text.empty() || text.size() > 18 ||
-        !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-        std::stoll(text) <= 0)
-      fail(field, "must be a positive integer, got " + describe(node));
-    return std::stoll(text);
-  }
-
-  // An integer field that may be absent or null (then `fallback`).
-  int64_t optional_positive_integer(const std::string& field, int64_t fallback) const {
-    const YAML::Node node = root_[field];
-    return !node || node.IsNull() ? fallback : positive_integer(field);
-  }
-
-  float number(const std::string& field, float fallback) const {
-    const YAML::Node node = root_[field];
-    if (!node || node.IsNull()) return fallback;
-    const std::string text = node.IsScalar() && node.Tag() == "?" ? node.Scalar() : "";
-    char* end = nullptr;
-    const float value = text.empty() ? 0.f : std::strtof(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value))
-      fail(field, "must be a finite number, got " + describe(node));
-    return value;
-  }
-
-  std::string string(const std::string& field, const std::string& fallback) const {
-    const YAML::Node node = root_[field];
-    if (!node || node.IsNull()) return fallback;
-    if (!node.IsScalar() || node.Tag() != "!")
-      fail(field, "must be a string, got " + describe(node));
-    return node.Scalar();
-  }
-
-  bool boolean(const std::string& field, bool fallback) const {
-    const YAML::Node node = root_[field];
-    if (!node || node.IsNull()) return fallback;
-    const std::string text = node.IsScalar() && node.Tag() == "?" ? node.Scalar() : "";
-    if (text != "true" && text != "false")
-      fail(field, "must be true or false, got " + describe(node));
-    return text == "true";
-  }
-
- private:
-  static std::string describe(const YAML::Node& node) {
-    if (node.IsScalar()) return node.Tag() == "!" ? json_quote(node.Scalar()) : node.Scalar();
-    return node.IsSequence() ? "a list" : node.IsMap() ? "an object" : "null";
-  }
-
-  std::string source_;
-  YAML::Node root_;
-};
 
 }  // namespace
 

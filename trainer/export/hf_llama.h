@@ -1,5 +1,6 @@
 // A Llama-family model to and from Hugging Face LlamaForCausalLM tensors and config.json (and
-// Qwen2ForCausalLM's, with model.add_qkv_bias), by one name -> transform table (hf_llama.cpp):
+// Qwen2ForCausalLM's with model.add_qkv_bias, Qwen3ForCausalLM's with model.qk_layernorm), by one
+// name -> transform table (hf_llama.cpp; config.json: hf_llama_config.cpp):
 // most tensors are copied as they are; the word embeddings and the output layer drop their
 // vocabulary padding (zero again on import); the fused QKV rows (and biases), grouped by
 // key/value head, split into q_proj, k_proj and v_proj and back.
@@ -40,17 +41,23 @@ class HfLlamaImport final : public HfImport {
                                  const runtime::Shape& shape, const HfBlock& block) override;
 };
 
-// Checks a LlamaConfig (or Qwen2Config) config.json against `config`: the shape fields,
-// rope_theta, rope_scaling (null, default or llama3), tie_word_embeddings and model_type (qwen2
-// exactly when model.add_qkv_bias) must agree, and what the trainer does not implement (another
-// RoPE scaling, other biases, another activation, sliding windows) is an error naming the field
-// and its value. `source` names the file in errors. A tied model has no
-// lm_head.weight: the word embeddings are the head.
+// Checks a LlamaConfig (MistralConfig, Qwen2Config or Qwen3Config) config.json against `config`:
+// the shape fields, rope_theta, rope_scaling (null, default or llama3), tie_word_embeddings and
+// model_type (qwen2 exactly when model.add_qkv_bias, qwen3 when model.qk_layernorm) must agree, and
+// what the trainer does not implement (another RoPE scaling, other biases, another activation,
+// sliding windows) is an error naming the field and its value. `source` names the file in errors. A
+// tied model has no lm_head.weight: the word embeddings are the head.
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
                            const model::GptConfig& config);
 
-// config.json for transformers' LlamaConfig, or Qwen2Config with model.add_qkv_bias (keys sorted,
-// indented by 2).
+// The model a LlamaConfig, MistralConfig, Qwen2Config or Qwen3Config config.json describes (a
+// Llama block; the shape fields required, the rest defaulting as transformers does;
+// seq_length is max_position_embeddings), which check_hf_llama_config then accepts: what the
+// trainer does not implement is an InputError naming `source` and the field.
+model::GptConfig llama_config_from_hf_json(const std::string& json_text, const std::string& source);
+
+// config.json for transformers' LlamaConfig, or Qwen2Config with model.add_qkv_bias, Qwen3Config
+// with model.qk_layernorm (keys sorted, indented by 2).
 std::string hf_llama_config_json(const model::GptConfig& config,
                                  std::string_view torch_dtype = "float32");
 

@@ -38,18 +38,21 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
   const fs::path dir(run_dir);
   if (!fs::is_directory(dir))
     throw runtime::InputError("generate: --model " + run_dir + ": no such directory");
-  const fs::path weights = dir / "model.safetensors", json = dir / "config.json",
-                 yaml = dir / "config.yaml";
+  // One file, or a published model's shards named by their index.
+  const fs::path one = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+  const fs::path weights = fs::exists(one) || !fs::exists(index) ? one : index;
+  const fs::path json = dir / "config.json", yaml = dir / "config.yaml";
   if (!fs::exists(weights)) {
     throw runtime::InputError("generate: --model " + run_dir +
                               ": no model.safetensors (the run writes it at its end with "
-                              "output.export: true; a checkpoint loads with --checkpoint)");
+                              "output.export: true; a checkpoint loads with --checkpoint) and no "
+                              "model.safetensors.index.json");
   }
   Config config;
   if (fs::exists(yaml)) {
     config = parse_config(read_file(yaml), yaml.string(), {}, ConfigUse::plan);
   } else if (fs::exists(json)) {
-    config.model = gpt_config_from_hf_json(read_file(json), json.string());
+    config.model = model_config_from_hf_json(read_file(json), json.string());
   } else {
     throw runtime::InputError("generate: --model " + run_dir +
                               ": neither config.yaml (the run's) nor config.json beside "

@@ -21,7 +21,8 @@ struct LoadedModel {
 };
 
 // RUN_DIR/model.safetensors + config.json (the export, Hugging Face layout) with the run's
-// RUN_DIR/config.yaml. Without config.yaml a GPT-2 config.json alone describes the model.
+// RUN_DIR/config.yaml. Without config.yaml the config.json alone describes the model (GPT-2, or
+// Llama, Mistral, Qwen2 and Qwen3: a directory as published on the Hugging Face Hub).
 std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir);
 
 // A checkpoint step directory (step_NNNNNNNN/ with manifest.json): its config and weights.

@@ -230,5 +230,55 @@ TEST(HfLlamaConfig, TheQwen3ZeroSixBConfigIsAcceptedByItsModel) {
             "model.qk_layernorm true with model.add_qkv_bias true");
 }
 
+// The model a config.json describes, against the expected one with seq_length `positions`: every
+// field the export writes (shape, head width, RoPE, epsilon, tie, Qwen2's biases and Qwen3's
+// norms through model_type) and kv_channels.
+void expect_reads_as(const std::string& json, model::GptConfig expected, int64_t positions) {
+  const model::GptConfig read = llama_config_from_hf_json(json, "config.json");
+  expected.seq_length = positions;
+  EXPECT_EQ(hf_llama_config_json(read), hf_llama_config_json(expected));
+  EXPECT_EQ(read.kv_channels, expected.kv_channels);
+  EXPECT_EQ(read.seq_length, positions);
+}
+
+// Each published config.json reads as the model its check accepts (transformers 5's
+// rope_parameters too), and each export's config.json reads back as its model.
+TEST(HfLlamaConfig, PublishedConfigsReadAsTheirModels) {
+  expect_reads_as(kLlama32OneB, llama32_one_b(), 131072);
+  const std::string v5 = replaced(
+      replaced(replaced(kLlama32OneB, "\"rope_scaling\"", "\"rope_parameters\""),
+               "\"rope_type\": \"llama3\"", "\"rope_type\": \"llama3\", \"rope_theta\": 500000.0"),
+      "\"rope_theta\": 500000.0, \"tie", "\"tie");
+  expect_reads_as(v5, llama32_one_b(), 131072);
+  expect_reads_as(kQwen25HalfB, qwen25_half_b(), 32768);
+  expect_reads_as(kMistralNemo, mistral_nemo(), 1024000);
+  expect_reads_as(kQwen3ZeroSixB, qwen3_zero_six_b(), 40960);
+  for (const model::GptConfig& config :
+       {llama32_one_b(), qwen25_half_b(), mistral_nemo(), qwen3_zero_six_b()})
+    expect_reads_as(hf_llama_config_json(config), config, config.positions());
+}
+
+TEST(HfLlamaConfig, WhatTheTrainerDoesNotReadIsNamed) {
+  auto refused = [](const std::string& json, const std::string& expected) {
+    try {
+      llama_config_from_hf_json(json, "config.json");
+      ADD_FAILURE() << "accepted; expected: " << expected;
+    } catch (const runtime::InputError& error) {
+      EXPECT_NE(std::string(error.what()).find("config.json: " + expected), std::string::npos)
+          << error.what();
+    }
+  };
+  refused(replaced(kQwen3ZeroSixB, "\"qwen3\"", "\"gemma\""),
+          "\"model_type\" \"gemma\" is not a Llama-family model");
+  refused(replaced(kQwen3ZeroSixB, "\"num_hidden_layers\": 28, ", ""),
+          "\"num_hidden_layers\" is missing");
+  refused(replaced(kQwen3ZeroSixB, "\"num_key_value_heads\": 8", "\"num_key_value_heads\": 3"),
+          "\"num_key_value_heads\" 3 does not divide num_attention_heads 16");
+  refused(replaced(kQwen3ZeroSixB, "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\""),
+          "hidden_act \"gelu\" is not silu");
+  refused(replaced(kQwen3ZeroSixB, "\"hidden_size\": 1024", "\"hidden_size\": \"1024\""),
+          "\"hidden_size\" must be a positive integer, got \"1024\"");
+}
+
 }  // namespace
 }  // namespace trainer

@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 
+#include "tests/support/expect_error.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/export_command.h"
 #include "trainer/generate/model_source.h"
@@ -116,6 +117,29 @@ TEST(ExportCommand, ARunsBfloat16ExportIsTheCommands) {
   EXPECT_EQ(file_text(dir / "run/model.safetensors"), file_text(dir / "bf16/model.safetensors"));
   EXPECT_EQ(file_text(dir / "run/config.json"), file_text(dir / "bf16/config.json"));
   EXPECT_EQ(read_safetensors(dir / "run/model.safetensors").tensors.begin()->second.dtype, "BF16");
+}
+
+// `trainer hf-config` of an export's config.json prints a model: section that reads back as the
+// run's model.
+TEST(ExportCommand, HfConfigPrintsTheModelOfAConfigJson) {
+  CorpusDir dir;
+  InProcessRun(dir.config("run", {"train.steps=1", "output.export=true", "model.architecture=llama",
+                                  "model.num_attention_heads=4", "model.num_query_groups=2",
+                                  "model.ffn_hidden_size=48", "model.qk_layernorm=true",
+                                  "model.hidden_dropout=0", "model.attention_dropout=0"}))
+      .trainer->run();
+  std::ostringstream out;
+  ASSERT_EQ(run_hf_config({dir / "run/config.json"}, out), 0);
+  EXPECT_NE(out.str().find("(Qwen3ForCausalLM, "), std::string::npos) << out.str();
+  const Config run = load_config(dir / "run/config.yaml", {}, ConfigUse::plan);
+  const Config printed = parse_config(out.str(), "hf-config", {}, ConfigUse::plan);
+  EXPECT_EQ(model_yaml(printed.model), model_yaml(run.model));
+  std::ostringstream ignored;
+  testing_support::expect_error<runtime::InputError>(
+      [&] { run_hf_config({dir / "missing.json"}, ignored); }, {"hf-config: cannot read"},
+      "a missing file");
+  testing_support::expect_error<runtime::InputError>([&] { run_hf_config({}, ignored); },
+                                                     {"give one config.json"}, "no argument");
 }
 
 TEST(ExportCommand, BadFlagsAreNamed) {

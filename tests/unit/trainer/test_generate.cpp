@@ -96,6 +96,35 @@ TEST(Generate, ExportAndCheckpointGiveTheSameModelAndTokens) {
   }
 }
 
+// A directory as published on the Hugging Face Hub (model.safetensors and config.json, no
+// config.yaml) loads from its config.json alone, Llama and Qwen3 as GPT-2: the same weights and
+// the same greedy tokens as the run's own directory.
+TEST(Generate, AHubDirectoryLoadsFromItsConfigJsonAlone) {
+  for (const std::string architecture : {"llama", "qwen3"}) {
+    SCOPED_TRACE(architecture);
+    std::vector<std::string> overrides = {"model.architecture=llama", "model.num_attention_heads=4",
+                                          "model.num_query_groups=2", "model.ffn_hidden_size=48"};
+    if (architecture == "qwen3") overrides.push_back("model.qk_layernorm=true");
+    FinishedRun finished(overrides);
+    const std::filesystem::path hub = std::filesystem::path(finished.dir / "hub");
+    std::filesystem::create_directories(hub);
+    for (const char* file : {"model.safetensors", "config.json"})
+      std::filesystem::copy_file(std::filesystem::path(finished.dir / "run") / file, hub / file);
+    const auto run = load_exported_model(finished.dir / "run");
+    const auto published = load_exported_model(hub.string());
+    ASSERT_TRUE(testing_support::same_bytes(run->params.flat, published->params.flat));
+    EXPECT_EQ(model::hf_class_name(published->config.model),
+              architecture == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM");
+    SamplingOptions greedy;
+    greedy.temperature = 0.f;
+    greedy.max_new_tokens = 8;
+    const std::vector<int32_t> prompt = {5, 17, 3};
+    EXPECT_EQ(generate_sample(run->params, run->config.model, prompt, greedy, nullptr).generated,
+              generate_sample(published->params, published->config.model, prompt, greedy, nullptr)
+                  .generated);
+  }
+}
+
 // A byte-tokenized dataset (prepare-data, eod 256) under `dir`/text.
 std::string byte_dataset(const testing_support::TempDir& dir) {
   std::ofstream(dir / "docs.txt") << std::string(3000, 'a') + " the cat sat on the mat. ";

@@ -1,0 +1,262 @@
+// HF Llama-family config.json both ways: the export's LlamaConfig (Qwen2Config, Qwen3Config), the
+// check of a config.json beside imported weights against the run's model, and the model config a
+// published config.json describes.
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <utility>
+
+#include "runtime/error.h"
+#include "trainer/export/hf_llama.h"
+#include "trainer/export/json_object.h"
+
+namespace trainer {
+namespace {
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", value);
+  return text;
+}
+
+using Fail = std::function<void(const std::string&, const std::string&)>;
+
+// The JSON number at node[field], or fail(`where`, ...) when it is not one.
+double number_at(const YAML::Node& node, const char* field, const std::string& where,
+                 const Fail& fail) {
+  const YAML::Node value = node[field];
+  const std::string text = value && value.IsScalar() ? value.Scalar() : std::string();
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') fail(where, "\"" + text + "\" is not a number");
+  return number;
+}
+
+// node's rope_theta, when set, equals model.rotary_base (`where` names it).
+void check_rope_theta(const YAML::Node& node, const std::string& where,
+                      const model::GptConfig& config, const Fail& fail) {
+  const YAML::Node theta = node["rope_theta"];
+  if (!theta || theta.IsNull()) return;
+  if (std::abs(number_at(node, "rope_theta", where, fail) - config.rotary_base) >
+      1e-6 * std::abs(static_cast<double>(config.rotary_base)))
+    fail(where, theta.Scalar() + " differs from model.rotary_base " + number(config.rotary_base));
+}
+
+// rope_scaling (transformers 4; rope_parameters in 5, with rope_theta inside): null, rope_type
+// "default" or "llama3" with the config's model.rope_scaling.
+void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config, const Fail& fail) {
+  const char* key = root["rope_parameters"] ? "rope_parameters" : "rope_scaling";
+  const YAML::Node node = root[key];
+  const runtime::RopeScaling& ours = config.rope_scaling;
+  if (node && !node.IsNull() && !node.IsMap()) fail(key, "is neither null nor an object");
+  auto scalar = [&](const char* field) {
+    const YAML::Node value = node[field];
+    return value && value.IsScalar() ? value.Scalar() : std::string();
+  };
+  auto value_of = [&](const char* field) {
+    return number_at(node, field, std::string(key) + "." + field, fail);
+  };
+  const char* type_key = node && node.IsMap() && !node["rope_type"] ? "type" : "rope_type";
+  const std::string type = node && node.IsMap() ? scalar(type_key) : std::string();
+  if (node && node.IsMap()) check_rope_theta(node, std::string(key) + ".rope_theta", config, fail);
+  if (!node || node.IsNull() || type == "default") {
+    if (ours.enabled())
+      fail(key, "is plain RoPE, but model.rope_scaling.factor is " + number(ours.factor));
+    return;
+  }
+  if (type != "llama3")
+    fail(std::string(key) + "." + type_key,
+         "\"" + type +
+             "\" is not supported (llama3 or default; the trainer scales RoPE as Llama 3.1)");
+  if (!ours.enabled()) fail(key, "is llama3, but model.rope_scaling.factor is 0 (plain RoPE)");
+  auto same = [&](const char* field, double expected, const std::string& ours_name) {
+    if (!node[field]) fail(std::string(key) + "." + field, "is missing");
+    if (std::abs(value_of(field) - expected) > 1e-6 * std::abs(expected))
+      fail(std::string(key) + "." + field,
+           scalar(field) + " differs from " + ours_name + " " + number(expected));
+  };
+  same("factor", ours.factor, "model.rope_scaling.factor");
+  same("low_freq_factor", ours.low_freq_factor, "model.rope_scaling.low_freq_factor");
+  same("high_freq_factor", ours.high_freq_factor, "model.rope_scaling.high_freq_factor");
+  same("original_max_position_embeddings",
+       static_cast<double>(ours.original_max_position_embeddings),
+       "model.rope_scaling.original_max_position_embeddings");
+}
+
+// LlamaConfig's rope_scaling: null, or Llama 3.1's.
+std::string rope_scaling_json(const runtime::RopeScaling& s) {
+  if (!s.enabled()) return "null";
+  return "{\n    \"factor\": " + number(s.factor) +
+         ",\n    \"high_freq_factor\": " + number(s.high_freq_factor) +
+         ",\n    \"low_freq_factor\": " + number(s.low_freq_factor) +
+         ",\n    \"original_max_position_embeddings\": " +
+         std::to_string(s.original_max_position_embeddings) +
+         ",\n    \"rope_type\": \"llama3\"\n  }";
+}
+}  // namespace
+
+void check_hf_llama_config(const std::string& json_text, const std::string& source,
+                           const model::GptConfig& config) {
+  const YAML::Node root =
+      load_json_object(json_text, source, "not JSON", "not a JSON object (LlamaConfig)");
+  auto fail = [&](const std::string& field, const std::string& why) {
+    throw runtime::InputError(source + ": " + field + " " + why);
+  };
+  auto text = [&](const char* field) {
+    const YAML::Node node = root[field];
+    return node && !node.IsNull() && node.IsScalar() ? node.Scalar() : std::string();
+  };
+  const std::string model_type = text("model_type");
+  const bool qwen2 = model_type == "qwen2", qwen3 = model_type == "qwen3";
+  if (!model_type.empty() && model_type != "llama" && model_type != "mistral" && !qwen2 && !qwen3)
+    fail("model_type", "\"" + model_type + "\" is not a Llama-family model");
+  const std::string type_text =
+      "\"" + (model_type.empty() ? std::string("llama") : model_type) + "\" ";
+  auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
+  if (qwen2 != config.add_qkv_bias)
+    fail("model_type", type_text + (qwen2 ? "has" : "has no") + " q, k and v biases, but " +
+                           "model.add_qkv_bias is " + flag(config.add_qkv_bias));
+  if (qwen3 != config.qk_layernorm)
+    fail("model_type", type_text + (qwen3 ? "has" : "has no") + " q and k norms, but " +
+                           "model.qk_layernorm is " + flag(config.qk_layernorm));
+  const bool qwen = qwen2 || qwen3;
+  auto must_be = [&](const char* field, int64_t expected, const char* ours) {
+    const std::string value = text(field);
+    if (!value.empty() && value != std::to_string(expected))
+      fail(field, value + " differs from " + ours + " " + std::to_string(expected));
+  };
+  must_be("hidden_size", config.hidden_size, "model.hidden_size");
+  must_be("num_hidden_layers", config.num_layers, "model.num_layers");
+  must_be("num_attention_heads", config.num_attention_heads, "model.num_attention_heads");
+  must_be("num_key_value_heads", config.query_groups(), "model.num_query_groups");
+  must_be("intermediate_size", config.ffn(), "model.ffn_hidden_size");
+  // Without head_dim, transformers takes hidden_size / num_attention_heads.
+  must_be("head_dim", config.head_dim(),
+          config.kv_channels > 0 ? "model.kv_channels"
+                                 : "model.hidden_size / model.num_attention_heads");
+  if (text("head_dim").empty() &&
+      config.head_dim() * config.num_attention_heads != config.hidden_size)
+    fail("head_dim", "is absent (hidden_size / num_attention_heads), but model.kv_channels is " +
+                         std::to_string(config.kv_channels));
+  check_rope_scaling(root, config, fail);
+  // Qwen2 and Qwen3 keep a window size (or null) that only use_sliding_window turns on.
+  const YAML::Node window = root["sliding_window"];
+  if (qwen ? text("use_sliding_window") == "true" : window && !window.IsNull())
+    fail(qwen ? "use_sliding_window" : "sliding_window",
+         "is set; attention here is causal over the whole sequence");
+  for (const char* field : {"attention_bias", "mlp_bias"})
+    if (text(field) == "true") fail(field, "is true; Llama blocks here have none");
+  const bool tied = text("tie_word_embeddings") == "true";  // LlamaConfig's default: false
+  if (tied == config.untie_embeddings) {
+    fail("tie_word_embeddings", std::string(tied ? "true" : "false (or absent)") +
+                                    ", but model.untie_embeddings is " +
+                                    (config.untie_embeddings ? "true" : "false"));
+  }
+  const std::string act = text("hidden_act");
+  if (!act.empty() && act != "silu") fail("hidden_act", "\"" + act + "\" is not silu (SwiGLU)");
+  check_rope_theta(root, "rope_theta", config, fail);
+  const std::string eps = text("rms_norm_eps");
+  if (!eps.empty() &&
+      std::abs(number_at(root, "rms_norm_eps", "rms_norm_eps", fail) - config.layernorm_epsilon) >
+          1e-3 * static_cast<double>(config.layernorm_epsilon))
+    fail("rms_norm_eps",
+         eps + " differs from model.layernorm_epsilon " + number(config.layernorm_epsilon));
+}
+
+std::string hf_llama_config_json(const model::GptConfig& config, std::string_view torch_dtype) {
+  // Qwen2ForCausalLM: Llama's block with q, k and v biases (model.add_qkv_bias); Qwen3ForCausalLM:
+  // with q and k norms (model.qk_layernorm).
+  const bool qwen2 = config.add_qkv_bias, qwen3 = config.qk_layernorm;
+  const std::string model_type = qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama";
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"architectures", "[\n    " + json_quote(model::hf_class_name(config)) + "\n  ]"},
+      {"attention_bias", "false"},
+      {"attention_dropout", number(config.attention_dropout)},
+      {"head_dim", std::to_string(config.head_dim())},
+      {"hidden_act", "\"silu\""},
+      {"hidden_size", std::to_string(config.hidden_size)},
+      {"initializer_range", number(config.init_method_std)},
+      {"intermediate_size", std::to_string(config.ffn())},
+      {"max_position_embeddings", std::to_string(config.positions())},
+      {"mlp_bias", "false"},
+      {"model_type", json_quote(model_type)},
+      {"num_attention_heads", std::to_string(config.num_attention_heads)},
+      {"num_hidden_layers", std::to_string(config.num_layers)},
+      {"num_key_value_heads", std::to_string(config.query_groups())},
+      {"rms_norm_eps", number(config.layernorm_epsilon)},
+      {"rope_scaling", rope_scaling_json(config.rope_scaling)},
+      {"rope_theta", number(config.rotary_base)},
+      {"tie_word_embeddings", config.untie_embeddings ? "false" : "true"},
+      {"torch_dtype", json_quote(torch_dtype)},
+      {"vocab_size", std::to_string(config.vocab_size)},
+  };
+  if (qwen2 || qwen3) {  // Qwen2Config's and Qwen3Config's fields in place of LlamaConfig's
+    std::erase_if(fields, [&](const auto& field) {
+      return field.first == "mlp_bias" || (qwen2 && field.first == "attention_bias");
+    });
+    fields.insert(fields.end() - 1, {"use_sliding_window", "false"});
+  }
+  std::string json = "{\n";
+  for (size_t i = 0; i < fields.size(); ++i)
+    json += "  \"" + fields[i].first + "\": " + fields[i].second +
+            (i + 1 < fields.size() ? ",\n" : "\n");
+  return json + "}\n";
+}
+model::GptConfig llama_config_from_hf_json(const std::string& json_text,
+                                           const std::string& source) {
+  const JsonConfigReader json(json_text, source);
+  const std::string type = json.string("model_type", "llama");
+  if (type != "llama" && type != "mistral" && type != "qwen2" && type != "qwen3")
+    json.fail("model_type", "\"" + type + "\" is not a Llama-family model (llama, mistral, qwen2, "
+                            "qwen3)");
+  model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
+  config.num_layers = json.positive_integer("num_hidden_layers");
+  config.hidden_size = json.positive_integer("hidden_size");
+  config.num_attention_heads = json.positive_integer("num_attention_heads");
+  config.num_query_groups =
+      json.optional_positive_integer("num_key_value_heads", config.num_attention_heads);
+  if (config.num_attention_heads % config.num_query_groups != 0)
+    json.fail("num_key_value_heads", std::to_string(config.num_query_groups) +
+                                         " does not divide num_attention_heads " +
+                                         std::to_string(config.num_attention_heads));
+  const int64_t head_dim = json.optional_positive_integer("head_dim", 0);
+  if (head_dim == 0 && config.hidden_size % config.num_attention_heads != 0)
+    json.fail("head_dim", "is absent and hidden_size " + std::to_string(config.hidden_size) +
+                              " is not divisible by num_attention_heads " +
+                              std::to_string(config.num_attention_heads));
+  if (head_dim > 0 && head_dim * config.num_attention_heads != config.hidden_size)
+    config.kv_channels = head_dim;  // heads of their own width
+  config.ffn_hidden_size = json.positive_integer("intermediate_size");
+  config.vocab_size = json.positive_integer("vocab_size");
+  config.seq_length = json.positive_integer("max_position_embeddings");
+  config.layernorm_epsilon = json.number("rms_norm_eps", 1e-6f);
+  config.init_method_std = json.number("initializer_range", 0.02f);
+  config.attention_dropout = json.number("attention_dropout", 0.f);
+  config.untie_embeddings = !json.boolean("tie_word_embeddings", false);
+  config.add_qkv_bias = type == "qwen2";
+  config.qk_layernorm = type == "qwen3";
+  // rope_theta and rope_scaling (transformers 4), or both inside rope_parameters (5).
+  const bool v5 = json.has("rope_parameters");
+  const std::string scaling_key = v5 ? "rope_parameters" : "rope_scaling";
+  config.rotary_base = json.number("rope_theta", 10000.f);
+  if (json.has(scaling_key)) {
+    const JsonConfigReader rope = json.object(scaling_key);
+    if (v5) config.rotary_base = rope.number("rope_theta", config.rotary_base);
+    const std::string kind = rope.has("rope_type") ? rope.string("rope_type", "")
+                                                   : rope.string("type", "default");
+    if (kind == "llama3") {
+      runtime::RopeScaling& scaling = config.rope_scaling;
+      scaling.factor = rope.number("factor", 0.f);
+      scaling.low_freq_factor = rope.number("low_freq_factor", scaling.low_freq_factor);
+      scaling.high_freq_factor = rope.number("high_freq_factor", scaling.high_freq_factor);
+      scaling.original_max_position_embeddings = rope.optional_positive_integer(
+          "original_max_position_embeddings", scaling.original_max_position_embeddings);
+    }
+  }
+  check_hf_llama_config(json_text, source, config);  // the rest: what the trainer does not do
+  return config;
+}
+
+}  // namespace trainer
