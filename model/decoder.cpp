@@ -98,10 +98,7 @@ void Decoder::layer_forward(const Tensor& x, const LayerParams& w, Tensor& cache
                           .rstd = workspace({n * d.qk_heads()}),
                           .q_weight = w.q_norm_weight,
                           .k_weight = w.k_norm_weight,
-                          .rows = n,
-                          .kv_heads = d.kv_heads(),
-                          .group_size = d.features.group_size,
-                          .head_dim = D,
+                          .heads = {n, d.kv_heads(), d.features.group_size, D},
                           .eps = d.layernorm_eps});
   }
   if (d.features.rope) {

@@ -109,8 +109,13 @@ void rope(const Tensor& qkv, const LayerDims& d, bool backward) {
   }
 }
 
-// The q and k heads of qkv (T, B, qkv_width) replaced by their norms, in place (Note [Query and
-// key norms]); the stash keeps the heads before and their rstd.
+// The q and k heads of this layer's qkv (T, B, qkv_width) (Note [Query and key norms]).
+runtime::ops::QkNormHeads qk_norm_heads(const LayerDims& d) {
+  return {d.seq * d.micro_batch, d.kv_heads(), d.features.group_size, d.head_dim};
+}
+
+// The q and k heads of qkv replaced by their norms, in place; the stash keeps the heads before
+// and their rstd.
 void qk_norm_forward(LayerStash& s, const LayerParams& w, const Tensor& qkv, const LayerDims& d) {
   if (!d.features.qk_norm) return;
   ops::qk_norm_forward({.qkv = qkv,
@@ -118,10 +123,7 @@ void qk_norm_forward(LayerStash& s, const LayerParams& w, const Tensor& qkv, con
                         .rstd = s.qk_rstd,
                         .q_weight = w.q_norm_weight,
                         .k_weight = w.k_norm_weight,
-                        .rows = d.seq * d.micro_batch,
-                        .kv_heads = d.kv_heads(),
-                        .group_size = d.features.group_size,
-                        .head_dim = d.head_dim,
+                        .heads = qk_norm_heads(d),
                         .eps = d.layernorm_eps});
 }
 
@@ -398,10 +400,7 @@ void qk_norm_backward(const Tensor& dqkv, const LayerStash& s, const LayerParams
                          .rstd = s.qk_rstd,
                          .q_weight = w.q_norm_weight,
                          .k_weight = w.k_norm_weight,
-                         .rows = d.seq * d.micro_batch,
-                         .kv_heads = d.kv_heads(),
-                         .group_size = d.features.group_size,
-                         .head_dim = d.head_dim});
+                         .heads = qk_norm_heads(d)});
 }
 
 void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& dprobs,

@@ -329,34 +329,39 @@ struct RopeBackward {
 // head_dim), and each such head's rstd. The backward turns the gradient of the normalized heads
 // into that of their inputs, in place, and adds each weight's gradient summed over its heads.
 
-// qkv's q and k heads replaced by their norms, in place (Note [Query and key norms]).
-struct QkNormForward {
-  Tensor qkv;       // (rows, kv_heads * (group_size + 2) * head_dim), in place
-  Tensor input;     // (rows, kv_heads * (group_size + 1) * head_dim) =: the heads before
-  Tensor rstd;      // (rows * kv_heads * (group_size + 1)) =, f32, in input's head order
-  Tensor q_weight;  // (head_dim)
-  Tensor k_weight;  // (head_dim)
-  int64_t rows;     // seq * micro_batch
+// The heads of one query and key norms call: `rows` positions (seq * micro_batch) of kv_heads
+// groups, each of group_size query heads and one key head of head_dim.
+struct QkNormHeads {
+  int64_t rows;
   int64_t kv_heads;
   int64_t group_size;
   int64_t head_dim;
+  int64_t qkv_width() const { return kv_heads * (group_size + 2) * head_dim; }
+  int64_t count() const { return rows * kv_heads * (group_size + 1); }  // q and k heads
+};
+
+// qkv's q and k heads replaced by their norms, in place (Note [Query and key norms]).
+struct QkNormForward {
+  Tensor qkv;       // (rows, heads.qkv_width()), in place
+  Tensor input;     // (heads.count(), head_dim) =: the heads before
+  Tensor rstd;      // (heads.count()) =, f32, in input's head order
+  Tensor q_weight;  // (head_dim)
+  Tensor k_weight;  // (head_dim)
+  QkNormHeads heads;
   float eps;
 };
 
 // The gradient through QkNormForward, in place on dqkv's q and k heads (=); the weights'
 // gradients (+=).
 struct QkNormBackward {
-  Tensor dqkv;       // (rows, kv_heads * (group_size + 2) * head_dim), in place
+  Tensor dqkv;       // (rows, heads.qkv_width()), in place
   Tensor dq_weight;  // (head_dim) +=, f32
   Tensor dk_weight;  // (head_dim) +=, f32
   Tensor input;      // from the forward
   Tensor rstd;       // from the forward
   Tensor q_weight;
   Tensor k_weight;
-  int64_t rows;
-  int64_t kv_heads;
-  int64_t group_size;
-  int64_t head_dim;
+  QkNormHeads heads;
 };
 
 // FlashAttention-2 on the fused qkv projection, causal: the fused twin of split_qkv_heads ->

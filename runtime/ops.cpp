@@ -241,16 +241,21 @@ void rope_backward(const RopeBackward& args) {
                                        args.head_dim, args.seq_offset, args.base, args.scaling});
 }
 
+namespace {
+cpu::QkHeads cpu_heads(const QkNormHeads& h) {
+  return {h.rows, h.kv_heads, h.group_size, h.head_dim};
+}
+}  // namespace
+
 void qk_norm_forward(const QkNormForward& args) {
   cpu::qk_norm_forward(args.qkv.f32(), args.input.f32(), args.rstd.f32(), args.q_weight.f32(),
-                       args.k_weight.f32(),
-                       {args.rows, args.kv_heads, args.group_size, args.head_dim}, args.eps);
+                       args.k_weight.f32(), cpu_heads(args.heads), args.eps);
 }
 
 void qk_norm_backward(const QkNormBackward& args) {
   cpu::qk_norm_backward(args.dqkv.f32(), args.dq_weight.f32(), args.dk_weight.f32(),
                         args.input.f32(), args.rstd.f32(), args.q_weight.f32(), args.k_weight.f32(),
-                        {args.rows, args.kv_heads, args.group_size, args.head_dim});
+                        cpu_heads(args.heads));
 }
 
 void attention_scores_forward(const AttentionScoresForward& args) {

@@ -13,22 +13,42 @@ namespace {
 
 constexpr int64_t kParamColumnBlock = 64;  // columns per thread task in dweight
 
+// y = weight * (x * rstd) over one row of n values; returns rstd.
+float normalize_row(float* y, const float* x, const float* weight, int64_t n, float eps) {
+  const double mean_square =
+      detail::ordered_sum(n, [x](int64_t c) { return double{x[c]} * double{x[c]}; }) /
+      static_cast<double>(n);
+  const float s = static_cast<float>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) y[c] = weight[c] * (x[c] * s);
+  return s;
+}
+
+// The input gradient of one row, rstd s * (g - xhat * mean(g * xhat)) with g = dy * weight and
+// xhat = x * s, added to dx (`accumulate`) or written over it (dx may be dy).
+void row_input_grad(float* dx, const float* dy, const float* x, const float* weight, float s,
+                    int64_t n, bool accumulate) {
+  const double g_xhat_mean =
+      detail::ordered_sum(n,
+                          [=](int64_t c) { return double{dy[c] * weight[c]} * double{x[c] * s}; }) /
+      static_cast<double>(n);
+  const float b = static_cast<float>(g_xhat_mean);
+  if (accumulate) {
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) dx[c] += (dy[c] * weight[c] - (x[c] * s) * b) * s;
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) dx[c] = (dy[c] * weight[c] - (x[c] * s) * b) * s;
+  }
+}
+
 }  // namespace
 
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t rows,
                      int64_t channels, float eps) {
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = inp + r * channels;
-    const double mean_square =
-        detail::ordered_sum(channels, [x](int64_t c) { return double{x[c]} * double{x[c]}; }) /
-        static_cast<double>(channels);
-    const float s = static_cast<float>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
-    float* y = out + r * channels;
-#pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) y[c] = weight[c] * (x[c] * s);
-    rstd[r] = s;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    rstd[r] = normalize_row(out + r * channels, inp + r * channels, weight, channels, eps);
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
@@ -40,17 +60,8 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
     // d xhat_i / d x_j = s (delta_ij - xhat_i xhat_j / C), so dinp += s (g - xhat mean(g xhat)).
 #pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < rows; ++r) {
-      const float* x = inp + r * channels;
-      const float* dy = dout + r * channels;
-      const float s = rstd[r];
-      const double g_xhat_mean =
-          detail::ordered_sum(
-              channels, [=](int64_t c) { return double{dy[c] * weight[c]} * double{x[c] * s}; }) /
-          static_cast<double>(channels);
-      const float b = static_cast<float>(g_xhat_mean);
-      float* dx = dinp + r * channels;
-#pragma omp simd
-      for (int64_t c = 0; c < channels; ++c) dx[c] += (dy[c] * weight[c] - (x[c] * s) * b) * s;
+      row_input_grad(dinp + r * channels, dout + r * channels, inp + r * channels, weight, rstd[r],
+                     channels, /*accumulate=*/true);
     }
     // dweight += sum_rows dout * xhat: by column blocks, rows in order.
 #pragma omp for schedule(static)
@@ -77,14 +88,7 @@ void qk_norm_forward(float* qkv, float* input, float* rstd, const float* q_weigh
     float* y = qkv + heads.qkv_offset(i);
     float* x = input + i * D;
     std::copy(y, y + D, x);
-    const double mean_square =
-        detail::ordered_sum(D, [x](int64_t c) { return double{x[c]} * double{x[c]}; }) /
-        static_cast<double>(D);
-    const float s = static_cast<float>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
-    const float* weight = heads.key(i) ? k_weight : q_weight;
-#pragma omp simd
-    for (int64_t c = 0; c < D; ++c) y[c] = weight[c] * (x[c] * s);
-    rstd[i] = s;
+    rstd[i] = normalize_row(y, x, heads.key(i) ? k_weight : q_weight, D, eps);
   }
 }
 
@@ -116,17 +120,9 @@ void qk_norm_backward(float* dqkv, float* dq_weight, float* dk_weight, const flo
     // (the loop's barrier: every weight gradient has read dout)
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      const float* x = input + i * D;
       float* dy = dqkv + heads.qkv_offset(i);
-      const float* weight = heads.key(i) ? k_weight : q_weight;
-      const float s = rstd[i];
-      const double g_xhat_mean =
-          detail::ordered_sum(
-              D, [=](int64_t c) { return double{dy[c] * weight[c]} * double{x[c] * s}; }) /
-          static_cast<double>(D);
-      const float b = static_cast<float>(g_xhat_mean);
-#pragma omp simd
-      for (int64_t c = 0; c < D; ++c) dy[c] = (dy[c] * weight[c] - (x[c] * s) * b) * s;
+      row_input_grad(dy, dy, input + i * D, heads.key(i) ? k_weight : q_weight, rstd[i], D,
+                     /*accumulate=*/false);
     }
   }
 }

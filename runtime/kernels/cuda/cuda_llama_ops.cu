@@ -94,53 +94,43 @@ void rope_backward(const ops::RopeBackward& args) {
 
 namespace {
 
-template <class Args>
-cuda::QkHeadsShape qk_heads(const Args& args) {
-  return {args.rows, args.kv_heads, args.group_size, args.head_dim};
-}
-
-// Elements of qkv, of the compact heads, and of their rstd (Note [Query and key norms]).
-struct QkElements {
-  int64_t qkv, heads, rstd;
-};
-template <class Args>
-QkElements qk_elements(const Args& args) {
-  const int64_t per_row = args.kv_heads * args.head_dim;
-  return {args.rows * per_row * (args.group_size + 2), args.rows * per_row * (args.group_size + 1),
-          args.rows * args.kv_heads * (args.group_size + 1)};
+cuda::QkHeadsShape qk_heads(const ops::QkNormHeads& h) {
+  return {h.rows, h.kv_heads, h.group_size, h.head_dim};
 }
 
 }  // namespace
 
 void qk_norm_forward(const ops::QkNormForward& args) {
-  const QkElements n = qk_elements(args);
-  const DType act = check_args(
-      "qk_norm_forward",
-      {arg("qkv", args.qkv, kAct, n.qkv), arg("input", args.input, kAct, n.heads),
-       arg("rstd", args.rstd, kF32, n.rstd), arg("q_weight", args.q_weight, kAct, args.head_dim),
-       arg("k_weight", args.k_weight, kAct, args.head_dim)});
+  const ops::QkNormHeads& h = args.heads;
+  const DType act =
+      check_args("qk_norm_forward", {arg("qkv", args.qkv, kAct, h.rows * h.qkv_width()),
+                                     arg("input", args.input, kAct, h.count() * h.head_dim),
+                                     arg("rstd", args.rstd, kF32, h.count()),
+                                     arg("q_weight", args.q_weight, kAct, h.head_dim),
+                                     arg("k_weight", args.k_weight, kAct, h.head_dim)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::qk_norm_forward(act_ptr(args.qkv), act_ptr(args.input), ptr<float>(args.rstd),
-                          act_ptr(args.q_weight), act_ptr(args.k_weight), qk_heads(args), args.eps,
-                          stream);
+                          act_ptr(args.q_weight), act_ptr(args.k_weight), qk_heads(args.heads),
+                          args.eps, stream);
   });
 }
 
 void qk_norm_backward(const ops::QkNormBackward& args) {
-  const QkElements n = qk_elements(args);
-  const DType act = check_args(
-      "qk_norm_backward",
-      {arg("dqkv", args.dqkv, kAct, n.qkv), arg("dq_weight", args.dq_weight, kF32, args.head_dim),
-       arg("dk_weight", args.dk_weight, kF32, args.head_dim),
-       arg("input", args.input, kAct, n.heads), arg("rstd", args.rstd, kF32, n.rstd),
-       arg("q_weight", args.q_weight, kAct, args.head_dim),
-       arg("k_weight", args.k_weight, kAct, args.head_dim)});
+  const ops::QkNormHeads& h = args.heads;
+  const DType act =
+      check_args("qk_norm_backward", {arg("dqkv", args.dqkv, kAct, h.rows * h.qkv_width()),
+                                      arg("dq_weight", args.dq_weight, kF32, h.head_dim),
+                                      arg("dk_weight", args.dk_weight, kF32, h.head_dim),
+                                      arg("input", args.input, kAct, h.count() * h.head_dim),
+                                      arg("rstd", args.rstd, kF32, h.count()),
+                                      arg("q_weight", args.q_weight, kAct, h.head_dim),
+                                      arg("k_weight", args.k_weight, kAct, h.head_dim)});
   void* scratch = context().scratch(scratch_bytes::qk_norm_backward(args));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::qk_norm_backward(act_ptr(args.dqkv), ptr<float>(args.dq_weight),
                            ptr<float>(args.dk_weight), act_ptr(args.input), ptr<float>(args.rstd),
-                           act_ptr(args.q_weight), act_ptr(args.k_weight), qk_heads(args), scratch,
-                           stream);
+                           act_ptr(args.q_weight), act_ptr(args.k_weight), qk_heads(args.heads),
+                           scratch, stream);
   });
 }
 

@@ -27,7 +27,8 @@ size_t rmsnorm_backward(const ops::RmsnormBackward& args) {
 }
 
 size_t qk_norm_backward(const ops::QkNormBackward& args) {
-  return qk_norm_backward_scratch_bytes({args.rows, args.kv_heads, args.group_size, args.head_dim});
+  const ops::QkNormHeads& h = args.heads;
+  return qk_norm_backward_scratch_bytes({h.rows, h.kv_heads, h.group_size, h.head_dim});
 }
 
 size_t embedding_backward(const ops::EmbeddingBackward& args) {

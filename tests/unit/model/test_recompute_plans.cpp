@@ -120,32 +120,29 @@ TEST_P(RecomputePlans, MeasuredActivationPeakEqualsMemoryModel) {
   expect_peaks_predicted(config());
 }
 
-// Heads wider than hidden_size / heads (model.kv_channels), dropout on, both backends.
-TEST(RecomputePlansWideHeads, BitIdenticalWithPeaksAsPredicted) {
+// Heads wider than hidden_size / heads (model.kv_channels), and with Qwen3's q and k norms
+// (model.qk_layernorm), dropout on, both backends.
+void expect_wide_heads_plans(bool qk_norms) {
   for (const model::AttentionBackend backend :
        {model::AttentionBackend::unfused, model::AttentionBackend::flash}) {
     SCOPED_TRACE(model::attention_backend_name(backend));
     model::GptConfig config = testing_support::tiny_llama_config(0.1f);
     config.kv_channels = 2 * config.head_dim();
+    config.qk_layernorm = qk_norms;
     config.attention_backend = backend;
     expect_plans_bit_identical(config);
     expect_peaks_predicted(config);
   }
 }
 
-// Qwen3's q and k norms (model.qk_layernorm) on wide heads, dropout on, both backends: their
-// stash (the heads before the norms and each head's rstd) is kept by every plan but full.
+TEST(RecomputePlansWideHeads, BitIdenticalWithPeaksAsPredicted) {
+  expect_wide_heads_plans(/*qk_norms=*/false);
+}
+
+// The norms' stash (the heads before the norms and each head's rstd) is kept by every plan but
+// full.
 TEST(RecomputePlansQkNorms, BitIdenticalWithPeaksAsPredicted) {
-  for (const model::AttentionBackend backend :
-       {model::AttentionBackend::unfused, model::AttentionBackend::flash}) {
-    SCOPED_TRACE(model::attention_backend_name(backend));
-    model::GptConfig config = testing_support::tiny_llama_config(0.1f);
-    config.kv_channels = 2 * config.head_dim();
-    config.qk_layernorm = true;
-    config.attention_backend = backend;
-    expect_plans_bit_identical(config);
-    expect_peaks_predicted(config);
-  }
+  expect_wide_heads_plans(/*qk_norms=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(DropoutAndBackend, RecomputePlans,

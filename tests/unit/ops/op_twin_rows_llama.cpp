@@ -141,55 +141,43 @@ Row rope_backward_row() {
   });
 }
 
-// The shape of one call of the query and key heads' norms (Note [Query and key norms]): head
+// The heads of one call of the query and key heads' norms (Note [Query and key norms]): head
 // widths under, at and past a warp, heads enough to pass the CUDA weights' 256 chunks.
-struct QkNormShape {
-  int64_t rows, kv_heads, group_size, head_dim;
-  int64_t width() const { return kv_heads * (group_size + 2) * head_dim; }
-  int64_t heads() const { return rows * kv_heads * (group_size + 1); }
-};
-
-QkNormShape qk_norm_shape(Case& c) {
+ops::QkNormHeads qk_norm_heads(Case& c) {
   return {.rows = c.pick({1, 3, 70, 300}),
           .kv_heads = c.pick({1, 2, 3}),
           .group_size = c.pick({1, 2, 4}),
           .head_dim = c.pick({8, 14, 32, 100, 128})};
 }
 
-ops::QkNormForward qk_norm_forward_args(Case& c, const QkNormShape& s) {
-  return {.qkv = c.act({s.rows, s.width()}, -2.f, 2.f),
-          .input = c.act({s.heads(), s.head_dim}),
-          .rstd = c.f32({s.heads()}),
-          .q_weight = norm_weight(c, s.head_dim),
-          .k_weight = norm_weight(c, s.head_dim),
-          .rows = s.rows,
-          .kv_heads = s.kv_heads,
-          .group_size = s.group_size,
-          .head_dim = s.head_dim,
+ops::QkNormForward qk_norm_forward_args(Case& c, const ops::QkNormHeads& h) {
+  return {.qkv = c.act({h.rows, h.qkv_width()}, -2.f, 2.f),
+          .input = c.act({h.count(), h.head_dim}),
+          .rstd = c.f32({h.count()}),
+          .q_weight = norm_weight(c, h.head_dim),
+          .k_weight = norm_weight(c, h.head_dim),
+          .heads = h,
           .eps = norm_eps(c)};
 }
 
 Row qk_norm_forward_row() {
   return TWIN_ROW(qk_norm_forward, kReordered,
-                  [](Case& c) { return qk_norm_forward_args(c, qk_norm_shape(c)); });
+                  [](Case& c) { return qk_norm_forward_args(c, qk_norm_heads(c)); });
 }
 
 Row qk_norm_backward_row() {
   return TWIN_ROW(qk_norm_backward, kReordered, [](Case& c) {
-    const QkNormShape s = qk_norm_shape(c);
-    const ops::QkNormForward forward = qk_norm_forward_args(c, s);
+    const ops::QkNormForward forward = qk_norm_forward_args(c, qk_norm_heads(c));
     ops::qk_norm_forward(forward);  // the heads and statistics that belong together
-    return ops::QkNormBackward{.dqkv = c.act({s.rows, s.width()}),
-                               .dq_weight = c.f32({s.head_dim}),
-                               .dk_weight = c.f32({s.head_dim}),
+    const ops::QkNormHeads& h = forward.heads;
+    return ops::QkNormBackward{.dqkv = c.act({h.rows, h.qkv_width()}),
+                               .dq_weight = c.f32({h.head_dim}),
+                               .dk_weight = c.f32({h.head_dim}),
                                .input = forward.input,
                                .rstd = forward.rstd,
                                .q_weight = forward.q_weight,
                                .k_weight = forward.k_weight,
-                               .rows = s.rows,
-                               .kv_heads = s.kv_heads,
-                               .group_size = s.group_size,
-                               .head_dim = s.head_dim};
+                               .heads = h};
   });
 }
 
