@@ -254,19 +254,24 @@ TEST_F(GpuTrainer, LlamaWideHeadsFp32StepMatchesTheCpuStep) {
   std::printf("[ llama ] fp32 flash, heads of 24: gradients within %.1e of the CPU's\n", worst);
 }
 
-// Qwen3's q and k norms (model.qk_layernorm) on heads of 24, both backends: the device's norm
-// kernels, forward and backward, inside a step against the CPU's.
-TEST_F(GpuTrainer, Qwen3NormsFp32StepMatchesTheCpuStep) {
+// Qwen3's q and k norms (model.qk_layernorm) on heads of 24: the device's norm kernels, forward
+// and backward, inside a step against the CPU's, in fp32 under both backends and in bf16 (the
+// norms' rounding as RMSNorm's) under flash.
+TEST_F(GpuTrainer, Qwen3NormsStepMatchesTheCpuStep) {
+  const std::vector<std::string> qwen3 = {"model.kv_channels=24", "model.qk_layernorm=true"};
   for (const std::string backend : {"unfused", "flash"}) {
     SCOPED_TRACE(backend);
-    const double worst =
-        expect_step_matches_cpu("fp32",
-                                llama({"model.attention_backend=" + backend, "model.kv_channels=24",
-                                       "model.qk_layernorm=true"}),
-                                kFp32StepTolerance);
+    std::vector<std::string> settings = qwen3;
+    settings.push_back("model.attention_backend=" + backend);
+    const double worst = expect_step_matches_cpu("fp32", llama(settings), kFp32StepTolerance);
     std::printf("[ llama ] fp32 %s, q and k norms: gradients within %.1e of the CPU's\n",
                 backend.c_str(), worst);
   }
+  std::vector<std::string> settings = qwen3;
+  settings.push_back("model.attention_backend=flash");
+  const double worst = expect_step_matches_cpu("bf16", llama(settings), kBf16StepTolerance);
+  std::printf("[ llama ] bf16 flash, q and k norms: gradients within %.1e of the CPU's fp32\n",
+              worst);
 }
 
 TEST_F(GpuTrainer, LlamaOneBf16StepFollowsTheCpuFp32Step) {
