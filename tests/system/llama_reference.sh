@@ -99,6 +99,7 @@ imports() {
   echo "$name: init_from $(basename "$weights") gives $run's first 3 losses bit for bit"
 }
 imports imported unfused "$dir/init_unfused/model.safetensors"
+imports imported_dir unfused "$dir/init_unfused"  # a directory: its model.safetensors
 # The llama32 export (config.json: Llama 3.1's rope_scaling, tie_word_embeddings; no lm_head
 # tensor) into its config; then the same saved in two shards with a
 # model.safetensors.index.json, as save_pretrained writes a large model.
@@ -128,6 +129,7 @@ json.dump({"metadata": {}, "weight_map": weight_map},
 PY
   fail "sharding the llama32 export failed"
 imports imported_sharded llama32 "$dir/sharded/model.safetensors.index.json" "${llama32[@]}"
+imports imported_sharded_dir llama32 "$dir/sharded" "${llama32[@]}"  # its index
 grep -q '"model_type": "qwen2"' "$dir/init_qwen2/config.json" &&
   grep -q '"Qwen2ForCausalLM"' "$dir/init_qwen2/config.json" ||
   fail "the qwen2 export's config.json is not a Qwen2ForCausalLM's"

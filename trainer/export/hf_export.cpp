@@ -173,7 +173,8 @@ model::GptConfig model_config_from_hf_json(const std::string& json_text,
               : llama_config_from_hf_json(json_text, source);
 }
 
-std::unique_ptr<HfImport> open_hf_import(const std::string& path, const model::GptConfig& config) {
+std::unique_ptr<HfImport> open_hf_import(const std::string& given, const model::GptConfig& config) {
+  const std::string path = hf_weights_path(given);
   SafetensorsFile file = read_hf_weights(path, SafetensorsRead::header);
   if (config.architecture != model::Architecture::llama)
     return std::make_unique<HfGpt2Import>(std::move(file), config);

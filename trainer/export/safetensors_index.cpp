@@ -45,7 +45,17 @@ SafetensorsFile read_safetensors_shards(const std::string& index_path, Safetenso
   return merged;
 }
 
-SafetensorsFile read_hf_weights(const std::string& path, SafetensorsRead read) {
+std::string hf_weights_path(const std::string& path) {
+  const std::filesystem::path dir(path);
+  if (!std::filesystem::is_directory(dir)) return path;
+  for (const char* name : {"model.safetensors", "model.safetensors.index.json"})
+    if (std::filesystem::exists(dir / name)) return (dir / name).string();
+  throw runtime::InputError(
+      path + ": a directory without model.safetensors or model.safetensors.index.json");
+}
+
+SafetensorsFile read_hf_weights(const std::string& given, SafetensorsRead read) {
+  const std::string path = hf_weights_path(given);
   const std::string suffix = ".safetensors.index.json";
   const bool index = path.size() >= suffix.size() &&
                      path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;

@@ -16,7 +16,13 @@ namespace trainer {
 SafetensorsFile read_safetensors_shards(const std::string& index_path,
                                         SafetensorsRead read = SafetensorsRead::whole);
 
-// A model's weights: the shards of a *.safetensors.index.json, else one safetensors file.
+// The weights file of `path`: a directory's model.safetensors, else its
+// model.safetensors.index.json (as a model is published on the Hugging Face Hub); any other path
+// as it is. InputError naming a directory that has neither.
+std::string hf_weights_path(const std::string& path);
+
+// A model's weights (`path` through hf_weights_path): the shards of a *.safetensors.index.json,
+// else one safetensors file.
 SafetensorsFile read_hf_weights(const std::string& path,
                                 SafetensorsRead read = SafetensorsRead::whole);
 

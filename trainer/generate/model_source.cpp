@@ -10,6 +10,7 @@
 #include "trainer/checkpoint/stored_params.h"
 #include "trainer/export/hf_export.h"
 #include "trainer/export/hf_gpt2.h"
+#include "trainer/export/safetensors_index.h"
 
 namespace trainer {
 namespace {
@@ -39,10 +40,8 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
   if (!fs::is_directory(dir))
     throw runtime::InputError("generate: --model " + run_dir + ": no such directory");
   // One file, or a published model's shards named by their index.
-  const fs::path one = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
-  const fs::path weights = fs::exists(one) || !fs::exists(index) ? one : index;
   const fs::path json = dir / "config.json", yaml = dir / "config.yaml";
-  if (!fs::exists(weights)) {
+  if (!fs::exists(dir / "model.safetensors") && !fs::exists(dir / "model.safetensors.index.json")) {
     throw runtime::InputError("generate: --model " + run_dir +
                               ": no model.safetensors (the run writes it at its end with "
                               "output.export: true; a checkpoint loads with --checkpoint) and no "
@@ -58,8 +57,9 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
                               ": neither config.yaml (the run's) nor config.json beside "
                               "model.safetensors");
   }
-  auto loaded = allocate(config, weights.string());
-  import_whole(*open_hf_import(weights.string(), config.model), loaded->params);
+  const std::string weights = hf_weights_path(run_dir);
+  auto loaded = allocate(config, weights);
+  import_whole(*open_hf_import(weights, config.model), loaded->params);
   return loaded;
 }
 

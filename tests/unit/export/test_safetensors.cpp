@@ -228,6 +228,18 @@ TEST_F(SafetensorsTest, ShardsOfAnIndexReadAsOneFile) {
   EXPECT_EQ(merged.tensors.at("b").data, bytes_of(b, sizeof b));
   EXPECT_EQ(merged.tensors.at("c").shape, std::vector<int64_t>{1});
   EXPECT_EQ(read_hf_weights(path("model-00002-of-00002.safetensors")).tensors.size(), 1u);
+  // A directory as published: its index (no model.safetensors), or its model.safetensors.
+  const std::string dir = std::filesystem::path(index).parent_path().string();
+  EXPECT_EQ(hf_weights_path(dir), index);
+  EXPECT_EQ(read_hf_weights(dir).tensors.size(), 3u);
+  write_safetensors(path("model.safetensors"), {{"c", "F32", {1}, bytes_of(c, sizeof c)}}, {});
+  EXPECT_EQ(hf_weights_path(dir), path("model.safetensors"));
+  std::filesystem::create_directories(path("empty"));
+  expect_input_error([&] { read_hf_weights(path("empty")); },
+                     {"empty: a directory without model.safetensors or "
+                      "model.safetensors.index.json"},
+                     "a directory without weights");
+  std::filesystem::remove(path("model.safetensors"));
 
   auto expect_index_rejected = [&](const std::string& text, const std::string& defect) {
     write_index(text);
