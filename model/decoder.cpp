@@ -128,7 +128,7 @@ void Decoder::layer_forward(const Tensor& x, const LayerParams& w, Tensor& cache
                                      .micro_batch = 1,
                                      .heads = H,
                                      .head_dim = D,
-                                     .scale = 1.0f / std::sqrt(static_cast<float>(D)),
+                                     .scale = d.attention_scale(),
                                      .dropout_prob = 0.f,
                                      .dropout_key = {},
                                      .kv_len = seen,

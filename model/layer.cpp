@@ -38,10 +38,6 @@ runtime::DropoutKey key(const LayerContext& c, DropoutOp op) {
                                    static_cast<uint32_t>(c.layer), op);
 }
 
-float attention_scale(const LayerDims& d) {
-  return 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-}
-
 // A layernorm on the residual stream feeding a column-parallel linear: the input side of
 // attention and of the MLP. Forward and backward of both read the stash and the weights
 // (and the gradients, of the same layout) through one of these.
@@ -136,7 +132,7 @@ void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerConte
                                  .batch_heads = BH,
                                  .seq = T,
                                  .head_dim = d.head_dim,
-                                 .scale = attention_scale(d),
+                                 .scale = d.attention_scale(),
                                  .group_size = d.features.group_size});
   ops::causal_softmax_forward({.probs = s.probs, .scores = s.probs, .batch_heads = BH, .seq = T});
   if (d.attention_dropout > 0.f) {
@@ -165,7 +161,7 @@ runtime::FlashAttentionDims flash_dims(const LayerDims& d, const LayerContext& c
           .head_dim = d.head_dim,
           .head_offset = d.head_offset(),
           .sample_offset = c.sample_offset,
-          .scale = attention_scale(d),
+          .scale = d.attention_scale(),
           .dropout_prob = d.attention_dropout,
           .dropout_key = key(c, DropoutOp::attention_probs),
           .group_size = d.features.group_size};
@@ -423,7 +419,7 @@ void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                                   .batch_heads = BH,
                                   .seq = T,
                                   .head_dim = d.head_dim,
-                                  .scale = attention_scale(d),
+                                  .scale = d.attention_scale(),
                                   .group_size = d.features.group_size});
 }
 

@@ -2,6 +2,8 @@
 // drop which tensors from the recompute table (model/recompute_modules.h).
 #include "model/layer_stash.h"
 
+#include <cmath>
+
 #include "model/recompute_modules.h"
 
 namespace model {
@@ -19,6 +21,11 @@ BlockFeatures block_features(const GptConfig& config) {
           .linear_bias = config.add_bias_linear,
           .qkv_bias = config.qkv_bias(),
           .qk_norm = config.qk_layernorm};
+}
+
+float LayerDims::attention_scale() const {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return features.rope ? scale * features.rope_scaling.score_factor() : scale;
 }
 
 LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training) {

@@ -70,6 +70,9 @@ struct LayerDims {
   // The fused QKV activations' width (Note [Grouped-query attention], runtime/op_args.h): per kv
   // head its group_size query heads, its key and its value.
   int64_t qkv_width() const { return kv_heads() * (features.group_size + 2) * head_dim; }
+  // The scores' softmax scale: 1 / sqrt(head_dim), times YaRN's attention factor squared
+  // (runtime/rotary.h).
+  float attention_scale() const;
   // The q and k heads together (the query and key norms' heads), per position: local.
   int64_t qk_heads() const { return kv_heads() * (features.group_size + 1); }
   int64_t fc1_width() const { return features.swiglu ? 2 * ffn : ffn; }

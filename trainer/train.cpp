@@ -187,7 +187,10 @@ void Trainer::start_logging() {
        << (llama ? " (" + std::to_string(m.query_groups()) + " kv), ffn " +
                        std::to_string(m.ffn()) + ", rope base " + format("%g", m.rotary_base) +
                        (m.rope_scaling.enabled()
-                            ? " scaled as Llama 3.1 x" + format("%g", m.rope_scaling.factor)
+                            ? std::string(m.rope_scaling.type == runtime::RopeScalingType::yarn
+                                              ? " scaled by YaRN x"
+                                              : " scaled as Llama 3.1 x") +
+                                  format("%g", m.rope_scaling.factor)
                             : std::string()) +
                        (m.add_qkv_bias ? ", q/k/v biases" : "") +
                        (m.qk_layernorm ? ", q/k norms" : "") +

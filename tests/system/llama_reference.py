@@ -55,6 +55,19 @@ def rotate_half_transposed(x):  # the transpose of rotate_half: [x2, -x1]
     return np.concatenate([x[..., half:], -x[..., :half]], -1)
 
 
+def yarn_scaled(inv_freq, scaling, dim, base):
+    """YaRN (rope_type yarn), in float64: pair i's frequency is the plain one below the
+    correction range [floor(d(beta_fast)), ceil(d(beta_slow))], d(r) = dim ln(original / (2 pi
+    r)) / (2 ln base), the plain one / factor above it, a linear ramp between; cos and sin are
+    multiplied by 0.1 ln(factor) + 1."""
+    factor, original = scaling["factor"], scaling["original_max_position_embeddings"]
+    fast, slow = scaling.get("beta_fast", 32), scaling.get("beta_slow", 1)
+    d = lambda r: dim * np.log(original / (r * 2 * np.pi)) / (2 * np.log(base))
+    low, high = max(np.floor(d(fast)), 0), min(np.ceil(d(slow)), dim - 1)
+    ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
+    return inv_freq / factor * ramp + inv_freq * (1 - ramp), 0.1 * np.log(factor) + 1
+
+
 def llama3_scaled(inv_freq, scaling):
     """Llama 3.1's frequency scaling (rope_scaling with rope_type llama3), in float64: frequencies
     of wavelength over original / low_freq_factor divided by factor, under original /
@@ -83,14 +96,20 @@ class Llama:
         self.eps = config["rms_norm_eps"]
         inv_freq = 1.0 / (config["rope_theta"] ** (np.arange(0, self.D, 2, dtype=np.float64)
                                                    / self.D))
-        self.inv_freq = llama3_scaled(inv_freq, config.get("rope_scaling"))
+        scaling = config.get("rope_scaling")
+        self.rope_factor = 1.0  # YaRN's attention factor on cos and sin
+        if scaling and scaling["rope_type"] == "yarn":
+            self.inv_freq, self.rope_factor = yarn_scaled(inv_freq, scaling, self.D,
+                                                          config["rope_theta"])
+        else:
+            self.inv_freq = llama3_scaled(inv_freq, scaling)
         # tie_word_embeddings: the word embeddings are the head (no lm_head.weight).
         self.tied = config.get("tie_word_embeddings", False)
 
     def rope_tables(self, T):
         angles = np.outer(np.arange(T, dtype=np.float64), self.inv_freq)
         emb = np.concatenate([angles, angles], -1)  # (T, D)
-        return np.cos(emb), np.sin(emb)
+        return np.cos(emb) * self.rope_factor, np.sin(emb) * self.rope_factor
 
     def proj(self, x, name):  # x W^T, plus the bias where the model has one (Qwen2's q, k, v)
         y = x @ self.p[name + ".weight"].T

@@ -6,7 +6,8 @@
 # model.rope_scaling, and a head tied to the word embeddings), and flash with Qwen2's q, k and v
 # biases (model.add_qkv_bias), and flash with heads wider than hidden_size / heads
 # (model.kv_channels, config.json's head_dim), and unfused as Qwen3 (q and k norms,
-# model.qk_layernorm, with wide heads), every loss and gradient norm within 1e-5 relative. The reference
+# model.qk_layernorm, with wide heads), and flash with YaRN's RoPE scaling, every loss and gradient
+# norm within 1e-5 relative. The reference
 # starts from the trainer's initial weights, exported by a one-step run at learning rate 1e-30
 # (every update is far below a float32 ulp of the weights, so they stay as initialized).
 # Usage: llama_reference.sh TRAINER
@@ -40,20 +41,27 @@ llama32=("${scaling[@]}" --set model.untie_embeddings=false)
 qwen2=(--set model.add_qkv_bias=true --set model.attention_backend=flash)
 # headdim: 4 heads of 24 (96 wide) in a 64-wide model, with flash attention.
 headdim=(--set model.kv_channels=24 --set model.attention_backend=flash)
-# qwen3: Qwen3's q and k norms (model.qk_layernorm) on heads of 24, unfused attention, at a
-# quarter of the learning rate: the norms sharpen attention, and at lr 2^-8 float32 rounding
-# grows along the 12 steps past 1e-5 in the gradient norm (the trainer's own unfused and flash
-# runs then differ by 1e-5 as well) while the first steps agree within 2e-8.
+# The variants that sharpen attention run at a quarter of the learning rate: at lr 2^-8 float32
+# rounding grows along the 12 steps past 1e-5 in a gradient norm or two (the trainer's own
+# unfused and flash runs then differ by 1e-5 as well) while the first steps agree within 2e-8.
+sharp_lr=0.0009765625
+# qwen3: Qwen3's q and k norms (model.qk_layernorm) on heads of 24, unfused attention.
 qwen3=(--set model.qk_layernorm=true --set model.kv_channels=24
        --set model.attention_backend=unfused)
-qwen3_lr=0.0009765625
-for backend in unfused flash llama32 qwen2 headdim qwen3; do
+# yarn: YaRN's scaling (factor 4 over an original 4096 positions: of the 8 frequencies of a
+# 16-wide head 3 kept, 3 blended, 2 divided; cos and sin times 0.1 ln 4 + 1, the scores times
+# its square), flash.
+yarn=(--set model.rope_scaling.type=yarn --set model.rope_scaling.factor=4
+      --set model.rope_scaling.original_max_position_embeddings=4096
+      --set model.attention_backend=flash)
+for backend in unfused flash llama32 qwen2 headdim qwen3 yarn; do
   run_lr=$lr
   case $backend in
     llama32) settings=(--set model.attention_backend=unfused "${llama32[@]}") ;;
     qwen2) settings=("${qwen2[@]}") ;;
     headdim) settings=("${headdim[@]}") ;;
-    qwen3) settings=("${qwen3[@]}") run_lr=$qwen3_lr ;;
+    qwen3) settings=("${qwen3[@]}") run_lr=$sharp_lr ;;
+    yarn) settings=("${yarn[@]}") run_lr=$sharp_lr ;;
     *) settings=(--set model.attention_backend=$backend) ;;
   esac
   "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \
@@ -141,7 +149,7 @@ grep -q '"model_type": "qwen3"' "$dir/init_qwen3/config.json" &&
   grep -q '"Qwen3ForCausalLM"' "$dir/init_qwen3/config.json" ||
   fail "the qwen3 export's config.json is not a Qwen3ForCausalLM's"
 imports imported_qwen3 qwen3 "$dir/init_qwen3/model.safetensors" "${qwen3[@]}" \
-  --set optimizer.lr=$qwen3_lr --set optimizer.min_lr=$qwen3_lr
+  --set optimizer.lr=$sharp_lr --set optimizer.min_lr=$sharp_lr
 # The trained qwen3 export (its q and k norms' weights moved off 1, apart from each other): the
 # reference's loss on the first batch from it and the trainer's, started from it, agree.
 "$python" "$reference" "$dir/qwen3" "$dir/data" 1 $micro 1e-30 $wd $clip \
@@ -159,6 +167,10 @@ assert rel < 1e-6, f"trainer {ours!r}, reference {ref!r}, rel {rel:.2e}"
 print(f"trained qwen3 export: first-batch loss {ref:.6f}, trainer within {rel:.2e} of the reference")
 PY
   fail "trained qwen3: the trainer and the reference disagree on the export"
+grep -q '"rope_type": "yarn"' "$dir/init_yarn/config.json" ||
+  fail "the yarn export's config.json lacks rope_scaling yarn"
+imports imported_yarn yarn "$dir/init_yarn/model.safetensors" "${yarn[@]}" \
+  --set optimizer.lr=$sharp_lr --set optimizer.min_lr=$sharp_lr
 # A config.json that disagrees with the config, or asks for what the trainer does not do, is
 # refused, naming the field: the llama32 export into the plain (untied, unscaled) config, an
 # untied one, another factor, another rope_type.
@@ -181,8 +193,8 @@ refused untied llama32 "tie_word_embeddings true, but model.untie_embeddings is 
   "${scaling[@]}"
 refused factor llama32 "rope_scaling.factor 8 differs from model.rope_scaling.factor 4" \
   "${llama32[@]}" --set model.rope_scaling.factor=4
-sed -i 's/"rope_type": "llama3"/"rope_type": "yarn"/' "$dir/init_llama32/config.json"
-refused yarn llama32 'rope_scaling.rope_type "yarn" is not supported' "${llama32[@]}"
+sed -i 's/"rope_type": "llama3"/"rope_type": "dynamic"/' "$dir/init_llama32/config.json"
+refused dynamic llama32 'rope_scaling.rope_type "dynamic" is not supported' "${llama32[@]}"
 # A Qwen2 export into a Llama config, and a Llama export into a Qwen2 config.
 refused qwen2_into_llama qwen2 \
   'model_type "qwen2" has q, k and v biases, but model.add_qkv_bias is false'

@@ -243,6 +243,11 @@ struct EnumNames<model::Architecture> {
       {{"gpt2", model::Architecture::gpt2}, {"llama", model::Architecture::llama}}};
 };
 template <>
+struct EnumNames<runtime::RopeScalingType> {
+  static constexpr std::array<std::pair<std::string_view, runtime::RopeScalingType>, 2> entries{
+      {{"llama3", runtime::RopeScalingType::llama3}, {"yarn", runtime::RopeScalingType::yarn}}};
+};
+template <>
 struct EnumNames<model::Normalization> {
   static constexpr std::array<std::pair<std::string_view, model::Normalization>, 2> entries{
       {{"layernorm", model::Normalization::layernorm}, {"rmsnorm", model::Normalization::rmsnorm}}};

@@ -137,11 +137,14 @@ template <>
 struct ConfigSchema<runtime::RopeScaling> {
   static const std::vector<FieldSpec<runtime::RopeScaling>>& fields() {
     static const std::vector<FieldSpec<runtime::RopeScaling>> table = {
+        field("type", &runtime::RopeScaling::type),
         field("factor", &runtime::RopeScaling::factor),
         field("low_freq_factor", &runtime::RopeScaling::low_freq_factor),
         field("high_freq_factor", &runtime::RopeScaling::high_freq_factor),
         field("original_max_position_embeddings",
               &runtime::RopeScaling::original_max_position_embeddings),
+        field("beta_fast", &runtime::RopeScaling::beta_fast),
+        field("beta_slow", &runtime::RopeScaling::beta_slow),
     };
     return table;
   }

@@ -66,7 +66,7 @@ std::string text_of(std::optional<int64_t> value) {
   return value ? text_of(*value) : std::string("(overflows int64)");
 }
 
-// model.rope_scaling: off (factor 0), or Llama 3.1's scaling of rotary frequencies.
+// model.rope_scaling: off (factor 0), or Llama 3.1's or YaRN's scaling of rotary frequencies.
 void validate_rope_scaling(const model::GptConfig& model) {
   const runtime::RopeScaling& s = model.rope_scaling;
   if (!s.enabled()) return;
@@ -80,14 +80,23 @@ void validate_rope_scaling(const model::GptConfig& model) {
     throw ConfigError("model.rope_scaling.factor",
                       "must be 0 (off) or finite and >= 1, got " + text_of(s.factor));
   }
+  check_at_least<int64_t>("model.rope_scaling.original_max_position_embeddings",
+                          s.original_max_position_embeddings, 1);
+  if (s.type == runtime::RopeScalingType::yarn) {
+    check_positive("model.rope_scaling.beta_slow", s.beta_slow);
+    if (!(std::isfinite(s.beta_fast) && s.beta_fast > s.beta_slow)) {
+      throw ConfigError("model.rope_scaling.beta_fast",
+                        "must be finite and above model.rope_scaling.beta_slow " +
+                            text_of(s.beta_slow) + ", got " + text_of(s.beta_fast));
+    }
+    return;
+  }
   check_positive("model.rope_scaling.low_freq_factor", s.low_freq_factor);
   if (!(std::isfinite(s.high_freq_factor) && s.high_freq_factor > s.low_freq_factor)) {
     throw ConfigError("model.rope_scaling.high_freq_factor",
                       "must be finite and above model.rope_scaling.low_freq_factor " +
                           text_of(s.low_freq_factor) + ", got " + text_of(s.high_freq_factor));
   }
-  check_at_least<int64_t>("model.rope_scaling.original_max_position_embeddings",
-                          s.original_max_position_embeddings, 1);
 }
 
 // Where the head dim comes from, for errors: "model.kv_channels 24", or "model.hidden_size 64 /

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "runtime/error.h"
@@ -66,28 +67,57 @@ void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config, 
       fail(key, "is plain RoPE, but model.rope_scaling.factor is " + number(ours.factor));
     return;
   }
-  if (type != "llama3")
+  const bool yarn = type == "yarn";
+  if (type != "llama3" && !yarn)
     fail(std::string(key) + "." + type_key,
-         "\"" + type +
-             "\" is not supported (llama3 or default; the trainer scales RoPE as Llama 3.1)");
-  if (!ours.enabled()) fail(key, "is llama3, but model.rope_scaling.factor is 0 (plain RoPE)");
-  auto same = [&](const char* field, double expected, const std::string& ours_name) {
-    if (!node[field]) fail(std::string(key) + "." + field, "is missing");
-    if (std::abs(value_of(field) - expected) > 1e-6 * std::abs(expected))
+         "\"" + type + "\" is not supported (llama3, yarn or default)");
+  if (!ours.enabled())
+    fail(key, "is " + type + ", but model.rope_scaling.factor is 0 (plain RoPE)");
+  if (yarn != (ours.type == runtime::RopeScalingType::yarn))
+    fail(std::string(key) + "." + type_key,
+         "\"" + type + "\", but model.rope_scaling.type is " + (yarn ? "llama3" : "yarn"));
+  // A field absent from the node is `absent` (transformers' default), or missing.
+  auto same = [&](const char* field, double expected, const std::string& ours_name,
+                  std::optional<double> absent = std::nullopt) {
+    const bool given = node[field] && !node[field].IsNull();
+    if (!given && !absent) fail(std::string(key) + "." + field, "is missing");
+    const double value = given ? value_of(field) : *absent;
+    if (std::abs(value - expected) > 1e-6 * std::abs(expected))
       fail(std::string(key) + "." + field,
-           scalar(field) + " differs from " + ours_name + " " + number(expected));
+           (given ? scalar(field) : "absent (" + number(*absent) + ")") + " differs from " +
+               ours_name + " " + number(expected));
   };
   same("factor", ours.factor, "model.rope_scaling.factor");
-  same("low_freq_factor", ours.low_freq_factor, "model.rope_scaling.low_freq_factor");
-  same("high_freq_factor", ours.high_freq_factor, "model.rope_scaling.high_freq_factor");
   same("original_max_position_embeddings",
        static_cast<double>(ours.original_max_position_embeddings),
        "model.rope_scaling.original_max_position_embeddings");
+  if (!yarn) {
+    same("low_freq_factor", ours.low_freq_factor, "model.rope_scaling.low_freq_factor");
+    same("high_freq_factor", ours.high_freq_factor, "model.rope_scaling.high_freq_factor");
+    return;
+  }
+  same("beta_fast", ours.beta_fast, "model.rope_scaling.beta_fast", 32.0);
+  same("beta_slow", ours.beta_slow, "model.rope_scaling.beta_slow", 1.0);
+  // YaRN's variants the trainer does not compute: another attention factor, DeepSeek's mscale,
+  // the correction range untruncated.
+  for (const char* field : {"attention_factor", "mscale", "mscale_all_dim"})
+    if (node[field] && !node[field].IsNull())
+      fail(std::string(key) + "." + field, "is set; the trainer takes YaRN's default");
+  if (scalar("truncate") == "false")
+    fail(std::string(key) + ".truncate", "is false; the trainer truncates the correction range");
 }
 
-// LlamaConfig's rope_scaling: null, or Llama 3.1's.
+// LlamaConfig's rope_scaling: null, Llama 3.1's or YaRN's.
 std::string rope_scaling_json(const runtime::RopeScaling& s) {
   if (!s.enabled()) return "null";
+  if (s.type == runtime::RopeScalingType::yarn) {
+    return "{\n    \"beta_fast\": " + number(s.beta_fast) +
+           ",\n    \"beta_slow\": " + number(s.beta_slow) +
+           ",\n    \"factor\": " + number(s.factor) +
+           ",\n    \"original_max_position_embeddings\": " +
+           std::to_string(s.original_max_position_embeddings) +
+           ",\n    \"rope_type\": \"yarn\"\n  }";
+  }
   return "{\n    \"factor\": " + number(s.factor) +
          ",\n    \"high_freq_factor\": " + number(s.high_freq_factor) +
          ",\n    \"low_freq_factor\": " + number(s.low_freq_factor) +
@@ -95,6 +125,7 @@ std::string rope_scaling_json(const runtime::RopeScaling& s) {
          std::to_string(s.original_max_position_embeddings) +
          ",\n    \"rope_type\": \"llama3\"\n  }";
 }
+
 }  // namespace
 
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
@@ -246,13 +277,19 @@ model::GptConfig llama_config_from_hf_json(const std::string& json_text,
     if (v5) config.rotary_base = rope.number("rope_theta", config.rotary_base);
     const std::string kind = rope.has("rope_type") ? rope.string("rope_type", "")
                                                    : rope.string("type", "default");
-    if (kind == "llama3") {
-      runtime::RopeScaling& scaling = config.rope_scaling;
+    runtime::RopeScaling& scaling = config.rope_scaling;
+    if (kind == "llama3" || kind == "yarn") {
       scaling.factor = rope.number("factor", 0.f);
-      scaling.low_freq_factor = rope.number("low_freq_factor", scaling.low_freq_factor);
-      scaling.high_freq_factor = rope.number("high_freq_factor", scaling.high_freq_factor);
       scaling.original_max_position_embeddings = rope.optional_positive_integer(
           "original_max_position_embeddings", scaling.original_max_position_embeddings);
+    }
+    if (kind == "llama3") {
+      scaling.low_freq_factor = rope.number("low_freq_factor", scaling.low_freq_factor);
+      scaling.high_freq_factor = rope.number("high_freq_factor", scaling.high_freq_factor);
+    } else if (kind == "yarn") {
+      scaling.type = runtime::RopeScalingType::yarn;
+      scaling.beta_fast = rope.number("beta_fast", scaling.beta_fast);
+      scaling.beta_slow = rope.number("beta_slow", scaling.beta_slow);
     }
   }
   check_hf_llama_config(json_text, source, config);  // the rest: what the trainer does not do

@@ -122,9 +122,20 @@ TEST(ConfigParse, RopeScalingParsesAndRoundTrips) {
   }
   EXPECT_FALSE(parse_config("model: {architecture: llama}\n", "t.yaml", kWithData)
                    .model.rope_scaling.enabled());
-  EXPECT_TRUE(parse_rejected("model: {architecture: llama, rope_scaling: {type: llama3}}\n",
-                             kWithData, "model.rope_scaling.type",
-                             {"unknown key", "factor, low_freq_factor"}));
+  EXPECT_TRUE(parse_rejected("model: {architecture: llama, rope_scaling: {rope_type: yarn}}\n",
+                             kWithData, "model.rope_scaling.rope_type",
+                             {"unknown key", "type, factor, low_freq_factor"}));
+  // YaRN: its type and betas.
+  const Config yarn = parse_config(
+      "model: {architecture: llama, rope_scaling: {type: yarn, factor: 4, beta_fast: 16}}\n",
+      "t.yaml", kWithData);
+  for (const Config& c : {yarn, parse_config(to_yaml(yarn), "round trip")}) {
+    EXPECT_EQ(c.model.rope_scaling.type, runtime::RopeScalingType::yarn);
+    EXPECT_EQ(c.model.rope_scaling.beta_fast, 16.f);
+    EXPECT_EQ(c.model.rope_scaling.beta_slow, 1.f);
+  }
+  EXPECT_TRUE(parse_rejected("model: {architecture: llama, rope_scaling: {type: ntk}}\n",
+                             kWithData, "model.rope_scaling.type", {"ntk", "llama3", "yarn"}));
 }
 
 TEST(ConfigParse, RejectsUnknownTopLevelSection) {

@@ -769,6 +769,19 @@ TEST(ValidateLlama, KvChannelsSetsTheHeadWidth) {
   EXPECT_TRUE(accepted(gpt2));
 }
 
+// YaRN's scaling: beta_fast above beta_slow above 0; Llama 3.1's frequency factors unread.
+TEST(ValidateLlama, YarnScalingNeedsItsBetas) {
+  Config config = llama_config();
+  config.model.rope_scaling = {.type = runtime::RopeScalingType::yarn, .factor = 4.f};
+  config.model.rope_scaling.high_freq_factor = 0.5f;  // llama3's field: not read under yarn
+  EXPECT_TRUE(accepted(config));
+  config.model.rope_scaling.beta_fast = 1.f;
+  EXPECT_TRUE(rejected(config, "model.rope_scaling.beta_fast",
+                       {"above model.rope_scaling.beta_slow 1", "got 1"}));
+  config.model.rope_scaling.beta_slow = 0.f;
+  EXPECT_TRUE(rejected(config, "model.rope_scaling.beta_slow", {"0"}));
+}
+
 // model.qk_layernorm: the block's RMSNorm on each q and k head; a LayerNorm block refuses it, and
 // GPT2LMHeadModel has no place for it.
 TEST(ValidateLlama, QkLayernormNeedsRmsnorm) {

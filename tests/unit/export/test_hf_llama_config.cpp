@@ -96,8 +96,11 @@ TEST(HfLlamaConfig, EachDisagreementIsRefusedNamingTheField) {
   model::GptConfig theta = llama32_one_b();
   theta.rotary_base = 10000.f;
   expect_refused(kLlama32OneB, theta, "rope_theta 500000.0 differs from model.rotary_base 10000");
+  expect_refused(replaced(kLlama32OneB, "\"rope_type\": \"llama3\"", "\"rope_type\": \"dynamic\""),
+                 llama32_one_b(), "rope_scaling.rope_type \"dynamic\" is not supported");
   expect_refused(replaced(kLlama32OneB, "\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""),
-                 llama32_one_b(), "rope_scaling.rope_type \"yarn\" is not supported");
+                 llama32_one_b(),
+                 "rope_scaling.rope_type \"yarn\", but model.rope_scaling.type is llama3");
   expect_refused(replaced(kLlama32OneB, "\"factor\": 32.0", "\"factor\": \"big\""), llama32_one_b(),
                  "rope_scaling.factor \"big\" is not a number");
   expect_refused(replaced(kLlama32OneB, "\"rope_theta\": 500000.0", "\"rope_theta\": \"5e5x\""),
@@ -278,6 +281,36 @@ TEST(HfLlamaConfig, WhatTheTrainerDoesNotReadIsNamed) {
           "hidden_act \"gelu\" is not silu");
   refused(replaced(kQwen3ZeroSixB, "\"hidden_size\": 1024", "\"hidden_size\": \"1024\""),
           "\"hidden_size\" must be a positive integer, got \"1024\"");
+}
+
+// Qwen's long-context setting, YaRN (rope_type "yarn" or, in older configs, "type"): read as
+// model.rope_scaling.type yarn, checked both ways, written back by the export; its variants the
+// trainer does not compute are refused, naming the field.
+TEST(HfLlamaConfig, YarnScalingReadsChecksAndExports) {
+  const std::string qwen3_yarn = replaced(
+      kQwen3ZeroSixB, "\"rope_scaling\": null",
+      R"("rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})");
+  model::GptConfig yarn = qwen3_zero_six_b();
+  yarn.rope_scaling = {.type = runtime::RopeScalingType::yarn,
+                       .factor = 4.f,
+                       .original_max_position_embeddings = 32768};
+  expect_reads_as(qwen3_yarn, yarn, 40960);
+  EXPECT_NO_THROW(check_hf_llama_config(qwen3_yarn, "config.json", yarn));
+  const std::string exported = hf_llama_config_json(yarn);
+  EXPECT_NE(exported.find("\"rope_type\": \"yarn\""), std::string::npos) << exported;
+  expect_reads_as(exported, yarn, yarn.positions());
+  expect_refused(qwen3_yarn, qwen3_zero_six_b(),
+                 "rope_scaling is yarn, but model.rope_scaling.factor is 0 (plain RoPE)");
+  model::GptConfig llama3 = yarn;
+  llama3.rope_scaling.type = runtime::RopeScalingType::llama3;
+  expect_refused(qwen3_yarn, llama3,
+                 "rope_scaling.type \"yarn\", but model.rope_scaling.type is llama3");
+  model::GptConfig fast = yarn;
+  fast.rope_scaling.beta_fast = 16.f;
+  expect_refused(qwen3_yarn, fast,
+                 "rope_scaling.beta_fast absent (32) differs from model.rope_scaling.beta_fast 16");
+  expect_refused(replaced(qwen3_yarn, "\"factor\": 4.0", "\"factor\": 4.0, \"mscale\": 0.707"),
+                 yarn, "rope_scaling.mscale is set; the trainer takes YaRN's default");
 }
 
 }  // namespace

@@ -149,6 +149,60 @@ TEST(Rope, ScaledFrequenciesAreHuggingFacesBits) {
   }
 }
 
+// YaRN, bit for bit against Hugging Face's _compute_yarn_parameters run in PyTorch (f32 tensors)
+// for Qwen's long-context setting on heads of 128 (factor 4 over 32768 positions: pairs 0-23
+// kept, 24-39 blended, 40-63 divided by 4) and a small head (factor 4 over 4096: pairs 0-2 kept,
+// 3-5 blended, 6-7 divided); the scores' factor is the attention factor 0.1 ln 4 + 1 squared.
+// One value is not PyTorch's: its f32 pow rounds 1e6^(74/128) one ulp low (0x1.6fd744p+11
+// against the correctly rounded 0x1.6fd746p+11), so pair 37 expects the frequency of the
+// correctly rounded power (Note [Rotary frequencies]; plain RoPE's pair 37 differs the same way).
+TEST(Rope, YarnFrequenciesAreHuggingFacesBits) {
+  const runtime::RopeScaling qwen{.type = runtime::RopeScalingType::yarn,
+                                  .factor = 4.f,
+                                  .original_max_position_embeddings = 32768};
+  const std::vector<float> qwen_expected = {
+      0x1p+0f,         0x1.9c975ap-1f,  0x1.4c7bcp-1f,   0x1.0beddep-1f,  0x1.afd136p-2f,
+      0x1.5bf9fep-2f,  0x1.186a08p-2f,  0x1.c3f06ap-3f,  0x1.6c310ep-3f,  0x1.257b22p-3f,
+      0x1.d8ffacp-4f,  0x1.7d298cp-4f,  0x1.33281ap-4f,  0x1.ef0a26p-5f,  0x1.8eec7ep-5f,
+      0x1.41783ap-5f,  0x1.030dc6p-5f,  0x1.a1835p-6f,   0x1.507316p-6f,  0x1.0f201p-6f,
+      0x1.b4f7e4p-7f,  0x1.6020a4p-7f,  0x1.1bc25ap-7f,  0x1.c9548cp-8f,  0x1.6046eep-8f,
+      0x1.0ec71p-8f,   0x1.9f4aap-9f,   0x1.3da49p-9f,   0x1.e483bep-10f, 0x1.70578p-10f,
+      0x1.17040ep-10f, 0x1.a4fb7p-11f,  0x1.3c1d64p-11f, 0x1.d832dp-12f,  0x1.5e7a04p-12f,
+      0x1.02387cp-12f, 0x1.79277cp-13f, 0x1.107c6ep-13f, 0x1.847d34p-14f, 0x1.103a14p-14f,
+      0x1.74eea6p-15f, 0x1.2c8648p-15f, 0x1.e459c4p-16f, 0x1.864f6ap-16f, 0x1.3a8748p-16f,
+      0x1.faeba8p-17f, 0x1.987f7cp-17f, 0x1.492f56p-17f, 0x1.094564p-17f, 0x1.ab8882p-18f,
+      0x1.58863ap-18f, 0x1.15a1dap-18f, 0x1.bf749ep-19f, 0x1.68941cp-19f, 0x1.2291c6p-19f,
+      0x1.d44e64p-20f, 0x1.796182p-20f, 0x1.301c04p-20f, 0x1.ea20ep-21f,  0x1.8af756p-21f,
+      0x1.3e47c8p-21f, 0x1.007bd8p-21f, 0x1.9d5ef2p-22f, 0x1.4d1c98p-22f};
+  const runtime::RopeScaling small{.type = runtime::RopeScalingType::yarn,
+                                   .factor = 4.f,
+                                   .original_max_position_embeddings = 4096};
+  const std::vector<float> small_expected = {0x1p+0f,         0x1.43d136p-2f, 0x1.99999ap-4f,
+                                             0x1.a4f66p-6f,   0x1.999998p-8f, 0x1.6aace2p-10f,
+                                             0x1.0624dep-12f, 0x1.4b96cp-14f};
+  struct Case {
+    float base;
+    int64_t head_dim;
+    const runtime::RopeScaling& scaling;
+    const std::vector<float>& expected;
+    int64_t changed;
+  };
+  for (const Case& c : {Case{1000000.f, 128, qwen, qwen_expected, 40},
+                        Case{10000.f, 16, small, small_expected, 5}}) {
+    int64_t changed = 0;
+    for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+      const float scaled = runtime::rotary_inv_freq(i, c.head_dim, c.base, c.scaling);
+      EXPECT_EQ(scaled, c.expected[static_cast<size_t>(i)])
+          << "D " << c.head_dim << ", i " << i << ": " << scaled;
+      changed += scaled != runtime::rotary_inv_freq(i, c.head_dim, c.base);
+    }
+    EXPECT_EQ(changed, c.changed) << "D " << c.head_dim;
+  }
+  const float attention = 1.13862943649292f;  // f32(0.1 ln 4 + 1), as PyTorch holds it
+  EXPECT_EQ(qwen.score_factor(), attention * attention);
+  EXPECT_EQ(runtime::RopeScaling{.factor = 8.f}.score_factor(), 1.f);  // Llama 3.1's: none
+}
+
 // The kernel rotates by the scaled frequencies: the formula on Hugging Face's scaled frequencies
 // (the second case above) at positions 4093-4097, and not plain RoPE's rotation.
 TEST(Rope, ScalingReachesTheKernel) {

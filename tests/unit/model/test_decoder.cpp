@@ -119,6 +119,15 @@ TEST(Decoder, Qwen3NormsCacheGivesTheFullForwardsLogits) {
   expect_cache_matches_full_forward(config);
 }
 
+// YaRN's scaling: the decoder's scores take the attention factor squared as training's do.
+TEST(Decoder, YarnScaledCacheGivesTheFullForwardsLogits) {
+  model::GptConfig config = testing_support::tiny_llama_config(/*dropout=*/0.f);
+  config.rope_scaling = {.type = runtime::RopeScalingType::yarn,
+                         .factor = 4.f,
+                         .original_max_position_embeddings = 4096};
+  expect_cache_matches_full_forward(config);
+}
+
 TEST(Decoder, BadTokensAndPositionsAreInputErrors) {
   TinyModel tiny(testing_support::tiny_config(0.f), 1);
   model::Decoder decoder(tiny.params, tiny.config, tiny.allocator);
