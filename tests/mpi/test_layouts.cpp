@@ -216,13 +216,16 @@ TEST(Layouts, WideHeadsMatchOneProcessWithin1e5) {
                     {{2, "wide heads tp2 sp", tp2}, {4, "wide heads tp2 cp2 sp flash", tp2cp2}});
 }
 
-// Qwen3's q and k norms (model.qk_layernorm): each tensor-parallel rank's gradient of the norms'
-// weights covers its own heads, summed over tp with or without sequence parallelism; tp2, and
-// tp2 cp2 sp with flash.
+// Qwen3's q and k norms (model.qk_layernorm), with YaRN's RoPE scaling as its long-context
+// setting: each tensor-parallel rank's gradient of the norms' weights covers its own heads,
+// summed over tp with or without sequence parallelism, and the context ring scales the scores
+// as one process does; tp2, and tp2 cp2 sp with flash.
 TEST(Layouts, Qwen3NormsMatchOneProcessWithin1e5) {
   mpi_test::SharedData shared;
   std::vector<std::string> qwen3 = llama();
-  qwen3.insert(qwen3.end(), {"model.qk_layernorm=true", "model.kv_channels=12"});
+  qwen3.insert(qwen3.end(), {"model.qk_layernorm=true", "model.kv_channels=12",
+                             "model.rope_scaling.type=yarn", "model.rope_scaling.factor=4",
+                             "model.rope_scaling.original_max_position_embeddings=4096"});
   std::vector<std::string> tp2 = qwen3, tp2cp2 = qwen3;
   tp2.push_back("parallel.tensor=2");
   tp2cp2.insert(tp2cp2.end(), {"parallel.tensor=2", "parallel.context=2",
