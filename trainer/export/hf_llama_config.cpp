@@ -3,11 +3,13 @@
 // published config.json describes.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "runtime/error.h"
 #include "trainer/export/hf_llama.h"
@@ -107,23 +109,26 @@ void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config, 
     fail(std::string(key) + ".truncate", "is false; the trainer truncates the correction range");
 }
 
-// LlamaConfig's rope_scaling: null, Llama 3.1's or YaRN's.
+// LlamaConfig's rope_scaling: null, Llama 3.1's or YaRN's (keys sorted).
 std::string rope_scaling_json(const runtime::RopeScaling& s) {
   if (!s.enabled()) return "null";
-  if (s.type == runtime::RopeScalingType::yarn) {
-    return "{\n    \"beta_fast\": " + number(s.beta_fast) +
-           ",\n    \"beta_slow\": " + number(s.beta_slow) +
-           ",\n    \"factor\": " + number(s.factor) +
-           ",\n    \"original_max_position_embeddings\": " +
-           std::to_string(s.original_max_position_embeddings) +
-           ",\n    \"rope_type\": \"yarn\"\n  }";
+  const bool yarn = s.type == runtime::RopeScalingType::yarn;
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"factor", number(s.factor)},
+      {"original_max_position_embeddings", std::to_string(s.original_max_position_embeddings)},
+      {"rope_type", yarn ? "\"yarn\"" : "\"llama3\""}};
+  if (yarn) {
+    fields.insert(fields.end(),
+                  {{"beta_fast", number(s.beta_fast)}, {"beta_slow", number(s.beta_slow)}});
+  } else {
+    fields.insert(fields.end(), {{"high_freq_factor", number(s.high_freq_factor)},
+                                 {"low_freq_factor", number(s.low_freq_factor)}});
   }
-  return "{\n    \"factor\": " + number(s.factor) +
-         ",\n    \"high_freq_factor\": " + number(s.high_freq_factor) +
-         ",\n    \"low_freq_factor\": " + number(s.low_freq_factor) +
-         ",\n    \"original_max_position_embeddings\": " +
-         std::to_string(s.original_max_position_embeddings) +
-         ",\n    \"rope_type\": \"llama3\"\n  }";
+  std::sort(fields.begin(), fields.end());
+  std::string json = "{";
+  for (size_t i = 0; i < fields.size(); ++i)
+    json += (i > 0 ? ",\n    \"" : "\n    \"") + fields[i].first + "\": " + fields[i].second;
+  return json + "\n  }";
 }
 
 }  // namespace

@@ -109,6 +109,20 @@ TEST(Rope, FrequenciesAreThePowersOfTheBase) {
   }
 }
 
+// Every frequency of a head of `head_dim` under `scaling` is `expected`'s, bit for bit, and
+// `changed` of them differ from plain RoPE's.
+void expect_frequencies(float base, int64_t head_dim, const runtime::RopeScaling& scaling,
+                        const std::vector<float>& expected, int64_t changed) {
+  int64_t differ = 0;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const float scaled = runtime::rotary_inv_freq(i, head_dim, base, scaling);
+    EXPECT_EQ(scaled, expected[static_cast<size_t>(i)])
+        << "D " << head_dim << ", i " << i << ": " << scaled;
+    differ += scaled != runtime::rotary_inv_freq(i, head_dim, base);
+  }
+  EXPECT_EQ(differ, changed) << "D " << head_dim;
+}
+
 // Llama 3.1's scaling, bit for bit against Hugging Face's _compute_llama3_parameters run in
 // PyTorch (f32 tensors) for Llama 3.2's values (factor 32; 3 frequencies blended, 17 changed)
 // and a small head whose band the blend covers (2 blended, 7 changed). Note [Rope scaling
@@ -137,16 +151,8 @@ TEST(Rope, ScaledFrequenciesAreHuggingFacesBits) {
        {0x1p+0f, 0x1.f47fe8p-3f, 0x1.ab5e6p-7f, 0x1.030dc6p-8f, 0x1.47ae14p-10f, 0x1.9e7c7p-12f,
         0x1.0624dep-13f, 0x1.4b96cp-15f}},
   };
-  for (const Case& c : cases) {
-    int64_t changed = 0;
-    for (int64_t i = 0; i < c.head_dim / 2; ++i) {
-      const float scaled = runtime::rotary_inv_freq(i, c.head_dim, c.base, c.scaling);
-      EXPECT_EQ(scaled, c.expected[static_cast<size_t>(i)])
-          << "D " << c.head_dim << ", i " << i << ": " << scaled;
-      changed += scaled != runtime::rotary_inv_freq(i, c.head_dim, c.base);
-    }
-    EXPECT_EQ(changed, c.head_dim == 64 ? 17 : 7);
-  }
+  for (const Case& c : cases)
+    expect_frequencies(c.base, c.head_dim, c.scaling, c.expected, c.head_dim == 64 ? 17 : 7);
 }
 
 // YaRN, bit for bit against Hugging Face's _compute_yarn_parameters run in PyTorch (f32 tensors)
@@ -180,24 +186,8 @@ TEST(Rope, YarnFrequenciesAreHuggingFacesBits) {
   const std::vector<float> small_expected = {0x1p+0f,         0x1.43d136p-2f, 0x1.99999ap-4f,
                                              0x1.a4f66p-6f,   0x1.999998p-8f, 0x1.6aace2p-10f,
                                              0x1.0624dep-12f, 0x1.4b96cp-14f};
-  struct Case {
-    float base;
-    int64_t head_dim;
-    const runtime::RopeScaling& scaling;
-    const std::vector<float>& expected;
-    int64_t changed;
-  };
-  for (const Case& c : {Case{1000000.f, 128, qwen, qwen_expected, 40},
-                        Case{10000.f, 16, small, small_expected, 5}}) {
-    int64_t changed = 0;
-    for (int64_t i = 0; i < c.head_dim / 2; ++i) {
-      const float scaled = runtime::rotary_inv_freq(i, c.head_dim, c.base, c.scaling);
-      EXPECT_EQ(scaled, c.expected[static_cast<size_t>(i)])
-          << "D " << c.head_dim << ", i " << i << ": " << scaled;
-      changed += scaled != runtime::rotary_inv_freq(i, c.head_dim, c.base);
-    }
-    EXPECT_EQ(changed, c.changed) << "D " << c.head_dim;
-  }
+  expect_frequencies(1000000.f, 128, qwen, qwen_expected, 40);
+  expect_frequencies(10000.f, 16, small, small_expected, 5);
   const float attention = 1.13862943649292f;  // f32(0.1 ln 4 + 1), as PyTorch holds it
   EXPECT_EQ(qwen.score_factor(), attention * attention);
   EXPECT_EQ(runtime::RopeScaling{.factor = 8.f}.score_factor(), 1.f);  // Llama 3.1's: none
