@@ -6,7 +6,7 @@ trainer=$1
 source "$(dirname "$0")/../script_test_util.sh"
 "$trainer" --help > "$dir/top" || fail "trainer --help exited $?"
 commands=$(sed -n 's/^  \([a-z][a-z-]*\) .*/\1/p' "$dir/top" | sort -u)
-[ "$(echo $commands)" = "calibrate export generate plan prepare-data report train" ] || fail "commands listed: $commands"
+[ "$(echo $commands)" = "calibrate export generate hf-config plan prepare-data report train" ] || fail "commands listed: $commands"
 for command in $commands; do
   for flag in --help -h; do
     "$trainer" "$command" "$flag" > "$dir/out" 2> "$dir/err" || fail "$command $flag exited $?"
