@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <ostream>
 
 #include "model/decoder.h"
@@ -38,17 +39,24 @@ float parse_float(const std::string& flag, const std::string& text) {
   return value;
 }
 
-// The tokenizer of the flags, else the one of the run's dataset.
+// The tokenizer of the flags, else the one of the run's dataset, else the tokenizer.json beside
+// a published model's weights (--model DIR as on the Hugging Face Hub).
 std::unique_ptr<tokenizer::Tokenizer> resolve_tokenizer(const GenerateOptions& options,
                                                         const Config& config) {
   if (options.tokenizer) return tokenizer::load_tokenizer(*options.tokenizer);
-  const std::optional<tokenizer::TokenizerSpec> spec = data_tokenizer_spec(config.data);
-  if (!spec) {
-    throw runtime::InputError(
-        "generate: no dataset of the run has a .json naming its tokenizer; give one with "
-        "--tokenizer and its files, as to prepare-data");
+  if (const std::optional<tokenizer::TokenizerSpec> spec = data_tokenizer_spec(config.data))
+    return tokenizer::load_tokenizer(*spec);
+  const std::filesystem::path published =
+      std::filesystem::path(options.model_dir) / "tokenizer.json";
+  if (!options.model_dir.empty() && std::filesystem::exists(published)) {
+    tokenizer::TokenizerSpec spec;
+    spec.kind = tokenizer::TokenizerKind::hf;
+    spec.tokenizer_file = published.string();
+    return tokenizer::load_tokenizer(spec);
   }
-  return tokenizer::load_tokenizer(*spec);
+  throw runtime::InputError(
+      "generate: no dataset of the run has a .json naming its tokenizer, and no tokenizer.json "
+      "is beside the model; give one with --tokenizer and its files, as to prepare-data");
 }
 
 }  // namespace
@@ -66,8 +74,9 @@ std::string generate_usage() {
          "        token). --max-new-tokens (64), --temperature (1.0; 0 is greedy), --top-k (0:\n"
          "        the whole vocabulary), --seed (1234): the same seed gives the same sample.\n"
          "        Generation stops at the eod token. The tokenizer is the data's (the\n"
-         "        <prefix>.json of data.path or of data.blend's datasets) unless given with\n"
-         "        prepare-data's tokenizer flags.\n"
+         "        <prefix>.json of data.path or of data.blend's datasets), else the\n"
+         "        tokenizer.json beside --model's weights, unless given with prepare-data's\n"
+         "        tokenizer flags.\n"
          "        --print-ids adds a line with the generated token ids.\n"
          "        --device: cpu (default) or cuda, the first GPU (a build with CUDA).\n";
 }

@@ -125,6 +125,31 @@ TEST(Generate, AHubDirectoryLoadsFromItsConfigJsonAlone) {
   }
 }
 
+// `trainer generate --model DIR` on a directory as published (config.json, weights and the
+// tokenizer.json beside them, no config.yaml): the model from config.json, the tokenizer from
+// tokenizer.json (a small Qwen2-style one here, 2259 ids), a greedy sample continuing the prompt.
+TEST(Generate, AHubDirectoryGeneratesWithItsOwnTokenizer) {
+  FinishedRun finished({"model.architecture=llama", "model.num_attention_heads=4",
+                        "model.num_query_groups=2", "model.ffn_hidden_size=48",
+                        "model.vocab_size=2304"});
+  const std::filesystem::path hub = std::filesystem::path(finished.dir / "hub");
+  std::filesystem::create_directories(hub);
+  for (const char* file : {"model.safetensors", "config.json"})
+    std::filesystem::copy_file(std::filesystem::path(finished.dir / "run") / file, hub / file);
+  std::ostringstream out;
+  const GenerateOptions options =
+      parse_generate_options({"--model", hub.string(), "--prompt", "the cat", "--max-new-tokens",
+                              "4", "--temperature", "0"});
+  expect_error<runtime::InputError>([&] { run_generate(options, out); },
+                                    {"no tokenizer.json is beside the model"},
+                                    "a published directory without a tokenizer");
+  std::filesystem::copy_file(std::string(TRAINER_SOURCE_DIR) +
+                                 "/tests/unit/tokenizer/data/small_qwen2_style_tokenizer.json",
+                             hub / "tokenizer.json");
+  EXPECT_EQ(run_generate(options, out), 0);
+  EXPECT_EQ(out.str().rfind("the cat", 0), 0u) << out.str();
+}
+
 // A byte-tokenized dataset (prepare-data, eod 256) under `dir`/text.
 std::string byte_dataset(const testing_support::TempDir& dir) {
   std::ofstream(dir / "docs.txt") << std::string(3000, 'a') + " the cat sat on the mat. ";
