@@ -57,10 +57,10 @@ int run_export(const ExportOptions& options, std::ostream& out) {
   // last tensor: the whole model is never in memory at once.
   const CheckpointWeights weights(options.checkpoint_dir, "export");
   const model::GptConfig& config = weights.config.model;
-  const model::WholeModelLayout layout(config);
-  LoadedParamValues values(config, [&](int64_t param, std::vector<float>& out_values) {
-    weights.read(layout.named().at(static_cast<size_t>(param)), out_values.data());
-  });
+  LoadedParamValues values(
+      config, [&](int64_t, const model::NamedParam& layout, std::vector<float>& out_values) {
+        weights.read(layout, out_values.data());
+      });
   export_hf(options.output_dir, config, options.dtype, values);
   const std::filesystem::path dir(options.output_dir);
   write_file_atomically((dir / "config.yaml").string(), to_yaml(weights.config));

@@ -32,7 +32,7 @@ class GatheredParams final : public LoadedParamValues {
                  const std::vector<int64_t>& reads)
       : LoadedParamValues(
             config,
-            [this](int64_t param, std::vector<float>& values) {
+            [this](int64_t param, const model::NamedParam&, std::vector<float>& values) {
               TRAINER_ASSERT(next_ < order_.size() && order_[next_] == param,
                              "the export read parameter " << param << " out of the gathered order");
               ++next_;

@@ -143,11 +143,11 @@ LoadedParamValues::LoadedParamValues(const model::GptConfig& config, Load load)
 const float* LoadedParamValues::acquire(int64_t param) {
   const auto held = held_.find(param);
   if (held != held_.end()) return held->second.data();
-  const int64_t numel =
-      runtime::shape_numel(layout_.named().at(static_cast<size_t>(param)).global_shape);
+  const model::NamedParam& entry = layout_.named().at(static_cast<size_t>(param));
+  const int64_t numel = runtime::shape_numel(entry.global_shape);
   std::vector<float>& values = held_[param];
   values.assign(static_cast<size_t>(numel), 0.f);
-  load_(param, values);
+  load_(param, entry, values);
   held_values_ += numel;
   peak_values_ = std::max(peak_values_, held_values_);
   return values.data();

@@ -37,10 +37,12 @@ class HfParamValues {
 // Parameters loaded on their first read and freed after their last, in the reads of
 // hf_export_param_reads: the export holds only the parameters of the tensors it is making (for a
 // whole model, at most the largest parameter and a layer's few). `load` fills a parameter's
-// values (sized to its global shape, zero) on its first read.
+// values (sized to its global shape, zero) on its first read; it is given the parameter's index
+// and its entry in the whole model's layout.
 class LoadedParamValues : public HfParamValues {
  public:
-  using Load = std::function<void(int64_t param, std::vector<float>& values)>;
+  using Load = std::function<void(int64_t param, const model::NamedParam& layout,
+                                  std::vector<float>& values)>;
   LoadedParamValues(const model::GptConfig& config, Load load);
   const float* acquire(int64_t param) override;
   void release(int64_t param) override;

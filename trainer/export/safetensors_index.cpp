@@ -45,11 +45,17 @@ SafetensorsFile read_safetensors_shards(const std::string& index_path, Safetenso
   return merged;
 }
 
+std::optional<std::string> hf_weights_in(const std::string& dir) {
+  for (const char* name : {"model.safetensors", "model.safetensors.index.json"}) {
+    const std::filesystem::path file = std::filesystem::path(dir) / name;
+    if (std::filesystem::exists(file)) return file.string();
+  }
+  return std::nullopt;
+}
+
 std::string hf_weights_path(const std::string& path) {
-  const std::filesystem::path dir(path);
-  if (!std::filesystem::is_directory(dir)) return path;
-  for (const char* name : {"model.safetensors", "model.safetensors.index.json"})
-    if (std::filesystem::exists(dir / name)) return (dir / name).string();
+  if (!std::filesystem::is_directory(path)) return path;
+  if (std::optional<std::string> weights = hf_weights_in(path)) return *weights;
   throw runtime::InputError(
       path + ": a directory without model.safetensors or model.safetensors.index.json");
 }

@@ -3,6 +3,7 @@
 // (Llama 3.2 3B in 2 shards, Llama 3.1 8B in 4).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "trainer/export/safetensors.h"
@@ -16,9 +17,12 @@ namespace trainer {
 SafetensorsFile read_safetensors_shards(const std::string& index_path,
                                         SafetensorsRead read = SafetensorsRead::whole);
 
-// The weights file of `path`: a directory's model.safetensors, else its
-// model.safetensors.index.json (as a model is published on the Hugging Face Hub); any other path
-// as it is. InputError naming a directory that has neither.
+// The weights file of a directory: its model.safetensors, else its model.safetensors.index.json
+// (as a model is published on the Hugging Face Hub); nullopt when it has neither.
+std::optional<std::string> hf_weights_in(const std::string& dir);
+
+// `path` as a weights file: a directory's hf_weights_in (InputError naming a directory without
+// one), any other path as it is.
 std::string hf_weights_path(const std::string& path);
 
 // A model's weights (`path` through hf_weights_path): the shards of a *.safetensors.index.json,

@@ -40,8 +40,9 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
   if (!fs::is_directory(dir))
     throw runtime::InputError("generate: --model " + run_dir + ": no such directory");
   // One file, or a published model's shards named by their index.
+  const std::optional<std::string> weights = hf_weights_in(run_dir);
   const fs::path json = dir / "config.json", yaml = dir / "config.yaml";
-  if (!fs::exists(dir / "model.safetensors") && !fs::exists(dir / "model.safetensors.index.json")) {
+  if (!weights) {
     throw runtime::InputError("generate: --model " + run_dir +
                               ": no model.safetensors (the run writes it at its end with "
                               "output.export: true; a checkpoint loads with --checkpoint) and no "
@@ -57,9 +58,8 @@ std::unique_ptr<LoadedModel> load_exported_model(const std::string& run_dir) {
                               ": neither config.yaml (the run's) nor config.json beside "
                               "model.safetensors");
   }
-  const std::string weights = hf_weights_path(run_dir);
-  auto loaded = allocate(config, weights);
-  import_whole(*open_hf_import(weights, config.model), loaded->params);
+  auto loaded = allocate(config, *weights);
+  import_whole(*open_hf_import(*weights, config.model), loaded->params);
   return loaded;
 }
 

@@ -96,25 +96,35 @@ TEST(Generate, ExportAndCheckpointGiveTheSameModelAndTokens) {
   }
 }
 
-// A directory as published on the Hugging Face Hub (model.safetensors and config.json, no
-// config.yaml) loads from its config.json alone, Llama and Qwen3 as GPT-2: the same weights and
-// the same greedy tokens as the run's own directory.
+// The run's export copied to `dir`/hub as the Hub publishes a model: model.safetensors and
+// config.json, no config.yaml.
+std::filesystem::path published_copy(const FinishedRun& finished) {
+  const std::filesystem::path hub = std::filesystem::path(finished.dir / "hub");
+  std::filesystem::create_directories(hub);
+  for (const char* file : {"model.safetensors", "config.json"})
+    std::filesystem::copy_file(std::filesystem::path(finished.dir / "run") / file, hub / file);
+  return hub;
+}
+
+// A directory as published on the Hugging Face Hub loads from its config.json alone, GPT-2,
+// Llama and Qwen3: the same weights and the same greedy tokens as the run's own directory.
 TEST(Generate, AHubDirectoryLoadsFromItsConfigJsonAlone) {
-  for (const std::string architecture : {"llama", "qwen3"}) {
+  const std::map<std::string, std::string> classes = {
+      {"gpt2", "GPT2LMHeadModel"}, {"llama", "LlamaForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+  for (const auto& [architecture, hf_class] : classes) {
     SCOPED_TRACE(architecture);
-    std::vector<std::string> overrides = {"model.architecture=llama", "model.num_attention_heads=4",
-                                          "model.num_query_groups=2", "model.ffn_hidden_size=48"};
+    std::vector<std::string> overrides;
+    if (architecture != "gpt2") {
+      overrides = {"model.architecture=llama", "model.num_attention_heads=4",
+                   "model.num_query_groups=2", "model.ffn_hidden_size=48"};
+    }
     if (architecture == "qwen3") overrides.push_back("model.qk_layernorm=true");
     FinishedRun finished(overrides);
-    const std::filesystem::path hub = std::filesystem::path(finished.dir / "hub");
-    std::filesystem::create_directories(hub);
-    for (const char* file : {"model.safetensors", "config.json"})
-      std::filesystem::copy_file(std::filesystem::path(finished.dir / "run") / file, hub / file);
+    const std::filesystem::path hub = published_copy(finished);
     const auto run = load_exported_model(finished.dir / "run");
     const auto published = load_exported_model(hub.string());
     ASSERT_TRUE(testing_support::same_bytes(run->params.flat, published->params.flat));
-    EXPECT_EQ(model::hf_class_name(published->config.model),
-              architecture == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM");
+    EXPECT_EQ(model::hf_class_name(published->config.model), hf_class);
     SamplingOptions greedy;
     greedy.temperature = 0.f;
     greedy.max_new_tokens = 8;
@@ -132,10 +142,7 @@ TEST(Generate, AHubDirectoryGeneratesWithItsOwnTokenizer) {
   FinishedRun finished({"model.architecture=llama", "model.num_attention_heads=4",
                         "model.num_query_groups=2", "model.ffn_hidden_size=48",
                         "model.vocab_size=2304"});
-  const std::filesystem::path hub = std::filesystem::path(finished.dir / "hub");
-  std::filesystem::create_directories(hub);
-  for (const char* file : {"model.safetensors", "config.json"})
-    std::filesystem::copy_file(std::filesystem::path(finished.dir / "run") / file, hub / file);
+  const std::filesystem::path hub = published_copy(finished);
   std::ostringstream out;
   const GenerateOptions options =
       parse_generate_options({"--model", hub.string(), "--prompt", "the cat", "--max-new-tokens",
