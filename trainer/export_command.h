@@ -1,5 +1,6 @@
 // `trainer export`: a checkpoint of any parallel layout written as a Hugging Face model
-// (GPT2LMHeadModel or LlamaForCausalLM, float32 or bfloat16), as the end of a run writes it with
+// (GPT2LMHeadModel, LlamaForCausalLM, Qwen2's or Qwen3's; float32 or bfloat16), read a parameter
+// at a time, as the end of a run writes it with
 // output.export, with the run's config.yaml beside it so that `trainer generate --model` reads
 // the directory; and `trainer hf-config`, a published config.json as a model: section. Bad input
 // is an InputError naming the flag or file.

@@ -75,8 +75,9 @@ struct TrainConfig {
   // (on any rank), with a checkpoint written, exit 0: a run that resumes under a job time limit
   // (Megatron's --exit-duration-in-mins). 0: never.
   double exit_duration_minutes = 0;
-  // HF weights to start from (not on resume): model.safetensors, or a sharded checkpoint's
-  // model.safetensors.index.json; GPT2LMHeadModel or LlamaForCausalLM as model.architecture.
+  // HF weights to start from (not on resume): model.safetensors, a sharded checkpoint's
+  // model.safetensors.index.json, or a directory holding either; the class model::hf_class_name
+  // names (GPT-2, Llama, Qwen2 or Qwen3).
   std::string init_from;
   GuardConfig guard;
   InjectConfig inject;  // a test hook; see InjectConfig
