@@ -230,7 +230,8 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
                                    .real_cols = vocab.real,
                                    .shard_cols = vocab.rows});
     d.tp->all_reduce_sum(losses);
-    ops::vocab_shard_finish({.losses = losses, .lse = s.lse, .row_max = row_max, .rows = rows});
+    ops::vocab_shard_finish(
+        {.losses = losses, .lse = s.lse, .row_max = row_max, .targets = targets, .rows = rows});
   }
   if (!keep) s = HeadStash();
 }

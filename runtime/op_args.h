@@ -599,18 +599,19 @@ struct PositionEmbeddingBackward {
 };
 
 // losses = logsumexp(logits[:vocab]) - logits[target], lse keeps the logsumexp; columns from
-// vocab to padded_vocab are padding and take no part.
+// vocab to padded_vocab are padding and take no part. A kIgnoredTarget row's loss is 0.
 struct CrossEntropyForward {
   Tensor losses;   // (rows) =, f32
   Tensor lse;      // (rows) =, f32
   Tensor logits;   // (rows, padded_vocab)
-  Tensor targets;  // (rows), i32, < vocab
+  Tensor targets;  // (rows), i32, < vocab, or kIgnoredTarget
   int64_t rows;
   int64_t vocab;
   int64_t padded_vocab;
 };
 
-// dlogits = (softmax(logits) - onehot(target)) * scale, 0 on padding; may alias logits.
+// dlogits = (softmax(logits) - onehot(target)) * scale, 0 on padding and on a kIgnoredTarget
+// row; may alias logits.
 struct CrossEntropyBackward {
   Tensor dlogits;  // (rows, padded_vocab) =
   Tensor logits;   // (rows, padded_vocab)
@@ -659,16 +660,17 @@ struct VocabShardTargetLogit {
 };
 
 // lse = row_max + log(lse) (lse holds the global sum of exp on entry), losses = lse - losses
-// (losses holds the global target logit on entry).
+// (losses holds the global target logit on entry); 0 on a kIgnoredTarget row.
 struct VocabShardFinish {
   Tensor losses;   // (rows) in place, f32
   Tensor lse;      // (rows) in place, f32
   Tensor row_max;  // (rows), f32
+  Tensor targets;  // (rows), i32
   int64_t rows;
 };
 
-// dlogits = (exp(logit - lse) - [target == column]) * scale on real columns, 0 on padding;
-// may alias logits.
+// dlogits = (exp(logit - lse) - [target == column]) * scale on real columns, 0 on padding and on
+// a kIgnoredTarget row; may alias logits.
 struct VocabShardCrossEntropyBackward {
   Tensor dlogits;  // (rows, shard_cols) =
   Tensor logits;   // (rows, shard_cols)

@@ -23,6 +23,11 @@ struct AdamWParams {
   int64_t step = 1;  // 1-based count of updates including this one (bias correction)
 };
 
+// A cross-entropy target that takes no part: its row's loss is 0 and its logits get no gradient
+// (data.eod_mask_loss puts it where the input is the end-of-document token). Every other target
+// is a token id.
+inline constexpr int32_t kIgnoredTarget = -1;
+
 // The largest head dimension the flash kernels take (CPU and CUDA).
 inline constexpr int64_t kFlashMaxHeadDim = 128;
 

@@ -202,7 +202,8 @@ void vocab_shard_target_logit(const VocabShardTargetLogit& args) {
 }
 
 void vocab_shard_finish(const VocabShardFinish& args) {
-  cpu::vocab_shard_finish(args.losses.f32(), args.lse.f32(), args.row_max.f32(), args.rows);
+  cpu::vocab_shard_finish(args.losses.f32(), args.lse.f32(), args.row_max.f32(), args.targets.i32(),
+                          args.rows);
 }
 
 void vocab_shard_cross_entropy_backward(const VocabShardCrossEntropyBackward& args) {

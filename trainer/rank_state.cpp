@@ -48,13 +48,19 @@ void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum) {
 
 parallel::PipelineStep make_pipeline_step(RankState& state, parallel::ProcessGroups& groups,
                                           const Config& config, int64_t step,
-                                          MicrobatchSource microbatch) {
+                                          MicrobatchSource microbatch, int64_t counted_targets) {
   parallel::PipelineStep p;
   for (const auto& chunk : state.chunks) p.chunks.push_back(chunk.get());
   p.pp = groups.pp.get();
   p.num_microbatches = state.setup.num_microbatches;
   p.microbatch = std::move(microbatch);
   p.step = recompute::StepInfo{config.train.seed, step};
+  if (counted_targets > 0) {
+    const int64_t replicas = config.parallel.data * config.parallel.context;
+    p.loss_scale =
+        static_cast<float>(static_cast<double>(replicas) / static_cast<double>(counted_targets));
+    return p;
+  }
   p.loss_scale = 1.0f / static_cast<float>((config.train.global_batch_size / config.parallel.data) *
                                            state.setup.dims.context().local_seq());
   return p;

@@ -56,10 +56,11 @@ using MicrobatchSource = decltype(parallel::PipelineStep::microbatch);
 // The pipeline step of `state` for training step `step` (0 for an evaluation): its chunks, its
 // pipeline group and microbatch count, microbatches from `microbatch`, and the loss scale that
 // makes the gradients the mean over the global batch's tokens (per token of this rank, then
-// averaged over the dp x cp replicas).
+// averaged over the dp x cp replicas). `counted_targets` > 0: the mean over that many targets
+// of the global batch instead (data.eod_mask_loss leaves some out).
 parallel::PipelineStep make_pipeline_step(RankState& state, parallel::ProcessGroups& groups,
                                           const Config& config, int64_t step,
-                                          MicrobatchSource microbatch);
+                                          MicrobatchSource microbatch, int64_t counted_targets = 0);
 
 struct StepGradients {
   double loss_sum = 0;  // over every token of the global batch, on every rank

@@ -266,12 +266,17 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
   int32_t* host_targets = !targets     ? nullptr
                           : on_device_ ? staging.i32() + (tokens ? T * B : 0)
                                        : micro.targets.i32();
+  const std::optional<int32_t> masked = data_->masked_input();
   for (int64_t b = 0; b < B; ++b) {
     sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
     for (int64_t i = 0; i < T; ++i) {  // local row i is position shard.position(i)
       const auto position = static_cast<size_t>(shard.position(i));
       if (tokens) host_tokens[i * B + b] = sample_buffer_[position];
-      if (targets) host_targets[i * B + b] = sample_buffer_[position + 1];
+      if (targets) {
+        host_targets[i * B + b] = masked && sample_buffer_[position] == *masked
+                                      ? runtime::kIgnoredTarget
+                                      : sample_buffer_[position + 1];
+      }
     }
   }
   if (!on_device_) return micro;
@@ -288,12 +293,19 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
   return micro;
 }
 
+int64_t Trainer::batch_targets(const SampleSource& sampler, int64_t batch) const {
+  const int64_t G = config_.train.global_batch_size;
+  return counted_targets(sampler, batch * G, G, config_.model.seq_length, data_->masked_input());
+}
+
 parallel::PipelineStep Trainer::pipeline_step(const SampleSource& sampler, int64_t batch,
-                                              int64_t step) {
+                                              int64_t step, int64_t counted) {
   return make_pipeline_step(
-      state_, groups_, config_, step, [this, &sampler, batch](int64_t mb, int64_t chunk) {
+      state_, groups_, config_, step,
+      [this, &sampler, batch](int64_t mb, int64_t chunk) {
         return make_microbatch(sampler, batch, mb, *state_.chunks[static_cast<size_t>(chunk)]);
-      });
+      },
+      data_->masked_input() ? std::max<int64_t>(counted, 1) : 0);
 }
 
 StepMetrics Trainer::train_step() {
@@ -308,15 +320,17 @@ StepMetrics Trainer::train_step() {
   for (const auto& chunk : state_.chunks) chunk->reset_recompute_flops();
 
   const int64_t batch = skipped_.batch_of_step(step);
-  auto [loss_sum, reduce_time] =
-      compute_step_gradients(state_, groups_, config_, pipeline_step(data_->train(), batch, step));
+  // Every rank counts the whole batch's targets from the data (no collective).
+  const int64_t counted = std::max<int64_t>(batch_targets(data_->train(), batch), 1);
+  auto [loss_sum, reduce_time] = compute_step_gradients(
+      state_, groups_, config_, pipeline_step(data_->train(), batch, step, counted));
   inject_fault(batch, loss_sum);
 
   StepMetrics m;
   m.step = step;
   m.grad_reduce_wait_ms = reduce_time.after_backward_s * 1e3;
   m.grad_reduce_in_backward_ms = reduce_time.in_backward_s * 1e3;
-  m.loss = loss_sum / static_cast<double>(G * T);
+  m.loss = loss_sum / static_cast<double>(counted);
   m.grad_norm = state_.optimizer->grad_norm(groups_, state_.grads, state_.setup.shard.embedding);
   m.lr = learning_rate(config_.optimizer, t.steps, step);
   if (!guard_step(m)) {
@@ -397,12 +411,14 @@ ValidationLosses Trainer::evaluate_datasets() {
   ValidationLosses losses;
   for (const DataSource& source : data_->sources()) {
     double loss_sum = 0;
+    int64_t counted = 0;
     for (int64_t batch = 0; batch < t.eval_iters; ++batch) {
-      loss_sum += parallel::run_evaluation(pipeline_step(*source.validation, batch, 0));
+      const int64_t targets = batch_targets(*source.validation, batch);
+      counted += targets;
+      loss_sum += parallel::run_evaluation(pipeline_step(*source.validation, batch, 0, targets));
     }
     all_reduce_step_loss(groups_, loss_sum);
-    const double loss = loss_sum / static_cast<double>(t.eval_iters * t.global_batch_size *
-                                                       config_.model.seq_length);
+    const double loss = loss_sum / static_cast<double>(std::max<int64_t>(counted, 1));
     losses.per_dataset.push_back(loss);
     losses.overall += source.weight * loss;
   }

@@ -141,7 +141,13 @@ class Trainer {
   // The whole model's config with the vocabulary padded as this run pads it
   // (padding grows with the tensor-parallel size): the shape of gathered weights.
   model::GptConfig whole_model_config() const;
-  parallel::PipelineStep pipeline_step(const SampleSource& sampler, int64_t batch, int64_t step);
+  // The pipeline step of global batch `batch` of `sampler` (step 0: an evaluation), whose loss
+  // is the mean over `counted` targets (batch_targets).
+  parallel::PipelineStep pipeline_step(const SampleSource& sampler, int64_t batch, int64_t step,
+                                       int64_t counted);
+  // The targets of global batch `batch` of `sampler` that count toward the loss: all of them,
+  // or with data.eod_mask_loss those whose input is not the eod id.
+  int64_t batch_targets(const SampleSource& sampler, int64_t batch) const;
   // One stdout line; the measured activation peak is followed by the prediction
   // when they differ (they should not), and the remaining time is estimated.
   void log_step(const StepMetrics& metrics, double seconds_per_step);

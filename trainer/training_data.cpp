@@ -3,6 +3,7 @@
 // (data.path or data.blend[i]) and the file; nothing here depends on the parallel layout.
 #include "trainer/training_data.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
@@ -82,6 +83,7 @@ TrainingData::TrainingData(const Config& config) {
     source.tokenizer = read_dataset_tokenizer(source.path);
   }
   check_tokenizers(sources_, m);
+  if (config.data.eod_mask_loss) masked_input_ = eod_mask_id(sources_, config.data);
 
   std::vector<const SampleSource*> train_samplers;
   std::vector<double> weights;
@@ -104,6 +106,49 @@ TrainingData::TrainingData(const Config& config) {
   SyntheticEntropy entropy;
   if (sources_.size() == 1 && read_synthetic_metadata(sources_[0].path, &entropy))
     entropy_ = entropy;
+}
+
+int32_t eod_mask_id(const std::vector<DataSource>& sources, const DataConfig& data) {
+  const DataSource* named = nullptr;
+  for (const DataSource& source : sources) {
+    if (source.tokenizer && source.tokenizer->eod_id) {
+      named = &source;
+      break;
+    }
+  }
+  if (data.eod_id >= 0) {
+    const auto id = static_cast<int32_t>(data.eod_id);
+    if (named != nullptr && *named->tokenizer->eod_id != id) {
+      throw runtime::ConfigError("data.eod_id",
+                                 std::to_string(id) + " differs from the eod id " +
+                                     std::to_string(*named->tokenizer->eod_id) + " of the " +
+                                     named->tokenizer->kind + " tokenizer that " + named->path +
+                                     ".json names (" + named->field + "); unset data.eod_id");
+    }
+    return id;
+  }
+  if (named == nullptr) {
+    std::string paths;
+    for (const DataSource& source : sources)
+      paths += (paths.empty() ? "" : ", ") + source.path + ".json";
+    throw runtime::ConfigError("data.eod_mask_loss",
+                               "true needs the end-of-document id, and no tokenizer with one is "
+                               "named by " +
+                                   paths + "; set data.eod_id");
+  }
+  return *named->tokenizer->eod_id;
+}
+
+int64_t counted_targets(const SampleSource& sampler, int64_t first, int64_t samples,
+                        int64_t seq_length, std::optional<int32_t> masked_input) {
+  if (!masked_input) return samples * seq_length;
+  std::vector<int32_t> tokens(static_cast<size_t>(seq_length + 1));
+  int64_t counted = 0;
+  for (int64_t index = first; index < first + samples; ++index) {
+    sampler.sample(index, tokens.data());
+    counted += seq_length - std::count(tokens.begin(), tokens.end() - 1, *masked_input);
+  }
+  return counted;
 }
 
 void TrainingData::describe(std::ostream& log) const {
@@ -133,11 +178,15 @@ void TrainingData::describe(std::ostream& log) const {
   }
   if (known == nullptr) {
     log << "tokenizer: unknown (no <path>.json names one)\n";
-    return;
+  } else {
+    log << "tokenizer: " << describe_tokenizer(*known->tokenizer);
+    if (!unknown.empty()) log << "; unknown for " << unknown << " (no <path>.json names one)";
+    log << "\n";
   }
-  log << "tokenizer: " << describe_tokenizer(*known->tokenizer);
-  if (!unknown.empty()) log << "; unknown for " << unknown << " (no <path>.json names one)";
-  log << "\n";
+  if (masked_input_) {
+    log << "loss: positions whose input is the eod id " << *masked_input_
+        << " take no part (data.eod_mask_loss)\n";
+  }
 }
 
 }  // namespace trainer

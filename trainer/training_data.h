@@ -42,6 +42,9 @@ class TrainingData {
   bool has_validation() const { return sources_.front().validation != nullptr; }
   // The loss floor's entropies: a single dataset that is a synthetic corpus.
   const std::optional<SyntheticEntropy>& entropy() const { return entropy_; }
+  // With data.eod_mask_loss, the input token whose position takes no part in the loss (the
+  // end-of-document id: data.eod_id, else the datasets' tokenizer's); none without it.
+  std::optional<int32_t> masked_input() const { return masked_input_; }
   // The startup log's lines: each dataset (name, weight, tokens, samples) and the tokenizer.
   void describe(std::ostream& log) const;
 
@@ -49,7 +52,18 @@ class TrainingData {
   std::vector<DataSource> sources_;
   std::unique_ptr<BlendedSampler> blend_;
   std::optional<SyntheticEntropy> entropy_;
+  std::optional<int32_t> masked_input_;
 };
+
+// data.eod_mask_loss's end-of-document id (ConfigError when there is none): data.eod_id when set
+// (it must equal the eod id of a tokenizer the datasets name), else the first dataset's
+// tokenizer's that has one. Checked after check_tokenizers, so every named tokenizer is the same.
+int32_t eod_mask_id(const std::vector<DataSource>& sources, const DataConfig& data);
+
+// The targets of `samples` samples from `first` that count toward the loss: every position
+// (samples x seq_length), less, with `masked_input`, the positions whose input is that token.
+int64_t counted_targets(const SampleSource& sampler, int64_t first, int64_t samples,
+                        int64_t seq_length, std::optional<int32_t> masked_input);
 
 // The metric names of datasets at `paths`: each path's basename (its last component, trailing
 // slashes ignored); when several share one, the first keeps it and the later ones get "_2",

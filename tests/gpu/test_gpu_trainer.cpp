@@ -274,6 +274,15 @@ TEST_F(GpuTrainer, Qwen3NormsStepMatchesTheCpuStep) {
               worst);
 }
 
+// data.eod_mask_loss ('e', 101, standing for the eod in the synthetic text): the targets the
+// device path stages and uploads carry the ignored ones, and the device's loss kernels give them
+// no loss and no gradient, as the CPU's do.
+TEST_F(GpuTrainer, EodMaskedFp32StepMatchesTheCpuStep) {
+  const double worst = expect_step_matches_cpu(
+      "fp32", llama({"data.eod_mask_loss=true", "data.eod_id=101"}), kFp32StepTolerance);
+  std::printf("[ llama ] fp32, eod-masked loss: gradients within %.1e of the CPU's\n", worst);
+}
+
 TEST_F(GpuTrainer, LlamaOneBf16StepFollowsTheCpuFp32Step) {
   const double worst =
       expect_step_matches_cpu("bf16", llama({"model.attention_backend=flash"}), kBf16StepTolerance);

@@ -233,6 +233,26 @@ TEST(Layouts, Qwen3NormsMatchOneProcessWithin1e5) {
   match_one_process(shared, qwen3, {{2, "qwen3 tp2", tp2}, {4, "qwen3 tp2 cp2 sp flash", tp2cp2}});
 }
 
+// Megatron's --eod-mask-loss (data.eod_mask_loss; 'e', id 101, stands for the end-of-document
+// token in the synthetic text): the loss is the mean over the global batch's counted targets in
+// every layout, under the vocab-parallel loss (tp2 sp), dp2 with the distributed optimizer, cp2
+// (each rank holds two chunks of every sample) with tp2 and flash, and pp2 x dp2.
+TEST(Layouts, EodMaskLossMatchesOneProcessWithin1e5) {
+  mpi_test::SharedData shared;
+  const std::vector<std::string> masked = {"data.eod_mask_loss=true", "data.eod_id=101"};
+  std::vector<Layout> layouts = {
+      {2, "eod mask tp2 sp", {"parallel.tensor=2", "parallel.sequence_parallel=true"}},
+      {2, "eod mask dp2 distributed", {"parallel.data=2", "optimizer.distributed=true"}},
+      {4,
+       "eod mask tp2 cp2 sp flash",
+       {"parallel.tensor=2", "parallel.context=2", "parallel.sequence_parallel=true", kFlash}},
+      {4, "eod mask pp2 dp2", {"parallel.pipeline=2", "parallel.data=2"}},
+  };
+  for (Layout& layout : layouts)
+    layout.overrides.insert(layout.overrides.begin(), masked.begin(), masked.end());
+  match_one_process(shared, masked, layouts);
+}
+
 // A 0.25 / 0.75 blend of two corpora, each shuffled in its own order (Megatron's flat list).
 std::vector<std::string> blend(const mpi_test::SharedData& shared) {
   return {"data.blend=[0.25, " + shared.data() + ", 0.75, " + shared.code() + "]",

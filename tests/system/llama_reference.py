@@ -5,9 +5,10 @@ from the HF tensors the trainer exports (not from the trainer's layer code), tra
 torch.optim.AdamW's update and clip_grad_norm_ on the same batches. Prints one JSON object per
 step: {"step", "loss", "grad_norm"}.
 
-usage: llama_reference.py MODEL_DIR DATA_PREFIX STEPS MICRO_BATCH LR WEIGHT_DECAY CLIP
+usage: llama_reference.py MODEL_DIR DATA_PREFIX STEPS MICRO_BATCH LR WEIGHT_DECAY CLIP [EOD]
   MODEL_DIR: model.safetensors + config.json (the initial weights); DATA_PREFIX.bin: uint16
   tokens. Batch k of the run is samples [k*G, (k+1)*G), sample i = tokens[i*S : i*S + S + 1].
+  EOD: positions whose input is this id take no part in the loss (Megatron's --eod-mask-loss).
 """
 import json
 import struct
@@ -160,12 +161,15 @@ class Llama:
         e = np.exp(logits)
         softmax = e / e.sum(-1, keepdims=True)
         N = B * T
-        picked = np.take_along_axis(softmax, targets[..., None], -1)[..., 0]
-        loss = -np.log(picked).mean()
+        # Hugging Face's labels: -100 takes no part, the loss is the mean over the others.
+        counted = targets != -100
+        safe = np.where(counted, targets, 0)
+        picked = np.take_along_axis(softmax, safe[..., None], -1)[..., 0]
+        loss = -np.log(picked)[counted].sum() / max(counted.sum(), 1)
 
         dlogits = softmax.copy()
-        np.put_along_axis(dlogits, targets[..., None], np.take_along_axis(dlogits, targets[..., None], -1) - 1.0, -1)
-        dlogits /= N
+        np.put_along_axis(dlogits, safe[..., None], np.take_along_axis(dlogits, safe[..., None], -1) - 1.0, -1)
+        dlogits *= counted[..., None] / max(counted.sum(), 1)
         grads[head] += dlogits.reshape(N, -1).T @ nf.reshape(N, -1)
         dnf = dlogits @ p[head]
         dx, dw = rms_backward(dnf, x, p["model.norm.weight"], rf)
@@ -230,6 +234,8 @@ def main():
     model_dir, data_prefix = sys.argv[1], sys.argv[2]
     steps, micro_batch = int(sys.argv[3]), int(sys.argv[4])
     lr, weight_decay, clip = float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+    # Megatron's --eod-mask-loss: positions whose input is this id get label -100.
+    masked_input = int(sys.argv[8]) if len(sys.argv) > 8 else None
     config = json.load(open(model_dir + "/config.json"))
     tensors = read_safetensors(model_dir + "/model.safetensors")
     model = Llama(tensors, config)
@@ -241,7 +247,10 @@ def main():
     for step in range(1, steps + 1):
         first = (step - 1) * micro_batch
         batch = np.stack([tokens[i * S:i * S + S + 1] for i in range(first, first + micro_batch)])
-        loss, grads = model.loss_and_grads(batch[:, :-1], batch[:, 1:])
+        labels = batch[:, 1:].copy()
+        if masked_input is not None:
+            labels[batch[:, :-1] == masked_input] = -100
+        loss, grads = model.loss_and_grads(batch[:, :-1], labels)
         norm = np.sqrt(sum((g * g).sum() for g in grads.values()))
         coef = clip / (norm + 1e-6)
         for name, value in tensors.items():

@@ -166,6 +166,13 @@ struct DataConfig {
   bool shuffle = false;                 // false: samples in order; true: seeded permutation
   // Batches to skip, e.g. [[400, 599]]; a guard rewind adds its window in the checkpoint.
   std::vector<BatchRange> skip_batches;
+  // Megatron's --eod-mask-loss: a position whose input token is the end-of-document token takes
+  // no part in the loss (its target is the next document's first token), and the loss is the
+  // mean over the positions that count, over the whole global batch (docs/data.md).
+  bool eod_mask_loss = false;
+  // The end-of-document id eod_mask_loss uses: -1 takes the tokenizer's that the datasets'
+  // <path>.json names; set it for data without one (a Megatron-made .bin/.idx).
+  int64_t eod_id = -1;
 };
 
 // The datasets a run reads, in blend order: data.blend, or data.path alone with weight 1.

@@ -376,6 +376,8 @@ struct ConfigSchema<DataConfig> {
         field("split", &DataConfig::split),
         field("shuffle", &DataConfig::shuffle),
         field("skip_batches", &DataConfig::skip_batches),
+        field("eod_mask_loss", &DataConfig::eod_mask_loss),
+        field("eod_id", &DataConfig::eod_id),
     };
     return table;
   }

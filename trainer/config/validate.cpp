@@ -333,8 +333,19 @@ void validate_data_sources(const DataConfig& data) {
   }
 }
 
-void validate_data(const DataConfig& data, const TrainConfig& train) {
+void validate_data(const DataConfig& data, const TrainConfig& train,
+                   const model::GptConfig& model) {
   validate_data_sources(data);
+  if (data.eod_id != -1 && !data.eod_mask_loss) {
+    throw ConfigError("data.eod_id", text_of(data.eod_id) +
+                                         " is only read with data.eod_mask_loss true (it is "
+                                         "false); unset data.eod_id or set data.eod_mask_loss");
+  }
+  if (data.eod_id < -1 || data.eod_id >= model.vocab_size) {
+    throw ConfigError("data.eod_id",
+                      "must be a token id below model.vocab_size " + text_of(model.vocab_size) +
+                          " (or -1: the datasets' tokenizer's), got " + text_of(data.eod_id));
+  }
   const std::vector<double>& split = data.split;
   if (split.empty() || split.size() > 3) {
     throw ConfigError("data.split", "must have 1 to 3 entries (train, validation, test), got " +
@@ -535,7 +546,7 @@ void validate_config(const Config& config, ConfigUse use) {
   validate_train(config.train, config.parallel);
   validate_sampling(config.train, config.model);
   validate_optimizer(config.optimizer, config.train);
-  if (use == ConfigUse::train) validate_data(config.data, config.train);
+  if (use == ConfigUse::train) validate_data(config.data, config.train, config.model);
   validate_parallel_layout(config.parallel, config.model);
   const parallel::ParallelConfig& pc = config.parallel;
   const int64_t microbatches = num_microbatches(config);

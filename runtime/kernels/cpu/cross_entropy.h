@@ -7,7 +7,8 @@
 
 namespace runtime::cpu {
 
-// losses(rows) = logsumexp(logits[:vocab]) - logits[target]; lse(rows) keeps logsumexp.
+// losses(rows) = logsumexp(logits[:vocab]) - logits[target]; lse(rows) keeps logsumexp. A target
+// of kIgnoredTarget (runtime/op_types.h) gives loss 0 and, in backward, a zero row.
 void cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
                            int64_t rows, int64_t vocab, int64_t padded_vocab);
 

@@ -3,8 +3,11 @@
 // the thread count.
 #include "runtime/kernels/cpu/vocab_parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "runtime/op_types.h"
 
 namespace runtime::cpu {
 
@@ -40,10 +43,11 @@ void vocab_shard_target_logit(float* target_logit, const float* logits, const in
   }
 }
 
-void vocab_shard_finish(float* losses, float* lse, const float* row_max, int64_t rows) {
+void vocab_shard_finish(float* losses, float* lse, const float* row_max, const int32_t* targets,
+                        int64_t rows) {
   for (int64_t r = 0; r < rows; ++r) {
     lse[r] = row_max[r] + std::log(lse[r]);
-    losses[r] = lse[r] - losses[r];
+    losses[r] = targets[r] == kIgnoredTarget ? 0.f : lse[r] - losses[r];
   }
 }
 
@@ -54,6 +58,10 @@ void vocab_shard_cross_entropy_backward(float* dlogits, const float* logits, con
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = logits + r * shard_cols;
     float* d = dlogits + r * shard_cols;
+    if (targets[r] == kIgnoredTarget) {
+      std::fill(d, d + shard_cols, 0.f);
+      continue;
+    }
     const int64_t target = targets[r] - vocab_start;
     for (int64_t c = 0; c < real_cols; ++c) {
       const float p = std::exp(x[c] - lse[r]);

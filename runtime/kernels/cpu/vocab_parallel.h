@@ -20,11 +20,13 @@ void vocab_shard_target_logit(float* target_logit, const float* logits, const in
                               int64_t rows, int64_t vocab_start, int64_t real_cols,
                               int64_t shard_cols);
 // From the combined statistics: lse = row_max + log(row_sum) (lse holds row_sum
-// on entry) and losses = lse - target logit (losses holds the target logit).
-void vocab_shard_finish(float* losses, float* lse, const float* row_max, int64_t rows);
+// on entry) and losses = lse - target logit (losses holds the target logit); a
+// kIgnoredTarget row's loss is 0.
+void vocab_shard_finish(float* losses, float* lse, const float* row_max, const int32_t* targets,
+                        int64_t rows);
 
 // dlogits = (exp(logit - lse) - [target == column]) * scale on real columns, 0 on
-// padding (=); may alias logits.
+// padding and on a kIgnoredTarget row (=); may alias logits.
 void vocab_shard_cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                                         const int32_t* targets, int64_t rows, int64_t vocab_start,
                                         int64_t real_cols, int64_t shard_cols, float scale);

@@ -9,6 +9,7 @@
 #include "runtime/kernels/cuda/cross_entropy.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/device_common.cuh"
+#include "runtime/op_types.h"
 
 namespace runtime::cuda {
 namespace {
@@ -46,7 +47,7 @@ __global__ void cross_entropy_forward_kernel(float* losses, float* lse, const El
   const float sum_exp = block_sum_exp(x, vocab, max_value, partials);
   if (threadIdx.x == 0) {
     const int32_t target = targets[row];
-    if (target < 0 || target >= vocab) {
+    if (target != kIgnoredTarget && (target < 0 || target >= vocab)) {
       lse[row] = NAN;
       losses[row] = NAN;
       return;
@@ -54,7 +55,9 @@ __global__ void cross_entropy_forward_kernel(float* losses, float* lse, const El
     // In double, as the CPU twin: the loss is a small difference of two large numbers.
     const double row_lse = static_cast<double>(max_value) + log(static_cast<double>(sum_exp));
     lse[row] = static_cast<float>(row_lse);
-    losses[row] = static_cast<float>(row_lse - static_cast<double>(load_float(x + target)));
+    losses[row] = target == kIgnoredTarget
+                      ? 0.f
+                      : static_cast<float>(row_lse - static_cast<double>(load_float(x + target)));
   }
 }
 
@@ -87,8 +90,8 @@ __global__ void shard_target_logit_kernel(float* out, const Element* logits, con
 }
 
 // dlogits = (exp(logit - lse) - [column == target - vocab_start]) * scale on real columns,
-// 0 on padding. `require_target`: a target outside the real columns is an error (the fused
-// loss), and its row gets NaN; otherwise it just lies in another shard.
+// 0 on padding and on a kIgnoredTarget row. `require_target`: any other target outside the real
+// columns is an error (the fused loss), and its row gets NaN; otherwise it lies in another shard.
 template <typename Element>
 __global__ void softmax_gradient_kernel(Element* dlogits, const Element* logits, const float* lse,
                                         const int32_t* targets, int64_t vocab_start,
@@ -97,14 +100,15 @@ __global__ void softmax_gradient_kernel(Element* dlogits, const Element* logits,
   const int64_t row = blockIdx.x;
   const Element* x = logits + row * shard_cols;
   Element* dx = dlogits + row * shard_cols;  // may be x itself
+  const bool ignored = targets[row] == kIgnoredTarget;
   const int64_t target = static_cast<int64_t>(targets[row]) - vocab_start;
-  const bool invalid = require_target && (target < 0 || target >= real_cols);
+  const bool invalid = !ignored && require_target && (target < 0 || target >= real_cols);
   const float row_lse = lse[row];
   for (int64_t j = threadIdx.x; j < shard_cols; j += blockDim.x) {
     float value = 0.f;
     if (invalid) {
       value = NAN;
-    } else if (j < real_cols) {
+    } else if (j < real_cols && !ignored) {
       value = (expf(load_float(x + j) - row_lse) - (j == target ? 1.f : 0.f)) * scale;
     }
     store_float(dx + j, value);

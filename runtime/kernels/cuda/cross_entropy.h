@@ -11,7 +11,8 @@
 namespace runtime::cuda {
 
 // losses(rows) = logsumexp(logits[:vocab]) - logits[target]; lse(rows) keeps logsumexp (=).
-// A row whose target lies outside [0, vocab) gets NaN loss and lse (the device cannot throw).
+// A kIgnoredTarget row's loss is 0; a row whose target is any other id outside [0, vocab) gets
+// NaN loss and lse (the device cannot throw).
 void cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
                            int64_t rows, int64_t vocab, int64_t padded_vocab, cudaStream_t stream);
 void cross_entropy_forward(float* losses, float* lse, const __nv_bfloat16* logits,
@@ -19,7 +20,8 @@ void cross_entropy_forward(float* losses, float* lse, const __nv_bfloat16* logit
                            int64_t padded_vocab, cudaStream_t stream);
 
 // dlogits = (softmax(logits) - onehot(target)) * scale on real columns, 0 on padding (=).
-// dlogits may alias logits. A row whose target lies outside [0, vocab) gets NaN gradients.
+// dlogits may alias logits. A kIgnoredTarget row gets zeros; a row whose target is any other id
+// outside [0, vocab) gets NaN gradients.
 void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                             const int32_t* targets, int64_t rows, int64_t vocab,
                             int64_t padded_vocab, float scale, cudaStream_t stream);
@@ -50,8 +52,8 @@ void vocab_shard_target_logit(float* target_logit, const __nv_bfloat16* logits,
                               const int32_t* targets, int64_t rows, int64_t vocab_start,
                               int64_t real_cols, int64_t shard_cols, cudaStream_t stream);
 
-// dlogits = (exp(logit - lse) - [target == column]) * scale on real columns, 0 on padding (=);
-// may alias logits. lse is the global logsumexp of each row.
+// dlogits = (exp(logit - lse) - [target == column]) * scale on real columns, 0 on padding and on
+// a kIgnoredTarget row (=); may alias logits. lse is the global logsumexp of each row.
 void vocab_shard_cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                                         const int32_t* targets, int64_t rows, int64_t vocab_start,
                                         int64_t real_cols, int64_t shard_cols, float scale,

@@ -39,14 +39,14 @@ CudaContext* g_context = nullptr;  // process-wide, like ops' backend registry
 // ---- kernels the CUDA side lacked ----
 
 // lse = row_max + log(lse) (lse holds the row's sum of exp), losses = lse - losses (losses
-// holds the target logit): the twin of cpu::vocab_shard_finish.
+// holds the target logit; 0 on a kIgnoredTarget row): the twin of cpu::vocab_shard_finish.
 __global__ void vocab_shard_finish_kernel(float* losses, float* lse, const float* row_max,
-                                          int64_t rows) {
+                                          const int32_t* targets, int64_t rows) {
   for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
        r += int64_t{gridDim.x} * blockDim.x) {
     const float logsumexp = row_max[r] + logf(lse[r]);
     lse[r] = logsumexp;
-    losses[r] = logsumexp - losses[r];
+    losses[r] = targets[r] == kIgnoredTarget ? 0.f : logsumexp - losses[r];
   }
 }
 
@@ -472,10 +472,11 @@ void vocab_shard_finish(const ops::VocabShardFinish& args) {
   const int64_t rows = args.rows;
   check_args("vocab_shard_finish",
              {arg("losses", args.losses, kF32, rows), arg("lse", args.lse, kF32, rows),
-              arg("row_max", args.row_max, kF32, rows)});
+              arg("row_max", args.row_max, kF32, rows), arg("targets", args.targets, kI32, rows)});
   if (rows <= 0) return;
   vocab_shard_finish_kernel<<<grid_for(rows), kThreads, 0, context().stream()>>>(
-      ptr<float>(args.losses), ptr<float>(args.lse), ptr<float>(args.row_max), rows);
+      ptr<float>(args.losses), ptr<float>(args.lse), ptr<float>(args.row_max),
+      ptr<int32_t>(args.targets), rows);
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,9 +1,11 @@
 // Tests of the padded-vocab cross entropy: double reference for loss, lse and dlogits,
 // padding that neither changes the loss nor gets gradient, aliasing, finite differences,
-// large logits, invalid targets, and thread independence.
-#include "runtime/kernels/cpu/cross_entropy.h"
-
+// large logits, invalid targets, ignored targets (fused and over vocab shards), and thread
+// independence.
 #include "kernel_test_util.h"
+#include "runtime/kernels/cpu/cross_entropy.h"
+#include "runtime/kernels/cpu/vocab_parallel.h"
+#include "runtime/op_types.h"
 
 namespace {
 
@@ -125,6 +127,86 @@ TEST(CrossEntropy, RejectsTargetsOutsideTheRealVocab) {
   targets[3] = kVocab;  // a padding column is not a token
   std::vector<float> losses(kRows), lse(kRows);
   EXPECT_THROW(forward(losses, lse, x, targets), std::logic_error);
+}
+
+// kIgnoredTarget rows: loss 0 and a zero gradient row (padding included); every other row as
+// with no row ignored. Any other negative target is still refused.
+TEST(CrossEntropy, IgnoredTargetsGiveNoLossAndNoGradient) {
+  const auto all = random_ints(kRows, 13, 0, kVocab - 1);
+  auto targets = all;
+  for (int64_t r : {0, 4, 8}) targets[r] = runtime::kIgnoredTarget;
+  const auto x = logits_with_padding(14, 0.f);
+  auto losses = filled(kRows, kNaN), lse = filled(kRows, kNaN);
+  std::vector<float> all_losses(kRows), all_lse(kRows);
+  forward(losses, lse, x, targets);
+  forward(all_losses, all_lse, x, all);
+  auto dx = filled(kRows * kPadded, kNaN), all_dx = dx;
+  cross_entropy_backward(dx.data(), x.data(), lse.data(), targets.data(), kRows, kVocab, kPadded,
+                         0.25f);
+  cross_entropy_backward(all_dx.data(), x.data(), all_lse.data(), all.data(), kRows, kVocab,
+                         kPadded, 0.25f);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const bool ignored = targets[r] == runtime::kIgnoredTarget;
+    EXPECT_EQ(losses[r], ignored ? 0.f : all_losses[r]) << "row " << r;
+    for (int64_t j = 0; j < kPadded; ++j) {
+      const float want = ignored ? 0.f : all_dx[r * kPadded + j];
+      ASSERT_EQ(dx[r * kPadded + j], want) << "row " << r << " column " << j;
+    }
+  }
+  targets[2] = -2;
+  EXPECT_THROW(forward(losses, lse, x, targets), std::logic_error);
+}
+
+// The vocab-shard pieces over two shards of the kVocab real columns (every shard's statistics
+// combined as the tensor-parallel head does) give the fused kernel's losses and gradients,
+// ignored rows included (0 and zero rows in both shards).
+TEST(CrossEntropy, VocabShardsIgnoreTheSameRows) {
+  auto targets = random_ints(kRows, 15, 0, kVocab - 1);
+  for (int64_t r : {1, 6}) targets[r] = runtime::kIgnoredTarget;
+  const auto x = logits_with_padding(16, 0.f);
+  std::vector<float> fused_losses(kRows), fused_lse(kRows), fused_dx(x.size());
+  forward(fused_losses, fused_lse, x, targets);
+  cross_entropy_backward(fused_dx.data(), x.data(), fused_lse.data(), targets.data(), kRows, kVocab,
+                         kPadded, 0.5f);
+  const int64_t shard_cols = kPadded / 2;
+  std::vector<std::vector<float>> shards(2, std::vector<float>(kRows * shard_cols));
+  for (int64_t s = 0; s < 2; ++s)
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < shard_cols; ++c)
+        shards[s][r * shard_cols + c] = x[r * kPadded + s * shard_cols + c];
+  const int64_t real[2] = {shard_cols, kVocab - shard_cols};
+  std::vector<float> row_max(kRows, -1e30f), sum(kRows, 0.f), target_logit(kRows, 0.f);
+  for (int64_t s = 0; s < 2; ++s) {
+    std::vector<float> part(kRows);
+    vocab_shard_max(part.data(), shards[s].data(), kRows, real[s], shard_cols);
+    for (int64_t r = 0; r < kRows; ++r) row_max[r] = std::max(row_max[r], part[r]);
+  }
+  for (int64_t s = 0; s < 2; ++s) {
+    std::vector<float> part(kRows);
+    vocab_shard_sum_exp(part.data(), shards[s].data(), row_max.data(), kRows, real[s], shard_cols);
+    for (int64_t r = 0; r < kRows; ++r) sum[r] += part[r];
+    vocab_shard_target_logit(part.data(), shards[s].data(), targets.data(), kRows, s * shard_cols,
+                             real[s], shard_cols);
+    for (int64_t r = 0; r < kRows; ++r) target_logit[r] += part[r];
+  }
+  vocab_shard_finish(target_logit.data(), sum.data(), row_max.data(), targets.data(), kRows);
+  expect_close(target_logit, std::vector<double>(fused_losses.begin(), fused_losses.end()), 1e-5,
+               1e-5, "losses");
+  for (int64_t r : {1, 6}) EXPECT_EQ(target_logit[r], 0.f) << "row " << r;
+  for (int64_t s = 0; s < 2; ++s) {
+    auto dx = filled(kRows * shard_cols, kNaN);
+    vocab_shard_cross_entropy_backward(dx.data(), shards[s].data(), sum.data(), targets.data(),
+                                       kRows, s * shard_cols, real[s], shard_cols, 0.5f);
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < shard_cols; ++c) {
+        const float got = dx[r * shard_cols + c], want = fused_dx[r * kPadded + s * shard_cols + c];
+        if (targets[r] == runtime::kIgnoredTarget) {
+          ASSERT_EQ(got, 0.f) << "shard " << s << " row " << r << " column " << c;
+        }
+        ASSERT_NEAR(got, want, 1e-6) << "shard " << s << " row " << r << " column " << c;
+      }
+    }
+  }
 }
 
 TEST(CrossEntropy, BitIdenticalAcrossThreadCounts) {

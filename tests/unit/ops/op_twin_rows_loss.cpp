@@ -20,6 +20,14 @@ ShardColumns shard_columns(Case& c) {
   return {shard_cols, c.pick({0, shard_cols / 2, shard_cols})};
 }
 
+// Targets uniform in [0, high), about a quarter of them kIgnoredTarget (data.eod_mask_loss).
+Tensor targets(Case& c, int64_t rows, int64_t high) {
+  const Tensor t = c.ids({rows}, 0, high);
+  for (int64_t r = 0; r < rows; ++r)
+    if (c.pick({0, 1, 2, 3}) == 0) t.i32()[r] = runtime::kIgnoredTarget;
+  return t;
+}
+
 Row cross_entropy_forward_row() {
   return TWIN_ROW(cross_entropy_forward, kReordered, [](Case& c) {
     const int64_t rows = c.size(), vocab = c.long_size();
@@ -27,7 +35,7 @@ Row cross_entropy_forward_row() {
     return ops::CrossEntropyForward{.losses = c.f32({rows}),
                                     .lse = c.f32({rows}),
                                     .logits = c.act({rows, padded_vocab}, -4.f, 4.f),
-                                    .targets = c.ids({rows}, 0, vocab),
+                                    .targets = targets(c, rows, vocab),
                                     .rows = rows,
                                     .vocab = vocab,
                                     .padded_vocab = padded_vocab};
@@ -41,7 +49,7 @@ Row cross_entropy_backward_row() {
     ops::CrossEntropyForward forward{.losses = c.f32({rows}),
                                      .lse = c.f32({rows}),
                                      .logits = c.act({rows, padded_vocab}, -4.f, 4.f),
-                                     .targets = c.ids({rows}, 0, vocab),
+                                     .targets = targets(c, rows, vocab),
                                      .rows = rows,
                                      .vocab = vocab,
                                      .padded_vocab = padded_vocab};
@@ -91,7 +99,7 @@ Row vocab_shard_target_logit_row() {
     return ops::VocabShardTargetLogit{
         .target_logit = c.f32({rows}),
         .logits = c.act({rows, shard.shard_cols}, -4.f, 4.f),
-        .targets = c.ids({rows}, 0, vocab_start + shard.shard_cols + 4),
+        .targets = targets(c, rows, vocab_start + shard.shard_cols + 4),
         .rows = rows,
         .vocab_start = vocab_start,
         .real_cols = shard.real_cols,
@@ -105,6 +113,7 @@ Row vocab_shard_finish_row() {
     return ops::VocabShardFinish{.losses = c.f32({rows}),
                                  .lse = c.f32({rows}, 1.f, 100.f),  // sums of exp
                                  .row_max = c.f32({rows}, -4.f, 4.f),
+                                 .targets = targets(c, rows, 1000),
                                  .rows = rows};
   });
 }
@@ -118,7 +127,7 @@ Row vocab_shard_cross_entropy_backward_row() {
         .dlogits = c.coin() ? logits : c.act({rows, shard.shard_cols}),
         .logits = logits,
         .lse = c.f32({rows}, 4.f, 6.f),
-        .targets = c.ids({rows}, 0, vocab_start + shard.shard_cols + 4),
+        .targets = targets(c, rows, vocab_start + shard.shard_cols + 4),
         .rows = rows,
         .vocab_start = vocab_start,
         .real_cols = shard.real_cols,

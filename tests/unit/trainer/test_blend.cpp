@@ -4,13 +4,13 @@
 #include <cmath>
 #include <filesystem>
 
-#include "trainer/data/dataset_metadata.h"
 #include "trainer_test_util.h"
 
 namespace trainer {
 namespace {
 
 using testing_support::InProcessRun;
+using testing_support::name_tokenizer;
 using testing_support::read_lines;
 using testing_support::TempDir;
 
@@ -162,18 +162,6 @@ TEST(Blend, ABlendOfOneIsItsDataPath) {
     EXPECT_EQ(one.trainer->train_step().loss, loss) << "step " << step + 1;
     EXPECT_NE(both.trainer->train_step().loss, loss) << "step " << step + 1;
   }
-}
-
-// <prefix>.json naming a tokenizer of this identity (the tokens stay the synthetic corpus's).
-void name_tokenizer(const std::string& prefix, const std::string& kind, int64_t vocab_size) {
-  DatasetMetadata metadata;
-  metadata.tokenizer.kind = kind;
-  metadata.tokenizer.files = {{"/t/" + kind + ".json", "5eed" + kind}};
-  metadata.tokenizer.vocab_size = vocab_size;
-  metadata.tokenizer.eod_id = static_cast<int32_t>(vocab_size - 1);
-  metadata.dtype = "uint16";
-  DatasetMetadataFile file(prefix, metadata);
-  file.commit();
 }
 
 TEST(Blend, ATokenizerLargerThanTheModelIsAConfigError) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/support/expect_error.h"
+#include "trainer/data/dataset_metadata.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/train.h"
@@ -68,6 +69,19 @@ inline SyntheticEntropy write_corpus(const std::string& prefix, const SyntheticC
   writer.finish();
   write_synthetic_metadata(prefix, spec, corpus.entropy);
   return corpus.entropy;
+}
+
+// <prefix>.json naming a tokenizer of this identity, its eod id vocab_size - 1 (the tokens stay
+// the synthetic corpus's).
+inline void name_tokenizer(const std::string& prefix, const std::string& kind, int64_t vocab_size) {
+  DatasetMetadata metadata;
+  metadata.tokenizer.kind = kind;
+  metadata.tokenizer.files = {{"/t/" + kind + ".json", "5eed" + kind}};
+  metadata.tokenizer.vocab_size = vocab_size;
+  metadata.tokenizer.eod_id = static_cast<int32_t>(vocab_size - 1);
+  metadata.dtype = "uint16";
+  DatasetMetadataFile file(prefix, metadata);
+  file.commit();
 }
 
 // A small model config over `data_path` (none when empty: the overrides give data.blend),

@@ -1,0 +1,108 @@
+// data.eod_mask_loss (Megatron's --eod-mask-loss) in the training loop: the targets counted per
+// batch, an id that never occurs changing no bit, a masked run's log and loss, and the refusals
+// (no end-of-document id, data.eod_id without the mask, out of range, or against the tokenizer's).
+// The loss itself is checked against an independent reference in tests/system/llama_reference.sh
+// and across layouts in tests/mpi (Layouts.EodMaskLossMatchesOneProcessWithin1e5).
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "trainer_test_util.h"
+
+namespace trainer {
+namespace {
+
+using testing_support::CorpusDir;
+using testing_support::InProcessRun;
+
+constexpr int32_t kLetterE = 101;  // frequent in the synthetic text: it stands for the eod
+
+// The corpus's tokens, read from <prefix>.bin (uint16) by hand.
+std::vector<int32_t> corpus_tokens(const std::string& prefix) {
+  std::ifstream in(prefix + ".bin", std::ios::binary);
+  std::vector<int32_t> tokens;
+  for (uint16_t token = 0; in.read(reinterpret_cast<char*>(&token), sizeof token);)
+    tokens.push_back(token);
+  return tokens;
+}
+
+TEST(EodMaskLoss, TheCountedTargetsAreThePositionsWhoseInputIsNotTheEod) {
+  CorpusDir dir;
+  InProcessRun run(dir.config("run", {"data.eod_mask_loss=true", "data.eod_id=101"}));
+  ASSERT_EQ(run.trainer->data().masked_input(), kLetterE);
+  // data.shuffle is false: sample i is tokens [16 i, 16 i + 17), batch k samples [8k, 8k + 8).
+  const std::vector<int32_t> tokens = corpus_tokens(dir / "data");
+  for (int64_t batch : {0, 3}) {
+    const auto begin = tokens.begin() + batch * 8 * 16;
+    const int64_t want = 8 * 16 - std::count(begin, begin + 8 * 16, kLetterE);
+    EXPECT_EQ(counted_targets(run.trainer->data().train(), batch * 8, 8, 16, kLetterE), want);
+    EXPECT_LT(want, 8 * 16) << "the batch has an 'e' to mask";
+  }
+  EXPECT_EQ(counted_targets(run.trainer->data().train(), 0, 8, 16, std::nullopt), 8 * 16);
+  EXPECT_NE(run.log.str().find("loss: positions whose input is the eod id 101 take no part "
+                               "(data.eod_mask_loss)"),
+            std::string::npos)
+      << run.log.str();
+}
+
+// Byte 255 never occurs in the synthetic text: every target counts, and the loss scale 1/128
+// is the same power of two, so losses, validation losses and weights are the same bits.
+TEST(EodMaskLoss, AnIdThatNeverOccursChangesNoBit) {
+  CorpusDir dir;
+  const std::vector<std::string> common = {"train.eval_interval=3", "train.eval_iters=2",
+                                           "model.hidden_dropout=0.1"};
+  std::vector<std::string> masked = common;
+  masked.insert(masked.end(), {"data.eod_mask_loss=true", "data.eod_id=255"});
+  InProcessRun plain(dir.config("plain", common)), never(dir.config("never", masked));
+  const TrainSummary a = plain.trainer->run(), b = never.trainer->run();
+  EXPECT_EQ(a.first_loss, b.first_loss);
+  EXPECT_EQ(a.last_loss, b.last_loss);
+  ASSERT_TRUE(a.last_val_loss.has_value());
+  EXPECT_EQ(a.last_val_loss, b.last_val_loss);
+  EXPECT_TRUE(
+      testing_support::same_bytes(plain.trainer->params().flat, never.trainer->params().flat));
+}
+
+// Masking 'e': the loss is a mean over fewer targets (its first step differs from the plain
+// run's), and the runs' weights part.
+TEST(EodMaskLoss, MaskingChangesTheLossAndTheUpdate) {
+  CorpusDir dir;
+  InProcessRun plain(dir.config("plain")),
+      masked(dir.config("masked", {"data.eod_mask_loss=true", "data.eod_id=101"}));
+  const StepMetrics a = plain.trainer->train_step(), b = masked.trainer->train_step();
+  EXPECT_TRUE(std::isfinite(b.loss));
+  EXPECT_NE(a.loss, b.loss);
+  EXPECT_FALSE(
+      testing_support::same_bytes(plain.trainer->params().flat, masked.trainer->params().flat));
+}
+
+TEST(EodMaskLoss, RefusalsNameTheFieldsAndValues) {
+  CorpusDir dir;
+  // The synthetic corpus's byte tokenizer has no eod.
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] { InProcessRun run(dir.config("a", {"data.eod_mask_loss=true"})); },
+      {"data.eod_mask_loss: true needs the end-of-document id", dir / "data.json",
+       "set data.eod_id"},
+      "no eod id anywhere");
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] { InProcessRun run(dir.config("b", {"data.eod_id=101"})); },
+      {"data.eod_id: 101 is only read with data.eod_mask_loss true"}, "eod_id alone");
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] {
+        InProcessRun run(dir.config("c", {"data.eod_mask_loss=true", "data.eod_id=256"}));
+      },
+      {"data.eod_id: must be a token id below model.vocab_size 256", "got 256"}, "out of range");
+  testing_support::name_tokenizer(dir / "data", "hf", 200);  // eod id 199
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] {
+        InProcessRun run(dir.config("d", {"data.eod_mask_loss=true", "data.eod_id=101"}));
+      },
+      {"data.eod_id: 101 differs from the eod id 199 of the hf tokenizer", dir / "data.json",
+       "(data.path)"},
+      "against the tokenizer's");
+  InProcessRun named(dir.config("e", {"data.eod_mask_loss=true"}));
+  EXPECT_EQ(named.trainer->data().masked_input(), 199);
+}
+
+}  // namespace
+}  // namespace trainer
