@@ -36,6 +36,20 @@ RankTimes roofline_times(const Config& config, const StageSetup& setup, const De
   t.layer_forward_s = r.gemm_s(flops) + r.bytes_s(2 * kept);
   t.layer_backward_s = r.gemm_s(2 * flops) + r.bytes_s(4 * kept);
   t.features = d.features;
+  auto share = [&](const model::LayerRecompute& entry) {
+    return kept > 0
+               ? static_cast<double>(model::stash_kept_bytes(model::layer_stash_spec(d, entry))) /
+                     kept
+               : 0.0;
+  };
+  const auto& modules = model::selective_module_table();
+  for (size_t bits = 0; bits < t.selective_kept_share.size(); ++bits) {
+    model::LayerRecompute entry{model::RecomputeMode::selective, {}};
+    for (size_t m = 0; m < modules.size(); ++m)
+      if (bits & (size_t{1} << m)) entry.modules.*(modules[m].flag) = true;
+    t.selective_kept_share[bits] = share(entry);
+  }
+  t.full_kept_share = share({model::RecomputeMode::full, {}});
   for (size_t m = 0; m < t.module_rebuild_s.size(); ++m) {
     const model::LayerRecompute entry = single_module_entry(m);
     const auto spec = model::layer_stash_spec(d, entry);
@@ -90,6 +104,16 @@ double RankTimes::rebuild_s(const model::LayerRecompute& entry) const {
   for (const model::ForwardPiece piece : model::rerun_pieces(entry, features))
     seconds += piece_s(piece);
   return seconds;
+}
+
+double RankTimes::kept_share(const model::LayerRecompute& entry, bool full) const {
+  if (full || entry.mode == model::RecomputeMode::full) return full_kept_share;
+  if (entry.mode == model::RecomputeMode::none) return 1.0;
+  const auto& modules = model::selective_module_table();
+  size_t bits = 0;
+  for (size_t m = 0; m < modules.size(); ++m)
+    if (entry.modules.*(modules[m].flag)) bits |= size_t{1} << m;
+  return selective_kept_share[bits];
 }
 
 int64_t vocab_shard(const Config& config) {
@@ -151,6 +175,8 @@ RankTimes CostModel::times(const Config& config, const StageSetup& setup) const 
   t.from_profile = true;
   t.layer_forward_s = p.layer_forward_s;
   t.layer_backward_s = p.layer_backward_s;
+  t.stash_cold_forward_s = p.stash_cold_forward_s;
+  t.stash_cold_backward_s = p.stash_cold_backward_s;
   for (size_t m = 0; m < t.module_rebuild_s.size(); ++m)
     if (const RebuildTime* measured = find_rebuild(p, model::to_string(single_module_entry(m))))
       t.module_rebuild_s[m] = measured->seconds;
@@ -175,13 +201,20 @@ std::string CostModel::source(const Config& config, const StageSetup& setup) con
 
 RecomputePrices time_prices(const RankTimes& times, const model::LayerDims& dims, double gather_s,
                             double forward_comm_s) {
-  auto ns = [](double seconds) { return static_cast<int64_t>(seconds * 1e9 + 0.5); };
+  // A rebuild's price is what it adds to the step: its rerun, less what the stash it no longer
+  // keeps would have cost cold (Note [Cold stash]); never below 0.
+  auto ns = [](double seconds) { return static_cast<int64_t>(std::max(seconds, 0.0) * 1e9 + 0.5); };
+  const double cold = times.stash_cold_forward_s + times.stash_cold_backward_s;
+  auto saved = [times, cold](const model::LayerRecompute& entry, bool full) {
+    return (1.0 - times.kept_share(entry, full)) * cold;
+  };
   RecomputePrices prices;
-  prices.full_layer = ns(times.layer_forward_s + forward_comm_s);
-  prices.selective = [times, dims, gather_s, ns](const model::LayerRecompute& entry) {
+  prices.full_layer =
+      ns(times.layer_forward_s + forward_comm_s - saved({model::RecomputeMode::full, {}}, true));
+  prices.selective = [times, dims, gather_s, ns, saved](const model::LayerRecompute& entry) {
     const double gathers =
         static_cast<double>(model::rebuild_input_gathers(entry, dims.features)) * gather_s;
-    return ns(times.rebuild_s(entry) + gathers);
+    return ns(times.rebuild_s(entry) + gathers - saved(entry, false));
   };
   return prices;
 }

@@ -41,6 +41,14 @@ struct RankTimes {
   double embedding_forward_s = 0, embedding_backward_s = 0;
   double head_forward_s = 0, head_backward_s = 0;  // final norm, output layer, loss
   double optimizer_s_per_param = 0;
+  // Note [Cold stash]: what a layer's forward and backward add when all of plan none's stash
+  // went cold between them (a profile's; 0 on the roofline, whose bytes are all traffic); a
+  // layer pays them in proportion to the stash its entry keeps (kept_share).
+  double stash_cold_forward_s = 0, stash_cold_backward_s = 0;
+  // The share of plan none's stash bytes each entry keeps from forward to backward: selective
+  // entries by their modules' bits (selective_module_table order), and a full layer's.
+  std::array<double, 16> selective_kept_share{};
+  double full_kept_share = 0;
   bool from_profile = false;
   // The layer, embedding and head times include the tensor- and context-parallel collectives
   // (a profile calibrated over real peers): the comm model adds none of them (step_time.h).
@@ -51,6 +59,15 @@ struct RankTimes {
   double piece_s(model::ForwardPiece piece) const;
   // A selective entry's rebuild: the pieces it reruns (each once); none: 0; full: the forward.
   double rebuild_s(const model::LayerRecompute& entry) const;
+  // The share of none's stash that `entry` keeps (1 for none); `full`: the layer is full.
+  double kept_share(const model::LayerRecompute& entry, bool full) const;
+  // What that share costs in the layer's forward and backward once cold (Note [Cold stash]).
+  double cold_forward_s(const model::LayerRecompute& entry, bool full) const {
+    return kept_share(entry, full) * stash_cold_forward_s;
+  }
+  double cold_backward_s(const model::LayerRecompute& entry, bool full) const {
+    return kept_share(entry, full) * stash_cold_backward_s;
+  }
 };
 
 class CostModel {

@@ -78,6 +78,8 @@ std::string time_profile_json(const TimeProfile& p) {
                      {"copy_gbps", p.copy_gbps},
                      {"layer_forward_s", p.layer_forward_s},
                      {"layer_backward_s", p.layer_backward_s},
+                     {"stash_cold_forward_s", p.stash_cold_forward_s},
+                     {"stash_cold_backward_s", p.stash_cold_backward_s},
                      {"rebuild", rebuild},
                      {"embedding_head_forward_s", p.embedding_head_forward_s},
                      {"embedding_head_backward_s", p.embedding_head_backward_s},
@@ -125,6 +127,10 @@ TimeProfile parse_time_profile(const std::string& text, const std::string& path)
                                           << p.gemm_gflops << ", copy_gbps " << p.copy_gbps));
   p.layer_forward_s = seconds_field(json, "layer_forward_s", path);
   p.layer_backward_s = seconds_field(json, "layer_backward_s", path);
+  if (json.contains("stash_cold_forward_s"))
+    p.stash_cold_forward_s = seconds_field(json, "stash_cold_forward_s", path);
+  if (json.contains("stash_cold_backward_s"))
+    p.stash_cold_backward_s = seconds_field(json, "stash_cold_backward_s", path);
   const Json& rebuild = json.contains("rebuild") ? json.at("rebuild") : Json();
   if (!rebuild.is_array())
     throw runtime::InputError(path + ": time profile field 'rebuild' must be an array");

@@ -29,6 +29,11 @@ struct TimeProfile {
   double copy_gbps = 0;    // device-to-device copy bandwidth, bytes read + written per second / 1e9
   double layer_forward_s = 0;           // one layer, plan none
   double layer_backward_s = 0;          // one layer, without any rebuild
+  // What plan none's forward and backward add when the stash between them went cold, as in a
+  // step: the other layers' stashes pass through the caches in between (Note [Cold stash]).
+  // Absent from profiles written before it: 0.
+  double stash_cold_forward_s = 0;
+  double stash_cold_backward_s = 0;
   std::vector<RebuildTime> rebuild;     // each selective entry the planner may choose
   double embedding_head_forward_s = 0;  // embedding + output head + loss, one microbatch
   double embedding_head_backward_s = 0;

@@ -41,6 +41,8 @@ TEST(Calibrate, ProfileMatchesTheRunAndReadsBack) {
     EXPECT_EQ(p.shapes, shape_key(setup.dims, vocab_shard(config)));
     EXPECT_GT(p.layer_forward_s, 0);
     EXPECT_GT(p.layer_backward_s, 0);
+    EXPECT_GE(p.stash_cold_forward_s, 0);  // Note [Cold stash]: what a step's stashes add
+    EXPECT_GE(p.stash_cold_backward_s, 0);
     EXPECT_GT(p.gemm_gflops, 0);
     EXPECT_GT(p.optimizer_s_per_param, 0);
     ASSERT_EQ(p.rebuild.size(), 4u);
@@ -81,6 +83,18 @@ TEST(Calibrate, BadProfilesNameTheFileAndTheField) {
   json = time_profile_json(p);
   json.replace(json.find("\"ranks\": 1"), 10, "\"ranks\": 0");
   EXPECT_TRUE(rejected(json, "'ranks' must be >= 1, got 0"));
+  json = time_profile_json(p);
+  json.replace(json.find("\"stash_cold_backward_s\": 0"), 26, "\"stash_cold_backward_s\": -1");
+  EXPECT_TRUE(rejected(json, "'stash_cold_backward_s' must be >= 0"));
+  // A profile written before the cold-stash fields reads with them 0.
+  p.stash_cold_forward_s = 1e-3;
+  json = time_profile_json(p);
+  for (const char* field : {"stash_cold_forward_s", "stash_cold_backward_s"}) {
+    const size_t at = json.find(std::string("\"") + field);
+    json.erase(at, json.find('\n', at) - at + 1);
+  }
+  std::ofstream(path) << json;
+  EXPECT_EQ(read_time_profile(path).stash_cold_forward_s, 0);
   std::filesystem::remove(path);
   EXPECT_THROW(read_time_profile(path), runtime::InputError);  // missing file
 }
