@@ -18,6 +18,8 @@ struct SelectiveModules {
   bool mlp = false;        // fc1 and the GELU
 
   bool any() const { return core_attn || act || layernorm || mlp; }
+  // The modules as bits: core_attn 1, act 2, layernorm 4, mlp 8 (0 to 15).
+  int mask() const { return int{core_attn} | int{act} << 1 | int{layernorm} << 2 | int{mlp} << 3; }
   bool operator==(const SelectiveModules&) const = default;
 };
 

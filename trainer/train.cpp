@@ -305,7 +305,7 @@ parallel::PipelineStep Trainer::pipeline_step(const SampleSource& sampler, int64
       [this, &sampler, batch](int64_t mb, int64_t chunk) {
         return make_microbatch(sampler, batch, mb, *state_.chunks[static_cast<size_t>(chunk)]);
       },
-      data_->masked_input() ? std::max<int64_t>(counted, 1) : 0);
+      data_->masked_input() ? counted : 0);
 }
 
 StepMetrics Trainer::train_step() {

@@ -142,7 +142,7 @@ class Trainer {
   // (padding grows with the tensor-parallel size): the shape of gathered weights.
   model::GptConfig whole_model_config() const;
   // The pipeline step of global batch `batch` of `sampler` (step 0: an evaluation), whose loss
-  // is the mean over `counted` targets (batch_targets).
+  // is the mean over `counted` targets (batch_targets; a training step's at least 1).
   parallel::PipelineStep pipeline_step(const SampleSource& sampler, int64_t batch, int64_t step,
                                        int64_t counted);
   // The targets of global batch `batch` of `sampler` that count toward the loss: all of them,

@@ -105,7 +105,7 @@ std::vector<LayerRecompute> every_layer_entry() {
     LayerRecompute entry;
     if (mask != 0) {
       entry.mode = RecomputeMode::selective;
-      entry.modules = {.core_attn = (mask & 1) != 0,
+      entry.modules = {.core_attn = (mask & 1) != 0,  // SelectiveModules::mask's bits
                        .act = (mask & 2) != 0,
                        .layernorm = (mask & 4) != 0,
                        .mlp = (mask & 8) != 0};

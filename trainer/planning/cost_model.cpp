@@ -42,13 +42,8 @@ RankTimes roofline_times(const Config& config, const StageSetup& setup, const De
                      kept
                : 0.0;
   };
-  const auto& modules = model::selective_module_table();
-  for (size_t bits = 0; bits < t.selective_kept_share.size(); ++bits) {
-    model::LayerRecompute entry{model::RecomputeMode::selective, {}};
-    for (size_t m = 0; m < modules.size(); ++m)
-      if (bits & (size_t{1} << m)) entry.modules.*(modules[m].flag) = true;
-    t.selective_kept_share[bits] = share(entry);
-  }
+  for (const model::LayerRecompute& entry : every_layer_entry())
+    t.kept_share_by_mask[static_cast<size_t>(entry.modules.mask())] = share(entry);
   t.full_kept_share = share({model::RecomputeMode::full, {}});
   for (size_t m = 0; m < t.module_rebuild_s.size(); ++m) {
     const model::LayerRecompute entry = single_module_entry(m);
@@ -106,14 +101,9 @@ double RankTimes::rebuild_s(const model::LayerRecompute& entry) const {
   return seconds;
 }
 
-double RankTimes::kept_share(const model::LayerRecompute& entry, bool full) const {
-  if (full || entry.mode == model::RecomputeMode::full) return full_kept_share;
-  if (entry.mode == model::RecomputeMode::none) return 1.0;
-  const auto& modules = model::selective_module_table();
-  size_t bits = 0;
-  for (size_t m = 0; m < modules.size(); ++m)
-    if (entry.modules.*(modules[m].flag)) bits |= size_t{1} << m;
-  return selective_kept_share[bits];
+double RankTimes::kept_share(const model::LayerRecompute& entry) const {
+  if (entry.mode == model::RecomputeMode::full) return full_kept_share;
+  return kept_share_by_mask[static_cast<size_t>(entry.modules.mask())];  // none: mask 0
 }
 
 int64_t vocab_shard(const Config& config) {
@@ -205,16 +195,16 @@ RecomputePrices time_prices(const RankTimes& times, const model::LayerDims& dims
   // keeps would have cost cold (Note [Cold stash]); never below 0.
   auto ns = [](double seconds) { return static_cast<int64_t>(std::max(seconds, 0.0) * 1e9 + 0.5); };
   const double cold = times.stash_cold_forward_s + times.stash_cold_backward_s;
-  auto saved = [times, cold](const model::LayerRecompute& entry, bool full) {
-    return (1.0 - times.kept_share(entry, full)) * cold;
+  auto saved = [times, cold](const model::LayerRecompute& entry) {
+    return (1.0 - times.kept_share(entry)) * cold;
   };
   RecomputePrices prices;
   prices.full_layer =
-      ns(times.layer_forward_s + forward_comm_s - saved({model::RecomputeMode::full, {}}, true));
+      ns(times.layer_forward_s + forward_comm_s - saved({model::RecomputeMode::full, {}}));
   prices.selective = [times, dims, gather_s, ns, saved](const model::LayerRecompute& entry) {
     const double gathers =
         static_cast<double>(model::rebuild_input_gathers(entry, dims.features)) * gather_s;
-    return ns(times.rebuild_s(entry) + gathers - saved(entry, false));
+    return ns(times.rebuild_s(entry) + gathers - saved(entry));
   };
   return prices;
 }

@@ -45,9 +45,9 @@ struct RankTimes {
   // went cold between them (a profile's; 0 on the roofline, whose bytes are all traffic); a
   // layer pays them in proportion to the stash its entry keeps (kept_share).
   double stash_cold_forward_s = 0, stash_cold_backward_s = 0;
-  // The share of plan none's stash bytes each entry keeps from forward to backward: selective
-  // entries by their modules' bits (selective_module_table order), and a full layer's.
-  std::array<double, 16> selective_kept_share{};
+  // The share of plan none's stash bytes each entry keeps from forward to backward: none and the
+  // selective entries by SelectiveModules::mask (every_layer_entry's order), and a full layer's.
+  std::array<double, 16> kept_share_by_mask{};
   double full_kept_share = 0;
   bool from_profile = false;
   // The layer, embedding and head times include the tensor- and context-parallel collectives
@@ -59,14 +59,14 @@ struct RankTimes {
   double piece_s(model::ForwardPiece piece) const;
   // A selective entry's rebuild: the pieces it reruns (each once); none: 0; full: the forward.
   double rebuild_s(const model::LayerRecompute& entry) const;
-  // The share of none's stash that `entry` keeps (1 for none); `full`: the layer is full.
-  double kept_share(const model::LayerRecompute& entry, bool full) const;
+  // The share of none's stash that `entry` keeps (1 for none).
+  double kept_share(const model::LayerRecompute& entry) const;
   // What that share costs in the layer's forward and backward once cold (Note [Cold stash]).
-  double cold_forward_s(const model::LayerRecompute& entry, bool full) const {
-    return kept_share(entry, full) * stash_cold_forward_s;
+  double cold_forward_s(const model::LayerRecompute& entry) const {
+    return kept_share(entry) * stash_cold_forward_s;
   }
-  double cold_backward_s(const model::LayerRecompute& entry, bool full) const {
-    return kept_share(entry, full) * stash_cold_backward_s;
+  double cold_backward_s(const model::LayerRecompute& entry) const {
+    return kept_share(entry) * stash_cold_backward_s;
   }
 };
 

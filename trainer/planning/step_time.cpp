@@ -54,11 +54,10 @@ ChunkTimes chunk_times(const StageChunk& chunk, const RankTimes& t, const CommTi
   const recompute::RecomputePlan& plan = chunk.plan;
   for (int64_t i = 0; i < plan.num_layers(); ++i) {
     const model::LayerRecompute& entry = plan.layers[static_cast<size_t>(i)];
-    const bool full = plan.is_full(i);
-    c.forward_s += t.layer_forward_s + t.cold_forward_s(entry, full) + comm.layer_forward_s;
-    c.backward_s += t.layer_backward_s + t.cold_backward_s(entry, full) + comm.layer_backward_s;
+    c.forward_s += t.layer_forward_s + t.cold_forward_s(entry) + comm.layer_forward_s;
+    c.backward_s += t.layer_backward_s + t.cold_backward_s(entry) + comm.layer_backward_s;
     double rebuild = 0;
-    if (full) {
+    if (plan.is_full(i)) {
       rebuild = t.layer_forward_s + comm.layer_forward_s;
     } else if (entry.mode == model::RecomputeMode::selective) {
       rebuild = t.rebuild_s(entry);

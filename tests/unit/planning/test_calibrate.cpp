@@ -41,8 +41,10 @@ TEST(Calibrate, ProfileMatchesTheRunAndReadsBack) {
     EXPECT_EQ(p.shapes, shape_key(setup.dims, vocab_shard(config)));
     EXPECT_GT(p.layer_forward_s, 0);
     EXPECT_GT(p.layer_backward_s, 0);
-    EXPECT_GE(p.stash_cold_forward_s, 0);  // Note [Cold stash]: what a step's stashes add
-    EXPECT_GE(p.stash_cold_backward_s, 0);
+    // Note [Cold stash]: what a layer's stash costs when it waits in a step, per layer; a
+    // measurement that timed all of a step's layers as one would read several layers' worth.
+    EXPECT_LT(p.stash_cold_forward_s, 2 * p.layer_forward_s);
+    EXPECT_LT(p.stash_cold_backward_s, 2 * p.layer_backward_s);
     EXPECT_GT(p.gemm_gflops, 0);
     EXPECT_GT(p.optimizer_s_per_param, 0);
     ASSERT_EQ(p.rebuild.size(), 4u);

@@ -110,20 +110,20 @@ TEST(StepTime, ALayerPaysTheColdStashItKeeps) {
   const auto kept = [&](const model::LayerRecompute& entry) {
     return static_cast<double>(model::stash_kept_bytes(model::layer_stash_spec(setup.dims, entry)));
   };
-  EXPECT_EQ(t.kept_share({}, false), 1.0);
-  EXPECT_NEAR(t.kept_share(core_attn, false), kept(core_attn) / kept({}), 1e-12);
-  EXPECT_LT(t.kept_share(core_attn, false), 0.9);  // the probabilities are most of this stash
-  EXPECT_NEAR(t.kept_share({model::RecomputeMode::full, {}}, true),
+  EXPECT_EQ(t.kept_share({}), 1.0);
+  EXPECT_NEAR(t.kept_share(core_attn), kept(core_attn) / kept({}), 1e-12);
+  EXPECT_LT(t.kept_share(core_attn), 0.9);  // the probabilities are most of this stash
+  EXPECT_NEAR(t.kept_share({model::RecomputeMode::full, {}}),
               kept({model::RecomputeMode::full, {}}) / kept({}), 1e-12);
-  EXPECT_LT(t.kept_share({model::RecomputeMode::full, {}}, true), 0.1);
+  EXPECT_LT(t.kept_share({model::RecomputeMode::full, {}}), 0.1);
   // Plan none: every layer of every microbatch pays all of it, forward and backward.
   EXPECT_NEAR(predict_step_time(none, costs, free_links()).step_s, 8 * 8 * (3e-3 + 0.6e-3), 1e-9);
   // core_attn's price: its 0.5 ms rerun less the 0.6 ms its dropped share would have cost cold.
   const RecomputePrices prices = time_prices(t, setup.dims, 0, 0);
-  const double saved = (1 - t.kept_share(core_attn, false)) * 0.6e-3;
+  const double saved = (1 - t.kept_share(core_attn)) * 0.6e-3;
   EXPECT_NEAR(static_cast<double>(prices.selective(core_attn)) * 1e-9,
               std::max(0.5e-3 - saved, 0.0), 1e-9);
-  const double full_saved = (1 - t.kept_share({model::RecomputeMode::full, {}}, true)) * 0.6e-3;
+  const double full_saved = (1 - t.kept_share({model::RecomputeMode::full, {}})) * 0.6e-3;
   EXPECT_NEAR(static_cast<double>(prices.full_layer) * 1e-9, 1e-3 - full_saved, 1e-9);
   // A cold stash dearer than a rebuild makes the rebuild free, not paid for.
   profile.stash_cold_backward_s = 5e-3;
