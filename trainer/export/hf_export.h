@@ -85,8 +85,9 @@ model::GptConfig model_config_from_hf_json(const std::string& json_text, const s
 
 // The weights at `path` (a model.safetensors, a sharded checkpoint's
 // model.safetensors.index.json, or a directory holding either; headers read, the tensors left in
-// the files) opened for the family of `config` (the whole model). A config.json beside a Llama's weights, when there, must
-// describe `config` (check_hf_llama_config). InputError naming the file or tensor otherwise.
+// the files) opened for the family of `config` (the whole model). A config.json beside a Llama's
+// weights, when there, must describe `config` (check_hf_llama_config). InputError naming the file
+// or tensor otherwise.
 std::unique_ptr<HfImport> open_hf_import(const std::string& path, const model::GptConfig& config);
 
 }  // namespace trainer
