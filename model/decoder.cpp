@@ -135,7 +135,8 @@ void Decoder::layer_forward(const Tensor& x, const LayerParams& w, Tensor& cache
                                      .q_position = position,
                                      .kv_position = 0,
                                      .full_len = seen,
-                                     .group_size = d.features.group_size}});
+                                     .group_size = d.features.group_size,
+                                     .window = d.features.window}});
   const Tensor attention_out = workspace({n, 1, C});
   ops::linear_forward({.out = attention_out,
                        .input = ctx,

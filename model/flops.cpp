@@ -2,14 +2,19 @@
 // the recompute table (model/recompute_modules.h).
 #include "model/flops.h"
 
+#include <algorithm>
+
 #include "model/recompute_modules.h"
 
 namespace model {
 
 LayerFlops layer_forward_flops(const LayerDims& d) {
   const int64_t rows = d.seq * d.micro_batch, C = d.hidden, HD = d.heads * d.head_dim;
-  // This rank's T queries against every key of the sequence (T x cp of them).
-  const int64_t BH = d.micro_batch * d.heads, T = d.seq, keys = d.context().seq, D = d.head_dim;
+  // This rank's T queries against every key of the sequence (T x cp of them), or against the
+  // window's keys when it is shorter.
+  const int64_t BH = d.micro_batch * d.heads, T = d.seq, D = d.head_dim;
+  const int64_t window = d.features.window, sequence = d.context().seq;
+  const int64_t keys = window > 0 ? std::min(window, sequence) : sequence;
   LayerFlops f;
   f.qkv = 2 * rows * C * d.qkv_width();
   f.scores = 2 * BH * T * keys * D;

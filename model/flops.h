@@ -15,7 +15,8 @@ struct LayerFlops {
 };
 
 // Forward FLOPs of one layer for one microbatch (the full T x T attention
-// products, as Megatron counts them).
+// products, as Megatron counts them; with a sliding window of W < T, T x W: what
+// the window leaves of the model's work, whatever a backend computes and masks).
 LayerFlops layer_forward_flops(const LayerDims& dims);
 // Forward FLOPs of the output head (logits over the padded vocabulary).
 int64_t head_forward_flops(const LayerDims& dims, int64_t padded_vocab);

@@ -36,13 +36,19 @@ std::string hf_family_mismatch(const GptConfig& c) {
   if (c.qk_layernorm && (!llama || c.add_qkv_bias))  // Qwen3 has the norms, without biases
     return llama ? "model.qk_layernorm true with model.add_qkv_bias true"
                  : "model.qk_layernorm true";
+  if (!llama && c.sliding_window > 0)
+    return "model.sliding_window " + std::to_string(c.sliding_window);
+  if (hf_class_name(c) == "MistralForCausalLM" && c.rope_scaling.enabled())
+    return "model.rope_scaling.factor " + std::to_string(c.rope_scaling.factor) +
+           " (with model.sliding_window)";
   return "";
 }
 
 std::string hf_class_name(const GptConfig& c) {
   if (c.architecture == Architecture::gpt2) return "GPT2LMHeadModel";
   if (c.add_qkv_bias) return "Qwen2ForCausalLM";
-  return c.qk_layernorm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  if (c.qk_layernorm) return "Qwen3ForCausalLM";
+  return c.sliding_window > 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
 }
 
 }  // namespace model

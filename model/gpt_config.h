@@ -35,6 +35,10 @@ struct GptConfig {
   // hidden_size / num_attention_heads. Set, the heads together may be wider or narrower than
   // the hidden states (Mistral NeMo: 32 heads of 128 in a 5120-wide model).
   int64_t kv_channels = 0;
+  // Sliding-window attention (Hugging Face's sliding_window, Mistral 7B's 4096; Megatron's
+  // --window-size W-1,0): a query sees the W latest positions, itself included, in every layer
+  // (Note [Sliding window], runtime/op_args.h); 0: every earlier position.
+  int64_t sliding_window = 0;
   // 0: 4 * hidden_size, or with SwiGLU (its gate and its up width) Llama's 2/3 of that rounded
   // up to a multiple of 256
   int64_t ffn_hidden_size = 0;
@@ -98,11 +102,13 @@ GptConfig architecture_defaults(Architecture architecture);
 // "" when `config` is a block its architecture's Hugging Face class holds (GPT2LMHeadModel:
 // LayerNorm, GELU, learned positions, biases, tied head, heads == kv heads; LlamaForCausalLM:
 // RMSNorm, SwiGLU, RoPE, no biases, a head untied or tied (tie_word_embeddings, as Llama 3.2
-// 1B and 3B); with q, k and v biases Qwen2's, with q and k norms Qwen3's, never both); otherwise
-// the first field that is not, as "model.<field> <value>".
+// 1B and 3B); with q, k and v biases Qwen2's, with q and k norms Qwen3's, never both; with a
+// sliding window Mistral's (no RoPE scaling) or Qwen's); otherwise the first field that is not,
+// as "model.<field> <value>".
 std::string hf_family_mismatch(const GptConfig& config);
 // The Hugging Face class the export writes for `config`: GPT2LMHeadModel, LlamaForCausalLM, or
-// Qwen2ForCausalLM (q, k and v biases) or Qwen3ForCausalLM (q and k norms) for a Llama block.
+// Qwen2ForCausalLM (q, k and v biases), Qwen3ForCausalLM (q and k norms) or MistralForCausalLM
+// (neither, a sliding window) for a Llama block.
 std::string hf_class_name(const GptConfig& config);
 
 }  // namespace model

@@ -134,7 +134,11 @@ void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerConte
                                  .head_dim = d.head_dim,
                                  .scale = d.attention_scale(),
                                  .group_size = d.features.group_size});
-  ops::causal_softmax_forward({.probs = s.probs, .scores = s.probs, .batch_heads = BH, .seq = T});
+  ops::causal_softmax_forward({.probs = s.probs,
+                               .scores = s.probs,
+                               .batch_heads = BH,
+                               .seq = T,
+                               .window = d.features.window});
   if (d.attention_dropout > 0.f) {
     ops::dropout_attention_forward({.out = s.probs_drop,
                                     .mask = s.attn_mask,
@@ -164,7 +168,8 @@ runtime::FlashAttentionDims flash_dims(const LayerDims& d, const LayerContext& c
           .scale = d.attention_scale(),
           .dropout_prob = d.attention_dropout,
           .dropout_key = key(c, DropoutOp::attention_probs),
-          .group_size = d.features.group_size};
+          .group_size = d.features.group_size,
+          .window = d.features.window};
 }
 
 // ctx (T, B, H*D) = attention(qkv), and its row log-sum-exp lse (B, H, T), in one pass; under
@@ -409,8 +414,12 @@ void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                            .count = dprobs.numel(),
                            .drop_probability = d.attention_dropout});
   }
-  ops::causal_softmax_backward(
-      {.dscores = dprobs, .dprobs = dprobs, .probs = s.probs, .batch_heads = BH, .seq = T});
+  ops::causal_softmax_backward({.dscores = dprobs,
+                                .dprobs = dprobs,
+                                .probs = s.probs,
+                                .batch_heads = BH,
+                                .seq = T,
+                                .window = d.features.window});
   ops::attention_scores_backward({.dq = dq,
                                   .dk = dk,
                                   .dscores = dprobs,

@@ -20,7 +20,8 @@ BlockFeatures block_features(const GptConfig& config) {
           .group_size = config.group_size(),
           .linear_bias = config.add_bias_linear,
           .qkv_bias = config.qkv_bias(),
-          .qk_norm = config.qk_layernorm};
+          .qk_norm = config.qk_layernorm,
+          .window = config.sliding_window};
 }
 
 float LayerDims::attention_scale() const {

@@ -32,6 +32,7 @@ struct BlockFeatures {
   bool linear_bias = true;              // biases in qkv, proj, fc1, fc2
   bool qkv_bias = true;                 // a bias in qkv (linear_bias, or qkv's alone)
   bool qk_norm = false;  // RMSNorm of each q and k head before RoPE (Note [Query and key norms])
+  int64_t window = 0;    // sliding window in positions (Note [Sliding window]); 0: none
 
   bool flash() const { return attention == AttentionBackend::flash; }
   bool layernorm() const { return norm == Normalization::layernorm; }

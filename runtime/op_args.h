@@ -159,15 +159,26 @@ struct RmsnormBackward {
 
 // ---- attention (Note [Activation layouts]) ----
 
-// probs = causal softmax of scores (exact 0 above the diagonal); probs may alias scores.
+// Note [Sliding window]
+// With a sliding window of W keys (model.sliding_window, Hugging Face's `sliding_window`,
+// Megatron's --window-size W-1,0), query i sees the keys j with i - W < j <= i: the W latest,
+// itself included. W = 0 is plain causal attention (every j <= i). Positions are global: a
+// block of a sharded sequence masks on q_position + i and kv_position + j. Every attention
+// kernel applies the same rule (the unfused softmax, flash, the flash blocks, on the CPU and in
+// CUDA), writes exact zeros where a key is masked, and skips the key tiles no query of a tile
+// sees; the memory an attention takes does not change with W.
+
+// probs = causal softmax of scores (exact 0 above the diagonal and, with a window, left of
+// it: Note [Sliding window]); probs may alias scores.
 struct CausalSoftmaxForward {
   Tensor probs;   // (batch_heads, seq, seq) =
   Tensor scores;  // (batch_heads, seq, seq)
   int64_t batch_heads;
   int64_t seq;
+  int64_t window = 0;  // keys a query sees, itself included; 0: all earlier ones
 };
 
-// dscores = probs * (dprobs - rowsum(dprobs * probs)) on and below the diagonal, 0 above it;
+// dscores = probs * (dprobs - rowsum(dprobs * probs)) where the forward saw a key, 0 elsewhere;
 // dscores may alias dprobs.
 struct CausalSoftmaxBackward {
   Tensor dscores;  // (batch_heads, seq, seq) =
@@ -175,6 +186,7 @@ struct CausalSoftmaxBackward {
   Tensor probs;    // (batch_heads, seq, seq)
   int64_t batch_heads;
   int64_t seq;
+  int64_t window = 0;  // as the forward's
 };
 
 // qkv, grouped by kv head (Note [Grouped-query attention]; group_size 1: (heads, 3, head_dim)),

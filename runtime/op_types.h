@@ -54,6 +54,8 @@ struct FlashAttentionDims {
                               // kv_position + j > q_position + i
   int64_t full_len = 0;       // L, the unsharded sequence (dropout coordinates); 0: seq_len
   int64_t group_size = 1;     // query heads per kv head; heads % group_size == 0
+  int64_t window = 0;         // sliding window (Note [Sliding window] in runtime/op_args.h):
+                              // a query sees the `window` latest keys, itself included; 0: all
 };
 
 }  // namespace runtime

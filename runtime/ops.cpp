@@ -103,12 +103,13 @@ void rmsnorm_backward(const RmsnormBackward& args) {
 }
 
 void causal_softmax_forward(const CausalSoftmaxForward& args) {
-  cpu::causal_softmax_forward(args.probs.f32(), args.scores.f32(), args.batch_heads, args.seq);
+  cpu::causal_softmax_forward(args.probs.f32(), args.scores.f32(), args.batch_heads, args.seq,
+                              args.window);
 }
 
 void causal_softmax_backward(const CausalSoftmaxBackward& args) {
   cpu::causal_softmax_backward(args.dscores.f32(), args.dprobs.f32(), args.probs.f32(),
-                               args.batch_heads, args.seq);
+                               args.batch_heads, args.seq, args.window);
 }
 
 void gelu_forward(const GeluForward& args) {

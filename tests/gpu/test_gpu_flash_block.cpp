@@ -1,8 +1,8 @@
 // Ring attention's block kernels on the device, end to end: the blocks every rank of cp 2 runs
 // on chunks of 200 rows (several tiles, a partial one), merged, converted, back-propagated and
-// assembled, against one whole-sequence flash call on the host, in f32 and bf16, with dropout;
-// and bit-identical on a second run. The op twins compare each operator alone on small shapes.
-// Skips without a device.
+// assembled, against one whole-sequence flash call on the host, in f32 and bf16, with dropout,
+// causal or with a sliding window; and bit-identical on a second run. The op twins compare each
+// operator alone on small shapes. Skips without a device.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -28,7 +28,12 @@ constexpr int64_t kRanks = 2, kChunk = 200, kChunks = 2 * kRanks, kT = kChunks *
 constexpr int64_t kB = 1, kH = 2, kD = 64, kBH = kB * kH;
 constexpr int64_t kQkvRow = kBH * 3 * kD, kCtxRow = kBH * kD;
 
-FlashAttentionDims whole_dims() {
+// A sliding window of kWindow keys (Note [Sliding window] in runtime/op_args.h) spans two chunks:
+// some blocks are cut by it, and the last chunk's queries see none of the first chunk's keys.
+constexpr int64_t kWindow = 250;
+
+// window: 0 (causal) or kWindow.
+FlashAttentionDims whole_dims(int64_t window) {
   return FlashAttentionDims{
       .seq_len = kT,
       .micro_batch = kB,
@@ -38,12 +43,13 @@ FlashAttentionDims whole_dims() {
       .sample_offset = 5,
       .scale = 0.125f,
       .dropout_prob = 0.1f,
-      .dropout_key = runtime::make_dropout_key(7, 11, 2, runtime::DropoutOp::attention_probs)};
+      .dropout_key = runtime::make_dropout_key(7, 11, 2, runtime::DropoutOp::attention_probs),
+      .window = window};
 }
 
 // Query chunk qc against key chunk kc of the whole sequence.
-FlashAttentionDims block_dims(int64_t qc, int64_t kc) {
-  FlashAttentionDims d = whole_dims();
+FlashAttentionDims block_dims(int64_t qc, int64_t kc, int64_t window) {
+  FlashAttentionDims d = whole_dims(window);
   d.seq_len = kChunk;
   d.kv_len = kChunk;
   d.q_position = qc * kChunk;
@@ -59,7 +65,7 @@ struct Result {
 // Element: float or uint16_t (bf16 bits). The device's activations hold qkv and dctx (rounded
 // for bf16); ctx, lse and the gradient accumulators are f32.
 template <class Element>
-Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx) {
+Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx, int64_t window) {
   using Act = std::conditional_t<std::is_same_v<Element, float>, float, __nv_bfloat16>;
   const auto act = [](DeviceBuffer<Element>& buffer) {
     return reinterpret_cast<Act*>(buffer.data());
@@ -100,7 +106,7 @@ Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx) {
   for_each_block([&](int64_t qc, int64_t kc) {
     runtime::cuda::flash_block_forward(ctx_block.data(), lse_block.data(),
                                        act(qkv_dev) + qc * kChunk * kQkvRow, act(kv[kc]),
-                                       block_dims(qc, kc), s);
+                                       block_dims(qc, kc, window), s);
     runtime::cuda::flash_merge(ctx[qc].data(), lse[qc].data(), ctx_block.data(), lse_block.data(),
                                chunk_rows, s);
   });
@@ -123,7 +129,7 @@ Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx) {
     runtime::cuda::flash_block_backward(
         dq[qc].data(), dkv[kc].data(), act(dctx_dev) + qc * kChunk * kCtxRow,
         act(qkv_dev) + qc * kChunk * kQkvRow, act(kv[kc]), act(ctx_merged[qc]), lse[qc].data(),
-        block_dims(qc, kc), nullptr, s);
+        block_dims(qc, kc, window), nullptr, s);
   });
   for (int64_t k = 0; k < kChunks; ++k)
     runtime::cuda::assemble_qkv_grad(act(dqkv_dev) + k * kChunk * kQkvRow, dq[k].data(),
@@ -138,8 +144,8 @@ Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx) {
 }
 
 // The host's whole-sequence flash on the values the device holds.
-Result host_whole(const std::vector<float>& qkv, const std::vector<float>& dctx) {
-  const FlashAttentionDims d = whole_dims();
+Result host_whole(const std::vector<float>& qkv, const std::vector<float>& dctx, int64_t window) {
+  const FlashAttentionDims d = whole_dims(window);
   Result want{std::vector<float>(kT * kCtxRow), std::vector<float>(kBH * kT),
               std::vector<float>(qkv.size())};
   runtime::cpu::flash_attention_forward(want.ctx.data(), want.lse.data(), qkv.data(), d);
@@ -149,19 +155,19 @@ Result host_whole(const std::vector<float>& qkv, const std::vector<float>& dctx)
 }
 
 template <class Element>
-void expect_ring_matches_host(double tolerance) {
+void expect_ring_matches_host(double tolerance, int64_t window) {
   std::vector<float> qkv = gpu_test::random_vector(kT * kQkvRow, 1, 2.f);
   std::vector<float> dctx = gpu_test::random_vector(kT * kCtxRow, 2);
   if constexpr (!std::is_same_v<Element, float>) {
     gpu_test::round_to_bf16_inplace(qkv);
     gpu_test::round_to_bf16_inplace(dctx);
   }
-  const Result want = host_whole(qkv, dctx);
-  const Result got = run_ring<Element>(qkv, dctx);
+  const Result want = host_whole(qkv, dctx, window);
+  const Result got = run_ring<Element>(qkv, dctx, window);
   EXPECT_CLOSE(got.ctx, want.ctx, tolerance) << "ctx";
   EXPECT_CLOSE(got.lse, want.lse, 1e-5) << "lse";
   EXPECT_CLOSE(got.dqkv, want.dqkv, tolerance) << "dqkv";
-  const Result again = run_ring<Element>(qkv, dctx);
+  const Result again = run_ring<Element>(qkv, dctx, window);
   EXPECT_EQ(again.ctx, got.ctx) << "two runs differ";
   EXPECT_EQ(again.dqkv, got.dqkv) << "two runs differ";
 }
@@ -169,13 +175,19 @@ void expect_ring_matches_host(double tolerance) {
 // f32: the products' order differs from the host's (the op twins' 1e-5, with the merges' and
 // the blocks' additions on top).
 TEST_F(GpuFlashBlock, RingOfTwoRanksMatchesTheWholeSequenceF32) {
-  expect_ring_matches_host<float>(2e-5);
+  expect_ring_matches_host<float>(2e-5, 0);
+}
+TEST_F(GpuFlashBlock, RingWithASlidingWindowMatchesTheWholeSequenceF32) {
+  expect_ring_matches_host<float>(2e-5, kWindow);
 }
 
 // bf16: P and dS rounded before their products, as the op twins (2e-2), and the merged ctx
 // rounded once more before the backward's Delta.
 TEST_F(GpuFlashBlock, RingOfTwoRanksMatchesTheWholeSequenceBf16) {
-  expect_ring_matches_host<uint16_t>(3e-2);
+  expect_ring_matches_host<uint16_t>(3e-2, 0);
+}
+TEST_F(GpuFlashBlock, RingWithASlidingWindowMatchesTheWholeSequenceBf16) {
+  expect_ring_matches_host<uint16_t>(3e-2, kWindow);
 }
 
 }  // namespace

@@ -233,6 +233,23 @@ TEST(Layouts, Qwen3NormsMatchOneProcessWithin1e5) {
   match_one_process(shared, qwen3, {{2, "qwen3 tp2", tp2}, {4, "qwen3 tp2 cp2 sp flash", tp2cp2}});
 }
 
+// A sliding window of 3 positions (model.sliding_window) against one process's unfused
+// attention: the tp2 sp unfused softmax, and the context ring with flash blocks, where the
+// window leaves some pairs of chunks no visible key (cp2: chunks of 4 positions, cp4: of 2).
+TEST(Layouts, SlidingWindowMatchesOneProcessWithin1e5) {
+  mpi_test::SharedData shared;
+  std::vector<std::string> window = llama();
+  window.push_back("model.sliding_window=3");
+  std::vector<Layout> layouts = {
+      {2, "window tp2 sp", {"parallel.tensor=2", "parallel.sequence_parallel=true"}},
+      {2, "window cp2 flash", {"parallel.context=2", kFlash}},
+      {4, "window cp4 flash", {"parallel.context=4", kFlash}},
+  };
+  for (Layout& layout : layouts)
+    layout.overrides.insert(layout.overrides.begin(), window.begin(), window.end());
+  match_one_process(shared, window, layouts);
+}
+
 // Megatron's --eod-mask-loss (data.eod_mask_loss; 'e', id 101, stands for the end-of-document
 // token in the synthetic text): the loss is the mean over the global batch's counted targets in
 // every layout, under the vocab-parallel loss (tp2 sp), dp2 with the distributed optimizer, cp2

@@ -104,6 +104,8 @@ class Llama:
                                                           config["rope_theta"])
         else:
             self.inv_freq = llama3_scaled(inv_freq, scaling)
+        # MistralConfig's sliding_window (HF masks key j for query i where j <= i - window).
+        self.window = config.get("sliding_window") if config.get("model_type") == "mistral" else None
         # tie_word_embeddings: the word embeddings are the head (no lm_head.weight).
         self.tied = config.get("tie_word_embeddings", False)
 
@@ -121,6 +123,8 @@ class Llama:
         H, G, D, r = self.H, self.G, self.D, self.H // self.G
         cos, sin = self.rope_tables(T)
         mask = np.triu(np.full((T, T), -np.inf), 1)
+        if self.window:  # key j hidden from query i where j <= i - window as well
+            mask[np.tril_indices(T, -self.window)] = -np.inf
         grads = {name: np.zeros_like(value) for name, value in p.items()}
         x = p["model.embed_tokens.weight"][tokens]  # (B, T, C)
         saved = []

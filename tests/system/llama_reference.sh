@@ -7,8 +7,9 @@
 # biases (model.add_qkv_bias), and flash with heads wider than hidden_size / heads
 # (model.kv_channels, config.json's head_dim), and unfused as Qwen3 (q and k norms,
 # model.qk_layernorm, with wide heads), and flash with YaRN's RoPE scaling, and flash with
-# Megatron's --eod-mask-loss (data.eod_mask_loss), every loss and gradient norm within 1e-5
-# relative. The reference
+# Megatron's --eod-mask-loss (data.eod_mask_loss), and flash and unfused with a sliding window
+# (model.sliding_window, Mistral's), every loss and gradient norm within 1e-5 relative. The
+# reference
 # starts from the trainer's initial weights, exported by a one-step run at learning rate 1e-30
 # (every update is far below a float32 ulp of the weights, so they stay as initialized).
 # Usage: llama_reference.sh TRAINER
@@ -61,7 +62,11 @@ yarn=(--set model.rope_scaling.type=yarn --set model.rope_scaling.factor=4
 # end-of-document id in the synthetic text, flash; the reference gives those positions HF's
 # label -100.
 eodmask=(--set data.eod_mask_loss=true --set data.eod_id=101 --set model.attention_backend=flash)
-for backend in unfused flash llama32 qwen2 headdim qwen3 yarn eodmask; do
+# window, unwindow: a sliding window of 5 positions (model.sliding_window, exported as
+# MistralConfig's sliding_window), flash and unfused.
+window=(--set model.sliding_window=5 --set model.attention_backend=flash)
+unwindow=(--set model.sliding_window=5 --set model.attention_backend=unfused)
+for backend in unfused flash llama32 qwen2 headdim qwen3 yarn eodmask window unwindow; do
   run_lr=$lr masked=()
   case $backend in
     llama32) settings=(--set model.attention_backend=unfused "${llama32[@]}") ;;
@@ -70,6 +75,8 @@ for backend in unfused flash llama32 qwen2 headdim qwen3 yarn eodmask; do
     qwen3) settings=("${qwen3[@]}") run_lr=$sharp_lr ;;
     yarn) settings=("${yarn[@]}") run_lr=$sharp_lr ;;
     eodmask) settings=("${eodmask[@]}") masked=(101) run_lr=$sharp_lr ;;
+    window) settings=("${window[@]}") ;;
+    unwindow) settings=("${unwindow[@]}") ;;
     *) settings=(--set model.attention_backend=$backend) ;;
   esac
   "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \
@@ -179,6 +186,10 @@ grep -q '"rope_type": "yarn"' "$dir/init_yarn/config.json" ||
   fail "the yarn export's config.json lacks rope_scaling yarn"
 imports imported_yarn yarn "$dir/init_yarn/model.safetensors" "${yarn[@]}" \
   --set optimizer.lr=$sharp_lr --set optimizer.min_lr=$sharp_lr
+grep -q '"sliding_window": 5' "$dir/init_window/config.json" &&
+  grep -q '"MistralForCausalLM"' "$dir/init_window/config.json" ||
+  fail "the window export's config.json is not a MistralForCausalLM's with sliding_window 5"
+imports imported_window window "$dir/init_window/model.safetensors" "${window[@]}"
 # A config.json that disagrees with the config, or asks for what the trainer does not do, is
 # refused, naming the field: the llama32 export into the plain (untied, unscaled) config, an
 # untied one, another factor, another rope_type.
@@ -219,4 +230,7 @@ refused headdim_into_llama headdim \
   'head_dim 24 differs from model.hidden_size / model.num_attention_heads 16'
 refused llama_into_headdim unfused \
   'head_dim 16 differs from model.kv_channels 24' --set model.kv_channels=24
+refused window_into_llama window 'sliding_window 5 differs from model.sliding_window 0'
+refused llama_into_window unfused 'sliding_window none differs from model.sliding_window 5' \
+  --set model.sliding_window=5
 echo PASS

@@ -178,6 +178,7 @@ struct ConfigSchema<model::GptConfig> {
         field("add_qkv_bias", &GptConfig::add_qkv_bias),
         field("qk_layernorm", &GptConfig::qk_layernorm),
         field("kv_channels", &GptConfig::kv_channels),
+        field("sliding_window", &GptConfig::sliding_window),
         field("untie_embeddings", &GptConfig::untie_embeddings),
         field("attention_backend", &GptConfig::attention_backend),
     };

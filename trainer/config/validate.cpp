@@ -150,6 +150,7 @@ void validate_model(const model::GptConfig& model) {
                                                      text_of(runtime::kFlashMaxHeadDim) + "; " +
                                                      head_dim_text(model));
   }
+  check_at_least<int64_t>("model.sliding_window", model.sliding_window, 0);
   check_at_least<int64_t>("model.ffn_hidden_size", model.ffn_hidden_size, 0);
   if (model.ffn_hidden_size == 0 && !product(model.hidden_size, 4)) {
     throw ConfigError("model.hidden_size", text_of(model.hidden_size) +

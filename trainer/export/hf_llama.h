@@ -43,9 +43,10 @@ class HfLlamaImport final : public HfImport {
 
 // Checks a LlamaConfig (MistralConfig, Qwen2Config or Qwen3Config) config.json against `config`:
 // the shape fields, rope_theta, rope_scaling (null, default or llama3), tie_word_embeddings and
-// model_type (qwen2 exactly when model.add_qkv_bias, qwen3 when model.qk_layernorm) must agree, and
-// what the trainer does not implement (another RoPE scaling, other biases, another activation,
-// sliding windows) is an error naming the field and its value. `source` names the file in errors. A
+// model_type (qwen2 exactly when model.add_qkv_bias, qwen3 when model.qk_layernorm) and the
+// sliding window every layer has (model.sliding_window) must agree, and what the trainer does
+// not implement (another RoPE scaling, other biases, another activation, a window in some
+// layers only) is an error naming the field and its value. `source` names the file in errors. A
 // tied model has no lm_head.weight: the word embeddings are the head.
 void check_hf_llama_config(const std::string& json_text, const std::string& source,
                            const model::GptConfig& config);
@@ -57,7 +58,9 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
 model::GptConfig llama_config_from_hf_json(const std::string& json_text, const std::string& source);
 
 // config.json for transformers' LlamaConfig, or Qwen2Config with model.add_qkv_bias, Qwen3Config
-// with model.qk_layernorm (keys sorted, indented by 2).
+// with model.qk_layernorm (either with use_sliding_window from layer 0 under
+// model.sliding_window), MistralConfig with model.sliding_window alone (keys sorted, indented by
+// 2).
 std::string hf_llama_config_json(const model::GptConfig& config,
                                  std::string_view torch_dtype = "float32");
 

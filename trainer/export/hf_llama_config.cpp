@@ -109,6 +109,50 @@ void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config, 
     fail(std::string(key) + ".truncate", "is false; the trainer truncates the correction range");
 }
 
+// The sliding window a config.json gives every layer (Note [Sliding window]; 0: none), the
+// Hugging Face way: MistralConfig's sliding_window (4096 when absent, none when null); Qwen2's
+// and Qwen3's only under use_sliding_window, and then in the layers from max_window_layers on
+// (or those layer_types names sliding_attention); LlamaConfig has none. A window in some layers
+// only fails: the trainer's window is the same in every layer.
+int64_t hf_sliding_window(const YAML::Node& root, const std::string& model_type,
+                          int64_t num_layers, const Fail& fail) {
+  const YAML::Node window = root["sliding_window"];
+  const bool given = window && !window.IsNull();
+  auto window_size = [&] {
+    const double value = number_at(root, "sliding_window", "sliding_window", fail);
+    if (!(value >= 1 && value == std::floor(value)))
+      fail("sliding_window", window.Scalar() + " is not a positive integer");
+    return static_cast<int64_t>(value);
+  };
+  if (model_type == "mistral") return !window ? 4096 : given ? window_size() : 0;
+  const bool qwen = model_type == "qwen2" || model_type == "qwen3";
+  if (!qwen) {
+    if (given) fail("sliding_window", "is set, but LlamaForCausalLM has no sliding window (use "
+                                      "model_type mistral)");
+    return 0;
+  }
+  const YAML::Node use = root["use_sliding_window"];
+  if (!(use && use.IsScalar() && use.Scalar() == "true") || !given) return 0;
+  int64_t sliding_layers = 0;  // how many of the layers slide
+  const YAML::Node types = root["layer_types"];
+  if (types && types.IsSequence()) {
+    for (const YAML::Node& type : types) sliding_layers += type.Scalar() == "sliding_attention";
+  } else {
+    const YAML::Node first = root["max_window_layers"];
+    const double from = first && !first.IsNull()
+                            ? number_at(root, "max_window_layers", "max_window_layers", fail)
+                            : 28.0;  // Qwen2Config's and Qwen3Config's default
+    sliding_layers = std::clamp<int64_t>(num_layers - static_cast<int64_t>(from), 0, num_layers);
+  }
+  if (sliding_layers == 0) return 0;
+  if (sliding_layers != num_layers)
+    fail(types && types.IsSequence() ? "layer_types" : "max_window_layers",
+         "gives a sliding window to " + std::to_string(sliding_layers) + " of the " +
+             std::to_string(num_layers) +
+             " layers; the trainer's window (model.sliding_window) is every layer's");
+  return window_size();
+}
+
 // LlamaConfig's rope_scaling: null, Llama 3.1's or YaRN's (keys sorted).
 std::string rope_scaling_json(const runtime::RopeScaling& s) {
   if (!s.enabled()) return "null";
@@ -177,11 +221,11 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
     fail("head_dim", "is absent (hidden_size / num_attention_heads), but model.kv_channels is " +
                          std::to_string(config.kv_channels));
   check_rope_scaling(root, config, fail);
-  // Qwen2 and Qwen3 keep a window size (or null) that only use_sliding_window turns on.
-  const YAML::Node window = root["sliding_window"];
-  if (qwen ? text("use_sliding_window") == "true" : window && !window.IsNull())
-    fail(qwen ? "use_sliding_window" : "sliding_window",
-         "is set; attention here is causal over the whole sequence");
+  const int64_t window = hf_sliding_window(root, model_type, config.num_layers, fail);
+  if (window != config.sliding_window)
+    fail(qwen ? "sliding_window (with use_sliding_window)" : "sliding_window",
+         (window > 0 ? std::to_string(window) : std::string("none")) +
+             " differs from model.sliding_window " + std::to_string(config.sliding_window));
   for (const char* field : {"attention_bias", "mlp_bias"})
     if (text(field) == "true") fail(field, "is true; Llama blocks here have none");
   const bool tied = text("tie_word_embeddings") == "true";  // LlamaConfig's default: false
@@ -205,7 +249,8 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
   // Qwen2ForCausalLM: Llama's block with q, k and v biases (model.add_qkv_bias); Qwen3ForCausalLM:
   // with q and k norms (model.qk_layernorm).
   const bool qwen2 = config.add_qkv_bias, qwen3 = config.qk_layernorm;
-  const std::string model_type = qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama";
+  const bool window = config.sliding_window > 0, mistral = window && !qwen2 && !qwen3;
+  const std::string model_type = qwen2 ? "qwen2" : qwen3 ? "qwen3" : mistral ? "mistral" : "llama";
   std::vector<std::pair<std::string, std::string>> fields = {
       {"architectures", "[\n    " + json_quote(model::hf_class_name(config)) + "\n  ]"},
       {"attention_bias", "false"},
@@ -232,8 +277,19 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
     std::erase_if(fields, [&](const auto& field) {
       return field.first == "mlp_bias" || (qwen2 && field.first == "attention_bias");
     });
-    fields.insert(fields.end() - 1, {"use_sliding_window", "false"});
+    fields.push_back({"use_sliding_window", window ? "true" : "false"});
+    if (window) {  // in every layer: from layer 0 on
+      fields.push_back({"max_window_layers", "0"});
+      fields.push_back({"sliding_window", std::to_string(config.sliding_window)});
+    }
   }
+  if (mistral) {  // MistralConfig: Llama's without the bias switches, with the window
+    std::erase_if(fields, [](const auto& field) {
+      return field.first == "mlp_bias" || field.first == "attention_bias";
+    });
+    fields.push_back({"sliding_window", std::to_string(config.sliding_window)});
+  }
+  std::sort(fields.begin(), fields.end());
   std::string json = "{\n";
   for (size_t i = 0; i < fields.size(); ++i)
     json += "  \"" + fields[i].first + "\": " + fields[i].second +
@@ -273,6 +329,11 @@ model::GptConfig llama_config_from_hf_json(const std::string& json_text,
   config.untie_embeddings = !json.boolean("tie_word_embeddings", false);
   config.add_qkv_bias = type == "qwen2";
   config.qk_layernorm = type == "qwen3";
+  config.sliding_window = hf_sliding_window(
+      load_json_object(json_text, source, "not JSON", "not a JSON object"), type,
+      config.num_layers, [&](const std::string& field, const std::string& why) {
+        json.fail(field, why);
+      });
   // rope_theta and rope_scaling (transformers 4), or both inside rope_parameters (5).
   const bool v5 = json.has("rope_parameters");
   const std::string scaling_key = v5 ? "rope_parameters" : "rope_scaling";

@@ -64,6 +64,12 @@ namespace {
 // i iff j <= i + shift with shift = q_position - kv_position; key tiles past the last visible
 // key are skipped, and a query that sees no key keeps m = -inf, l = 0 (ctx 0, lse -inf).
 //
+// Sliding window (Note [Sliding window] in runtime/op_args.h): key j is also masked for query i
+// when j <= i + shift - window. The forward starts at the first key tile a query of its tile
+// sees, and the backward stops a key tile's query tiles after the last query that sees one of
+// its keys; the tiles themselves, and the dropout coordinates, are those of the plain mask, so
+// a tile computed with a window differs from the plain one only in the masked elements.
+//
 // Tiles: kQueryTile = 64 lanes are four AVX-512 vectors, the width of the 6 x 4 register
 // tile of the products; with kKeyTile = 64 a thread's forward tiles take under 150 KB
 // (D = 128) and stay in its L2. Measured on 2 cores at T = 1024, D = 64, key tiles of 32, 96
@@ -206,6 +212,7 @@ struct Geometry {
   int64_t D;           // head dim
   int64_t padded_dim;  // D rounded up to whole vectors
   int64_t shift;       // q_position - kv_position: key j is visible to query i iff j <= i + shift
+  int64_t window;      // and, when > 0, j > i + shift - window (Note [Sliding window])
   int64_t full_len;    // L: the dropout coordinates' row length
   int64_t q_row, k_row, v_row;  // floats between rows t and t + 1 of q, k and v
   int64_t ctx_row;              // of ctx: B * H * D
@@ -218,6 +225,7 @@ Geometry make_geometry(const Operands& in) {
                   dims.head_dim,
                   round_up(dims.head_dim, kVectorFloats),
                   dims.q_position - dims.kv_position,
+                  dims.window,
                   dims.full_len,
                   in.q.row_stride,
                   in.k.row_stride,
@@ -345,9 +353,31 @@ inline int64_t first_visible_lane(const Geometry& g, int64_t i0, int64_t j0, int
   return std::clamp<int64_t>(j0 + j - i0 - g.shift, 0, kQueryTile);
 }
 
+// Key row j of a tile is left of the window of the lanes i >= window_end_lane(j): key j0 + j is
+// at or before query i0 + i + shift - window there. kQueryTile without a window.
+inline int64_t window_end_lane(const Geometry& g, int64_t i0, int64_t j0, int64_t j) {
+  if (g.window == 0) return kQueryTile;
+  return std::clamp<int64_t>(j0 + j - i0 - g.shift + g.window, 0, kQueryTile);
+}
+
 // The keys [0, visible_keys) are visible to some of the queries [0, queries_end).
 inline int64_t visible_keys(const Geometry& g, int64_t queries_end) {
   return std::clamp<int64_t>(queries_end + g.shift, 0, g.Tk);
+}
+
+// The first key tile (a multiple of kKeyTile) that holds a key query `first_query` or a later
+// one sees: 0 without a window.
+inline int64_t first_key_tile(const Geometry& g, int64_t first_query) {
+  if (g.window == 0) return 0;
+  const int64_t first_key = std::clamp<int64_t>(first_query + g.shift - g.window + 1, 0, g.Tk);
+  return first_key / kKeyTile * kKeyTile;
+}
+
+// The queries [0, seeing_queries) include every query that sees one of the keys [0, keys_end):
+// the query rows T without a window.
+inline int64_t seeing_queries(const Geometry& g, int64_t keys_end) {
+  if (g.window == 0) return g.T;
+  return std::clamp<int64_t>(keys_end - 1 - g.shift + g.window, 0, g.T);
 }
 
 // One thread's tiles for the forward; rows and lanes past T hold values nobody reads.
@@ -413,8 +443,9 @@ void forward_key_tile(ForwardScratch& s, const Head& head, const Geometry& g,
                   kQueryTile, dims.scale, false},
           keys, kQueryTile, g.D);
   for (int64_t j = 0; j < keys; ++j) {  // causal mask: -inf where key j0 + j > query i0 + i
-    float* row = s.scores.data() + j * kQueryTile;
+    float* row = s.scores.data() + j * kQueryTile;  // or is left of its window
     std::fill(row, row + first_visible_lane(g, i0, j0, j), kMinusInf);
+    std::fill(row + window_end_lane(g, i0, j0, j), row + kQueryTile, kMinusInf);
   }
   online_softmax(s, keys);
   for (int64_t i = 0; i < queries; ++i) {
@@ -448,7 +479,7 @@ void forward_query_tile(ForwardScratch& s, float* ctx, float* lse, const Head& h
   std::fill(s.out.begin(), s.out.end(), 0.f);
   std::fill(s.max, s.max + kQueryTile, kMinusInf);
   std::fill(s.sum, s.sum + kQueryTile, 0.f);
-  for (int64_t j0 = 0; j0 < visible_keys(g, i0 + queries); j0 += kKeyTile)
+  for (int64_t j0 = first_key_tile(g, i0); j0 < visible_keys(g, i0 + queries); j0 += kKeyTile)
     forward_key_tile(s, head, g, dims, dropout, i0, queries, j0);
   for (int64_t i = 0; i < queries; ++i) {
     const float inv_sum = s.sum[i] > 0.f ? 1.f / s.sum[i] : 0.f;
@@ -527,11 +558,12 @@ void recompute_probs(BackwardScratch& s, const float* lse, const Geometry& g, in
                      int64_t queries, int64_t j0, int64_t keys) {
   for (int64_t j = 0; j < keys; ++j) {
     float* row = s.probs.data() + j * kQueryTile;
-    const int64_t first = std::min(first_visible_lane(g, i0, j0, j), queries);
+    const int64_t end = std::min(window_end_lane(g, i0, j0, j), queries);
+    const int64_t first = std::min(first_visible_lane(g, i0, j0, j), end);
     std::fill(row, row + first, 0.f);
 #pragma omp simd
-    for (int64_t i = first; i < queries; ++i) row[i] = detail::exp_poly(row[i] - lse[i0 + i]);
-    std::fill(row + queries, row + kQueryTile, 0.f);
+    for (int64_t i = first; i < end; ++i) row[i] = detail::exp_poly(row[i] - lse[i0 + i]);
+    std::fill(row + end, row + kQueryTile, 0.f);
   }
 }
 
@@ -602,7 +634,8 @@ void backward_kv_head(BackwardScratch& s, const Gradients& out, const float* dct
     load_queries(s, dctx, ctx, head, g);
     for (int64_t j0 = 0; j0 < g.Tk; j0 += kKeyTile) {
       const int64_t first_query = std::max<int64_t>(0, j0 - g.shift);  // the first to see j0
-      for (int64_t i0 = first_query / kQueryTile * kQueryTile; i0 < g.T; i0 += kQueryTile)
+      const int64_t query_end = seeing_queries(g, std::min(j0 + kKeyTile, g.Tk));
+      for (int64_t i0 = first_query / kQueryTile * kQueryTile; i0 < query_end; i0 += kQueryTile)
         backward_tile(s, lse, head, g, in.dims, dropout, i0, j0);
     }
     for (int64_t t = 0; t < g.T; ++t) {
@@ -631,6 +664,7 @@ FlashAttentionDims resolve(const FlashAttentionDims& dims) {
                  "flash attention group_size " << r.group_size << " must divide heads " << r.heads);
   TRAINER_ASSERT(r.head_dim >= 1 && r.head_dim <= kMaxHeadDim,
                  "flash attention head_dim " << r.head_dim << " outside 1.." << kMaxHeadDim);
+  TRAINER_ASSERT(r.window >= 0, "flash attention window " << r.window << " is negative");
   TRAINER_ASSERT(r.dropout_prob >= 0.f && r.dropout_prob < 1.f,
                  "dropout probability " << r.dropout_prob << " outside [0, 1)");
   TRAINER_ASSERT(

@@ -22,7 +22,7 @@ void causal_softmax_forward(const ops::CausalSoftmaxForward& args) {
                                                           arg("scores", args.scores, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::causal_softmax_forward(act_ptr(args.probs), act_ptr(args.scores), args.batch_heads,
-                                 args.seq, stream);
+                                 args.seq, args.window, stream);
   });
 }
 
@@ -33,7 +33,7 @@ void causal_softmax_backward(const ops::CausalSoftmaxBackward& args) {
                                                            arg("probs", args.probs, kAct, n)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::causal_softmax_backward(act_ptr(args.dscores), act_ptr(args.dprobs), act_ptr(args.probs),
-                                  args.batch_heads, args.seq, stream);
+                                  args.batch_heads, args.seq, args.window, stream);
   });
 }
 

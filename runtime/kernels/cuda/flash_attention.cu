@@ -1,7 +1,7 @@
 // Causal FlashAttention-2 on the device (Note [Flash attention on CUDA] in flash_tiles.cuh),
-// whole sequence or one ring block: the forward keeps ctx and lse; the backward (Delta, dK/dV,
-// dQ) assigns dqkv (=) or adds into a block's dq, dkv (+=), no atomics. bf16 on tensor cores,
-// f32 on the FMA units.
+// whole sequence or one ring block, with or without a sliding window: the forward keeps ctx and
+// lse; the backward (Delta, dK/dV, dQ) assigns dqkv (=) or adds into a block's dq, dkv (+=), no
+// atomics. bf16 on tensor cores, f32 on the FMA units.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -37,6 +37,12 @@ struct ForwardInputs {
   const Element* v;
 };
 
+// The first key tile a query of the block from query i0 sees: 0 without a window.
+__device__ __forceinline__ int first_key_tile(const Geometry& geo, int i0) {
+  const int first_key = geo.window > 0 ? max(0, i0 + geo.shift - geo.window + 1) : 0;
+  return first_key / kKeyTile * kKeyTile;
+}
+
 // One CTA per (sample and head: blockIdx.x, query block: the last first, blockIdx.y). ctx is the
 // activation type (the whole sequence) or f32 (a block).
 template <class Element, class Out, int kHeadDim>
@@ -62,7 +68,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   SoftmaxState state = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
   float o[kHeadDim / 8][4] = {};
   const int key_end = min(i0 + kBlockRows + geo.shift, geo.Tk);  // keys the block's queries see
-  for (int j0 = 0; j0 < key_end; j0 += kKeyTile) {
+  for (int j0 = first_key_tile(geo, i0); j0 < key_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous K and V
     load_tile<Element, kKeyTile, kHeadDim>(k_tile, in.k + head.kv, geo.kv_row, j0, geo.Tk, geo);
     load_tile<Element, kKeyTile, kHeadDim>(v_tile, in.v + head.kv, geo.kv_row, j0, geo.Tk, geo);
@@ -151,8 +157,7 @@ __device__ void key_major_gradients(float (&st)[kN8][4], float (&dpt)[kN8][4],
       const int j = key0 + g + 8 * (e / 2), column = 8 * n + t2 + e % 2, i = i0 + column;
       const float p = !masked(geo, i, j) && i < geo.T ? expf(st[n][e] - lse_step[column]) : 0.f;
       const float f = dropout.active ? keep_factor(dropout, keep, 4 * n + e) : 1.f;
-      const bool lone_key = geo.q_position + i == 0;
-      dpt[n][e] = lone_key ? 0.f : p * (dpt[n][e] * f - delta_step[column]);
+      dpt[n][e] = lone_key(geo, i) ? 0.f : p * (dpt[n][e] * f - delta_step[column]);
       st[n][e] = p * f;
     }
   }
@@ -173,7 +178,7 @@ constexpr int dkdv_min_blocks() {
 
 // dK and dV of one CTA's 64 keys (blockIdx.y, the first block first) of one sample and kv head
 // (blockIdx.x), over its query heads in increasing order and for each over the query steps from
-// the first query that sees them on.
+// the first query that sees them to the last (T without a window).
 template <class Element, class Grad, int kHeadDim>
 __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHeadDim>()))
     flash_dkdv_kernel(BackwardArgs<Element, Grad> args) {
@@ -201,7 +206,10 @@ __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHead
   float dk[kHeadDim / 8][4] = {}, dv[kHeadDim / 8][4] = {};
   const int first_query = max(0, j0 - geo.shift);  // the first query that sees key j0
   const int first_step = first_query / kQueryStep * kQueryStep;
-  const int steps = max(0, geo.T - first_step + kQueryStep - 1) / kQueryStep;  // per query head
+  const int last_key = min(j0 + kBlockRows, geo.Tk) - 1;
+  const int query_end =  // past the last query that sees the CTA's last key
+      geo.window > 0 ? min(geo.T, last_key - geo.shift + geo.window) : geo.T;
+  const int steps = max(0, query_end - first_step + kQueryStep - 1) / kQueryStep;  // per head
   // One loop over (query head, step) in that order: its head recomputed per step, nothing of a
   // query head stays live across the steps.
   for (int step = 0; step < geo.group * steps; ++step) {
@@ -217,8 +225,11 @@ __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHead
       delta_step[threadIdx.x] = i < geo.T ? args.delta[head.rows + i] : 0.f;
     }
     __syncthreads();
-    // The warp's keys all follow the step's queries, or lie past the keys.
-    if (key0 > i0 + kQueryStep - 1 + geo.shift || key0 >= geo.Tk) continue;
+    // The warp's keys all follow the step's queries, lie past the keys, or are left of the
+    // windows of all of them.
+    if (key0 > i0 + kQueryStep - 1 + geo.shift || key0 >= geo.Tk ||
+        (geo.window > 0 && key0 + kWarpRows - 1 <= i0 + geo.shift - geo.window))
+      continue;
     float st[kQueryStep / 8][4] = {}, dpt[kQueryStep / 8][4] = {};
     warp_product<kQueryStep / 8, kHeadDim>(st, k, SmemMatrix<Element, true>{q_tile, kStride}, lane);
     warp_product<kQueryStep / 8, kHeadDim>(dpt, v, SmemMatrix<Element, true>{dout_tile, kStride},
@@ -256,14 +267,13 @@ __device__ void query_major_gradients(const float (&s)[kN8][4], float (&dp)[kN8]
     for (int e = 0; e < 4; ++e) {
       const int i = row0 + g + 8 * (e / 2), j = j0 + 8 * n + t2 + e % 2;
       const float p = !masked(geo, i, j) && i < geo.T ? expf(s[n][e] - lse[e / 2]) : 0.f;
-      const bool lone_key = geo.q_position + i == 0;
-      dp[n][e] = lone_key ? 0.f : p * (dp[n][e] - delta[e / 2]);
+      dp[n][e] = lone_key(geo, i) ? 0.f : p * (dp[n][e] - delta[e / 2]);
     }
   }
 }
 
 // dQ of one CTA's 64 queries (blockIdx.y, the last first) of one sample and head (blockIdx.x),
-// over the key tiles up to the diagonal.
+// over the key tiles from the first one they see up to the diagonal.
 template <class Element, class Grad, int kHeadDim>
 __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<Element, Grad> args) {
   using Smem = QuerySmem<Element, kHeadDim>;
@@ -294,13 +304,15 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
   const SmemMatrix<Element, true> dout{dout_tile + warp * kWarpRows * kStride, kStride};
   float dq[kHeadDim / 8][4] = {};
   const int key_end = min(i0 + kBlockRows + geo.shift, geo.Tk);  // keys the block's queries see
-  for (int j0 = 0; j0 < key_end; j0 += kKeyTile) {
+  for (int j0 = first_key_tile(geo, i0); j0 < key_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous K and V
     load_tile<Element, kKeyTile, kHeadDim>(k_tile, args.k + head.kv, geo.kv_row, j0, geo.Tk, geo);
     load_tile<Element, kKeyTile, kHeadDim>(v_tile, args.v + head.kv, geo.kv_row, j0, geo.Tk, geo);
     __syncthreads();
-    // The tile's keys all follow the warp's queries.
-    if (j0 > row0 + kWarpRows - 1 + geo.shift) continue;
+    // The tile's keys all follow the warp's queries, or are left of all their windows.
+    if (j0 > row0 + kWarpRows - 1 + geo.shift ||
+        (geo.window > 0 && j0 + kKeyTile - 1 <= row0 + geo.shift - geo.window))
+      continue;
     float s[kKeyTile / 8][4] = {}, dp[kKeyTile / 8][4] = {};
     warp_product<kKeyTile / 8, kHeadDim>(s, q, SmemMatrix<Element, true>{k_tile, kStride}, lane);
     warp_product<kKeyTile / 8, kHeadDim>(dp, dout, SmemMatrix<Element, true>{v_tile, kStride},
@@ -348,6 +360,7 @@ cpu::FlashAttentionDims checked_dims(const cpu::FlashAttentionDims& dims) {
                                         << " (the model's head dim)"));
   if (!(d.dropout_prob >= 0.f && d.dropout_prob < 1.f))
     unsupported(TRAINER_STR("dropout probability " << d.dropout_prob << " is outside [0, 1)"));
+  if (d.window < 0) unsupported(TRAINER_STR("window " << d.window << " is negative"));
   if (d.head_offset < 0 || d.sample_offset < 0)
     unsupported(TRAINER_STR("negative head_offset " << d.head_offset << " or sample_offset "
                                                     << d.sample_offset));
@@ -423,6 +436,8 @@ Geometry make_geometry(const cpu::FlashAttentionDims& d, const Layout& layout,
   geo.H = static_cast<int>(d.heads);
   geo.group = static_cast<int>(d.group_size);
   geo.shift = static_cast<int>(d.q_position - d.kv_position);
+  // A window of full_len or more masks nothing (Note [Sliding window]): the plain kernels.
+  geo.window = d.window < d.full_len ? static_cast<int>(d.window) : 0;
   geo.q_position = d.q_position;
   geo.q_row = layout.q_row;
   geo.q_group = layout.q_group;

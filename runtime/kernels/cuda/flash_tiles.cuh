@@ -30,7 +30,8 @@ namespace runtime::cuda::device::flash {
 // so the fragment loads of a warp fall in 32 different banks.
 // Forward: a CTA per (sample and head, 64 queries), the last query blocks (the most keys)
 // first. Per key tile of 64, up to the diagonal (later tiles are never loaded): S = scale Q K^T,
-// -inf where key > query (in tiles that cross the diagonal), then the CPU's online softmax
+// -inf where key > query (in tiles that cross the diagonal; the window's lower edge likewise,
+// Sliding window below), then the CPU's online softmax
 // (running max m, running sum l, O rescaled), P * F (dropout) and O += (P F) V, with P F read
 // from the accumulators as the MMA's A operand (rounded to bf16 first, as FlashAttention-2
 // does; the f32 path stages it through shared memory). ctx = O / l, lse = m + log l.
@@ -43,8 +44,9 @@ namespace runtime::cuda::device::flash {
 // dQ: a CTA per (sample and head, 64 queries), over key tiles of 64 up to the diagonal: S, P,
 // dP, dS as above, dQ += dS K. dK and dQ are multiplied by scale when written. The dK/dV steps
 // hold 32 queries so that dK, dV (64 + 64 accumulators at head_dim 128) and two 16 x 32 tiles
-// fit a lane's registers. Query 0 sees one key, so its softmax is the constant 1 and its dS is
-// exactly 0: the kernels write that 0 ("lone key") rather than the rounding noise of
+// fit a lane's registers. Query 0 sees one key (every query does with a window of 1), so its
+// softmax is the constant 1 and its dS is exactly 0: the kernels write that 0 ("lone key",
+// lone_key) rather than the rounding noise of
 // dP F - Delta, two equal sums taken in different orders (the host, summing in yet other
 // orders, often cancels them exactly, and the op twins demand a 0 wherever the host has one).
 //
@@ -56,8 +58,8 @@ namespace runtime::cuda::device::flash {
 // unrolled tile code only tests bits. The forward and dQ draw a lane's two consecutive keys from
 // one Philox block (two when they straddle blocks); dK/dV, whose lanes hold consecutive queries,
 // draws each element alone. Kept iff bits >= threshold, then scaled by keep_scale =
-// 1.0f / (1.0f - p); the host computes both as the CPU twin does. Masked elements and queries
-// past T draw nothing.
+// 1.0f / (1.0f - p); the host computes both as the CPU twin does. Masked elements (but one
+// whose pair partner is visible) and queries past T draw nothing.
 //
 // Blocks (Note [Flash blocks]). The same kernels run a query block of qkv against a key block of
 // kv: Geometry holds where q, k, v and their gradients live, the key rows Tk, and shift =
@@ -65,6 +67,13 @@ namespace runtime::cuda::device::flash {
 // forward writes f32 ctx; the backward adds (+=) into f32 dq and dkv, each element by its one
 // writer as before. Key tiles past the last visible key are not loaded; the dK/dV steps start
 // at the first query that sees the CTA's first key. The lone key is that of global query 0.
+//
+// Sliding window (Note [Sliding window] in runtime/op_args.h). Geometry's window W > 0 also
+// masks key j for query i when j <= i + shift - W (masked); a window of full_len or more masks
+// nothing and runs as W = 0. The forward and dQ start at the key tile of the first key a query
+// of the CTA sees (i0 + shift - W + 1), and a warp skips a tile left of all its windows (dQ) or a
+// step whose queries all look past its keys (dK/dV); the dK/dV steps end after the last query
+// that sees the CTA's last key (j - shift + W - 1). W = 0 computes what it did without windows.
 //
 // Determinism. Every output element belongs to one lane of one CTA and is summed in a fixed
 // order (k steps, then tiles, then query heads, then a fixed butterfly over the 4 lanes of a
@@ -99,8 +108,10 @@ struct Geometry {
   int group;                          // query heads per kv head (group_size)
   int shift;                          // q_position - kv_position: key j is visible to query i
                                       // iff j <= i + shift (0 for the whole sequence)
-  int64_t q_position;                 // global position of query 0 (the query of one key is
-                                      // global 0)
+  int window;                         // and, when > 0, j > i + shift - window (Note [Sliding
+                                      // window] in runtime/op_args.h)
+  int64_t q_position;                 // global position of query 0 (a query sees one key at
+                                      // global 0, or everywhere with window 1)
   int64_t q_row, q_group, q_head;     // of q (in qkv)
   int64_t kv_row, kv_head;            // of k and v
   int64_t dq_row, dq_group, dq_head;  // of dq
@@ -151,9 +162,15 @@ __device__ inline Head head_of(const Geometry& geo, int kv_head, int member) {
   return head;
 }
 
-// Key j is masked for query i (both local rows): after it, or past the key rows.
+// Key j is masked for query i (both local rows): after it, past the key rows, or left of its
+// window.
 __device__ __forceinline__ bool masked(const Geometry& geo, int i, int j) {
-  return j > i + geo.shift || j >= geo.Tk;
+  return j > i + geo.shift || j >= geo.Tk || (geo.window > 0 && j <= i + geo.shift - geo.window);
+}
+
+// Query i's softmax has one key (the lone key: Note [Flash attention on CUDA]).
+__device__ __forceinline__ bool lone_key(const Geometry& geo, int i) {
+  return geo.q_position + i == 0 || geo.window == 1;
 }
 
 // ---- shared memory ----
@@ -386,7 +403,8 @@ __device__ __forceinline__ Philox4x32 philox_block(const DropoutRule& rule, uint
 // unrolled loops over the tile test bits.
 
 // Query-major tiles (forward, dQ): the lane's two keys j0 + 8n + t2 (+ 1) of query row0 + g (+ 8)
-// are consecutive elements, drawn from one Philox block (two when they straddle blocks).
+// are consecutive elements, drawn from one Philox block (two when they straddle blocks), unless
+// both are masked (the first alone can be, left of a window).
 template <int kN8>
 __device__ inline uint32_t keep_bits_query_major(const DropoutRule& rule, const Head& head,
                                                  const Geometry& geo, int row0, int j0, int lane) {
@@ -397,7 +415,7 @@ __device__ inline uint32_t keep_bits_query_major(const DropoutRule& rule, const 
   for (int pair = 0; pair < 2 * kN8; ++pair) {  // pair 2n + r: bits 4n + 2r and 4n + 2r + 1
     const int n = pair / 2, r = pair % 2;
     const int i = row0 + g + 8 * r, j = j0 + 8 * n + t2;
-    if (i >= geo.T || masked(geo, i, j)) continue;
+    if (i >= geo.T || (masked(geo, i, j) && masked(geo, i, j + 1))) continue;
     const uint64_t element = head.first_element + static_cast<uint64_t>(i) * geo.full_len + j;
     const uint64_t word = element & 3;
     const Philox4x32 block = philox_block(rule, head.sample, element >> 2);
@@ -449,11 +467,12 @@ __device__ inline void apply_keep_bits(float (&x)[kN8][4], const DropoutRule& ru
 }
 
 // s := scale * s, and -inf where key j0 + column is masked for query row0 + row, when the tile
-// crosses the warp's diagonal or the end of the keys.
+// crosses the warp's diagonal, the end of the keys or the lower edge of the warp's windows.
 template <int kN8>
 __device__ inline void scale_and_mask(float (&s)[kN8][4], float scale, const Geometry& geo,
                                       int row0, int j0, int lane) {
-  const bool crosses = j0 + 8 * kN8 - 1 > row0 + geo.shift || j0 + 8 * kN8 > geo.Tk;
+  const bool crosses = j0 + 8 * kN8 - 1 > row0 + geo.shift || j0 + 8 * kN8 > geo.Tk ||
+                       (geo.window > 0 && j0 <= row0 + kWarpRows - 1 + geo.shift - geo.window);
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int n = 0; n < kN8; ++n) {

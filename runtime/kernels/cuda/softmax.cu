@@ -1,6 +1,7 @@
 // Causal softmax kernels: one thread block per score row, reductions in a fixed order
 // (per-thread strided partials, warp butterfly, warps combined in index order), so results
-// are bit-identical from run to run. Each element is read and written by the same thread.
+// are bit-identical from run to run. Each element is read and written by the same thread;
+// columns left of a sliding window are written as 0 like those above the diagonal.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -19,75 +20,89 @@ using namespace ::runtime::cuda::device;  // device_common.cuh
 
 constexpr int kMaxRowThreads = 256;  // threads of the block that handles one row
 
-// One block per row of the (batch_heads * T) rows; row % T is the query position i. Each
-// thread takes kWidth consecutive entries per access (Note [Vector access]).
+// The first column query i sees: 0 without a window (Note [Sliding window] in
+// runtime/op_args.h), else i - window + 1.
+__device__ __forceinline__ int64_t first_visible(int64_t i, int64_t window) {
+  return window > 0 && i >= window ? i - window + 1 : 0;
+}
+
+// One block per row of the (batch_heads * T) rows; row % T is the query position i, which sees
+// columns first..i. Each thread takes kWidth consecutive entries per access (Note [Vector
+// access]); the reductions start at the pack holding column first (pack 0 without a window).
 template <typename Element, int kWidth>
-__global__ void causal_softmax_forward_kernel(Element* probs, const Element* scores, int64_t T) {
+__global__ void causal_softmax_forward_kernel(Element* probs, const Element* scores, int64_t T,
+                                              int64_t window) {
   __shared__ float partials[kMaxRowThreads / kWarpThreads];
   const int64_t row = blockIdx.x;
   const int64_t i = row % T;
+  const int64_t first = first_visible(i, window);
   const Element* x = scores + row * T;
   Element* p = probs + row * T;  // may be x itself
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
+  const int64_t lane0 = static_cast<int64_t>(threadIdx.x) * kWidth;  // the thread's first pack
+  const int64_t start = first / kWidth * kWidth + lane0;
   const int64_t step = static_cast<int64_t>(blockDim.x) * kWidth;
   float v[kWidth] = {};
 
   float local_max = -INFINITY;
-  for (int64_t j = first; j <= i; j += step) {
+  for (int64_t j = start; j <= i; j += step) {
     load_pack<kWidth>(x + j, v);
 #pragma unroll
     for (int k = 0; k < kWidth; ++k)
-      if (j + k <= i) local_max = fmaxf(local_max, v[k]);
+      if (j + k >= first && j + k <= i) local_max = fmaxf(local_max, v[k]);
   }
   const float row_max = block_reduce(local_max, partials, MaxOp{});
 
   float local_sum = 0.f;
-  for (int64_t j = first; j <= i; j += step) {
+  for (int64_t j = start; j <= i; j += step) {
     load_pack<kWidth>(x + j, v);
 #pragma unroll
     for (int k = 0; k < kWidth; ++k)
-      if (j + k <= i) local_sum += expf(v[k] - row_max);
+      if (j + k >= first && j + k <= i) local_sum += expf(v[k] - row_max);
   }
   const float inv_sum = 1.f / block_reduce(local_sum, partials, SumOp{});
 
-  for (int64_t j = first; j < T; j += step) {
-    if (j <= i) load_pack<kWidth>(x + j, v);
+  for (int64_t j = lane0; j < T; j += step) {
+    if (j + kWidth > first && j <= i) load_pack<kWidth>(x + j, v);
 #pragma unroll
-    for (int k = 0; k < kWidth; ++k) v[k] = j + k <= i ? expf(v[k] - row_max) * inv_sum : 0.f;
+    for (int k = 0; k < kWidth; ++k)
+      v[k] = j + k >= first && j + k <= i ? expf(v[k] - row_max) * inv_sum : 0.f;
     store_pack<kWidth>(p + j, v);
   }
 }
 
 template <typename Element, int kWidth>
 __global__ void causal_softmax_backward_kernel(Element* dscores, const Element* dprobs,
-                                               const Element* probs, int64_t T) {
+                                               const Element* probs, int64_t T, int64_t window) {
   __shared__ float partials[kMaxRowThreads / kWarpThreads];
   const int64_t row = blockIdx.x;
   const int64_t i = row % T;
+  const int64_t first = first_visible(i, window);
   const Element* dp = dprobs + row * T;
   const Element* p = probs + row * T;
   Element* ds = dscores + row * T;  // may be dp itself
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
+  const int64_t lane0 = static_cast<int64_t>(threadIdx.x) * kWidth;  // the thread's first pack
+  const int64_t start = first / kWidth * kWidth + lane0;
   const int64_t step = static_cast<int64_t>(blockDim.x) * kWidth;
   float dv[kWidth] = {}, pv[kWidth] = {};
 
   float local_dot = 0.f;
-  for (int64_t j = first; j <= i; j += step) {
+  for (int64_t j = start; j <= i; j += step) {
     load_pack<kWidth>(dp + j, dv);
     load_pack<kWidth>(p + j, pv);
 #pragma unroll
     for (int k = 0; k < kWidth; ++k)
-      if (j + k <= i) local_dot += dv[k] * pv[k];
+      if (j + k >= first && j + k <= i) local_dot += dv[k] * pv[k];
   }
   const float row_dot = block_reduce(local_dot, partials, SumOp{});
 
-  for (int64_t j = first; j < T; j += step) {
-    if (j <= i) {
+  for (int64_t j = lane0; j < T; j += step) {
+    if (j + kWidth > first && j <= i) {
       load_pack<kWidth>(dp + j, dv);
       load_pack<kWidth>(p + j, pv);
     }
 #pragma unroll
-    for (int k = 0; k < kWidth; ++k) dv[k] = j + k <= i ? pv[k] * (dv[k] - row_dot) : 0.f;
+    for (int k = 0; k < kWidth; ++k)
+      dv[k] = j + k >= first && j + k <= i ? pv[k] * (dv[k] - row_dot) : 0.f;
     store_pack<kWidth>(ds + j, dv);
   }
 }
@@ -112,8 +127,9 @@ bool packed_rows(int64_t T, std::initializer_list<const Element*> tensors) {
 }
 
 // Grid of one block per row; false when there is nothing to do.
-bool row_grid(int64_t batch_heads, int64_t T, unsigned* blocks) {
+bool row_grid(int64_t batch_heads, int64_t T, int64_t window, unsigned* blocks) {
   TRAINER_ASSERT(batch_heads >= 0 && T >= 0, "causal softmax of " << batch_heads << " x " << T);
+  TRAINER_ASSERT(window >= 0, "causal softmax window " << window << " is negative");
   const int64_t rows = batch_heads * T;
   TRAINER_ASSERT(rows <= INT_MAX, "causal softmax of " << rows << " rows exceeds the grid");
   *blocks = static_cast<unsigned>(rows);
@@ -122,24 +138,24 @@ bool row_grid(int64_t batch_heads, int64_t T, unsigned* blocks) {
 
 template <typename Element>
 void launch_forward(Element* probs, const Element* scores, int64_t batch_heads, int64_t T,
-                    cudaStream_t stream) {
+                    int64_t window, cudaStream_t stream) {
   unsigned blocks = 0;
-  if (!row_grid(batch_heads, T, &blocks)) return;
+  if (!row_grid(batch_heads, T, window, &blocks)) return;
   with_pack_width<Element>(packed_rows<Element>(T, {probs, scores}), [&](auto width) {
     causal_softmax_forward_kernel<Element, decltype(width)::value>
-        <<<blocks, row_threads(T, width), 0, stream>>>(probs, scores, T);
+        <<<blocks, row_threads(T, width), 0, stream>>>(probs, scores, T, window);
   });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename Element>
 void launch_backward(Element* dscores, const Element* dprobs, const Element* probs,
-                     int64_t batch_heads, int64_t T, cudaStream_t stream) {
+                     int64_t batch_heads, int64_t T, int64_t window, cudaStream_t stream) {
   unsigned blocks = 0;
-  if (!row_grid(batch_heads, T, &blocks)) return;
+  if (!row_grid(batch_heads, T, window, &blocks)) return;
   with_pack_width<Element>(packed_rows<Element>(T, {dscores, dprobs, probs}), [&](auto width) {
     causal_softmax_backward_kernel<Element, decltype(width)::value>
-        <<<blocks, row_threads(T, width), 0, stream>>>(dscores, dprobs, probs, T);
+        <<<blocks, row_threads(T, width), 0, stream>>>(dscores, dprobs, probs, T, window);
   });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
@@ -147,24 +163,24 @@ void launch_backward(Element* dscores, const Element* dprobs, const Element* pro
 }  // namespace
 
 void causal_softmax_forward(float* probs, const float* scores, int64_t batch_heads, int64_t T,
-                            cudaStream_t stream) {
-  launch_forward(probs, scores, batch_heads, T, stream);
+                            int64_t window, cudaStream_t stream) {
+  launch_forward(probs, scores, batch_heads, T, window, stream);
 }
 
 void causal_softmax_forward(__nv_bfloat16* probs, const __nv_bfloat16* scores, int64_t batch_heads,
-                            int64_t T, cudaStream_t stream) {
-  launch_forward(probs, scores, batch_heads, T, stream);
+                            int64_t T, int64_t window, cudaStream_t stream) {
+  launch_forward(probs, scores, batch_heads, T, window, stream);
 }
 
 void causal_softmax_backward(float* dscores, const float* dprobs, const float* probs,
-                             int64_t batch_heads, int64_t T, cudaStream_t stream) {
-  launch_backward(dscores, dprobs, probs, batch_heads, T, stream);
+                             int64_t batch_heads, int64_t T, int64_t window, cudaStream_t stream) {
+  launch_backward(dscores, dprobs, probs, batch_heads, T, window, stream);
 }
 
 void causal_softmax_backward(__nv_bfloat16* dscores, const __nv_bfloat16* dprobs,
                              const __nv_bfloat16* probs, int64_t batch_heads, int64_t T,
-                             cudaStream_t stream) {
-  launch_backward(dscores, dprobs, probs, batch_heads, T, stream);
+                             int64_t window, cudaStream_t stream) {
+  launch_backward(dscores, dprobs, probs, batch_heads, T, window, stream);
 }
 
 }  // namespace runtime::cuda

@@ -769,6 +769,26 @@ TEST(ValidateLlama, KvChannelsSetsTheHeadWidth) {
   EXPECT_TRUE(accepted(gpt2));
 }
 
+// model.sliding_window: 0 or more positions; the export writes MistralForCausalLM for a Llama
+// block, which has no RoPE scaling, and GPT2LMHeadModel has no place for a window.
+TEST(ValidateLlama, SlidingWindowIsExportedAsMistrals) {
+  Config config = llama_config();
+  config.model.sliding_window = -1;
+  EXPECT_TRUE(rejected(config, "model.sliding_window", {"-1"}));
+  config.model.sliding_window = 4;
+  config.output.export_model = true;
+  EXPECT_TRUE(accepted(config));
+  config.model.rope_scaling.factor = 8.f;
+  EXPECT_TRUE(rejected(config, "output.export",
+                       {"MistralForCausalLM", "model.rope_scaling.factor 8"}));
+  Config gpt2 = valid_config();
+  gpt2.model.sliding_window = 4;
+  gpt2.output.export_model = false;
+  EXPECT_TRUE(accepted(gpt2));
+  gpt2.output.export_model = true;
+  EXPECT_TRUE(rejected(gpt2, "output.export", {"GPT2LMHeadModel", "model.sliding_window 4"}));
+}
+
 // YaRN's scaling: beta_fast above beta_slow above 0; Llama 3.1's frequency factors unread.
 TEST(ValidateLlama, YarnScalingNeedsItsBetas) {
   Config config = llama_config();

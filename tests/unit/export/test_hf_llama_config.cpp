@@ -148,9 +148,18 @@ TEST(HfLlamaConfig, TheQwen25HalfBConfigIsAcceptedByItsModel) {
         return biased;
       }(),
       "model_type \"llama\" has no q, k and v biases, but model.add_qkv_bias is true");
-  expect_refused(
-      replaced(kQwen25HalfB, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
-      qwen25_half_b(), "use_sliding_window is set");
+  // Switched on, the window is in layers 24.. (max_window_layers 24): none of the 24.
+  const std::string switched_on =
+      replaced(kQwen25HalfB, "\"use_sliding_window\": false", "\"use_sliding_window\": true");
+  EXPECT_NO_THROW(check_hf_llama_config(switched_on, "config.json", qwen25_half_b()));
+  expect_refused(replaced(switched_on, "\"max_window_layers\": 24", "\"max_window_layers\": 0"),
+                 qwen25_half_b(),
+                 "sliding_window (with use_sliding_window) 32768 differs from "
+                 "model.sliding_window 0");
+  expect_refused(replaced(switched_on, "\"max_window_layers\": 24", "\"max_window_layers\": 12"),
+                 qwen25_half_b(),
+                 "max_window_layers gives a sliding window to 12 of the 24 layers; the trainer's "
+                 "window (model.sliding_window) is every layer's");
 }
 
 // Mistral NeMo 12B's shape: 32 heads of 128 (4096 wide) in a 5120-wide model.
@@ -221,9 +230,10 @@ TEST(HfLlamaConfig, TheQwen3ZeroSixBConfigIsAcceptedByItsModel) {
   expect_refused(replaced(kQwen3ZeroSixB, "\"model_type\": \"qwen3\"", "\"model_type\": \"llama\""),
                  qwen3_zero_six_b(),
                  "model_type \"llama\" has no q and k norms, but model.qk_layernorm is true");
-  expect_refused(
+  // use_sliding_window with a null window size slides nothing.
+  EXPECT_NO_THROW(check_hf_llama_config(
       replaced(kQwen3ZeroSixB, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
-      qwen3_zero_six_b(), "use_sliding_window is set");
+      "config.json", qwen3_zero_six_b()));
   // 596,049,920: 28 layers of 15,730,944 and the tied 151936 x 1024 embeddings (0.6B published).
   EXPECT_EQ(model::GptParams::count(qwen3_zero_six_b()), 596049920);
   // Both q, k and v biases and q and k norms: no Hugging Face class holds that block.
@@ -311,6 +321,79 @@ TEST(HfLlamaConfig, YarnScalingReadsChecksAndExports) {
                  "rope_scaling.beta_fast absent (32) differs from model.rope_scaling.beta_fast 16");
   expect_refused(replaced(qwen3_yarn, "\"factor\": 4.0", "\"factor\": 4.0, \"mscale\": 0.707"),
                  yarn, "rope_scaling.mscale is set; the trainer takes YaRN's default");
+}
+
+// model.sliding_window the Hugging Face way (Note [Sliding window]): MistralConfig's
+// sliding_window (4096 when absent, none when null), Qwen's under use_sliding_window in the
+// layers from max_window_layers on (or those layer_types names), none in LlamaConfig; the
+// export writes MistralForCausalLM, or Qwen's switch from layer 0, and reads back.
+TEST(HfLlamaConfig, SlidingWindowsReadAndExportTheHuggingFaceWay) {
+  model::GptConfig nemo_window = mistral_nemo();
+  nemo_window.sliding_window = 4096;
+  expect_refused(kMistralNemo, nemo_window,
+                 "sliding_window none differs from model.sliding_window 4096");
+  const std::string absent = replaced(kMistralNemo, "\"sliding_window\": null,", "");
+  EXPECT_NO_THROW(check_hf_llama_config(absent, "config.json", nemo_window));
+  EXPECT_EQ(llama_config_from_hf_json(absent, "config.json").sliding_window, 4096);
+  const std::string w64 =
+      replaced(kMistralNemo, "\"sliding_window\": null", "\"sliding_window\": 64");
+  EXPECT_EQ(llama_config_from_hf_json(w64, "config.json").sliding_window, 64);
+  expect_refused(w64, nemo_window, "sliding_window 64 differs from model.sliding_window 4096");
+  expect_refused(replaced(kMistralNemo, "\"sliding_window\": null", "\"sliding_window\": 0"),
+                 nemo_window, "sliding_window 0 is not a positive integer");
+  expect_refused(
+      replaced(kLlama32OneB, "\"vocab_size\"", "\"sliding_window\": 64, \"vocab_size\""),
+      llama32_one_b(),
+      "sliding_window is set, but LlamaForCausalLM has no sliding window (use model_type "
+      "mistral)");
+
+  // The export: MistralForCausalLM without the bias switches, and it reads back.
+  const std::string exported = hf_llama_config_json(nemo_window);
+  EXPECT_NE(exported.find("\"architectures\": [\n    \"MistralForCausalLM\"\n  ]"),
+            std::string::npos)
+      << exported;
+  EXPECT_NE(exported.find("\"model_type\": \"mistral\""), std::string::npos) << exported;
+  EXPECT_NE(exported.find("\"sliding_window\": 4096"), std::string::npos) << exported;
+  EXPECT_EQ(exported.find("attention_bias"), std::string::npos) << exported;
+  EXPECT_NO_THROW(check_hf_llama_config(exported, "config.json", nemo_window));
+  expect_refused(exported, mistral_nemo(),
+                 "sliding_window 4096 differs from model.sliding_window 0");
+  EXPECT_EQ(llama_config_from_hf_json(exported, "config.json").sliding_window, 4096);
+  EXPECT_EQ(model::hf_family_mismatch(nemo_window), "");
+  model::GptConfig scaled = nemo_window;
+  scaled.rope_scaling.factor = 8.f;
+  EXPECT_EQ(model::hf_family_mismatch(scaled).rfind("model.rope_scaling.factor 8", 0), 0u)
+      << model::hf_family_mismatch(scaled);
+  model::GptConfig gpt2;
+  gpt2.sliding_window = 16;
+  EXPECT_EQ(model::hf_family_mismatch(gpt2), "model.sliding_window 16");
+
+  // Qwen3 with a window in every layer: use_sliding_window, max_window_layers 0.
+  model::GptConfig qwen_window = qwen3_zero_six_b();
+  qwen_window.sliding_window = 4096;
+  const std::string qwen_exported = hf_llama_config_json(qwen_window);
+  EXPECT_NE(qwen_exported.find("\"use_sliding_window\": true"), std::string::npos)
+      << qwen_exported;
+  EXPECT_NE(qwen_exported.find("\"max_window_layers\": 0"), std::string::npos) << qwen_exported;
+  EXPECT_NO_THROW(check_hf_llama_config(qwen_exported, "config.json", qwen_window));
+  EXPECT_EQ(llama_config_from_hf_json(qwen_exported, "config.json").sliding_window, 4096);
+  const std::string every_layer =
+      replaced(replaced(replaced(kQwen3ZeroSixB, "\"use_sliding_window\": false",
+                                 "\"use_sliding_window\": true"),
+                        "\"sliding_window\": null", "\"sliding_window\": 4096"),
+               "\"max_window_layers\": 28", "\"max_window_layers\": 0");
+  EXPECT_NO_THROW(check_hf_llama_config(every_layer, "config.json", qwen_window));
+  std::string types = "[";
+  for (int layer = 0; layer < 28; ++layer)
+    types += std::string(layer > 0 ? ", " : "") +
+             (layer % 2 == 0 ? "\"sliding_attention\"" : "\"full_attention\"");
+  expect_refused(
+      replaced(every_layer, "\"vocab_size\"", "\"layer_types\": " + types + "], \"vocab_size\""),
+      qwen_window,
+      "layer_types gives a sliding window to 14 of the 28 layers; the trainer's window "
+      "(model.sliding_window) is every layer's");
+  // Without a window the exports are those of before: no max_window_layers, no window size.
+  EXPECT_EQ(hf_llama_config_json(qwen3_zero_six_b()).find("max_window_layers"), std::string::npos);
 }
 
 }  // namespace

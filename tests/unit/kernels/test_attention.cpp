@@ -178,7 +178,7 @@ TEST(Attention, ComposedBackwardMatchesFiniteDifferences) {
     probs.assign(BH * T * T, 0.f);
     std::vector<float> ctx(BH * T * D);
     attention_scores_forward(probs.data(), qq.data(), kk.data(), BH, T, D, scale);
-    causal_softmax_forward(probs.data(), probs.data(), BH, T);
+    causal_softmax_forward(probs.data(), probs.data(), BH, T, 0);
     attention_context_forward(ctx.data(), probs.data(), vv.data(), BH, T, D);
     return ctx;
   };
@@ -187,7 +187,7 @@ TEST(Attention, ComposedBackwardMatchesFiniteDifferences) {
   std::vector<float> dprobs(probs.size()), dv(v.size()), dq(q.size()), dk(k.size());
   attention_context_backward(dprobs.data(), dv.data(), weights.data(), probs.data(), v.data(), BH,
                              T, D);
-  causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T);
+  causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T, 0);
   attention_scores_backward(dq.data(), dk.data(), dprobs.data(), q.data(), k.data(), BH, T, D,
                             scale);
   auto loss = [&](const std::vector<float>& qq, const std::vector<float>& kk,

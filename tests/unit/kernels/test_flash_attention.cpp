@@ -70,7 +70,7 @@ struct Unfused {
     const int64_t T = dims.seq_len, B = dims.micro_batch, H = dims.heads, D = dims.head_dim;
     split_qkv_heads(q.data(), k.data(), v.data(), qkv.data(), T, B, H, D);
     attention_scores_forward(probs.data(), q.data(), k.data(), BH, T, D, dims.scale);
-    causal_softmax_forward(probs.data(), probs.data(), BH, T);
+    causal_softmax_forward(probs.data(), probs.data(), BH, T, dims.window);
     dropout_attention_forward(dropped.data(), mask.data(), probs.data(), B, H, T, dims.head_offset,
                               dims.sample_offset, dims.dropout_prob, dims.dropout_key);
     attention_context_forward(ctx_heads.data(), dropped.data(), v.data(), BH, T, D);
@@ -83,7 +83,7 @@ struct Unfused {
     attention_context_backward(dprobs.data(), dv.data(), dctx_heads.data(), dropped.data(),
                                v.data(), BH, T, D);
     dropout_backward(dprobs.data(), dprobs.data(), mask.data(), dprobs.size(), dims.dropout_prob);
-    causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T);
+    causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T, dims.window);
     attention_scores_backward(dq.data(), dk.data(), dprobs.data(), q.data(), k.data(), BH, T, D,
                               dims.scale);
     merge_qkv_heads(dqkv.data(), dq.data(), dk.data(), dv.data(), T, B, H, D);
@@ -115,19 +115,20 @@ double relative_to_max(const std::vector<float>& got, const std::vector<float>& 
   return scale > 0 ? error / scale : error;
 }
 
-// lse of the reference: log sum_{j <= i} exp(scale q_i . k_j), all in double.
+// lse of the reference: log sum_{first <= j <= i} exp(scale q_i . k_j), all in double (first
+// = 0, or i - window + 1 with a window).
 std::vector<float> reference_lse(const Unfused& u) {
-  const int64_t T = u.dims.seq_len, D = u.dims.head_dim;
+  const int64_t T = u.dims.seq_len, D = u.dims.head_dim, W = u.dims.window;
   const int64_t BH = u.dims.micro_batch * u.dims.heads;
   std::vector<float> lse(BH * T);
   for (int64_t bh = 0; bh < BH; ++bh)
     for (int64_t i = 0; i < T; ++i) {
-      std::vector<double> s(i + 1);
-      for (int64_t j = 0; j <= i; ++j) {
+      std::vector<double> s;
+      for (int64_t j = W > 0 ? std::max<int64_t>(0, i - W + 1) : 0; j <= i; ++j) {
         double dot = 0;
         for (int64_t d = 0; d < D; ++d)
           dot += double{u.q[(bh * T + i) * D + d]} * double{u.k[(bh * T + j) * D + d]};
-        s[j] = u.dims.scale * dot;
+        s.push_back(u.dims.scale * dot);
       }
       const double m = *std::max_element(s.begin(), s.end());
       double sum = 0;
@@ -177,6 +178,55 @@ INSTANTIATE_TEST_SUITE_P(
 // T = 33 and 66 give lanes with different element % 4. In the last case query 91 of local
 // head 0 sees elements 2^34 - 84 + j, so its keys j = 84..91 lie past Philox block 2^32 (a
 // carry into the counter's high word inside a tile), and sample indices are above 2^32.
+// Sliding windows (Note [Sliding window]) against the unfused chain with the same window:
+// windows of one key, shorter than a key tile, across tile edges, and longer than the sequence.
+class FlashAttentionWindows
+    : public ::testing::TestWithParam<std::tuple<Shape, int64_t, float>> {};
+
+TEST_P(FlashAttentionWindows, MatchTheUnfusedChain) {
+  const auto [shape, window, p] = GetParam();
+  FlashAttentionDims d = make_dims(shape.T, shape.B, shape.H, shape.D, p);
+  d.window = window;
+  const auto qkv = random_vector(qkv_size(d), 1, -2.f, 2.f);
+  const auto dctx = random_vector(ctx_size(d), 2);
+  Unfused ref(qkv, d);
+  const Flash flash = run_flash(qkv, dctx, d);
+  EXPECT_LE(relative_to_max(flash.ctx, ref.ctx), 1e-5) << "ctx";
+  EXPECT_LE(relative_to_max(flash.lse, reference_lse(ref)), 1e-5) << "lse";
+  EXPECT_LE(relative_to_max(flash.dqkv, ref.backward(dctx)), 1e-5) << "dqkv";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Windows, FlashAttentionWindows,
+    ::testing::Combine(::testing::Values(Shape{130, 2, 2, 17}, Shape{257, 1, 2, 64}),
+                       ::testing::Values(int64_t{1}, int64_t{5}, int64_t{64}, int64_t{100},
+                                         int64_t{300}),
+                       ::testing::Values(0.f, 0.1f)),
+    [](const auto& instance) {
+      const Shape s = std::get<0>(instance.param);
+      return "T" + std::to_string(s.T) + "_D" + std::to_string(s.D) + "_W" +
+             std::to_string(std::get<1>(instance.param)) +
+             (std::get<2>(instance.param) > 0 ? "_dropout" : "");
+    });
+
+// A window as long as the sequence (or longer) masks nothing the causal mask does not: the
+// outputs are bit for bit those without a window.
+TEST(FlashAttention, AWindowAsLongAsTheSequenceChangesNoBit) {
+  for (float p : {0.f, 0.1f}) {
+    FlashAttentionDims d = make_dims(150, 2, 2, 24, p);
+    const auto qkv = random_vector(qkv_size(d), 4, -2.f, 2.f);
+    const auto dctx = random_vector(ctx_size(d), 5);
+    const Flash plain = run_flash(qkv, dctx, d);
+    for (int64_t window : {150, 1000}) {
+      d.window = window;
+      const Flash windowed = run_flash(qkv, dctx, d);
+      EXPECT_TRUE(bitwise_equal(plain.ctx, windowed.ctx)) << window;
+      EXPECT_TRUE(bitwise_equal(plain.lse, windowed.lse)) << window;
+      EXPECT_TRUE(bitwise_equal(plain.dqkv, windowed.dqkv)) << window;
+    }
+  }
+}
+
 TEST(FlashAttention, DropsExactlyTheElementsOfTheUnfusedDropout) {
   struct Case {
     int64_t T, head_offset, sample_offset;
@@ -265,6 +315,10 @@ TEST(FlashAttention, RejectsHeadDimsOutsideOneTo128AndBadDropout) {
       std::logic_error);
   EXPECT_NO_THROW(flash_attention_forward(buffer.data(), lse.data(), buffer.data(),
                                           make_dims(2, 1, 1, 128, 0.f)));
+  FlashAttentionDims negative_window = make_dims(2, 1, 1, 8, 0.f);
+  negative_window.window = -1;
+  EXPECT_THROW(flash_attention_forward(buffer.data(), lse.data(), buffer.data(), negative_window),
+               std::logic_error);
 }
 
 // Timing, not a test: flash forward + backward against the unfused chain (run with

@@ -117,6 +117,7 @@ BlockReference reference_block(const std::vector<float>& qkv, const std::vector<
       std::vector<double> s(Tk, -INFINITY);
       double m = -INFINITY;
       for (int64_t j = 0; j < Tk && d.kv_position + j <= d.q_position + i; ++j) {
+        if (d.window > 0 && d.kv_position + j <= d.q_position + i - d.window) continue;
         double dot = 0;
         for (int64_t e = 0; e < D; ++e) dot += double{q(i)[e]} * k(j)[e];
         s[j] = d.scale * dot;
@@ -160,6 +161,7 @@ BlockReference reference_block(const std::vector<float>& qkv, const std::vector<
 struct BlockCase {
   const char* name;
   int64_t rows, kv_len, q_position, kv_position, full_len;
+  int64_t window = 0;
 };
 
 // One block alone against the double reference: ctx, lse (-inf where no key is visible), and
@@ -167,7 +169,8 @@ struct BlockCase {
 void expect_block_matches_reference(const BlockCase& c, const Sizes& sizes) {
   SCOPED_TRACE(std::string(c.name) + (sizes.p > 0 ? ", dropout" : ""));
   const FlashAttentionDims whole = whole_dims(c.full_len, sizes);
-  const FlashAttentionDims d = block_dims(whole, c.rows, c.kv_len, c.q_position, c.kv_position);
+  FlashAttentionDims d = block_dims(whole, c.rows, c.kv_len, c.q_position, c.kv_position);
+  d.window = c.window;
   const int64_t BH = sizes.B * sizes.H, D = sizes.D;
   const auto qkv = random_vector(c.rows * BH * 3 * D, 1, -2.f, 2.f);
   const auto kv =
@@ -218,6 +221,20 @@ TEST(FlashBlock, FullyVisibleBlockMatchesTheReference) {
 TEST(FlashBlock, PartlyMaskedBlockMatchesTheReference) {
   for (float p : {0.f, 0.1f})
     expect_block_matches_reference({"partly masked", 90, 70, 10, 40, 160}, {1, 2, 16, p});
+}
+
+// Sliding windows (Note [Sliding window]): a window that cuts through the block, one that leaves
+// the last queries no key of it (ctx 0, lse -inf), one of a single key, and one wider than the
+// sequence.
+TEST(FlashBlock, WindowedBlocksMatchTheReference) {
+  for (float p : {0.f, 0.1f}) {
+    expect_block_matches_reference({"window 50 visible", 80, 80, 240, 160, 320, 50},
+                                   {1, 2, 64, p});
+    expect_block_matches_reference({"window 100 partly", 90, 70, 100, 40, 200, 100},
+                                   {1, 2, 16, p});
+    expect_block_matches_reference({"window 1 diagonal", 24, 24, 48, 48, 96, 1}, {2, 2, 16, p});
+    expect_block_matches_reference({"window 500", 70, 40, 100, 60, 200, 500}, {1, 3, 8, p});
+  }
 }
 
 // The ring of cp = N: whole sequence qkv (T, B, H*3*D), T = 2 N c, chunk k = rows [k c, k c + c).
@@ -312,6 +329,29 @@ INSTANTIATE_TEST_SUITE_P(Rings, FlashRing,
                                   std::to_string(std::get<1>(instance.param)) +
                                   (std::get<2>(instance.param) > 0 ? "_dropout" : "");
                          });
+
+// A sliding window over the ring: every pair of chunks runs, those wholly left of the window
+// too (they add nothing), and the merge equals one windowed whole-sequence call.
+TEST(FlashRing, WindowedMergedBlocksEqualTheWholeSequence) {
+  for (const int64_t window : {int64_t{7}, int64_t{30}, int64_t{100}}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    FlashAttentionDims whole = whole_dims(4 * 2 * 24, {2, 2, 16, 0.1f});
+    whole.window = window;
+    const Ring ring{4, 24, whole};
+    const int64_t T = 4 * 2 * 24;
+    const auto qkv = random_vector(T * ring.qkv_row(), 11, -2.f, 2.f);
+    const auto dctx = random_vector(T * ring.ctx_row(), 12);
+    RingResult want{filled(T * ring.ctx_row(), kNaN), filled(4 * T, kNaN),
+                    filled(T * ring.qkv_row(), kNaN)};
+    flash_attention_forward(want.ctx.data(), want.lse.data(), qkv.data(), whole);
+    flash_attention_backward(want.dqkv.data(), dctx.data(), qkv.data(), want.ctx.data(),
+                             want.lse.data(), whole);
+    const RingResult got = run_ring(ring, qkv, dctx);
+    EXPECT_LE(relative_to_max(got.ctx, want.ctx), 1e-5) << "ctx";
+    EXPECT_LE(relative_to_max(got.lse, want.lse), 1e-5) << "lse";
+    EXPECT_LE(relative_to_max(got.dqkv, want.dqkv), 1e-5) << "dqkv";
+  }
+}
 
 TEST(FlashRing, BitIdenticalAcrossThreadCounts) {
   const Ring ring{2, 80, whole_dims(320, {2, 3, 24, 0.1f})};

@@ -128,6 +128,15 @@ TEST(Decoder, YarnScaledCacheGivesTheFullForwardsLogits) {
   expect_cache_matches_full_forward(config);
 }
 
+// A sliding window (Mistral's): the cached keys a new token sees are its window's only, as in
+// training's unfused softmax.
+TEST(Decoder, SlidingWindowCacheGivesTheFullForwardsLogits) {
+  model::GptConfig config = testing_support::tiny_llama_config(/*dropout=*/0.f);
+  config.sliding_window = 3;
+  ASSERT_GT(config.seq_length, 2 * config.sliding_window);
+  expect_cache_matches_full_forward(config);
+}
+
 TEST(Decoder, BadTokensAndPositionsAreInputErrors) {
   TinyModel tiny(testing_support::tiny_config(0.f), 1);
   model::Decoder decoder(tiny.params, tiny.config, tiny.allocator);

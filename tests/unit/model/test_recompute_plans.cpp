@@ -145,6 +145,20 @@ TEST(RecomputePlansQkNorms, BitIdenticalWithPeaksAsPredicted) {
   expect_wide_heads_plans(/*qk_norms=*/true);
 }
 
+// A sliding window shorter than the sequence (Note [Sliding window]), dropout on, both backends:
+// every plan still gives none's bits, and the window changes no tensor's size.
+TEST(RecomputePlansSlidingWindow, BitIdenticalWithPeaksAsPredicted) {
+  for (const model::AttentionBackend backend :
+       {model::AttentionBackend::unfused, model::AttentionBackend::flash}) {
+    SCOPED_TRACE(model::attention_backend_name(backend));
+    model::GptConfig config = testing_support::tiny_llama_config(0.1f);
+    config.sliding_window = config.seq_length / 3;
+    config.attention_backend = backend;
+    expect_plans_bit_identical(config);
+    expect_peaks_predicted(config);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DropoutAndBackend, RecomputePlans,
                          ::testing::Combine(::testing::Values(0.0f, 0.1f),
                                             ::testing::Values(model::AttentionBackend::unfused,

@@ -169,13 +169,20 @@ std::vector<Row> linear_and_layernorm_rows() {
           gelu_linear_backward_row(), layernorm_forward_row(), layernorm_backward_row()};
 }
 
+// A sliding window over seq keys (Note [Sliding window] in runtime/op_args.h): none, one key, a
+// few, about half of them, or more than all (which masks nothing).
+int64_t random_window(Case& c, int64_t seq) {
+  return c.pick({0, 1, 5, seq / 2 + 1, seq + 3});
+}
+
 // A causal softmax output of (batch_heads, seq, seq) from random scores, rounded like its twin.
-Tensor random_probs(Case& c, int64_t batch_heads, int64_t seq) {
+Tensor random_probs(Case& c, int64_t batch_heads, int64_t seq, int64_t window = 0) {
   const Tensor probs = c.act({batch_heads, seq, seq});
   ops::causal_softmax_forward({.probs = probs,
                                .scores = c.act({batch_heads, seq, seq}, -3.f, 3.f),
                                .batch_heads = batch_heads,
-                               .seq = seq});
+                               .seq = seq,
+                               .window = window});
   c.settle(probs);
   return probs;
 }
@@ -187,19 +194,22 @@ Row causal_softmax_forward_row() {
     return ops::CausalSoftmaxForward{.probs = c.coin() ? scores : c.act({batch_heads, seq, seq}),
                                      .scores = scores,
                                      .batch_heads = batch_heads,
-                                     .seq = seq};
+                                     .seq = seq,
+                                     .window = random_window(c, seq)};
   });
 }
 
 Row causal_softmax_backward_row() {
   return TWIN_ROW(causal_softmax_backward, kReordered, [](Case& c) {
     const auto [batch_heads, seq] = heads_and_seq(c);
+    const int64_t window = random_window(c, seq);
     const Tensor dprobs = c.act({batch_heads, seq, seq});
     return ops::CausalSoftmaxBackward{.dscores = c.coin() ? dprobs : c.act({batch_heads, seq, seq}),
                                       .dprobs = dprobs,
-                                      .probs = random_probs(c, batch_heads, seq),
+                                      .probs = random_probs(c, batch_heads, seq, window),
                                       .batch_heads = batch_heads,
-                                      .seq = seq};
+                                      .seq = seq,
+                                      .window = window};
   });
 }
 

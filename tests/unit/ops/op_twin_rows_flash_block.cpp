@@ -47,7 +47,9 @@ HeadSizes random_grouped_sizes(Case& c) {
 }
 
 // A random block: a diagonal one, or query and key blocks anywhere in the sequence (keys all
-// before the queries, overlapping them, or after some: rows that see no key).
+// before the queries, overlapping them, or after some: rows that see no key), with a sliding
+// window (Note [Sliding window] in runtime/op_args.h) of none, one key, or one that ends inside
+// the key block, before it (rows that see no key) or after it (masks nothing).
 runtime::FlashAttentionDims random_block(Case& c) {
   const int64_t group_size = random_group(c);
   runtime::FlashAttentionDims d{.seq_len = c.pick({1, 7, 33, 65, 129}),
@@ -69,6 +71,7 @@ runtime::FlashAttentionDims random_block(Case& c) {
     d.kv_position = c.pick({0, 5, 100});
   }
   d.full_len = std::max(d.q_position + d.seq_len, d.kv_position + d.kv_len) + c.pick({0, 3});
+  d.window = c.pick({0, 1, 5, 40, 100, d.full_len});
   return d;
 }
 
@@ -141,7 +144,13 @@ Row flash_block_backward_row() {
     std::copy_n(forward.ctx.f32(), ctx.numel(), ctx.f32());
     c.settle(ctx);
     const Tensor dctx = c.act(q.hidden(d.head_dim));
-    if (d.q_position == 0) zero_lone_key_rows(dctx, d);  // Note [Lone key in the twins]
+    // Note [Lone key in the twins]: global query 0 sees one key; with a window of 1, every query
+    // does.
+    if (d.window == 1) {
+      std::fill_n(dctx.f32(), dctx.numel(), 0.f);
+    } else if (d.q_position == 0) {
+      zero_lone_key_rows(dctx, d);
+    }
     return ops::FlashBlockBackward{.dq = c.f32(q.hidden(d.head_dim)),
                                    .dkv = c.f32(k.key_values()),
                                    .dctx = dctx,

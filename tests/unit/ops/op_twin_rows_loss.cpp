@@ -1,6 +1,8 @@
 // Twin rows of the loss (full and vocab-shard cross entropy), the attention layout and
 // products, the vector operators and AdamW: one random case builder each, with its tolerance
 // (Note [Twin tolerance]).
+#include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "runtime/ops.h"
@@ -313,7 +315,9 @@ Row attention_context_backward_row() {
 
 // One random flash-attention case: the fused grouped qkv (seq, micro_batch, kv_heads *
 // (group_size + 2) * head_dim) of lengths across the kernels' tiles, 1, 2 or 4 query heads per
-// kv head, with or without dropout, at a head and sample offset.
+// kv head, with or without dropout, at a head and sample offset, with a sliding window (Note
+// [Sliding window] in runtime/op_args.h) of none, one key, a few, about half the sequence, or
+// more than all of it.
 struct FlashCase {
   runtime::FlashAttentionDims dims;
   runtime::Shape hidden(int64_t per_head) const {
@@ -338,6 +342,8 @@ FlashCase random_flash(Case& c) {
             .dropout_prob = c.coin() ? 0.f : 0.1f,
             .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u},
             .group_size = group_size};
+  f.dims.window = c.pick({0, 1, 5, f.dims.seq_len / 2 + 1, f.dims.seq_len + 3});
+  fprintf(stderr, "DBG T %ld B %ld H %ld D %ld r %ld W %ld p %g\n", f.dims.seq_len, f.dims.micro_batch, f.dims.heads, f.dims.head_dim, f.dims.group_size, f.dims.window, f.dims.dropout_prob);
   return f;
 }
 
@@ -369,7 +375,12 @@ Row flash_attention_backward_row() {
     ops::flash_attention_forward(forward);  // the ctx and lse of this qkv
     c.settle(forward.ctx);
     const Tensor dctx = c.act(f.hidden(f.dims.head_dim));
-    zero_lone_key_rows(dctx, f.dims);  // Note [Lone key in the twins]
+    // Note [Lone key in the twins]: query 0 sees one key; with a window of 1, every query does.
+    if (f.dims.window == 1) {
+      std::fill_n(dctx.f32(), dctx.numel(), 0.f);
+    } else {
+      zero_lone_key_rows(dctx, f.dims);
+    }
     return ops::FlashAttentionBackward{.dqkv = c.act(f.qkv()),
                                        .dctx = dctx,
                                        .qkv = forward.qkv,
