@@ -198,7 +198,10 @@ void Trainer::start_logging() {
                  : std::string())
        << ", seq " << m.seq_length << ", vocab " << m.vocab_size << " (padded "
        << m.padded_vocab(pc.tensor) << "), " << model::GptParams::count(m) << " parameters, "
-       << model::attention_backend_name(m.attention_backend) << " attention\n";
+       << model::attention_backend_name(m.attention_backend) << " attention"
+       << (m.sliding_window > 0 ? " in a sliding window of " + std::to_string(m.sliding_window)
+                                : std::string())
+       << "\n";
   data_->describe(log_);
   log_ << "batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size << " x "
        << state_.setup.num_microbatches << " microbatches x dp " << pc.data << "; "
