@@ -41,6 +41,7 @@ inline Config non_default_config() {
   config.model.init_method_std = 0.0173f;
   config.model.layernorm_epsilon = 1e-6f;
   config.model.activation = model::Activation::gelu;
+  config.model.sliding_window = 7;
   config.train.steps = 50;
   config.train.micro_batch_size = 2;
   config.train.global_batch_size = 12;
@@ -148,6 +149,7 @@ inline void expect_same_config(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.model.init_method_std, expected.model.init_method_std);
   EXPECT_EQ(actual.model.layernorm_epsilon, expected.model.layernorm_epsilon);
   EXPECT_EQ(actual.model.activation, expected.model.activation);
+  EXPECT_EQ(actual.model.sliding_window, expected.model.sliding_window);
   EXPECT_EQ(actual.train.steps, expected.train.steps);
   EXPECT_EQ(actual.train.micro_batch_size, expected.train.micro_batch_size);
   EXPECT_EQ(actual.train.global_batch_size, expected.train.global_batch_size);

@@ -28,6 +28,7 @@ model:
   init_method_std: 0.0173
   layernorm_epsilon: 1e-6
   activation: gelu
+  sliding_window: 7
 train:
   steps: 50
   micro_batch_size: 2

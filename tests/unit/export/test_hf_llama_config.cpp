@@ -323,6 +323,39 @@ TEST(HfLlamaConfig, YarnScalingReadsChecksAndExports) {
                  yarn, "rope_scaling.mscale is set; the trainer takes YaRN's default");
 }
 
+// Mistral-7B-v0.1's config.json as published (transformers 4.34): Llama's block with a sliding
+// window of 4096 positions in every layer, 32 heads in 8 kv groups, an untied head.
+const char* const kMistral7B = R"({
+  "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0",
+  "use_cache": true, "vocab_size": 32000})";
+
+model::GptConfig mistral_7b() {
+  model::GptConfig config = tied_llama(32, 4096, 32, 8, 14336, 32000, 10000.f);
+  config.untie_embeddings = true;
+  config.sliding_window = 4096;
+  return config;
+}
+
+// The model configs/mistral_7b_8gpu.yaml trains: its config.json is accepted, the model has the
+// published parameter count, and the export writes MistralForCausalLM back.
+TEST(HfLlamaConfig, TheMistral7BConfigIsAcceptedByItsModel) {
+  EXPECT_NO_THROW(check_hf_llama_config(kMistral7B, "config.json", mistral_7b()));
+  // 7,241,732,096: 32 layers of 218,112,000, the embeddings and the head (32000 x 4096 each)
+  // and the final norm.
+  EXPECT_EQ(model::GptParams::count(mistral_7b()), 7241732096);
+  const model::GptConfig read = llama_config_from_hf_json(kMistral7B, "config.json");
+  EXPECT_EQ(read.sliding_window, 4096);
+  EXPECT_EQ(model::GptParams::count(read), 7241732096);
+  EXPECT_EQ(model::hf_class_name(read), "MistralForCausalLM");
+  EXPECT_NO_THROW(check_hf_llama_config(hf_llama_config_json(mistral_7b()), "config.json",
+                                        mistral_7b()));
+}
+
 // model.sliding_window the Hugging Face way (Note [Sliding window]): MistralConfig's
 // sliding_window (4096 when absent, none when null), Qwen's under use_sliding_window in the
 // layers from max_window_layers on (or those layer_types names), none in LlamaConfig; the
