@@ -233,13 +233,14 @@ TEST(Layouts, Qwen3NormsMatchOneProcessWithin1e5) {
   match_one_process(shared, qwen3, {{2, "qwen3 tp2", tp2}, {4, "qwen3 tp2 cp2 sp flash", tp2cp2}});
 }
 
-// A sliding window of 3 positions (model.sliding_window) against one process's unfused
+// A sliding window of 6 positions (model.sliding_window) against one process's unfused
 // attention: the tp2 sp unfused softmax, and the context ring with flash blocks, where the
-// window leaves some pairs of chunks no visible key (cp2: chunks of 4 positions, cp4: of 2).
+// window leaves some pairs of chunks no visible key (cp2: chunks of 4 positions, cp4: of 2) and
+// some pairs one key only (query 8 sees key 3 under cp2, query 6 key 1 under cp4).
 TEST(Layouts, SlidingWindowMatchesOneProcessWithin1e5) {
   mpi_test::SharedData shared;
   std::vector<std::string> window = llama();
-  window.push_back("model.sliding_window=3");
+  window.push_back("model.sliding_window=6");
   std::vector<Layout> layouts = {
       {2, "window tp2 sp", {"parallel.tensor=2", "parallel.sequence_parallel=true"}},
       {2, "window cp2 flash", {"parallel.context=2", kFlash}},
