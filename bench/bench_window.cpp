@@ -26,11 +26,11 @@ std::vector<std::string> overrides_of(int64_t seq, int64_t window, const bench::
   std::vector<std::string> overrides = bench::run_overrides(work);
   const std::vector<std::string> model = bench::model_overrides(shape);
   overrides.insert(overrides.end(), model.begin(), model.end());
-  overrides.insert(overrides.end(),
-                   {"model.architecture=llama", "model.num_query_groups=2",
-                    "model.ffn_hidden_size=688", "model.attention_backend=flash",
-                    bench::set("model.sliding_window", window), "train.micro_batch_size=1",
-                    "train.global_batch_size=1", bench::set("train.steps", kWarmupSteps + kTimedSteps)});
+  overrides.insert(overrides.end(), {"model.architecture=llama", "model.num_query_groups=2",
+                                     "model.ffn_hidden_size=688", "model.attention_backend=flash",
+                                     bench::set("model.sliding_window", window),
+                                     "train.micro_batch_size=1", "train.global_batch_size=1",
+                                     bench::set("train.steps", kWarmupSteps + kTimedSteps)});
   return overrides;
 }
 
@@ -48,9 +48,8 @@ int main(int argc, char** argv) {
       "model: llama, %lld layers, hidden %lld, heads %lld (2 kv), vocab %lld, micro batch 1, "
       "dropout 0.1, fp32, flash, no recompute; window %lld; %d warm-up step, then the mean of %d\n",
       static_cast<long long>(kModel.num_layers), static_cast<long long>(kModel.hidden_size),
-      static_cast<long long>(kModel.num_attention_heads),
-      static_cast<long long>(kModel.vocab_size), static_cast<long long>(window), kWarmupSteps,
-      kTimedSteps);
+      static_cast<long long>(kModel.num_attention_heads), static_cast<long long>(kModel.vocab_size),
+      static_cast<long long>(window), kWarmupSteps, kTimedSteps);
   const bench::WorkDir work("bench-window");
   bench::write_dataset(work / "data", bench::kDatasetTokens);
   std::printf("| %6s | %14s | %14s | %8s | %12s | %12s |\n", "seq", "full tokens/s",
@@ -64,9 +63,8 @@ int main(int argc, char** argv) {
     const bench::StepResult windowed =
         bench::run_on_host(overrides_of(seq, window, work), kWarmupSteps, kTimedSteps);
     const double f = tokens_per_s(seq, full), w = tokens_per_s(seq, windowed);
-    std::printf("| %6lld | %14.0f | %14.0f | %7.2fx | %12s | %12s |\n",
-                static_cast<long long>(seq), f, w, w / f,
-                trainer::format_bytes(full.activation_peak).c_str(),
+    std::printf("| %6lld | %14.0f | %14.0f | %7.2fx | %12s | %12s |\n", static_cast<long long>(seq),
+                f, w, w / f, trainer::format_bytes(full.activation_peak).c_str(),
                 trainer::format_bytes(windowed.activation_peak).c_str());
     std::fflush(stdout);
     json << separator << "{\"seq_length\": " << seq << ", \"full_tokens_per_s\": " << f

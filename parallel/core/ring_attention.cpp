@@ -54,7 +54,8 @@ struct Ring {
   // Whether key chunk k of `holder` has any key a query of local chunk q sees: one at or before
   // it and, with a sliding window, fewer than `window` positions before it.
   bool visible(int64_t q, int64_t holder, int64_t k) const {
-    const int64_t key = shard.chunk_position(holder, k), query = shard.chunk_position(shard.rank, q);
+    const int64_t key = shard.chunk_position(holder, k),
+                  query = shard.chunk_position(shard.rank, q);
     const int64_t nearest = query - (key + chunk() - 1);  // the least query - key of the pair
     return key <= query && (dims.window == 0 || nearest < dims.window);
   }

@@ -30,7 +30,10 @@ constexpr int64_t kQkvRow = kBH * 3 * kD, kCtxRow = kBH * kD;
 
 // A sliding window of kWindow keys (Note [Sliding window] in runtime/op_args.h) spans two chunks:
 // some blocks are cut by it, and the last chunk's queries see none of the first chunk's keys.
-constexpr int64_t kWindow = 250;
+// 266 puts a window edge on a tile's first row: query 128 of a chunk is the last to see key 63 of
+// the chunk before it, alone in the dK/dV kernel's last query step (one of 32) and the first of
+// a forward tile whose first key tile is 0 (one of 64).
+constexpr int64_t kWindow = 266;
 
 // window: 0 (causal) or kWindow.
 FlashAttentionDims whole_dims(int64_t window) {

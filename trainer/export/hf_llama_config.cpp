@@ -114,8 +114,8 @@ void check_rope_scaling(const YAML::Node& root, const model::GptConfig& config, 
 // and Qwen3's only under use_sliding_window, and then in the layers from max_window_layers on
 // (or those layer_types names sliding_attention); LlamaConfig has none. A window in some layers
 // only fails: the trainer's window is the same in every layer.
-int64_t hf_sliding_window(const YAML::Node& root, const std::string& model_type,
-                          int64_t num_layers, const Fail& fail) {
+int64_t hf_sliding_window(const YAML::Node& root, const std::string& model_type, int64_t num_layers,
+                          const Fail& fail) {
   const YAML::Node window = root["sliding_window"];
   const bool given = window && !window.IsNull();
   auto window_size = [&] {
@@ -127,8 +127,10 @@ int64_t hf_sliding_window(const YAML::Node& root, const std::string& model_type,
   if (model_type == "mistral") return !window ? 4096 : given ? window_size() : 0;
   const bool qwen = model_type == "qwen2" || model_type == "qwen3";
   if (!qwen) {
-    if (given) fail("sliding_window", "is set, but LlamaForCausalLM has no sliding window (use "
-                                      "model_type mistral)");
+    if (given)
+      fail("sliding_window",
+           "is set, but LlamaForCausalLM has no sliding window (use "
+           "model_type mistral)");
     return 0;
   }
   const YAML::Node use = root["use_sliding_window"];
@@ -330,10 +332,8 @@ model::GptConfig llama_config_from_hf_json(const std::string& json_text,
   config.add_qkv_bias = type == "qwen2";
   config.qk_layernorm = type == "qwen3";
   config.sliding_window = hf_sliding_window(
-      load_json_object(json_text, source, "not JSON", "not a JSON object"), type,
-      config.num_layers, [&](const std::string& field, const std::string& why) {
-        json.fail(field, why);
-      });
+      load_json_object(json_text, source, "not JSON", "not a JSON object"), type, config.num_layers,
+      [&](const std::string& field, const std::string& why) { json.fail(field, why); });
   // rope_theta and rope_scaling (transformers 4), or both inside rope_parameters (5).
   const bool v5 = json.has("rope_parameters");
   const std::string scaling_key = v5 ? "rope_parameters" : "rope_scaling";

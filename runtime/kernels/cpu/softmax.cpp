@@ -29,7 +29,8 @@ void causal_softmax_forward(float* probs, const float* scores, int64_t batch_hea
     const float max_value = detail::ordered_max(x, seen);
 #pragma omp simd
     for (int64_t j = 0; j < seen; ++j) p[first + j] = detail::exp_poly(x[j] - max_value);
-    const double sum = detail::ordered_sum(seen, [p, first](int64_t j) { return double{p[first + j]}; });
+    const double sum =
+        detail::ordered_sum(seen, [p, first](int64_t j) { return double{p[first + j]}; });
     const float inv_sum = static_cast<float>(1.0 / sum);
 #pragma omp simd
     for (int64_t j = first; j <= i; ++j) p[j] *= inv_sum;
@@ -47,9 +48,8 @@ void causal_softmax_backward(float* dscores, const float* dprobs, const float* p
     const float* dp = dprobs + row * T;
     const float* p = probs + row * T;
     float* ds = dscores + row * T;
-    const float row_dot = static_cast<float>(detail::ordered_sum(seen, [dp, p, first](int64_t j) {
-      return double{dp[first + j]} * double{p[first + j]};
-    }));
+    const float row_dot = static_cast<float>(detail::ordered_sum(
+        seen, [dp, p, first](int64_t j) { return double{dp[first + j]} * double{p[first + j]}; }));
 #pragma omp simd
     for (int64_t j = first; j <= i; ++j) ds[j] = p[j] * (dp[j] - row_dot);
     std::fill(ds, ds + first, 0.f);

@@ -178,7 +178,7 @@ constexpr int dkdv_min_blocks() {
 
 // dK and dV of one CTA's 64 keys (blockIdx.y, the first block first) of one sample and kv head
 // (blockIdx.x), over its query heads in increasing order and for each over the query steps from
-// the first query that sees them to the last (T without a window).
+// the first query that sees them to the last that does.
 template <class Element, class Grad, int kHeadDim>
 __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHeadDim>()))
     flash_dkdv_kernel(BackwardArgs<Element, Grad> args) {
@@ -255,11 +255,12 @@ __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHead
 
 // One dQ step, elementwise: dp := dS = P (dP F - Delta) for the warp's queries row0 + row and
 // the tile's keys j0 + column, s holding scale Q K^T (and dp already dP F); 0 where masked or
-// query >= T.
+// query >= T, and in the rows of a lone key.
 template <int kN8>
 __device__ void query_major_gradients(const float (&s)[kN8][4], float (&dp)[kN8][4],
                                       const float (&lse)[2], const float (&delta)[2],
-                                      const Geometry& geo, int row0, int j0, int lane) {
+                                      const bool (&lone)[2], const Geometry& geo, int row0, int j0,
+                                      int lane) {
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int n = 0; n < kN8; ++n) {
@@ -267,7 +268,7 @@ __device__ void query_major_gradients(const float (&s)[kN8][4], float (&dp)[kN8]
     for (int e = 0; e < 4; ++e) {
       const int i = row0 + g + 8 * (e / 2), j = j0 + 8 * n + t2 + e % 2;
       const float p = !masked(geo, i, j) && i < geo.T ? expf(s[n][e] - lse[e / 2]) : 0.f;
-      dp[n][e] = lone_key(geo, i) ? 0.f : p * (dp[n][e] - delta[e / 2]);
+      dp[n][e] = lone[e / 2] ? 0.f : p * (dp[n][e] - delta[e / 2]);
     }
   }
 }
@@ -294,11 +295,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
   load_tile<Element, kBlockRows, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0, geo.T,
                                            geo);
   float lse[2], delta[2];  // of the lane's queries row0 + lane / 4 (+ 8)
+  bool lone[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = row0 + lane / 4 + 8 * r;
     lse[r] = i < geo.T ? args.lse[head.rows + i] : 0.f;
     delta[r] = i < geo.T ? args.delta[head.rows + i] : 0.f;
+    lone[r] = lone_key(geo, i);
   }
   const SmemMatrix<Element, true> q{q_tile + warp * kWarpRows * kStride, kStride};
   const SmemMatrix<Element, true> dout{dout_tile + warp * kWarpRows * kStride, kStride};
@@ -326,7 +329,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
           keep_bits_query_major<kKeyTile / 8>(args.dropout, head, geo, row0, j0, lane);
       apply_keep_bits(dp, args.dropout, keep);
     }
-    query_major_gradients(s, dp, lse, delta, geo, row0, j0, lane);
+    query_major_gradients(s, dp, lse, delta, lone, geo, row0, j0, lane);
     warp_product_from_accumulators<kHeadDim / 8, kKeyTile>(
         dq, dp, SmemMatrix<Element, false>{k_tile, kStride}, lane, staging);
   }

@@ -30,11 +30,11 @@ namespace runtime::cuda::device::flash {
 // so the fragment loads of a warp fall in 32 different banks.
 // Forward: a CTA per (sample and head, 64 queries), the last query blocks (the most keys)
 // first. Per key tile of 64, up to the diagonal (later tiles are never loaded): S = scale Q K^T,
-// -inf where key > query (in tiles that cross the diagonal; the window's lower edge likewise,
-// Sliding window below), then the CPU's online softmax
-// (running max m, running sum l, O rescaled), P * F (dropout) and O += (P F) V, with P F read
-// from the accumulators as the MMA's A operand (rounded to bf16 first, as FlashAttention-2
-// does; the f32 path stages it through shared memory). ctx = O / l, lse = m + log l.
+// -inf where key > query (in tiles that cross the diagonal, or a window's lower edge: Sliding
+// window below), then the CPU's online softmax (running max m, running sum l, O rescaled),
+// P * F (dropout) and O += (P F) V, with P F read from the accumulators as the MMA's A operand
+// (rounded to bf16 first, as FlashAttention-2 does; the f32 path stages it through shared
+// memory). ctx = O / l, lse = m + log l.
 // Backward: Delta = rowsum(dO * O), a warp per row. dK/dV: a CTA per (sample and kv head, 64
 // keys), each warp 16 keys, over the kv head's query heads in increasing order (Note
 // [Grouped-query attention] in runtime/op_args.h; one without it) and for each over query
@@ -46,9 +46,9 @@ namespace runtime::cuda::device::flash {
 // hold 32 queries so that dK, dV (64 + 64 accumulators at head_dim 128) and two 16 x 32 tiles
 // fit a lane's registers. Query 0 sees one key (every query does with a window of 1), so its
 // softmax is the constant 1 and its dS is exactly 0: the kernels write that 0 ("lone key",
-// lone_key) rather than the rounding noise of
-// dP F - Delta, two equal sums taken in different orders (the host, summing in yet other
-// orders, often cancels them exactly, and the op twins demand a 0 wherever the host has one).
+// lone_key) rather than the rounding noise of dP F - Delta, two equal sums taken in different
+// orders (the host, summing in yet other orders, often cancels them exactly, and the op twins
+// demand a 0 wherever the host has one).
 //
 // Dropout. Element (query i, key j) of local head h and sample b is element
 // ((head_offset + h) L + q_position + i) L + kv_position + j of global sample sample_offset + b
@@ -58,22 +58,23 @@ namespace runtime::cuda::device::flash {
 // unrolled tile code only tests bits. The forward and dQ draw a lane's two consecutive keys from
 // one Philox block (two when they straddle blocks); dK/dV, whose lanes hold consecutive queries,
 // draws each element alone. Kept iff bits >= threshold, then scaled by keep_scale =
-// 1.0f / (1.0f - p); the host computes both as the CPU twin does. Masked elements (but one
-// whose pair partner is visible) and queries past T draw nothing.
+// 1.0f / (1.0f - p); the host computes both as the CPU twin does. Masked elements and queries
+// past T draw nothing, but for a masked key whose pair partner is visible (left of a window).
 //
 // Blocks (Note [Flash blocks]). The same kernels run a query block of qkv against a key block of
 // kv: Geometry holds where q, k, v and their gradients live, the key rows Tk, and shift =
 // q_position - kv_position, so key j is masked for query i iff j > i + shift or j >= Tk. The
 // forward writes f32 ctx; the backward adds (+=) into f32 dq and dkv, each element by its one
 // writer as before. Key tiles past the last visible key are not loaded; the dK/dV steps start
-// at the first query that sees the CTA's first key. The lone key is that of global query 0.
+// at the first query that sees the CTA's first key. The lone key is that of global query 0 (of
+// every query with a window of 1).
 //
 // Sliding window (Note [Sliding window] in runtime/op_args.h). Geometry's window W > 0 also
 // masks key j for query i when j <= i + shift - W (masked); a window of full_len or more masks
 // nothing and runs as W = 0. The forward and dQ start at the key tile of the first key a query
-// of the CTA sees (i0 + shift - W + 1), and a warp skips a tile left of all its windows (dQ) or a
-// step whose queries all look past its keys (dK/dV); the dK/dV steps end after the last query
-// that sees the CTA's last key (j - shift + W - 1). W = 0 computes what it did without windows.
+// of the CTA sees (i0 + shift - W + 1), and a warp skips a key tile (dQ) or a query step
+// (dK/dV) in which its keys are left of every query's window; the dK/dV steps end after the last
+// query that sees the CTA's last key j (j - shift + W - 1). Every window test is false for W = 0.
 //
 // Determinism. Every output element belongs to one lane of one CTA and is summed in a fixed
 // order (k steps, then tiles, then query heads, then a fixed butterfly over the 4 lanes of a

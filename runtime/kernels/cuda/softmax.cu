@@ -1,7 +1,8 @@
 // Causal softmax kernels: one thread block per score row, reductions in a fixed order
 // (per-thread strided partials, warp butterfly, warps combined in index order), so results
-// are bit-identical from run to run. Each element is read and written by the same thread;
-// columns left of a sliding window are written as 0 like those above the diagonal.
+// are bit-identical from run to run. The last pass reads and writes each element in one thread,
+// after the reductions' barriers (so the kernels may run in place); columns left of a sliding
+// window are written as 0, like those above the diagonal.
 #include <algorithm>
 #include <climits>
 #include <cmath>

@@ -779,8 +779,8 @@ TEST(ValidateLlama, SlidingWindowIsExportedAsMistrals) {
   config.output.export_model = true;
   EXPECT_TRUE(accepted(config));
   config.model.rope_scaling.factor = 8.f;
-  EXPECT_TRUE(rejected(config, "output.export",
-                       {"MistralForCausalLM", "model.rope_scaling.factor 8"}));
+  EXPECT_TRUE(
+      rejected(config, "output.export", {"MistralForCausalLM", "model.rope_scaling.factor 8"}));
   Config gpt2 = valid_config();
   gpt2.model.sliding_window = 4;
   gpt2.output.export_model = false;

@@ -352,8 +352,8 @@ TEST(HfLlamaConfig, TheMistral7BConfigIsAcceptedByItsModel) {
   EXPECT_EQ(read.sliding_window, 4096);
   EXPECT_EQ(model::GptParams::count(read), 7241732096);
   EXPECT_EQ(model::hf_class_name(read), "MistralForCausalLM");
-  EXPECT_NO_THROW(check_hf_llama_config(hf_llama_config_json(mistral_7b()), "config.json",
-                                        mistral_7b()));
+  EXPECT_NO_THROW(
+      check_hf_llama_config(hf_llama_config_json(mistral_7b()), "config.json", mistral_7b()));
 }
 
 // model.sliding_window the Hugging Face way (Note [Sliding window]): MistralConfig's
@@ -405,16 +405,15 @@ TEST(HfLlamaConfig, SlidingWindowsReadAndExportTheHuggingFaceWay) {
   model::GptConfig qwen_window = qwen3_zero_six_b();
   qwen_window.sliding_window = 4096;
   const std::string qwen_exported = hf_llama_config_json(qwen_window);
-  EXPECT_NE(qwen_exported.find("\"use_sliding_window\": true"), std::string::npos)
-      << qwen_exported;
+  EXPECT_NE(qwen_exported.find("\"use_sliding_window\": true"), std::string::npos) << qwen_exported;
   EXPECT_NE(qwen_exported.find("\"max_window_layers\": 0"), std::string::npos) << qwen_exported;
   EXPECT_NO_THROW(check_hf_llama_config(qwen_exported, "config.json", qwen_window));
   EXPECT_EQ(llama_config_from_hf_json(qwen_exported, "config.json").sliding_window, 4096);
-  const std::string every_layer =
-      replaced(replaced(replaced(kQwen3ZeroSixB, "\"use_sliding_window\": false",
-                                 "\"use_sliding_window\": true"),
-                        "\"sliding_window\": null", "\"sliding_window\": 4096"),
-               "\"max_window_layers\": 28", "\"max_window_layers\": 0");
+  const std::string every_layer = replaced(
+      replaced(
+          replaced(kQwen3ZeroSixB, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
+          "\"sliding_window\": null", "\"sliding_window\": 4096"),
+      "\"max_window_layers\": 28", "\"max_window_layers\": 0");
   EXPECT_NO_THROW(check_hf_llama_config(every_layer, "config.json", qwen_window));
   std::string types = "[";
   for (int layer = 0; layer < 28; ++layer)

@@ -180,8 +180,7 @@ INSTANTIATE_TEST_SUITE_P(
 // carry into the counter's high word inside a tile), and sample indices are above 2^32.
 // Sliding windows (Note [Sliding window]) against the unfused chain with the same window:
 // windows of one key, shorter than a key tile, across tile edges, and longer than the sequence.
-class FlashAttentionWindows
-    : public ::testing::TestWithParam<std::tuple<Shape, int64_t, float>> {};
+class FlashAttentionWindows : public ::testing::TestWithParam<std::tuple<Shape, int64_t, float>> {};
 
 TEST_P(FlashAttentionWindows, MatchTheUnfusedChain) {
   const auto [shape, window, p] = GetParam();
@@ -196,18 +195,18 @@ TEST_P(FlashAttentionWindows, MatchTheUnfusedChain) {
   EXPECT_LE(relative_to_max(flash.dqkv, ref.backward(dctx)), 1e-5) << "dqkv";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Windows, FlashAttentionWindows,
-    ::testing::Combine(::testing::Values(Shape{130, 2, 2, 17}, Shape{257, 1, 2, 64}),
-                       ::testing::Values(int64_t{1}, int64_t{5}, int64_t{64}, int64_t{100},
-                                         int64_t{300}),
-                       ::testing::Values(0.f, 0.1f)),
-    [](const auto& instance) {
-      const Shape s = std::get<0>(instance.param);
-      return "T" + std::to_string(s.T) + "_D" + std::to_string(s.D) + "_W" +
-             std::to_string(std::get<1>(instance.param)) +
-             (std::get<2>(instance.param) > 0 ? "_dropout" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(Windows, FlashAttentionWindows,
+                         ::testing::Combine(::testing::Values(Shape{130, 2, 2, 17},
+                                                              Shape{257, 1, 2, 64}),
+                                            ::testing::Values(int64_t{1}, int64_t{5}, int64_t{64},
+                                                              int64_t{100}, int64_t{300}),
+                                            ::testing::Values(0.f, 0.1f)),
+                         [](const auto& instance) {
+                           const Shape s = std::get<0>(instance.param);
+                           return "T" + std::to_string(s.T) + "_D" + std::to_string(s.D) + "_W" +
+                                  std::to_string(std::get<1>(instance.param)) +
+                                  (std::get<2>(instance.param) > 0 ? "_dropout" : "");
+                         });
 
 // A window as long as the sequence (or longer) masks nothing the causal mask does not: the
 // outputs are bit for bit those without a window.

@@ -228,10 +228,8 @@ TEST(FlashBlock, PartlyMaskedBlockMatchesTheReference) {
 // sequence.
 TEST(FlashBlock, WindowedBlocksMatchTheReference) {
   for (float p : {0.f, 0.1f}) {
-    expect_block_matches_reference({"window 50 visible", 80, 80, 240, 160, 320, 50},
-                                   {1, 2, 64, p});
-    expect_block_matches_reference({"window 100 partly", 90, 70, 100, 40, 200, 100},
-                                   {1, 2, 16, p});
+    expect_block_matches_reference({"window 50 visible", 80, 80, 240, 160, 320, 50}, {1, 2, 64, p});
+    expect_block_matches_reference({"window 100 partly", 90, 70, 100, 40, 200, 100}, {1, 2, 16, p});
     expect_block_matches_reference({"window 1 diagonal", 24, 24, 48, 48, 96, 1}, {2, 2, 16, p});
     expect_block_matches_reference({"window 500", 70, 40, 100, 60, 200, 500}, {1, 3, 8, p});
   }

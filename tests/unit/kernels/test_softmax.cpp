@@ -126,7 +126,8 @@ TEST(CausalSoftmax, SlidingWindowSeesTheLatestKeysOnly) {
       double m = -1e300, s = 0;
       for (int64_t j = first; j <= i; ++j) m = std::max(m, double{scores[row * T + j]});
       for (int64_t j = first; j <= i; ++j) s += std::exp(scores[row * T + j] - m);
-      for (int64_t j = first; j <= i; ++j) want[row * T + j] = std::exp(scores[row * T + j] - m) / s;
+      for (int64_t j = first; j <= i; ++j)
+        want[row * T + j] = std::exp(scores[row * T + j] - m) / s;
       for (int64_t j = 0; j < T; ++j)
         if (j < first || j > i) {
           ASSERT_EQ(probs[row * T + j], 0.f) << W << ": " << row << "," << j;

@@ -48,8 +48,8 @@ HeadSizes random_grouped_sizes(Case& c) {
 
 // A random block: a diagonal one, or query and key blocks anywhere in the sequence (keys all
 // before the queries, overlapping them, or after some: rows that see no key), with a sliding
-// window (Note [Sliding window] in runtime/op_args.h) of none, one key, or one that ends inside
-// the key block, before it (rows that see no key) or after it (masks nothing).
+// window (Note [Sliding window] in runtime/op_args.h) of none, one key, 5, 40 or 100 keys (which
+// cut the key block, or end before it: more rows that see no key), or full_len (masks nothing).
 runtime::FlashAttentionDims random_block(Case& c) {
   const int64_t group_size = random_group(c);
   runtime::FlashAttentionDims d{.seq_len = c.pick({1, 7, 33, 65, 129}),

@@ -2,7 +2,6 @@
 // products, the vector operators and AdamW: one random case builder each, with its tolerance
 // (Note [Twin tolerance]).
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 #include "runtime/ops.h"
@@ -343,7 +342,6 @@ FlashCase random_flash(Case& c) {
             .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u},
             .group_size = group_size};
   f.dims.window = c.pick({0, 1, 5, f.dims.seq_len / 2 + 1, f.dims.seq_len + 3});
-  fprintf(stderr, "DBG T %ld B %ld H %ld D %ld r %ld W %ld p %g\n", f.dims.seq_len, f.dims.micro_batch, f.dims.heads, f.dims.head_dim, f.dims.group_size, f.dims.window, f.dims.dropout_prob);
   return f;
 }
 

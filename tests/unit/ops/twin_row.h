@@ -111,7 +111,8 @@ std::vector<Row> memory_rows();
 // with a bf16 ctx (Delta taken from the rounded output) reaches about 2^-8 of |dO| |O| summed
 // over head_dim, and a case whose only query is query 0 (seq_len 1) has no larger gradient to
 // measure it against. So the flash backward rows give query 0 a zero output gradient: both sides
-// then add exactly 0 through it. dctx: (seq, micro_batch, heads * head_dim), row 0 = query 0.
+// then add exactly 0 through it. With a sliding window of one key every query is lone, and those
+// rows zero the whole dctx instead. dctx: (seq, micro_batch, heads * head_dim), row 0 = query 0.
 inline void zero_lone_key_rows(const Tensor& dctx, const runtime::FlashAttentionDims& dims) {
   std::fill_n(dctx.f32(), dims.micro_batch * dims.heads * dims.head_dim, 0.f);
 }
