@@ -170,9 +170,14 @@ const char* const kMistralNemo = R"({
   "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
   "tie_word_embeddings": false, "vocab_size": 131072, "torch_dtype": "bfloat16"})";
 
-model::GptConfig mistral_nemo() {
-  model::GptConfig config = tied_llama(40, 5120, 32, 8, 14336, 131072, 1000000.f);
+// `config` with a head of its own.
+model::GptConfig untied(model::GptConfig config) {
   config.untie_embeddings = true;
+  return config;
+}
+
+model::GptConfig mistral_nemo() {
+  model::GptConfig config = untied(tied_llama(40, 5120, 32, 8, 14336, 131072, 1000000.f));
   config.kv_channels = 128;
   return config;
 }
@@ -335,8 +340,7 @@ const char* const kMistral7B = R"({
   "use_cache": true, "vocab_size": 32000})";
 
 model::GptConfig mistral_7b() {
-  model::GptConfig config = tied_llama(32, 4096, 32, 8, 14336, 32000, 10000.f);
-  config.untie_embeddings = true;
+  model::GptConfig config = untied(tied_llama(32, 4096, 32, 8, 14336, 32000, 10000.f));
   config.sliding_window = 4096;
   return config;
 }
