@@ -34,8 +34,13 @@ void write_dataset(const std::string& prefix, int64_t num_tokens) {
   writer.finish();
 }
 
-std::vector<std::string> model_overrides(const ModelShape& shape) {
+std::vector<std::string> run_overrides(const WorkDir& work, const ModelShape& shape) {
   return {
+      "data.path=" + work / "data",
+      "data.split=[1]",
+      "output.dir=" + work / "run",
+      "output.export=false",
+      "train.eval_interval=0",
       set("model.num_layers", shape.num_layers),
       set("model.hidden_size", shape.hidden_size),
       set("model.num_attention_heads", shape.num_attention_heads),
@@ -44,11 +49,6 @@ std::vector<std::string> model_overrides(const ModelShape& shape) {
       set("model.hidden_dropout", kDropout),
       set("model.attention_dropout", kDropout),
   };
-}
-
-std::vector<std::string> run_overrides(const WorkDir& work) {
-  return {"data.path=" + work / "data", "data.split=[1]", "output.dir=" + work / "run",
-          "output.export=false", "train.eval_interval=0"};
 }
 
 StepResult run_on_host(const std::vector<std::string>& overrides, int warmup, int steps) {

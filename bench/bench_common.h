@@ -44,11 +44,10 @@ struct ModelShape {
   int64_t seq_length = 0;
 };
 constexpr double kDropout = 0.1;
-std::vector<std::string> model_overrides(const ModelShape& shape);
 
-// What every benchmark's Trainer is given besides its model: the dataset at work/"data", its
+// What every benchmark's Trainer is given: the model of `shape`, the dataset at work/"data", its
 // run directory at work/"run", the whole dataset for training, no validation, no export.
-std::vector<std::string> run_overrides(const WorkDir& work);
+std::vector<std::string> run_overrides(const WorkDir& work, const ModelShape& shape);
 
 // One Trainer on the host.
 struct StepResult {

@@ -42,9 +42,7 @@ struct Shape {
 // The Trainer of a shape: no recompute, fp32 on the host.
 std::vector<std::string> overrides_of(const Shape& shape, const bench::WorkDir& work,
                                       int total_steps) {
-  std::vector<std::string> overrides = bench::run_overrides(work);
-  const std::vector<std::string> model = bench::model_overrides(shape.model);
-  overrides.insert(overrides.end(), model.begin(), model.end());
+  std::vector<std::string> overrides = bench::run_overrides(work, shape.model);
   overrides.push_back(bench::set("train.micro_batch_size", shape.micro_batch));
   overrides.push_back(bench::set("train.global_batch_size", shape.micro_batch));
   overrides.push_back(bench::set("train.steps", total_steps));

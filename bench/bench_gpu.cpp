@@ -157,14 +157,12 @@ class Progress {
 // The run's configuration as `--set` overrides (parsed by measure(), which records a rejection).
 std::vector<std::string> config_overrides(const BenchShape& shape, const Options& options,
                                           const RunSpec& spec, const bench::WorkDir& work) {
-  std::vector<std::string> overrides = bench::run_overrides(work);
-  const std::vector<std::string> model = bench::model_overrides({
-      .num_layers = shape.num_layers,
-      .hidden_size = shape.hidden_size,
-      .num_attention_heads = shape.num_attention_heads,
-      .vocab_size = shape.vocab_size,
-      .seq_length = spec.seq_length,
-  });
+  const bench::ModelShape model = {.num_layers = shape.num_layers,
+                                   .hidden_size = shape.hidden_size,
+                                   .num_attention_heads = shape.num_attention_heads,
+                                   .vocab_size = shape.vocab_size,
+                                   .seq_length = spec.seq_length};
+  std::vector<std::string> overrides = bench::run_overrides(work, model);
   const std::vector<std::string> train = {
       "train.device=cuda",
       "train.precision=bf16",
@@ -174,7 +172,6 @@ std::vector<std::string> config_overrides(const BenchShape& shape, const Options
       bench::set("train.steps", spec.warmup_steps + spec.timed_steps),
       bench::set("train.peak_tflops", options.peak_tflops),
   };
-  overrides.insert(overrides.end(), model.begin(), model.end());
   overrides.insert(overrides.end(), {bench::set("model.hidden_dropout", shape.dropout),
                                      bench::set("model.attention_dropout", shape.dropout)});
   if (shape.is_llama()) {

@@ -72,9 +72,7 @@ std::vector<std::string> overrides_of(const Preset& preset, int64_t seq, const b
                                       int total_steps) {
   bench::ModelShape shape = kModel;
   shape.seq_length = seq;
-  std::vector<std::string> overrides = bench::run_overrides(work);
-  const std::vector<std::string> model = bench::model_overrides(shape);
-  overrides.insert(overrides.end(), model.begin(), model.end());
+  std::vector<std::string> overrides = bench::run_overrides(work, shape);
   overrides.insert(overrides.end(), {"train.micro_batch_size=1", "train.global_batch_size=1",
                                      bench::set("train.steps", total_steps)});
   overrides.insert(overrides.end(), preset.overrides.begin(), preset.overrides.end());

@@ -60,9 +60,7 @@ std::vector<Preset> presets(int64_t layers) {
 std::vector<std::string> overrides_of(const Preset& preset, const bench::ModelShape& shape,
                                       int64_t micro_batch, const bench::WorkDir& work,
                                       int total_steps) {
-  std::vector<std::string> overrides = bench::run_overrides(work);
-  const std::vector<std::string> model = bench::model_overrides(shape);
-  overrides.insert(overrides.end(), model.begin(), model.end());
+  std::vector<std::string> overrides = bench::run_overrides(work, shape);
   overrides.push_back(bench::set("train.micro_batch_size", micro_batch));
   overrides.push_back(bench::set("train.global_batch_size", micro_batch));
   overrides.push_back(bench::set("train.steps", total_steps));

@@ -23,9 +23,7 @@ constexpr int kWarmupSteps = 1, kTimedSteps = 2;
 std::vector<std::string> overrides_of(int64_t seq, int64_t window, const bench::WorkDir& work) {
   bench::ModelShape shape = kModel;
   shape.seq_length = seq;
-  std::vector<std::string> overrides = bench::run_overrides(work);
-  const std::vector<std::string> model = bench::model_overrides(shape);
-  overrides.insert(overrides.end(), model.begin(), model.end());
+  std::vector<std::string> overrides = bench::run_overrides(work, shape);
   overrides.insert(overrides.end(), {"model.architecture=llama", "model.num_query_groups=2",
                                      "model.ffn_hidden_size=688", "model.attention_backend=flash",
                                      bench::set("model.sliding_window", window),
