@@ -1,6 +1,8 @@
 // The architecture presets of GptConfig.
 #include "model/gpt_config.h"
 
+#include <cstdio>
+
 namespace model {
 
 GptConfig architecture_defaults(Architecture architecture) {
@@ -17,6 +19,17 @@ GptConfig architecture_defaults(Architecture architecture) {
   }
   return config;
 }
+
+namespace {
+
+// A float as "%g" writes it: 8 rather than 8.000000.
+std::string scalar_text(float value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(value));
+  return text;
+}
+
+}  // namespace
 
 std::string hf_family_mismatch(const GptConfig& c) {
   const bool llama = c.architecture == Architecture::llama;
@@ -38,17 +51,49 @@ std::string hf_family_mismatch(const GptConfig& c) {
                  : "model.qk_layernorm true";
   if (!llama && c.sliding_window > 0)
     return "model.sliding_window " + std::to_string(c.sliding_window);
-  if (hf_class_name(c) == "MistralForCausalLM" && c.rope_scaling.enabled())
-    return "model.rope_scaling.factor " + std::to_string(c.rope_scaling.factor) +
+  if (hf_family(c) == HfFamily::mistral && c.rope_scaling.enabled())
+    return "model.rope_scaling.factor " + scalar_text(c.rope_scaling.factor) +
            " (with model.sliding_window)";
   return "";
 }
 
+HfFamily hf_family(const GptConfig& c) {
+  if (c.architecture == Architecture::gpt2) return HfFamily::gpt2;
+  if (c.add_qkv_bias) return HfFamily::qwen2;
+  if (c.qk_layernorm) return HfFamily::qwen3;
+  return c.sliding_window > 0 ? HfFamily::mistral : HfFamily::llama;
+}
+
 std::string hf_class_name(const GptConfig& c) {
-  if (c.architecture == Architecture::gpt2) return "GPT2LMHeadModel";
-  if (c.add_qkv_bias) return "Qwen2ForCausalLM";
-  if (c.qk_layernorm) return "Qwen3ForCausalLM";
-  return c.sliding_window > 0 ? "MistralForCausalLM" : "LlamaForCausalLM";
+  switch (hf_family(c)) {
+    case HfFamily::gpt2:
+      return "GPT2LMHeadModel";
+    case HfFamily::llama:
+      return "LlamaForCausalLM";
+    case HfFamily::qwen2:
+      return "Qwen2ForCausalLM";
+    case HfFamily::qwen3:
+      return "Qwen3ForCausalLM";
+    case HfFamily::mistral:
+      return "MistralForCausalLM";
+  }
+  return "";
+}
+
+std::string hf_model_type(HfFamily family) {
+  switch (family) {
+    case HfFamily::gpt2:
+      return "gpt2";
+    case HfFamily::llama:
+      return "llama";
+    case HfFamily::qwen2:
+      return "qwen2";
+    case HfFamily::qwen3:
+      return "qwen3";
+    case HfFamily::mistral:
+      return "mistral";
+  }
+  return "";
 }
 
 }  // namespace model

@@ -106,9 +106,13 @@ GptConfig architecture_defaults(Architecture architecture);
 // sliding window Mistral's (no RoPE scaling) or Qwen's); otherwise the first field that is not,
 // as "model.<field> <value>".
 std::string hf_family_mismatch(const GptConfig& config);
-// The Hugging Face class the export writes for `config`: GPT2LMHeadModel, LlamaForCausalLM, or
-// Qwen2ForCausalLM (q, k and v biases), Qwen3ForCausalLM (q and k norms) or MistralForCausalLM
-// (neither, a sliding window) for a Llama block.
+// The Hugging Face family the export writes `config` as: gpt2 (GPT2LMHeadModel), or for a Llama
+// block llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM: q, k and v biases), qwen3
+// (Qwen3ForCausalLM: q and k norms) or mistral (MistralForCausalLM: neither, a sliding window).
+enum class HfFamily { gpt2, llama, qwen2, qwen3, mistral };
+HfFamily hf_family(const GptConfig& config);
+// The family's class ("LlamaForCausalLM") and config.json model_type ("llama").
 std::string hf_class_name(const GptConfig& config);
+std::string hf_model_type(HfFamily family);
 
 }  // namespace model

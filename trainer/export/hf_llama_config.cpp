@@ -249,10 +249,11 @@ void check_hf_llama_config(const std::string& json_text, const std::string& sour
 
 std::string hf_llama_config_json(const model::GptConfig& config, std::string_view torch_dtype) {
   // Qwen2ForCausalLM: Llama's block with q, k and v biases (model.add_qkv_bias); Qwen3ForCausalLM:
-  // with q and k norms (model.qk_layernorm).
-  const bool qwen2 = config.add_qkv_bias, qwen3 = config.qk_layernorm;
-  const bool window = config.sliding_window > 0, mistral = window && !qwen2 && !qwen3;
-  const std::string model_type = qwen2 ? "qwen2" : qwen3 ? "qwen3" : mistral ? "mistral" : "llama";
+  // with q and k norms (model.qk_layernorm); MistralForCausalLM: with a sliding window alone.
+  using model::HfFamily;
+  const HfFamily family = model::hf_family(config);
+  const bool qwen = family == HfFamily::qwen2 || family == HfFamily::qwen3;
+  const bool window = config.sliding_window > 0;
   std::vector<std::pair<std::string, std::string>> fields = {
       {"architectures", "[\n    " + json_quote(model::hf_class_name(config)) + "\n  ]"},
       {"attention_bias", "false"},
@@ -264,7 +265,7 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
       {"intermediate_size", std::to_string(config.ffn())},
       {"max_position_embeddings", std::to_string(config.positions())},
       {"mlp_bias", "false"},
-      {"model_type", json_quote(model_type)},
+      {"model_type", json_quote(model::hf_model_type(family))},
       {"num_attention_heads", std::to_string(config.num_attention_heads)},
       {"num_hidden_layers", std::to_string(config.num_layers)},
       {"num_key_value_heads", std::to_string(config.query_groups())},
@@ -275,22 +276,16 @@ std::string hf_llama_config_json(const model::GptConfig& config, std::string_vie
       {"torch_dtype", json_quote(torch_dtype)},
       {"vocab_size", std::to_string(config.vocab_size)},
   };
-  if (qwen2 || qwen3) {  // Qwen2Config's and Qwen3Config's fields in place of LlamaConfig's
-    std::erase_if(fields, [&](const auto& field) {
-      return field.first == "mlp_bias" || (qwen2 && field.first == "attention_bias");
-    });
-    fields.push_back({"use_sliding_window", window ? "true" : "false"});
-    if (window) {  // in every layer: from layer 0 on
-      fields.push_back({"max_window_layers", "0"});
-      fields.push_back({"sliding_window", std::to_string(config.sliding_window)});
-    }
-  }
-  if (mistral) {  // MistralConfig: Llama's without the bias switches, with the window
-    std::erase_if(fields, [](const auto& field) {
-      return field.first == "mlp_bias" || field.first == "attention_bias";
-    });
-    fields.push_back({"sliding_window", std::to_string(config.sliding_window)});
-  }
+  // The other configs' fields in place of LlamaConfig's: none has mlp_bias, Qwen2Config and
+  // MistralConfig no attention_bias; Qwen's switch its window on, from layer 0.
+  std::erase_if(fields, [&](const auto& field) {
+    return (family != HfFamily::llama && field.first == "mlp_bias") ||
+           ((family == HfFamily::qwen2 || family == HfFamily::mistral) &&
+            field.first == "attention_bias");
+  });
+  if (qwen) fields.push_back({"use_sliding_window", window ? "true" : "false"});
+  if (qwen && window) fields.push_back({"max_window_layers", "0"});
+  if (window) fields.push_back({"sliding_window", std::to_string(config.sliding_window)});
   std::sort(fields.begin(), fields.end());
   std::string json = "{\n";
   for (size_t i = 0; i < fields.size(); ++i)
@@ -331,9 +326,9 @@ model::GptConfig llama_config_from_hf_json(const std::string& json_text,
   config.untie_embeddings = !json.boolean("tie_word_embeddings", false);
   config.add_qkv_bias = type == "qwen2";
   config.qk_layernorm = type == "qwen3";
-  config.sliding_window = hf_sliding_window(
-      load_json_object(json_text, source, "not JSON", "not a JSON object"), type, config.num_layers,
-      [&](const std::string& field, const std::string& why) { json.fail(field, why); });
+  config.sliding_window =
+      hf_sliding_window(json.node(), type, config.num_layers,
+                        [&](const std::string& field, const std::string& why) { json.fail(field, why); });
   // rope_theta and rope_scaling (transformers 4), or both inside rope_parameters (5).
   const bool v5 = json.has("rope_parameters");
   const std::string scaling_key = v5 ? "rope_parameters" : "rope_scaling";

@@ -32,6 +32,7 @@ class JsonConfigReader {
   std::string string(const std::string& field, const std::string& fallback) const;
   bool boolean(const std::string& field, bool fallback) const;
   JsonConfigReader object(const std::string& field) const;  // has(field) and an object
+  const YAML::Node& node() const { return root_; }           // the object, for other readers
 
  private:
   JsonConfigReader(YAML::Node root, std::string source, std::string prefix)
