@@ -29,6 +29,17 @@ std::string scalar_text(float value) {
   return text;
 }
 
+// Each family's class and model_type, in HfFamily's order.
+struct HfNames {
+  const char* class_name;
+  const char* model_type;
+};
+constexpr HfNames kHfNames[] = {{"GPT2LMHeadModel", "gpt2"},
+                                {"LlamaForCausalLM", "llama"},
+                                {"Qwen2ForCausalLM", "qwen2"},
+                                {"Qwen3ForCausalLM", "qwen3"},
+                                {"MistralForCausalLM", "mistral"}};
+
 }  // namespace
 
 std::string hf_family_mismatch(const GptConfig& c) {
@@ -65,35 +76,11 @@ HfFamily hf_family(const GptConfig& c) {
 }
 
 std::string hf_class_name(const GptConfig& c) {
-  switch (hf_family(c)) {
-    case HfFamily::gpt2:
-      return "GPT2LMHeadModel";
-    case HfFamily::llama:
-      return "LlamaForCausalLM";
-    case HfFamily::qwen2:
-      return "Qwen2ForCausalLM";
-    case HfFamily::qwen3:
-      return "Qwen3ForCausalLM";
-    case HfFamily::mistral:
-      return "MistralForCausalLM";
-  }
-  return "";
+  return kHfNames[static_cast<int>(hf_family(c))].class_name;
 }
 
 std::string hf_model_type(HfFamily family) {
-  switch (family) {
-    case HfFamily::gpt2:
-      return "gpt2";
-    case HfFamily::llama:
-      return "llama";
-    case HfFamily::qwen2:
-      return "qwen2";
-    case HfFamily::qwen3:
-      return "qwen3";
-    case HfFamily::mistral:
-      return "mistral";
-  }
-  return "";
+  return kHfNames[static_cast<int>(family)].model_type;
 }
 
 }  // namespace model
