@@ -138,7 +138,9 @@ void core_attn_probs_forward(LayerStash& s, const LayerDims& d, const LayerConte
                                .scores = s.probs,
                                .batch_heads = BH,
                                .seq = T,
-                               .window = d.features.window});
+                               .window = d.features.window,
+                               .document_starts = c.document_starts,
+                               .micro_batch = d.micro_batch});
   if (d.attention_dropout > 0.f) {
     ops::dropout_attention_forward({.out = s.probs_drop,
                                     .mask = s.attn_mask,
@@ -177,14 +179,21 @@ runtime::FlashAttentionDims flash_dims(const LayerDims& d, const LayerContext& c
 void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerContext& c,
                              runtime::Allocator& allocator) {
   if (d.cp_size > 1) {
-    parallel::ring_attention_forward(
-        *d.cp,
-        {.ctx = s.ctx, .lse = s.lse, .qkv = s.qkv, .dims = flash_dims(d, c), .shard = d.context()},
-        allocator);
+    parallel::ring_attention_forward(*d.cp,
+                                     {.ctx = s.ctx,
+                                      .lse = s.lse,
+                                      .qkv = s.qkv,
+                                      .dims = flash_dims(d, c),
+                                      .shard = d.context(),
+                                      .document_starts = c.document_starts},
+                                     allocator);
     return;
   }
-  ops::flash_attention_forward(
-      {.ctx = s.ctx, .lse = s.lse, .qkv = s.qkv, .dims = flash_dims(d, c)});
+  ops::flash_attention_forward({.ctx = s.ctx,
+                                .lse = s.lse,
+                                .qkv = s.qkv,
+                                .dims = flash_dims(d, c),
+                                .document_starts = c.document_starts});
 }
 
 // ctx (T, B, H*D) = core attention of qkv (T, B, qkv_width), which it consumes (releases). Unfused:
@@ -208,7 +217,7 @@ void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const Lay
        .head_dim = D,
        .group_size = d.features.group_size});
   qkv = Tensor();
-  core_attn_probs_forward(s, d, c);              // probs (B, H, T, T)
+  core_attn_probs_forward(s, d, c);                           // probs (B, H, T, T)
   Tensor ctx_heads = per_head(d, D, allocator, "ctx_heads");  // (B, H, T, D)
   ops::attention_context_forward({.ctx_heads = ctx_heads,
                                   .probs = context_input(s, d),
@@ -405,7 +414,7 @@ void qk_norm_backward(const Tensor& dqkv, const LayerStash& s, const LayerParams
 }
 
 void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& dprobs,
-                              const LayerStash& s, const LayerDims& d) {
+                              const LayerStash& s, const LayerDims& d, const LayerContext& c) {
   const int64_t BH = d.micro_batch * d.heads, T = d.seq;
   if (d.attention_dropout > 0.f) {
     ops::dropout_backward({.dinput = dprobs,
@@ -419,7 +428,9 @@ void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                                 .probs = s.probs,
                                 .batch_heads = BH,
                                 .seq = T,
-                                .window = d.features.window});
+                                .window = d.features.window,
+                                .document_starts = c.document_starts,
+                                .micro_batch = d.micro_batch});
   ops::attention_scores_backward({.dq = dq,
                                   .dk = dk,
                                   .dscores = dprobs,
@@ -446,7 +457,8 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                                          .ctx = s.ctx,
                                          .lse = s.lse,
                                          .dims = flash_dims(d, c),
-                                         .shard = d.context()},
+                                         .shard = d.context(),
+                                         .document_starts = c.document_starts},
                                         allocator);
     } else {
       ops::flash_attention_backward({.dqkv = dqkv,
@@ -454,7 +466,8 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                                      .qkv = s.qkv,
                                      .ctx = s.ctx,
                                      .lse = s.lse,
-                                     .dims = flash_dims(d, c)});
+                                     .dims = flash_dims(d, c),
+                                     .document_starts = c.document_starts});
     }
     dctx = Tensor();
     return dqkv;
@@ -480,7 +493,7 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
                                    .head_dim = D,
                                    .group_size = d.features.group_size});
   dctx_heads = Tensor();
-  core_attn_probs_backward(dq, dk, dprobs, s, d);
+  core_attn_probs_backward(dq, dk, dprobs, s, d, c);
   dprobs = Tensor();
   Tensor dqkv = full_sequence(d, d.qkv_width(), allocator, "dqkv");
   ops::merge_qkv_heads({.dqkv = dqkv,
@@ -573,7 +586,7 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
   Tensor dctx = row_parallel_linear_backward(g.proj_weight, g.proj_bias, dproj, s.ctx,
                                              w.proj_weight, HD, d, allocator);  // (T, B, H*D)
   dproj = Tensor();
-  Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);                   // (T, B, qkv_width)
+  Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);  // (T, B, qkv_width)
   rope(dqkv, d, /*backward=*/true);
   qk_norm_backward(dqkv, s, w, g, d);
   layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, d.qkv_width(), d, allocator);

@@ -13,7 +13,9 @@ struct LayerContext {
   int64_t layer = 0;  // global layer index
   uint64_t seed = 0;
   int64_t step = 0;
-  int64_t sample_offset = 0;  // global-batch index of local sample 0
+  int64_t sample_offset = 0;    // global-batch index of local sample 0
+  Tensor document_starts = {};  // (Tc, B) i32 of the rank's query rows, or empty: one document per
+                                // sequence (Note [Document masking] in runtime/op_args.h)
 };
 
 // out (Ts, B, C) = layer(input); allocated by the caller, who knows whether the

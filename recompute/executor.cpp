@@ -86,6 +86,7 @@ ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const 
   state.context.seed = step.seed;
   state.context.step = step.step;
   state.context.sample_offset = batch.sample_offset;
+  state.context.document_starts = batch.document_starts;
 
   // The chunk's output is kept by the next layer, by the head, or sent on (comm).
   auto output = [&](int64_t next_layer) {
@@ -200,6 +201,7 @@ ForwardResult ChunkExecutor::evaluate(const Microbatch& batch, const Tensor& inp
   const model::LayerRecompute keep_nothing{RecomputeMode::full, {}};
   model::LayerContext context;
   context.sample_offset = batch.sample_offset;
+  context.document_starts = batch.document_starts;
   Tensor x = input;
   if (chunk_.embedding) {
     model::EmbeddingStash embedding;

@@ -18,9 +18,11 @@ namespace recompute {
 using runtime::Tensor;
 
 struct Microbatch {
-  Tensor tokens;              // (T, B) i32, on the first stage (the embedding keeps it)
-  Tensor targets;             // (T, B) i32, on the last stage (the head keeps it)
-  int64_t sample_offset = 0;  // global-batch index of its first sample
+  Tensor tokens;                // (T, B) i32, on the first stage (the embedding keeps it)
+  Tensor targets;               // (T, B) i32, on the last stage (the head keeps it)
+  Tensor document_starts = {};  // (T, B) i32 on every stage with documents masked, else empty
+                                // (Note [Document masking]; the layers' context keeps it)
+  int64_t sample_offset = 0;    // global-batch index of its first sample
 };
 
 struct StepInfo {

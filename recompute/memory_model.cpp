@@ -9,7 +9,8 @@ namespace recompute {
 
 ActivationMemory predict_activation_memory(const model::GptConfig& config,
                                            const model::LayerDims& dims, const RecomputePlan& plan,
-                                           int64_t in_flight, bool has_embedding, bool has_head) {
+                                           int64_t in_flight, bool has_embedding, bool has_head,
+                                           bool has_documents) {
   const int64_t L = plan.num_layers();
   // A layer's input and a checkpoint group's input: the rank's rows (the sequence shard under
   // sequence parallelism).
@@ -20,6 +21,9 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
 
   ActivationMemory m;
   m.embedding = has_embedding ? model::stash_kept_bytes(model::embedding_stash_spec(dims)) : 0;
+  m.documents = has_documents ? dims.context().local_seq() * dims.micro_batch *
+                                    runtime::dtype_size(runtime::DType::i32)
+                              : 0;
   m.head =
       has_head ? model::stash_kept_bytes(model::head_stash_spec(config, dims, /*keep=*/true)) : 0;
   m.layers.resize(static_cast<size_t>(L));
@@ -34,8 +38,8 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
     }
   }
 
-  // below[i]: bytes kept by layers [0, i) plus the embedding.
-  std::vector<int64_t> below(static_cast<size_t>(L) + 1, m.embedding);
+  // below[i]: bytes kept by layers [0, i) plus the embedding and the document starts.
+  std::vector<int64_t> below(static_cast<size_t>(L) + 1, m.embedding + m.documents);
   for (int64_t i = 0; i < L; ++i) {
     const size_t li = static_cast<size_t>(i);
     below[li + 1] = below[li] + m.layers[li].kept + m.layers[li].checkpoint;
@@ -56,7 +60,7 @@ ActivationMemory predict_activation_memory(const model::GptConfig& config,
       --i;
     }
   }
-  m.backward_peak = std::max(m.backward_peak, m.embedding);
+  m.backward_peak = std::max(m.backward_peak, m.embedding + m.documents);
   m.peak = (in_flight - 1) * m.forward_end + std::max(m.forward_end, m.backward_peak);
   return m;
 }

@@ -23,6 +23,7 @@ struct LayerMemory {
 struct ActivationMemory {
   std::vector<LayerMemory> layers;
   int64_t embedding = 0;      // tokens and the embedding dropout mask
+  int64_t documents = 0;      // the microbatch's document starts, held through its backward
   int64_t head = 0;           // final layernorm, logits, targets, last layer output
   int64_t forward_end = 0;    // one microbatch: everything kept at the end of forward
   int64_t backward_peak = 0;  // one microbatch: the largest point during backward
@@ -31,10 +32,11 @@ struct ActivationMemory {
 
 // `in_flight`: microbatches whose stashes are held at once (1 without a
 // pipeline; up to min(pipeline - stage, microbatches) on a 1F1B stage). The
-// embedding lives on the first pipeline stage, the head on the last.
+// embedding lives on the first pipeline stage, the head on the last; with documents
+// (data.reset_attention_mask) every chunk holds a microbatch's (Tc, B) i32 starts.
 ActivationMemory predict_activation_memory(const model::GptConfig& config,
                                            const model::LayerDims& dims, const RecomputePlan& plan,
                                            int64_t in_flight = 1, bool has_embedding = true,
-                                           bool has_head = true);
+                                           bool has_head = true, bool has_documents = false);
 
 }  // namespace recompute

@@ -168,14 +168,29 @@ struct RmsnormBackward {
 // CUDA), writes exact zeros where a key is masked, and skips the key tiles no query of a tile
 // sees; the memory an attention takes does not change with W.
 
+// Note [Document masking]
+// With data.reset_attention_mask (Megatron's --reset-attention-mask) a sequence packs several
+// documents, and a query sees only the keys of its own document. An attention kernel then
+// takes document_starts, (seq, micro_batch) i32 over its query rows: the global position of
+// the first token of row i's document in sample b (the position after the last end-of-document
+// token before it, 0 if none). Key j is masked for query i when its global position is below
+// that start, on top of the causal mask and the window (Note [Sliding window]). A query's start
+// never exceeds its own position, and starts never decrease along a sample's consecutive rows;
+// the kernels rely on both to skip the key tiles before a tile's first start, and the query
+// tiles after the last query whose start admits a key tile. An empty tensor is one document;
+// memory does not change with the documents.
+
 // probs = causal softmax of scores (exact 0 above the diagonal and, with a window, left of
-// it: Note [Sliding window]); probs may alias scores.
+// it: Note [Sliding window]; with document starts, before them: Note [Document masking]);
+// probs may alias scores.
 struct CausalSoftmaxForward {
   Tensor probs;   // (batch_heads, seq, seq) =
   Tensor scores;  // (batch_heads, seq, seq)
   int64_t batch_heads;
   int64_t seq;
-  int64_t window = 0;  // keys a query sees, itself included; 0: all earlier ones
+  int64_t window = 0;           // keys a query sees, itself included; 0: all earlier ones
+  Tensor document_starts = {};  // (seq, micro_batch) i32, or empty: one document
+  int64_t micro_batch = 1;      // samples in batch_heads: head bh is sample bh / (batch_heads / it)
 };
 
 // dscores = probs * (dprobs - rowsum(dprobs * probs)) where the forward saw a key, 0 elsewhere;
@@ -186,7 +201,9 @@ struct CausalSoftmaxBackward {
   Tensor probs;    // (batch_heads, seq, seq)
   int64_t batch_heads;
   int64_t seq;
-  int64_t window = 0;  // as the forward's
+  int64_t window = 0;           // as the forward's
+  Tensor document_starts = {};  // as the forward's
+  int64_t micro_batch = 1;      // as the forward's
 };
 
 // qkv, grouped by kv head (Note [Grouped-query attention]; group_size 1: (heads, 3, head_dim)),
@@ -387,6 +404,7 @@ struct FlashAttentionForward {
   Tensor lse;  // (micro_batch, heads, seq) f32 =: log of the row's sum of exp(scaled scores)
   Tensor qkv;  // (seq, micro_batch, qkv_width)
   FlashAttentionDims dims;
+  Tensor document_starts = {};  // (seq, micro_batch) i32, or empty (Note [Document masking])
 };
 
 // dqkv from dctx, recomputing the tiles from the forward's qkv, ctx and lse.
@@ -397,6 +415,7 @@ struct FlashAttentionBackward {
   Tensor ctx;   // (seq, micro_batch, heads*head_dim)
   Tensor lse;   // (micro_batch, heads, seq) f32
   FlashAttentionDims dims;
+  Tensor document_starts = {};  // as the forward's
 };
 
 // ---- flash attention by blocks: ring attention (Note [Flash blocks]) ----
@@ -427,6 +446,7 @@ struct FlashBlockForward {
   Tensor qkv;  // (seq_len, micro_batch, qkv_width)
   Tensor kv;   // (kv_len, micro_batch, kv_heads*2*head_dim)
   FlashAttentionDims dims;
+  Tensor document_starts = {};  // (seq_len, micro_batch) i32 of the block's queries, or empty
 };
 
 // Merges a block into the running output of the same queries, in place: lse' =
@@ -455,6 +475,7 @@ struct FlashBlockBackward {
   Tensor ctx;   // (seq_len, micro_batch, heads*head_dim): the merged output
   Tensor lse;   // (micro_batch, heads, seq_len) f32: the merged log-sum-exp
   FlashAttentionDims dims;
+  Tensor document_starts = {};  // as the forward's
 };
 
 // dqkv from the f32 accumulators in qkv's grouped layout: kv head g's query heads' dq, then

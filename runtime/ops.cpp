@@ -51,6 +51,31 @@ float* optional_f32(const Tensor& t) {
   return t.defined() ? t.f32() : nullptr;
 }
 
+// An attention call's document starts (Note [Document masking]), checked: one per query row and
+// sample; null for one document.
+const int32_t* document_starts(const Tensor& starts, int64_t rows, int64_t micro_batch) {
+  if (!starts.defined()) return nullptr;
+  TRAINER_ASSERT(starts.dtype() == DType::i32 && starts.numel() == rows * micro_batch,
+                 "document_starts must be i32 with " << rows << " x " << micro_batch
+                                                     << " elements; got " << starts.numel());
+  return starts.i32();
+}
+
+const int32_t* document_starts(const Tensor& starts, const FlashAttentionDims& dims) {
+  return document_starts(starts, dims.seq_len, dims.micro_batch);
+}
+
+template <class Args>
+cpu::SoftmaxMask softmax_mask(const Args& args) {
+  TRAINER_ASSERT(args.micro_batch >= 1 && args.batch_heads % args.micro_batch == 0,
+                 "causal softmax: micro_batch " << args.micro_batch << " must divide batch_heads "
+                                                << args.batch_heads);
+  return {.window = args.window,
+          .document_starts = document_starts(args.document_starts, args.seq, args.micro_batch),
+          .micro_batch = args.micro_batch,
+          .heads_per_sample = args.batch_heads / args.micro_batch};
+}
+
 void linear_forward(const LinearForward& args) {
   cpu::linear_forward(args.out.f32(), args.input.f32(), args.weight.f32(), optional_f32(args.bias),
                       args.rows, args.in_features, args.out_features);
@@ -104,12 +129,12 @@ void rmsnorm_backward(const RmsnormBackward& args) {
 
 void causal_softmax_forward(const CausalSoftmaxForward& args) {
   cpu::causal_softmax_forward(args.probs.f32(), args.scores.f32(), args.batch_heads, args.seq,
-                              args.window);
+                              softmax_mask(args));
 }
 
 void causal_softmax_backward(const CausalSoftmaxBackward& args) {
   cpu::causal_softmax_backward(args.dscores.f32(), args.dprobs.f32(), args.probs.f32(),
-                               args.batch_heads, args.seq, args.window);
+                               args.batch_heads, args.seq, softmax_mask(args));
 }
 
 void gelu_forward(const GeluForward& args) {
@@ -283,12 +308,14 @@ void attention_context_backward(const AttentionContextBackward& args) {
 }
 
 void flash_attention_forward(const FlashAttentionForward& args) {
-  cpu::flash_attention_forward(args.ctx.f32(), args.lse.f32(), args.qkv.f32(), args.dims);
+  cpu::flash_attention_forward(args.ctx.f32(), args.lse.f32(), args.qkv.f32(), args.dims,
+                               document_starts(args.document_starts, args.dims));
 }
 
 void flash_attention_backward(const FlashAttentionBackward& args) {
   cpu::flash_attention_backward(args.dqkv.f32(), args.dctx.f32(), args.qkv.f32(), args.ctx.f32(),
-                                args.lse.f32(), args.dims);
+                                args.lse.f32(), args.dims,
+                                document_starts(args.document_starts, args.dims));
 }
 
 void pack_kv(const PackKv& args) {
@@ -297,8 +324,8 @@ void pack_kv(const PackKv& args) {
 }
 
 void flash_block_forward(const FlashBlockForward& args) {
-  cpu::flash_block_forward(args.ctx.f32(), args.lse.f32(), args.qkv.f32(), args.kv.f32(),
-                           args.dims);
+  cpu::flash_block_forward(args.ctx.f32(), args.lse.f32(), args.qkv.f32(), args.kv.f32(), args.dims,
+                           document_starts(args.document_starts, args.dims));
 }
 
 void flash_merge(const FlashMerge& args) {
@@ -308,7 +335,8 @@ void flash_merge(const FlashMerge& args) {
 
 void flash_block_backward(const FlashBlockBackward& args) {
   cpu::flash_block_backward(args.dq.f32(), args.dkv.f32(), args.dctx.f32(), args.qkv.f32(),
-                            args.kv.f32(), args.ctx.f32(), args.lse.f32(), args.dims);
+                            args.kv.f32(), args.ctx.f32(), args.lse.f32(), args.dims,
+                            document_starts(args.document_starts, args.dims));
 }
 
 void assemble_qkv_grad(const AssembleQkvGrad& args) {

@@ -46,6 +46,14 @@ void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum) {
   groups.dp->all_reduce_sum(&loss_sum, 1);
 }
 
+MicrobatchRows microbatch_rows(const recompute::ChunkSpec& chunk, bool documents) {
+  MicrobatchRows rows;
+  if (chunk.embedding) rows.tokens = rows.count++;
+  if (chunk.head) rows.targets = rows.count++;
+  if (documents) rows.starts = rows.count++;
+  return rows;
+}
+
 parallel::PipelineStep make_pipeline_step(RankState& state, parallel::ProcessGroups& groups,
                                           const Config& config, int64_t step,
                                           MicrobatchSource microbatch, int64_t counted_targets) {

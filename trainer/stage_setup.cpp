@@ -39,7 +39,8 @@ std::vector<StageChunk> stage_chunks(const Config& config, const StageSetup& set
     chunk.spec.head = setup.shard.head && v + 1 == ranges.size();
     chunk.plan = setup.plan.slice(local, ranges[v].count);
     chunk.memory = recompute::predict_activation_memory(config.model, setup.dims, chunk.plan, 1,
-                                                        chunk.spec.embedding, chunk.spec.head);
+                                                        chunk.spec.embedding, chunk.spec.head,
+                                                        config.data.reset_attention_mask);
     local += ranges[v].count;
   }
   return chunks;

@@ -140,6 +140,7 @@ void Trainer::create_output_dir() {
 void Trainer::open_datasets() {
   data_ = std::make_unique<TrainingData>(config_);
   sample_buffer_.resize(static_cast<size_t>(config_.model.seq_length + 1));
+  start_buffer_.resize(static_cast<size_t>(config_.model.seq_length));
 }
 
 void Trainer::init_weights() {
@@ -247,39 +248,46 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
   // Microbatch mb on dp rank r holds global-batch samples [mb*B*dp + r*B, +B) (Megatron order).
   recompute::Microbatch micro;
   micro.sample_offset = mb * B * config_.parallel.data + groups_.coordinates.dp * B;
-  const bool tokens = chunk.chunk().embedding, targets = chunk.chunk().head;
-  if (!tokens && !targets) return micro;
+  const std::optional<int32_t> masked = data_->masked_input(), eod = data_->document_end();
+  const MicrobatchRows rows = microbatch_rows(chunk.chunk(), eod.has_value());
+  if (rows.count == 0) return micro;
   // Filled on the host: into the tensors themselves on a host run; on a device into one
-  // staging tensor (tokens in row 0, targets in row 1), uploaded in one transfer, then copied
-  // into tensors of their own (their lifetimes differ).
-  const int64_t rows = (tokens ? 1 : 0) + (targets ? 1 : 0);
+  // staging tensor (one row each: tokens, targets, document starts), uploaded in one transfer,
+  // then copied into tensors of their own (their lifetimes differ).
   auto ids = [&](const char* name, const runtime::Shape& shape, runtime::MemoryCategory category) {
     const runtime::memory_timeline::Name timeline_name(name);
     return runtime::Tensor::empty(allocator_, shape, runtime::DType::i32, category);
   };
   runtime::Tensor staging;
   if (on_device_) {
-    staging = runtime::Tensor::empty(host_allocator_, {rows, T, B}, runtime::DType::i32,
+    staging = runtime::Tensor::empty(host_allocator_, {rows.count, T, B}, runtime::DType::i32,
                                      runtime::MemoryCategory::workspace);
   } else {
-    if (tokens) micro.tokens = ids("tokens", {T, B}, runtime::MemoryCategory::activation);
-    if (targets) micro.targets = ids("targets", {T, B}, runtime::MemoryCategory::activation);
+    constexpr auto kActivation = runtime::MemoryCategory::activation;
+    if (rows.tokens >= 0) micro.tokens = ids("tokens", {T, B}, kActivation);
+    if (rows.targets >= 0) micro.targets = ids("targets", {T, B}, kActivation);
+    if (rows.starts >= 0) micro.document_starts = ids("document_starts", {T, B}, kActivation);
   }
-  int32_t* host_tokens = !tokens ? nullptr : on_device_ ? staging.i32() : micro.tokens.i32();
-  int32_t* host_targets = !targets     ? nullptr
-                          : on_device_ ? staging.i32() + (tokens ? T * B : 0)
-                                       : micro.targets.i32();
-  const std::optional<int32_t> masked = data_->masked_input();
+  auto host_row = [&](int64_t row, const runtime::Tensor& own) -> int32_t* {
+    if (row < 0) return nullptr;
+    return on_device_ ? staging.i32() + row * T * B : own.i32();
+  };
+  int32_t* host_tokens = host_row(rows.tokens, micro.tokens);
+  int32_t* host_targets = host_row(rows.targets, micro.targets);
+  int32_t* host_starts = host_row(rows.starts, micro.document_starts);
+  const std::span<const int32_t> inputs(sample_buffer_.data(), sample_buffer_.size() - 1);
   for (int64_t b = 0; b < B; ++b) {
     sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
+    if (host_starts != nullptr) document_starts(inputs, *eod, start_buffer_);
     for (int64_t i = 0; i < T; ++i) {  // local row i is position shard.position(i)
       const auto position = static_cast<size_t>(shard.position(i));
-      if (tokens) host_tokens[i * B + b] = sample_buffer_[position];
-      if (targets) {
+      if (host_tokens != nullptr) host_tokens[i * B + b] = sample_buffer_[position];
+      if (host_targets != nullptr) {
         host_targets[i * B + b] = masked && sample_buffer_[position] == *masked
                                       ? runtime::kIgnoredTarget
                                       : sample_buffer_[position + 1];
       }
+      if (host_starts != nullptr) host_starts[i * B + b] = start_buffer_[position];
     }
   }
   if (!on_device_) return micro;
@@ -291,8 +299,9 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
     runtime::ops::copy(row_ids, moved.view(r * T * B, {T, B}));
     return row_ids;
   };
-  if (tokens) micro.tokens = row("tokens", 0);
-  if (targets) micro.targets = row("targets", tokens ? 1 : 0);
+  if (rows.tokens >= 0) micro.tokens = row("tokens", rows.tokens);
+  if (rows.targets >= 0) micro.targets = row("targets", rows.targets);
+  if (rows.starts >= 0) micro.document_starts = row("document_starts", rows.starts);
   return micro;
 }
 

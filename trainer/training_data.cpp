@@ -83,7 +83,11 @@ TrainingData::TrainingData(const Config& config) {
     source.tokenizer = read_dataset_tokenizer(source.path);
   }
   check_tokenizers(sources_, m);
-  if (config.data.eod_mask_loss) masked_input_ = eod_mask_id(sources_, config.data);
+  if (config.data.eod_mask_loss || config.data.reset_attention_mask) {
+    const int32_t eod = end_of_document_id(sources_, config.data);
+    if (config.data.eod_mask_loss) masked_input_ = eod;
+    if (config.data.reset_attention_mask) document_end_ = eod;
+  }
 
   std::vector<const SampleSource*> train_samplers;
   std::vector<double> weights;
@@ -108,7 +112,7 @@ TrainingData::TrainingData(const Config& config) {
     entropy_ = entropy;
 }
 
-int32_t eod_mask_id(const std::vector<DataSource>& sources, const DataConfig& data) {
+int32_t end_of_document_id(const std::vector<DataSource>& sources, const DataConfig& data) {
   const DataSource* named = nullptr;
   for (const DataSource& source : sources) {
     if (source.tokenizer && source.tokenizer->eod_id) {
@@ -131,12 +135,23 @@ int32_t eod_mask_id(const std::vector<DataSource>& sources, const DataConfig& da
     std::string paths;
     for (const DataSource& source : sources)
       paths += (paths.empty() ? "" : ", ") + source.path + ".json";
-    throw runtime::ConfigError("data.eod_mask_loss",
-                               "true needs the end-of-document id, and no tokenizer with one is "
-                               "named by " +
-                                   paths + "; set data.eod_id");
+    throw runtime::ConfigError(
+        data.eod_mask_loss ? "data.eod_mask_loss" : "data.reset_attention_mask",
+        "true needs the end-of-document id, and no tokenizer with one is named by " + paths +
+            "; set data.eod_id");
   }
   return *named->tokenizer->eod_id;
+}
+
+void document_starts(std::span<const int32_t> inputs, int32_t eod, std::span<int32_t> starts) {
+  TRAINER_ASSERT(starts.size() == inputs.size(), "document_starts: " << starts.size()
+                                                                     << " starts for "
+                                                                     << inputs.size() << " inputs");
+  int32_t start = 0;
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    starts[p] = start;
+    if (inputs[p] == eod) start = static_cast<int32_t>(p + 1);
+  }
 }
 
 int64_t counted_targets(const SampleSource& sampler, int64_t first, int64_t samples,
@@ -186,6 +201,10 @@ void TrainingData::describe(std::ostream& log) const {
   if (masked_input_) {
     log << "loss: positions whose input is the eod id " << *masked_input_
         << " take no part (data.eod_mask_loss)\n";
+  }
+  if (document_end_) {
+    log << "attention: stops at each eod id " << *document_end_
+        << "; a document sees only its own tokens (data.reset_attention_mask)\n";
   }
 }
 

@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ class TrainingData {
   // With data.eod_mask_loss, the input token whose position takes no part in the loss (the
   // end-of-document id: data.eod_id, else the datasets' tokenizer's); none without it.
   std::optional<int32_t> masked_input() const { return masked_input_; }
+  // With data.reset_attention_mask, the token that ends a document for attention (the same
+  // end-of-document id); none without it.
+  std::optional<int32_t> document_end() const { return document_end_; }
   // The startup log's lines: each dataset (name, weight, tokens, samples) and the tokenizer.
   void describe(std::ostream& log) const;
 
@@ -53,12 +57,19 @@ class TrainingData {
   std::unique_ptr<BlendedSampler> blend_;
   std::optional<SyntheticEntropy> entropy_;
   std::optional<int32_t> masked_input_;
+  std::optional<int32_t> document_end_;
 };
 
-// data.eod_mask_loss's end-of-document id (ConfigError when there is none): data.eod_id when set
-// (it must equal the eod id of a tokenizer the datasets name), else the first dataset's
-// tokenizer's that has one. Checked after check_tokenizers, so every named tokenizer is the same.
-int32_t eod_mask_id(const std::vector<DataSource>& sources, const DataConfig& data);
+// The end-of-document id of data.eod_mask_loss and data.reset_attention_mask (ConfigError, naming
+// the first of them that is set, when there is none): data.eod_id when set (it must equal the
+// eod id of a tokenizer the datasets name), else the first dataset's tokenizer's that has one.
+// Checked after check_tokenizers, so every named tokenizer is the same.
+int32_t end_of_document_id(const std::vector<DataSource>& sources, const DataConfig& data);
+
+// starts[p] = the position of the first token of position p's document in `inputs` (a sample's
+// input tokens): the position after the last `eod` before p, 0 if none (Note [Document masking]
+// in runtime/op_args.h). An eod ends its own document.
+void document_starts(std::span<const int32_t> inputs, int32_t eod, std::span<int32_t> starts);
 
 // The targets of `samples` samples from `first` that count toward the loss: every position
 // (samples x seq_length), less, with `masked_input`, the positions whose input is that token.

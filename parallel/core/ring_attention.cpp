@@ -23,6 +23,7 @@ constexpr int kGradientTag = 2;
 struct Ring {
   const runtime::FlashAttentionDims& dims;
   const ContextShard& shard;
+  const Tensor& document_starts;  // of the local rows, or empty
   int64_t chunk() const { return shard.chunk(); }
   int64_t next() const { return (shard.rank + 1) % shard.size; }
   int64_t previous() const { return (shard.rank + shard.size - 1) % shard.size; }
@@ -58,6 +59,10 @@ struct Ring {
                   query = shard.chunk_position(shard.rank, q);
     const int64_t nearest = query - (key + chunk() - 1);  // the least query - key of the pair
     return key <= query && (dims.window == 0 || nearest < dims.window);
+  }
+  // The document starts of local chunk q's rows, or empty.
+  Tensor starts_of(int64_t q) const {
+    return document_starts.defined() ? document_starts.rows(q * chunk(), chunk()) : Tensor();
   }
   // Chunk q's (B, H, chunk) block of a (2, B, H, chunk) log-sum-exp.
   Tensor lse_chunk(const Tensor& lse, int64_t q) const {
@@ -109,7 +114,8 @@ void forward_step(const Ring& ring, ForwardState& state, const RingAttentionForw
                                 .lse = first ? lse : state.block_lse,
                                 .qkv = args.qkv.rows(q * c, c),
                                 .kv = kv.rows(k * c, c),
-                                .dims = ring.block(q, holder, k)});
+                                .dims = ring.block(q, holder, k),
+                                .document_starts = ring.starts_of(q)});
       if (first) continue;
       ops::flash_merge({.ctx = ctx,
                         .lse = lse,
@@ -138,7 +144,8 @@ void backward_step(const Ring& ring, const RingAttentionBackward& args, const Te
                                  .kv = kv.rows(k * c, c),
                                  .ctx = args.ctx.rows(q * c, c),
                                  .lse = ring.lse_chunk(args.lse, q),
-                                 .dims = ring.block(q, holder, k)});
+                                 .dims = ring.block(q, holder, k),
+                                 .document_starts = ring.starts_of(q)});
     }
   }
 }
@@ -147,7 +154,7 @@ void backward_step(const Ring& ring, const RingAttentionBackward& args, const Te
 
 void ring_attention_forward(Communicator& cp, const RingAttentionForward& args,
                             runtime::Allocator& allocator) {
-  const Ring ring{args.dims, args.shard};
+  const Ring ring{args.dims, args.shard, args.document_starts};
   const int64_t c = ring.chunk(), steps = args.shard.size;
   ForwardState state{workspace(allocator, "ring_ctx", ring.query_rows(2 * c), DType::f32),
                      workspace(allocator, "ring_block_ctx", ring.query_rows(c), DType::f32),
@@ -170,7 +177,7 @@ void ring_attention_forward(Communicator& cp, const RingAttentionForward& args,
 
 void ring_attention_backward(Communicator& cp, const RingAttentionBackward& args,
                              runtime::Allocator& allocator) {
-  const Ring ring{args.dims, args.shard};
+  const Ring ring{args.dims, args.shard, args.document_starts};
   const int64_t c = ring.chunk(), steps = args.shard.size;
   const Tensor dq = workspace(allocator, "ring_dq", ring.query_rows(2 * c), DType::f32);
   ops::zero(dq);

@@ -40,6 +40,7 @@ struct RingAttentionForward {
   // scale and dropout as for flash_attention_forward; the positions are set per block here.
   runtime::FlashAttentionDims dims;
   ContextShard shard;
+  Tensor document_starts = {};  // (Tl, B) i32 of the local rows, or empty (Note [Document masking])
 };
 
 struct RingAttentionBackward {
@@ -50,6 +51,7 @@ struct RingAttentionBackward {
   Tensor lse;   // the forward's merged log-sum-exp
   runtime::FlashAttentionDims dims;
   ContextShard shard;
+  Tensor document_starts = {};  // the forward's
 };
 
 // Collective over `cp` (every rank of the ring calls it for the same layer and microbatch).

@@ -170,8 +170,12 @@ struct DataConfig {
   // no part in the loss (its target is the next document's first token), and the loss is the
   // mean over the positions that count, over the whole global batch (docs/data.md).
   bool eod_mask_loss = false;
-  // The end-of-document id eod_mask_loss uses: -1 takes the tokenizer's that the datasets'
-  // <path>.json names; set it for data without one (a Megatron-made .bin/.idx).
+  // Megatron's --reset-attention-mask: a sequence packs documents, and attention stops at their
+  // ends; a position after an end-of-document token sees no key before it (docs/data.md, Note
+  // [Document masking] in runtime/op_args.h).
+  bool reset_attention_mask = false;
+  // The end-of-document id eod_mask_loss and reset_attention_mask use: -1 takes the tokenizer's
+  // that the datasets' <path>.json names; set it for data without one (a Megatron-made .bin/.idx).
   int64_t eod_id = -1;
 };
 
@@ -185,7 +189,7 @@ struct OutputConfig {
   std::string dir = "runs/default";  // metrics.jsonl, config.yaml, model.safetensors
   bool export_model = true;          // YAML key `export`: write model.safetensors + config.json
   runtime::DType export_dtype = runtime::DType::f32;  // float32 | bfloat16 (rounded to nearest)
-  bool tensorboard = false;          // TensorBoard scalars under <dir>/tensorboard/
+  bool tensorboard = false;  // TensorBoard scalars under <dir>/tensorboard/
 };
 
 // Targets as gates (docs/operations.md, "Targets"), checked every step and agreed across

@@ -378,6 +378,7 @@ struct ConfigSchema<DataConfig> {
         field("shuffle", &DataConfig::shuffle),
         field("skip_batches", &DataConfig::skip_batches),
         field("eod_mask_loss", &DataConfig::eod_mask_loss),
+        field("reset_attention_mask", &DataConfig::reset_attention_mask),
         field("eod_id", &DataConfig::eod_id),
     };
     return table;

@@ -337,10 +337,11 @@ void validate_data_sources(const DataConfig& data) {
 void validate_data(const DataConfig& data, const TrainConfig& train,
                    const model::GptConfig& model) {
   validate_data_sources(data);
-  if (data.eod_id != -1 && !data.eod_mask_loss) {
+  if (data.eod_id != -1 && !data.eod_mask_loss && !data.reset_attention_mask) {
     throw ConfigError("data.eod_id", text_of(data.eod_id) +
-                                         " is only read with data.eod_mask_loss true (it is "
-                                         "false); unset data.eod_id or set data.eod_mask_loss");
+                                         " is only read with data.eod_mask_loss or "
+                                         "data.reset_attention_mask true (both are false); unset "
+                                         "data.eod_id or set one of them");
   }
   if (data.eod_id < -1 || data.eod_id >= model.vocab_size) {
     throw ConfigError("data.eod_id",

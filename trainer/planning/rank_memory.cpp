@@ -18,25 +18,27 @@
 namespace trainer {
 namespace {
 
-// The token and target tensors of a microbatch, as Trainer::make_microbatch allocates them (on
-// a device: one staging upload into workspace, then a copy per row): the rank's rows of
+// The id tensors of a microbatch (microbatch_rows), as Trainer::make_microbatch allocates them
+// (on a device: one staging upload into workspace, then a copy per row): the rank's rows of
 // `dims`' sequence.
 recompute::Microbatch replay_microbatch(const Config& config, const model::LayerDims& dims,
                                         runtime::Allocator& allocator,
                                         const recompute::ChunkSpec& chunk) {
   const int64_t T = dims.context().local_seq(), B = config.train.micro_batch_size;
   recompute::Microbatch micro;
-  const int64_t rows = (chunk.embedding ? 1 : 0) + (chunk.head ? 1 : 0);
-  if (rows == 0) return micro;
+  const MicrobatchRows rows = microbatch_rows(chunk, config.data.reset_attention_mask);
+  if (rows.count == 0) return micro;
   auto ids = [&](const char* name, const runtime::Shape& shape, runtime::MemoryCategory category) {
     const runtime::memory_timeline::Name timeline_name(name);
     return runtime::Tensor::empty(allocator, shape, runtime::DType::i32, category);
   };
   runtime::Tensor moved;
   if (config.train.device == Device::cuda)
-    moved = ids("uploaded_ids", {rows, T, B}, runtime::MemoryCategory::workspace);
-  if (chunk.embedding) micro.tokens = ids("tokens", {T, B}, runtime::MemoryCategory::activation);
-  if (chunk.head) micro.targets = ids("targets", {T, B}, runtime::MemoryCategory::activation);
+    moved = ids("uploaded_ids", {rows.count, T, B}, runtime::MemoryCategory::workspace);
+  constexpr auto kActivation = runtime::MemoryCategory::activation;
+  if (rows.tokens >= 0) micro.tokens = ids("tokens", {T, B}, kActivation);
+  if (rows.targets >= 0) micro.targets = ids("targets", {T, B}, kActivation);
+  if (rows.starts >= 0) micro.document_starts = ids("document_starts", {T, B}, kActivation);
   return micro;
 }
 

@@ -69,6 +69,11 @@ namespace {
 // sees, and the backward stops a key tile's query tiles after the last query that sees one of
 // its keys; the tiles themselves, and the dropout coordinates, are those of the plain mask, so
 // a tile computed with a window differs from the plain one only in the masked elements.
+// Documents (Note [Document masking] in runtime/op_args.h) mask key j for query i when j is
+// before the query's document start, and skip tiles the same way: the forward from the tile
+// holding the first start of its query tile, the backward up to the last query whose start is
+// at or before the key tile's last key. Starts never decrease, so in a key row of a tile the
+// lanes it is hidden from are the last ones, found by a binary search.
 //
 // Tiles: kQueryTile = 64 lanes are four AVX-512 vectors, the width of the 6 x 4 register
 // tile of the products; with kKeyTile = 64 a thread's forward tiles take under 150 KB
@@ -204,6 +209,8 @@ struct Head {
   uint64_t first_element;  // dropout element of (query 0, key 0): ((head_offset + h) * L +
                            // q_position) * L + kv_position
   uint64_t sample;         // global sample index
+  const int32_t* starts;   // its document starts: query i's at starts[i * Geometry::starts_row];
+                           // null for one document
 };
 
 struct Geometry {
@@ -216,6 +223,8 @@ struct Geometry {
   int64_t full_len;    // L: the dropout coordinates' row length
   int64_t q_row, k_row, v_row;  // floats between rows t and t + 1 of q, k and v
   int64_t ctx_row;              // of ctx: B * H * D
+  int64_t kv_position;          // global position of key row 0
+  int64_t starts_row;           // of the document starts: B
 };
 
 Geometry make_geometry(const Operands& in) {
@@ -230,7 +239,9 @@ Geometry make_geometry(const Operands& in) {
                   in.q.row_stride,
                   in.k.row_stride,
                   in.v.row_stride,
-                  dims.micro_batch * dims.heads * dims.head_dim};
+                  dims.micro_batch * dims.heads * dims.head_dim,
+                  dims.kv_position,
+                  dims.micro_batch};
 }
 
 // Query head bh (= b * H + h) and its kv head bh / group_size.
@@ -246,7 +257,8 @@ Head make_head(const Operands& in, int64_t bh) {
               bh * dims.seq_len,
               (global_head * L + static_cast<uint64_t>(dims.q_position)) * L +
                   static_cast<uint64_t>(dims.kv_position),
-              static_cast<uint64_t>(dims.sample_offset + b)};
+              static_cast<uint64_t>(dims.sample_offset + b),
+              in.document_starts == nullptr ? nullptr : in.document_starts + b};
 }
 
 // The dropout rule of one call; F = keep_scale where kept (Note [Flash attention on the host]).
@@ -360,24 +372,62 @@ inline int64_t window_end_lane(const Geometry& g, int64_t i0, int64_t j0, int64_
   return std::clamp<int64_t>(j0 + j - i0 - g.shift + g.window, 0, kQueryTile);
 }
 
+// The first key row query i sees by its document: its document's start as a key row (0 or less
+// with one document).
+inline int64_t document_first_key(const Head& head, const Geometry& g, int64_t i) {
+  return head.starts == nullptr ? 0 : head.starts[i * g.starts_row] - g.kv_position;
+}
+
+// The first of the queries [first, end) whose document starts after key row `key` (end if
+// none): every later query's does too.
+inline int64_t first_query_past(const Head& head, const Geometry& g, int64_t first, int64_t end,
+                                int64_t key) {
+  if (head.starts == nullptr) return end;
+  while (first < end) {
+    const int64_t middle = first + (end - first) / 2;
+    if (document_first_key(head, g, middle) > key) {
+      end = middle;
+    } else {
+      first = middle + 1;
+    }
+  }
+  return first;
+}
+
+// Key row j of a tile is before the document of the lanes i >= document_end_lane(j), among the
+// tile's `queries` lanes; kQueryTile with one document or when it is before none.
+inline int64_t document_end_lane(const Head& head, const Geometry& g, int64_t i0, int64_t queries,
+                                 int64_t j0, int64_t j) {
+  const int64_t end = first_query_past(head, g, i0, i0 + queries, j0 + j) - i0;
+  return end == queries ? kQueryTile : end;
+}
+
+// The lanes [0, end) of key row j of a tile are not masked on the left (by a window or a
+// document).
+inline int64_t left_mask_lane(const Head& head, const Geometry& g, int64_t i0, int64_t queries,
+                              int64_t j0, int64_t j) {
+  return std::min(window_end_lane(g, i0, j0, j), document_end_lane(head, g, i0, queries, j0, j));
+}
+
 // The keys [0, visible_keys) are visible to some of the queries [0, queries_end).
 inline int64_t visible_keys(const Geometry& g, int64_t queries_end) {
   return std::clamp<int64_t>(queries_end + g.shift, 0, g.Tk);
 }
 
 // The first key tile (a multiple of kKeyTile) that holds a key query `first_query` or a later
-// one sees: 0 without a window.
-inline int64_t first_key_tile(const Geometry& g, int64_t first_query) {
-  if (g.window == 0) return 0;
-  const int64_t first_key = std::clamp<int64_t>(first_query + g.shift - g.window + 1, 0, g.Tk);
-  return first_key / kKeyTile * kKeyTile;
+// one sees: 0 without a window or documents.
+inline int64_t first_key_tile(const Head& head, const Geometry& g, int64_t first_query) {
+  int64_t first_key = document_first_key(head, g, first_query);
+  if (g.window > 0) first_key = std::max(first_key, first_query + g.shift - g.window + 1);
+  return std::clamp<int64_t>(first_key, 0, g.Tk) / kKeyTile * kKeyTile;
 }
 
 // The queries [0, seeing_queries) include every query that sees one of the keys [0, keys_end):
-// the query rows T without a window.
-inline int64_t seeing_queries(const Geometry& g, int64_t keys_end) {
-  if (g.window == 0) return g.T;
-  return std::clamp<int64_t>(keys_end - 1 - g.shift + g.window, 0, g.T);
+// the query rows T without a window or documents.
+inline int64_t seeing_queries(const Head& head, const Geometry& g, int64_t keys_end) {
+  int64_t end = first_query_past(head, g, 0, g.T, keys_end - 1);
+  if (g.window > 0) end = std::min(end, keys_end - 1 - g.shift + g.window);
+  return std::clamp<int64_t>(end, 0, g.T);
 }
 
 // One thread's tiles for the forward; rows and lanes past T hold values nobody reads.
@@ -443,9 +493,9 @@ void forward_key_tile(ForwardScratch& s, const Head& head, const Geometry& g,
                   kQueryTile, dims.scale, false},
           keys, kQueryTile, g.D);
   for (int64_t j = 0; j < keys; ++j) {  // causal mask: -inf where key j0 + j > query i0 + i
-    float* row = s.scores.data() + j * kQueryTile;  // or is left of its window
+    float* row = s.scores.data() + j * kQueryTile;  // or is left of its window or document
     std::fill(row, row + first_visible_lane(g, i0, j0, j), kMinusInf);
-    std::fill(row + window_end_lane(g, i0, j0, j), row + kQueryTile, kMinusInf);
+    std::fill(row + left_mask_lane(head, g, i0, queries, j0, j), row + kQueryTile, kMinusInf);
   }
   online_softmax(s, keys);
   for (int64_t i = 0; i < queries; ++i) {
@@ -479,7 +529,7 @@ void forward_query_tile(ForwardScratch& s, float* ctx, float* lse, const Head& h
   std::fill(s.out.begin(), s.out.end(), 0.f);
   std::fill(s.max, s.max + kQueryTile, kMinusInf);
   std::fill(s.sum, s.sum + kQueryTile, 0.f);
-  for (int64_t j0 = first_key_tile(g, i0); j0 < visible_keys(g, i0 + queries); j0 += kKeyTile)
+  for (int64_t j0 = first_key_tile(head, g, i0); j0 < visible_keys(g, i0 + queries); j0 += kKeyTile)
     forward_key_tile(s, head, g, dims, dropout, i0, queries, j0);
   for (int64_t i = 0; i < queries; ++i) {
     const float inv_sum = s.sum[i] > 0.f ? 1.f / s.sum[i] : 0.f;
@@ -554,11 +604,11 @@ void load_keys(BackwardScratch& s, const Head& head, const Geometry& g) {
 }
 
 // P^T = exp(S^T - lse) on the visible keys of each lane, 0 where masked or query >= T.
-void recompute_probs(BackwardScratch& s, const float* lse, const Geometry& g, int64_t i0,
-                     int64_t queries, int64_t j0, int64_t keys) {
+void recompute_probs(BackwardScratch& s, const float* lse, const Head& head, const Geometry& g,
+                     int64_t i0, int64_t queries, int64_t j0, int64_t keys) {
   for (int64_t j = 0; j < keys; ++j) {
     float* row = s.probs.data() + j * kQueryTile;
-    const int64_t end = std::min(window_end_lane(g, i0, j0, j), queries);
+    const int64_t end = std::min(left_mask_lane(head, g, i0, queries, j0, j), queries);
     const int64_t first = std::min(first_visible_lane(g, i0, j0, j), end);
     std::fill(row, row + first, 0.f);
 #pragma omp simd
@@ -578,7 +628,7 @@ void backward_tile(BackwardScratch& s, const float* lse, const Head& head, const
   product(Product{s.keys.data() + j0 * Dp, Dp, 1, s.queries_t.data() + i0 * g.D, kQueryTile, P,
                   kQueryTile, dims.scale, false},
           keys, kQueryTile, g.D);
-  recompute_probs(s, lse + head.lse_offset, g, i0, queries, j0, keys);
+  recompute_probs(s, lse + head.lse_offset, head, g, i0, queries, j0, keys);
   product(Product{head.v + j0 * g.v_row, g.v_row, 1, s.dout_t.data() + i0 * g.D, kQueryTile, dP,
                   kQueryTile, 1.f, false},
           keys, kQueryTile, g.D);
@@ -634,7 +684,7 @@ void backward_kv_head(BackwardScratch& s, const Gradients& out, const float* dct
     load_queries(s, dctx, ctx, head, g);
     for (int64_t j0 = 0; j0 < g.Tk; j0 += kKeyTile) {
       const int64_t first_query = std::max<int64_t>(0, j0 - g.shift);  // the first to see j0
-      const int64_t query_end = seeing_queries(g, std::min(j0 + kKeyTile, g.Tk));
+      const int64_t query_end = seeing_queries(head, g, std::min(j0 + kKeyTile, g.Tk));
       for (int64_t i0 = first_query / kQueryTile * kQueryTile; i0 < query_end; i0 += kQueryTile)
         backward_tile(s, lse, head, g, in.dims, dropout, i0, j0);
     }
@@ -728,27 +778,30 @@ FlashAttentionDims whole_sequence(const FlashAttentionDims& dims) {
 }
 
 // The whole-sequence operands: q, k, v of each group side by side in qkv (T, B, G*(r+2)*D).
-flash_tiles::Operands whole_sequence_operands(const float* qkv, const FlashAttentionDims& d) {
+flash_tiles::Operands whole_sequence_operands(const float* qkv, const FlashAttentionDims& d,
+                                              const int32_t* document_starts) {
   using flash_tiles::QkvPart;
   return {d, flash_tiles::qkv_rows(qkv, d, QkvPart::q), flash_tiles::qkv_rows(qkv, d, QkvPart::k),
-          flash_tiles::qkv_rows(qkv, d, QkvPart::v)};
+          flash_tiles::qkv_rows(qkv, d, QkvPart::v), document_starts};
 }
 
 }  // namespace
 
 void flash_attention_forward(float* ctx, float* lse, const float* qkv,
-                             const FlashAttentionDims& dims) {
-  flash_tiles::forward(ctx, lse, whole_sequence_operands(qkv, whole_sequence(dims)));
+                             const FlashAttentionDims& dims, const int32_t* document_starts) {
+  flash_tiles::forward(ctx, lse,
+                       whole_sequence_operands(qkv, whole_sequence(dims), document_starts));
 }
 
 void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
-                              const float* lse, const FlashAttentionDims& dims) {
+                              const float* lse, const FlashAttentionDims& dims,
+                              const int32_t* document_starts) {
   using flash_tiles::QkvPart;
   const FlashAttentionDims d = whole_sequence(dims);
   const flash_tiles::Gradients out{flash_tiles::qkv_rows(dqkv, d, QkvPart::q),
                                    flash_tiles::qkv_rows(dqkv, d, QkvPart::k),
                                    flash_tiles::qkv_rows(dqkv, d, QkvPart::v), false};
-  flash_tiles::backward(out, dctx, ctx, lse, whole_sequence_operands(qkv, d));
+  flash_tiles::backward(out, dctx, ctx, lse, whole_sequence_operands(qkv, d, document_starts));
 }
 
 }  // namespace runtime::cpu

@@ -21,12 +21,15 @@ using runtime::kFlashMaxHeadDim;
 // (B, H, T, T) probabilities with the same head_offset, sample_offset, p and key.
 // The whole-sequence kernels reject a kv_len, full_len other than 0 or seq_len, and nonzero
 // positions (the block kernels take those).
+// document_starts (T, B), or null for one document: Note [Document masking] in runtime/op_args.h.
 void flash_attention_forward(float* ctx, float* lse, const float* qkv,
-                             const FlashAttentionDims& dims);
+                             const FlashAttentionDims& dims,
+                             const int32_t* document_starts = nullptr);
 
 // dqkv (T, B, G*(r+2)*D) (=) from dctx (T, B, H*D) and the forward's qkv, ctx and lse; a kv
 // head's dk, dv sum its query heads in increasing order.
 void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
-                              const float* lse, const FlashAttentionDims& dims);
+                              const float* lse, const FlashAttentionDims& dims,
+                              const int32_t* document_starts = nullptr);
 
 }  // namespace runtime::cpu

@@ -29,10 +29,12 @@ using OutputRows = HeadRows<float>;
 
 // One call's operands: its dims (kv_len and full_len resolved, never 0) and where q (by query
 // head bh), k and v (by kv head bh / group_size) live. ctx and dctx are (seq_len, B, H*D); lse
-// is (B, H, seq_len).
+// is (B, H, seq_len). document_starts: (seq_len, B) global positions, or null (Note [Document
+// masking] in runtime/op_args.h).
 struct Operands {
   FlashAttentionDims dims;
   InputRows q, k, v;
+  const int32_t* document_starts = nullptr;
 };
 
 // The q, k or v features of a grouped qkv (T, B, G*(r+2)*D), r = group_size, G = heads / r:

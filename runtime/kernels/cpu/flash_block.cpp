@@ -36,13 +36,14 @@ namespace {
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // q of qkv (T, B, G*(r+2)*D) and k, v of kv (kv_len, B, G*2*D); d resolved.
-flash_tiles::Operands block_operands(const float* qkv, const float* kv,
-                                     const FlashAttentionDims& d) {
+flash_tiles::Operands block_operands(const float* qkv, const float* kv, const FlashAttentionDims& d,
+                                     const int32_t* document_starts) {
   const int64_t D = d.head_dim, kv_row = d.micro_batch * (d.heads / d.group_size) * 2 * D;
   return {d,
           flash_tiles::qkv_rows(qkv, d, flash_tiles::QkvPart::q),
           {kv, 2 * D, kv_row},
-          {kv + D, 2 * D, kv_row}};
+          {kv + D, 2 * D, kv_row},
+          document_starts};
 }
 
 // The (row, sample, kv head) positions of `sizes`, checked.
@@ -67,8 +68,9 @@ void pack_kv(float* kv, const float* qkv, const FlashRows& sizes) {
 }
 
 void flash_block_forward(float* ctx, float* lse, const float* qkv, const float* kv,
-                         const FlashAttentionDims& dims) {
-  flash_tiles::forward(ctx, lse, block_operands(qkv, kv, flash_tiles::resolve(dims)));
+                         const FlashAttentionDims& dims, const int32_t* document_starts) {
+  flash_tiles::forward(ctx, lse,
+                       block_operands(qkv, kv, flash_tiles::resolve(dims), document_starts));
 }
 
 void flash_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
@@ -97,12 +99,12 @@ void flash_merge(float* ctx, float* lse, const float* ctx_block, const float* ls
 
 void flash_block_backward(float* dq, float* dkv, const float* dctx, const float* qkv,
                           const float* kv, const float* ctx, const float* lse,
-                          const FlashAttentionDims& dims) {
+                          const FlashAttentionDims& dims, const int32_t* document_starts) {
   const FlashAttentionDims d = flash_tiles::resolve(dims);
   const int64_t D = d.head_dim, BH = d.micro_batch * d.heads, kv_row = BH / d.group_size * 2 * D;
   const flash_tiles::Gradients out{
       {dq, D, BH * D}, {dkv, 2 * D, kv_row}, {dkv + D, 2 * D, kv_row}, true};
-  flash_tiles::backward(out, dctx, ctx, lse, block_operands(qkv, kv, d));
+  flash_tiles::backward(out, dctx, ctx, lse, block_operands(qkv, kv, d, document_starts));
 }
 
 void assemble_qkv_grad(float* dqkv, const float* dq, const float* dkv, const FlashRows& sizes) {

@@ -29,8 +29,10 @@ void pack_kv(float* kv, const float* qkv, const FlashRows& sizes);
 // over the keys and values of kv (kv_len, B, G*2*D), causal on the global positions
 // dims.q_position + i and dims.kv_position + j, dropout on the coordinates of the unsharded
 // (B, H, full_len, full_len) probabilities. A query with no visible key: ctx 0, lse -inf.
+// document_starts (T, B) of the block's queries, or null for one document (Note [Document
+// masking] in runtime/op_args.h).
 void flash_block_forward(float* ctx, float* lse, const float* qkv, const float* kv,
-                         const FlashAttentionDims& dims);
+                         const FlashAttentionDims& dims, const int32_t* document_starts = nullptr);
 
 // In place: lse' = logaddexp(lse, lse_block), ctx = exp(lse - lse') ctx + exp(lse_block - lse')
 // ctx_block. ctx, ctx_block (rows, B, H*D); lse, lse_block (B, H, rows). A side at -inf adds
@@ -44,7 +46,7 @@ void flash_merge(float* ctx, float* lse, const float* ctx_block, const float* ls
 // so the sum over a query's blocks is the gradient of its whole attention.
 void flash_block_backward(float* dq, float* dkv, const float* dctx, const float* qkv,
                           const float* kv, const float* ctx, const float* lse,
-                          const FlashAttentionDims& dims);
+                          const FlashAttentionDims& dims, const int32_t* document_starts = nullptr);
 
 // dqkv (rows, B, G*(r+2)*D) (=) from dq (rows, B, H*D) and dkv (rows, B, G*2*D).
 void assemble_qkv_grad(float* dqkv, const float* dq, const float* dkv, const FlashRows& sizes);

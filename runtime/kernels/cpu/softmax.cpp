@@ -1,6 +1,7 @@
 // Causal softmax over attention scores (batch_heads, T, T), row by row; entries a query does not
-// see (above the diagonal, and left of a sliding window) are written as exactly 0 and never read
-// from the scores. Both directions assign (=); each row is reduced by one thread in a fixed order.
+// see (above the diagonal, left of a sliding window, before its document) are written as exactly
+// 0 and never read from the scores. Both directions assign (=); each row is reduced by one thread
+// in a fixed order.
 #include "runtime/kernels/cpu/softmax.h"
 
 #include <algorithm>
@@ -11,19 +12,27 @@
 namespace runtime::cpu {
 namespace {
 
-// The first column query i sees: 0 without a window, else i - window + 1.
-int64_t first_visible(int64_t i, int64_t window) {
-  return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+// The first column the query of `row` (head bh = row / T, position i = row % T) sees: 0 without a
+// window or documents, else the later of i - window + 1 and its document's start (Note [Document
+// masking] in runtime/op_args.h).
+int64_t first_visible(const SoftmaxMask& mask, int64_t row, int64_t T) {
+  const int64_t i = row % T;
+  int64_t first = mask.window > 0 ? std::max<int64_t>(0, i - mask.window + 1) : 0;
+  if (mask.document_starts != nullptr) {
+    const int64_t b = row / T / mask.heads_per_sample;
+    first = std::max<int64_t>(first, mask.document_starts[i * mask.micro_batch + b]);
+  }
+  return first;
 }
 
 }  // namespace
 
 void causal_softmax_forward(float* probs, const float* scores, int64_t batch_heads, int64_t T,
-                            int64_t window) {
+                            const SoftmaxMask& mask) {
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < batch_heads * T; ++row) {
     const int64_t i = row % T;  // query position: columns first..i are visible
-    const int64_t first = first_visible(i, window), seen = i + 1 - first;
+    const int64_t first = first_visible(mask, row, T), seen = i + 1 - first;
     const float* x = scores + row * T + first;
     float* p = probs + row * T;
     const float max_value = detail::ordered_max(x, seen);
@@ -40,11 +49,11 @@ void causal_softmax_forward(float* probs, const float* scores, int64_t batch_hea
 }
 
 void causal_softmax_backward(float* dscores, const float* dprobs, const float* probs,
-                             int64_t batch_heads, int64_t T, int64_t window) {
+                             int64_t batch_heads, int64_t T, const SoftmaxMask& mask) {
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < batch_heads * T; ++row) {
     const int64_t i = row % T;
-    const int64_t first = first_visible(i, window), seen = i + 1 - first;
+    const int64_t first = first_visible(mask, row, T), seen = i + 1 - first;
     const float* dp = dprobs + row * T;
     const float* p = probs + row * T;
     float* ds = dscores + row * T;

@@ -1,9 +1,8 @@
 // Tests of the core-attention pieces: head split/merge layouts, the four batched products
 // against double references on shapes that exercise full tiles, narrow tiles and scalar
 // tails, the causal contracts (zeros above the diagonal), finite differences, threads.
-#include "runtime/kernels/cpu/attention.h"
-
 #include "kernel_test_util.h"
+#include "runtime/kernels/cpu/attention.h"
 #include "runtime/kernels/cpu/softmax.h"
 
 namespace {
@@ -178,7 +177,7 @@ TEST(Attention, ComposedBackwardMatchesFiniteDifferences) {
     probs.assign(BH * T * T, 0.f);
     std::vector<float> ctx(BH * T * D);
     attention_scores_forward(probs.data(), qq.data(), kk.data(), BH, T, D, scale);
-    causal_softmax_forward(probs.data(), probs.data(), BH, T, 0);
+    causal_softmax_forward(probs.data(), probs.data(), BH, T, {});
     attention_context_forward(ctx.data(), probs.data(), vv.data(), BH, T, D);
     return ctx;
   };
@@ -187,7 +186,7 @@ TEST(Attention, ComposedBackwardMatchesFiniteDifferences) {
   std::vector<float> dprobs(probs.size()), dv(v.size()), dq(q.size()), dk(k.size());
   attention_context_backward(dprobs.data(), dv.data(), weights.data(), probs.data(), v.data(), BH,
                              T, D);
-  causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T, 0);
+  causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T, {});
   attention_scores_backward(dq.data(), dk.data(), dprobs.data(), q.data(), k.data(), BH, T, D,
                             scale);
   auto loss = [&](const std::vector<float>& qq, const std::vector<float>& kk,

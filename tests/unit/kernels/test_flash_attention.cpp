@@ -3,6 +3,7 @@
 // dropped elements one by one, bitwise determinism, argument checks; and a timing comparison.
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "kernel_test_util.h"
 #include "runtime/kernels/cpu/attention.h"
@@ -41,6 +42,7 @@ int64_t ctx_size(const FlashAttentionDims& d) {
 // per-head tensors are (B, H, T, *).
 struct Unfused {
   FlashAttentionDims dims;
+  const int32_t* starts = nullptr;  // document starts (T, B), or null
   int64_t BH;
   std::vector<float> q, k, v, probs, dropped, ctx_heads, ctx;  // forward
   std::vector<uint8_t> mask;                                   // forward
@@ -64,13 +66,25 @@ struct Unfused {
         dv(q.size()),
         dqkv(3 * q.size()) {}
 
-  Unfused(const std::vector<float>& qkv, const FlashAttentionDims& d) : Unfused(d) { forward(qkv); }
+  Unfused(const std::vector<float>& qkv, const FlashAttentionDims& d,
+          const int32_t* document_starts = nullptr)
+      : Unfused(d) {
+    starts = document_starts;
+    forward(qkv);
+  }
+
+  SoftmaxMask softmax_mask() const {
+    return {.window = dims.window,
+            .document_starts = starts,
+            .micro_batch = dims.micro_batch,
+            .heads_per_sample = dims.heads};
+  }
 
   void forward(const std::vector<float>& qkv) {
     const int64_t T = dims.seq_len, B = dims.micro_batch, H = dims.heads, D = dims.head_dim;
     split_qkv_heads(q.data(), k.data(), v.data(), qkv.data(), T, B, H, D);
     attention_scores_forward(probs.data(), q.data(), k.data(), BH, T, D, dims.scale);
-    causal_softmax_forward(probs.data(), probs.data(), BH, T, dims.window);
+    causal_softmax_forward(probs.data(), probs.data(), BH, T, softmax_mask());
     dropout_attention_forward(dropped.data(), mask.data(), probs.data(), B, H, T, dims.head_offset,
                               dims.sample_offset, dims.dropout_prob, dims.dropout_key);
     attention_context_forward(ctx_heads.data(), dropped.data(), v.data(), BH, T, D);
@@ -83,7 +97,7 @@ struct Unfused {
     attention_context_backward(dprobs.data(), dv.data(), dctx_heads.data(), dropped.data(),
                                v.data(), BH, T, D);
     dropout_backward(dprobs.data(), dprobs.data(), mask.data(), dprobs.size(), dims.dropout_prob);
-    causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T, dims.window);
+    causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T, softmax_mask());
     attention_scores_backward(dq.data(), dk.data(), dprobs.data(), q.data(), k.data(), BH, T, D,
                               dims.scale);
     merge_qkv_heads(dqkv.data(), dq.data(), dk.data(), dv.data(), T, B, H, D);
@@ -96,11 +110,12 @@ struct Flash {
 };
 
 Flash run_flash(const std::vector<float>& qkv, const std::vector<float>& dctx,
-                const FlashAttentionDims& d) {
+                const FlashAttentionDims& d, const int32_t* starts = nullptr) {
   Flash f{filled(ctx_size(d), kNaN), filled(d.micro_batch * d.heads * d.seq_len, kNaN),
           filled(qkv_size(d), kNaN)};
-  flash_attention_forward(f.ctx.data(), f.lse.data(), qkv.data(), d);
-  flash_attention_backward(f.dqkv.data(), dctx.data(), qkv.data(), f.ctx.data(), f.lse.data(), d);
+  flash_attention_forward(f.ctx.data(), f.lse.data(), qkv.data(), d, starts);
+  flash_attention_backward(f.dqkv.data(), dctx.data(), qkv.data(), f.ctx.data(), f.lse.data(), d,
+                           starts);
   return f;
 }
 
@@ -116,15 +131,18 @@ double relative_to_max(const std::vector<float>& got, const std::vector<float>& 
 }
 
 // lse of the reference: log sum_{first <= j <= i} exp(scale q_i . k_j), all in double (first
-// = 0, or i - window + 1 with a window).
+// = 0, or i - window + 1 with a window, or the document's start if later).
 std::vector<float> reference_lse(const Unfused& u) {
   const int64_t T = u.dims.seq_len, D = u.dims.head_dim, W = u.dims.window;
-  const int64_t BH = u.dims.micro_batch * u.dims.heads;
+  const int64_t B = u.dims.micro_batch, BH = B * u.dims.heads;
   std::vector<float> lse(BH * T);
   for (int64_t bh = 0; bh < BH; ++bh)
     for (int64_t i = 0; i < T; ++i) {
       std::vector<double> s;
-      for (int64_t j = W > 0 ? std::max<int64_t>(0, i - W + 1) : 0; j <= i; ++j) {
+      int64_t first = W > 0 ? std::max<int64_t>(0, i - W + 1) : 0;
+      if (u.starts != nullptr)
+        first = std::max<int64_t>(first, u.starts[i * B + bh / u.dims.heads]);
+      for (int64_t j = first; j <= i; ++j) {
         double dot = 0;
         for (int64_t d = 0; d < D; ++d)
           dot += double{u.q[(bh * T + i) * D + d]} * double{u.k[(bh * T + j) * D + d]};
@@ -146,11 +164,11 @@ class FlashAttentionShapes : public ::testing::TestWithParam<std::tuple<Shape, f
 
 // Flash of `d` against the unfused chain: ctx, lse and dqkv within 1e-5 of each tensor's largest
 // magnitude (relative_to_max).
-void expect_flash_matches_unfused(const FlashAttentionDims& d) {
+void expect_flash_matches_unfused(const FlashAttentionDims& d, const int32_t* starts = nullptr) {
   const auto qkv = random_vector(qkv_size(d), 1, -2.f, 2.f);
   const auto dctx = random_vector(ctx_size(d), 2);
-  Unfused ref(qkv, d);
-  const Flash flash = run_flash(qkv, dctx, d);
+  Unfused ref(qkv, d, starts);
+  const Flash flash = run_flash(qkv, dctx, d, starts);
   EXPECT_LE(relative_to_max(flash.ctx, ref.ctx), 1e-5) << "ctx";
   EXPECT_LE(relative_to_max(flash.lse, reference_lse(ref)), 1e-5) << "lse";
   EXPECT_LE(relative_to_max(flash.dqkv, ref.backward(dctx)), 1e-5) << "dqkv";
@@ -205,6 +223,61 @@ INSTANTIATE_TEST_SUITE_P(Windows, FlashAttentionWindows,
                                   std::to_string(std::get<1>(instance.param)) +
                                   (std::get<2>(instance.param) > 0 ? "_dropout" : "");
                          });
+
+// Packed documents (Note [Document masking]) against the unfused chain with the same starts:
+// documents shorter than a key tile, longer than one, ending on a tile's last row or one past
+// it (a key tile whose last query is the next tile's first), one-token documents (every query a
+// lone key), each sample its own, with and without a window.
+class FlashAttentionDocuments
+    : public ::testing::TestWithParam<std::tuple<std::vector<int64_t>, int64_t, float>> {};
+
+TEST_P(FlashAttentionDocuments, MatchTheUnfusedChain) {
+  const auto [lengths, window, p] = GetParam();
+  FlashAttentionDims d = make_dims(200, 2, 2, 24, p);
+  d.window = window;
+  // Sample 0 repeats the lengths; sample 1 takes them from the end.
+  std::vector<int32_t> starts(static_cast<size_t>(d.seq_len * d.micro_batch));
+  for (int64_t b = 0; b < d.micro_batch; ++b) {
+    int64_t start = 0, next = 0, k = 0;
+    for (int64_t i = 0; i < d.seq_len; ++i) {
+      if (i == next) {
+        start = i;
+        const size_t n = lengths.size(), at = static_cast<size_t>(k++) % n;
+        next = i + lengths[b == 0 ? at : n - 1 - at];
+      }
+      starts[static_cast<size_t>(i * d.micro_batch + b)] = static_cast<int32_t>(start);
+    }
+  }
+  expect_flash_matches_unfused(d, starts.data());
+}
+
+INSTANTIATE_TEST_SUITE_P(Documents, FlashAttentionDocuments,
+                         ::testing::Combine(::testing::Values(std::vector<int64_t>{1},
+                                                              std::vector<int64_t>{7, 30},
+                                                              std::vector<int64_t>{64, 3, 100},
+                                                              std::vector<int64_t>{65, 63},
+                                                              std::vector<int64_t>{150, 1, 1, 20}),
+                                            ::testing::Values(int64_t{0}, int64_t{40}),
+                                            ::testing::Values(0.f, 0.1f)),
+                         [](const auto& instance) {
+                           std::string name = "lengths";
+                           for (int64_t n : std::get<0>(instance.param))
+                             name += "_" + std::to_string(n);
+                           return name + "_W" + std::to_string(std::get<1>(instance.param)) +
+                                  (std::get<2>(instance.param) > 0 ? "_dropout" : "");
+                         });
+
+// One document (every start 0) masks nothing the causal mask does not: the bits without starts.
+TEST(FlashAttention, OneDocumentChangesNoBit) {
+  const FlashAttentionDims d = make_dims(150, 2, 2, 24, 0.1f);
+  const auto qkv = random_vector(qkv_size(d), 4, -2.f, 2.f);
+  const auto dctx = random_vector(ctx_size(d), 5);
+  const std::vector<int32_t> zeros(static_cast<size_t>(d.seq_len * d.micro_batch), 0);
+  const Flash plain = run_flash(qkv, dctx, d), one = run_flash(qkv, dctx, d, zeros.data());
+  EXPECT_TRUE(bitwise_equal(plain.ctx, one.ctx));
+  EXPECT_TRUE(bitwise_equal(plain.lse, one.lse));
+  EXPECT_TRUE(bitwise_equal(plain.dqkv, one.dqkv));
+}
 
 // A window as long as the sequence (or longer) masks nothing the causal mask does not: the
 // outputs are bit for bit those without a window.

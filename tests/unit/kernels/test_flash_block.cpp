@@ -239,6 +239,11 @@ TEST(FlashBlock, WindowedBlocksMatchTheReference) {
 struct Ring {
   int64_t N, c;
   FlashAttentionDims whole;
+  std::vector<int32_t> starts = {};  // document starts (T, B), or none
+  // Those of the rows from `row` on, or null.
+  const int32_t* starts_from(int64_t row) const {
+    return starts.empty() ? nullptr : starts.data() + row * whole.micro_batch;
+  }
   int64_t qkv_row() const { return whole.micro_batch * whole.heads * 3 * whole.head_dim; }
   int64_t ctx_row() const { return whole.micro_batch * whole.heads * whole.head_dim; }
 };
@@ -276,7 +281,8 @@ RingResult run_ring(const Ring& ring, const std::vector<float>& qkv,
   };
   auto ctx_block = filled(c * ring.ctx_row(), kNaN), lse_block = filled(BH * c, kNaN);
   for_each_block([&](int64_t qc, int64_t kc, const FlashAttentionDims& d) {
-    flash_block_forward(ctx_block.data(), lse_block.data(), q_chunk[qc].data(), kv[kc].data(), d);
+    flash_block_forward(ctx_block.data(), lse_block.data(), q_chunk[qc].data(), kv[kc].data(), d,
+                        ring.starts_from(qc * c));
     flash_merge(ctx[qc].data(), lse[qc].data(), ctx_block.data(), lse_block.data(), chunk_rows);
   });
   const int64_t T = chunks * c;
@@ -285,7 +291,8 @@ RingResult run_ring(const Ring& ring, const std::vector<float>& qkv,
   for_each_block([&](int64_t qc, int64_t kc, const FlashAttentionDims& d) {
     const auto dctx_chunk = rows_slice(dctx, ring.ctx_row(), qc * c, c);
     flash_block_backward(dq[qc].data(), dkv[kc].data(), dctx_chunk.data(), q_chunk[qc].data(),
-                         kv[kc].data(), ctx[qc].data(), lse[qc].data(), d);
+                         kv[kc].data(), ctx[qc].data(), lse[qc].data(), d,
+                         ring.starts_from(qc * c));
   });
   for (int64_t k = 0; k < chunks; ++k) {
     put_rows(out.ctx, ctx[k], ring.ctx_row(), k * c);
@@ -344,6 +351,41 @@ TEST(FlashRing, WindowedMergedBlocksEqualTheWholeSequence) {
     flash_attention_forward(want.ctx.data(), want.lse.data(), qkv.data(), whole);
     flash_attention_backward(want.dqkv.data(), dctx.data(), qkv.data(), want.ctx.data(),
                              want.lse.data(), whole);
+    const RingResult got = run_ring(ring, qkv, dctx);
+    EXPECT_LE(relative_to_max(got.ctx, want.ctx), 1e-5) << "ctx";
+    EXPECT_LE(relative_to_max(got.lse, want.lse), 1e-5) << "lse";
+    EXPECT_LE(relative_to_max(got.dqkv, want.dqkv), 1e-5) << "dqkv";
+  }
+}
+
+// Documents over the ring (Note [Document masking]): the starts of each query chunk's rows go with
+// its blocks, and the merge equals one whole-sequence call with the same starts. Documents end
+// inside chunks, on a chunk's edge and one past it; sample 1 has one-token documents early on.
+// A query chunk can see nothing of a key chunk before its document (lse -inf, merged away).
+TEST(FlashRing, DocumentMergedBlocksEqualTheWholeSequence) {
+  const int64_t N = 4, c = 24, T = 2 * N * c, B = 2;
+  for (const int64_t window : {int64_t{0}, int64_t{30}}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    Ring ring{N, c, whole_dims(T, {B, 2, 16, 0.1f})};
+    ring.whole.window = window;
+    ring.starts.resize(static_cast<size_t>(T * B));
+    const std::vector<int64_t> ends[B] = {{10, 48, 49, 100, 150}, {1, 2, 3, 4, 72, 73}};
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t start = 0;
+      for (int64_t i = 0; i < T; ++i) {
+        for (const int64_t e : ends[b])
+          if (i == e) start = e;
+        ring.starts[static_cast<size_t>(i * B + b)] = static_cast<int32_t>(start);
+      }
+    }
+    const auto qkv = random_vector(T * ring.qkv_row(), 11, -2.f, 2.f);
+    const auto dctx = random_vector(T * ring.ctx_row(), 12);
+    RingResult want{filled(T * ring.ctx_row(), kNaN), filled(4 * T, kNaN),
+                    filled(T * ring.qkv_row(), kNaN)};
+    flash_attention_forward(want.ctx.data(), want.lse.data(), qkv.data(), ring.whole,
+                            ring.starts.data());
+    flash_attention_backward(want.dqkv.data(), dctx.data(), qkv.data(), want.ctx.data(),
+                             want.lse.data(), ring.whole, ring.starts.data());
     const RingResult got = run_ring(ring, qkv, dctx);
     EXPECT_LE(relative_to_max(got.ctx, want.ctx), 1e-5) << "ctx";
     EXPECT_LE(relative_to_max(got.lse, want.lse), 1e-5) << "lse";

@@ -135,7 +135,7 @@ UnfusedResult unfused(const std::vector<float>& qkv, const std::vector<float>& d
   UnfusedResult out{std::vector<float>(heads), std::vector<float>(qkv.size())};
   split_qkv_heads(q.data(), k.data(), v.data(), qkv.data(), T, B, H, D, r);
   attention_scores_forward(probs.data(), q.data(), k.data(), BH, T, D, d.scale, r);
-  causal_softmax_forward(probs.data(), probs.data(), BH, T, 0);
+  causal_softmax_forward(probs.data(), probs.data(), BH, T, {});
   dropout_attention_forward(dropped.data(), mask.data(), probs.data(), B, H, T, d.head_offset,
                             d.sample_offset, d.dropout_prob, d.dropout_key);
   attention_context_forward(ctx_heads.data(), dropped.data(), v.data(), BH, T, D, r);
@@ -144,7 +144,7 @@ UnfusedResult unfused(const std::vector<float>& qkv, const std::vector<float>& d
   attention_context_backward(dprobs.data(), dv.data(), ctx_heads.data(), dropped.data(), v.data(),
                              BH, T, D, r);
   dropout_backward(dprobs.data(), dprobs.data(), mask.data(), scores, d.dropout_prob);
-  causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T, 0);
+  causal_softmax_backward(dprobs.data(), dprobs.data(), probs.data(), BH, T, {});
   attention_scores_backward(dq.data(), dk.data(), dprobs.data(), q.data(), k.data(), BH, T, D,
                             d.scale, r);
   merge_qkv_heads(out.dqkv.data(), dq.data(), dk.data(), dv.data(), T, B, H, D, r);
