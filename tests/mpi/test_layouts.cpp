@@ -271,6 +271,26 @@ TEST(Layouts, EodMaskLossMatchesOneProcessWithin1e5) {
   match_one_process(shared, masked, layouts);
 }
 
+// Megatron's --reset-attention-mask (data.reset_attention_mask; 'e', id 101, ends the documents
+// of the synthetic text) against one process's unfused attention: the tp2 sp unfused softmax,
+// the context ring with flash blocks (cp2, and cp4 where every chunk is 2 positions, so many
+// chunk pairs hold no key a query's document sees), and pp4, whose middle stages hold the
+// starts without tokens or targets.
+TEST(Layouts, DocumentMaskMatchesOneProcessWithin1e5) {
+  mpi_test::SharedData shared;
+  std::vector<std::string> documents = llama();
+  documents.insert(documents.end(), {"data.reset_attention_mask=true", "data.eod_id=101"});
+  std::vector<Layout> layouts = {
+      {2, "documents tp2 sp", {"parallel.tensor=2", "parallel.sequence_parallel=true"}},
+      {2, "documents cp2 flash", {"parallel.context=2", kFlash}},
+      {4, "documents cp4 flash", {"parallel.context=4", kFlash}},
+      {4, "documents pp4", {"parallel.pipeline=4"}},
+  };
+  for (Layout& layout : layouts)
+    layout.overrides.insert(layout.overrides.begin(), documents.begin(), documents.end());
+  match_one_process(shared, documents, layouts);
+}
+
 // A 0.25 / 0.75 blend of two corpora, each shuffled in its own order (Megatron's flat list).
 std::vector<std::string> blend(const mpi_test::SharedData& shared) {
   return {"data.blend=[0.25, " + shared.data() + ", 0.75, " + shared.code() + "]",
@@ -355,6 +375,21 @@ void every_plan_bit_identical(const std::vector<Layout>& layouts) {
 
 TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
   every_plan_bit_identical(layouts());
+}
+
+// With documents (data.reset_attention_mask) every stage holds each microbatch's starts through
+// its backward: on pp2 and pp4 (middle stages), and cp2 with flash, every plan gives the same
+// gradients and every category is predicted.
+TEST(Layouts, DocumentsEveryRecomputePlanGivesBitIdenticalGradients) {
+  const std::vector<std::string> documents = {"data.reset_attention_mask=true", "data.eod_id=101"};
+  std::vector<Layout> layouts = {
+      {2, "documents pp2", {"parallel.pipeline=2"}},
+      {2, "documents cp2 flash", {"parallel.context=2", kFlash}},
+      {4, "documents pp4", {"parallel.pipeline=4"}},
+  };
+  for (Layout& layout : layouts)
+    layout.overrides.insert(layout.overrides.begin(), documents.begin(), documents.end());
+  every_plan_bit_identical(layouts);
 }
 
 TEST(Layouts, LlamaEveryRecomputePlanGivesBitIdenticalGradients) {

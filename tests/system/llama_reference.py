@@ -5,10 +5,13 @@ from the HF tensors the trainer exports (not from the trainer's layer code), tra
 torch.optim.AdamW's update and clip_grad_norm_ on the same batches. Prints one JSON object per
 step: {"step", "loss", "grad_norm"}.
 
-usage: llama_reference.py MODEL_DIR DATA_PREFIX STEPS MICRO_BATCH LR WEIGHT_DECAY CLIP [EOD]
+usage: llama_reference.py MODEL_DIR DATA_PREFIX STEPS MICRO_BATCH LR WEIGHT_DECAY CLIP
+                          [loss=EOD] [attention=EOD]
   MODEL_DIR: model.safetensors + config.json (the initial weights); DATA_PREFIX.bin: uint16
   tokens. Batch k of the run is samples [k*G, (k+1)*G), sample i = tokens[i*S : i*S + S + 1].
-  EOD: positions whose input is this id take no part in the loss (Megatron's --eod-mask-loss).
+  loss=EOD: positions whose input is this id take no part in the loss (Megatron's
+  --eod-mask-loss). attention=EOD: a position after an input EOD sees no key at or before it
+  (Megatron's --reset-attention-mask: each packed document attends to itself only).
 """
 import json
 import struct
@@ -118,13 +121,17 @@ class Llama:
         y = x @ self.p[name + ".weight"].T
         return y + self.p[name + ".bias"] if name + ".bias" in self.p else y
 
-    def loss_and_grads(self, tokens, targets):
+    def loss_and_grads(self, tokens, targets, document_end=None):
         p, B, T = self.p, tokens.shape[0], tokens.shape[1]
         H, G, D, r = self.H, self.G, self.D, self.H // self.G
         cos, sin = self.rope_tables(T)
         mask = np.triu(np.full((T, T), -np.inf), 1)
         if self.window:  # key j hidden from query i where j <= i - window as well
             mask[np.tril_indices(T, -self.window)] = -np.inf
+        mask = np.broadcast_to(mask, (B, 1, T, T)).copy()
+        if document_end is not None:  # Megatron's loop: an eod at e hides keys <= e from i > e
+            for b, e in zip(*np.nonzero(tokens == document_end)):
+                mask[b, 0, e + 1:, :e + 1] = -np.inf
         grads = {name: np.zeros_like(value) for name, value in p.items()}
         x = p["model.embed_tokens.weight"][tokens]  # (B, T, C)
         saved = []
@@ -238,8 +245,10 @@ def main():
     model_dir, data_prefix = sys.argv[1], sys.argv[2]
     steps, micro_batch = int(sys.argv[3]), int(sys.argv[4])
     lr, weight_decay, clip = float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+    options = dict(arg.split("=") for arg in sys.argv[8:])
     # Megatron's --eod-mask-loss: positions whose input is this id get label -100.
-    masked_input = int(sys.argv[8]) if len(sys.argv) > 8 else None
+    masked_input = int(options["loss"]) if "loss" in options else None
+    document_end = int(options["attention"]) if "attention" in options else None
     config = json.load(open(model_dir + "/config.json"))
     tensors = read_safetensors(model_dir + "/model.safetensors")
     model = Llama(tensors, config)
@@ -254,7 +263,7 @@ def main():
         labels = batch[:, 1:].copy()
         if masked_input is not None:
             labels[batch[:, :-1] == masked_input] = -100
-        loss, grads = model.loss_and_grads(batch[:, :-1], labels)
+        loss, grads = model.loss_and_grads(batch[:, :-1], labels, document_end)
         norm = np.sqrt(sum((g * g).sum() for g in grads.values()))
         coef = clip / (norm + 1e-6)
         for name, value in tensors.items():

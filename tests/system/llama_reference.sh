@@ -8,7 +8,8 @@
 # (model.kv_channels, config.json's head_dim), and unfused as Qwen3 (q and k norms,
 # model.qk_layernorm, with wide heads), and flash with YaRN's RoPE scaling, and flash with
 # Megatron's --eod-mask-loss (data.eod_mask_loss), and flash and unfused with a sliding window
-# (model.sliding_window, Mistral's), every loss and gradient norm within 1e-5 relative. The
+# (model.sliding_window, Mistral's), and flash and unfused with Megatron's --reset-attention-mask
+# (data.reset_attention_mask), every loss and gradient norm within 1e-5 relative. The
 # reference
 # starts from the trainer's initial weights, exported by a one-step run at learning rate 1e-30
 # (every update is far below a float32 ulp of the weights, so they stay as initialized).
@@ -66,7 +67,17 @@ eodmask=(--set data.eod_mask_loss=true --set data.eod_id=101 --set model.attenti
 # MistralConfig's sliding_window), flash and unfused.
 window=(--set model.sliding_window=5 --set model.attention_backend=flash)
 unwindow=(--set model.sliding_window=5 --set model.attention_backend=unfused)
-for backend in unfused flash llama32 qwen2 headdim qwen3 yarn eodmask window unwindow; do
+# documents, undocuments: Megatron's --reset-attention-mask (data.reset_attention_mask) with 'e'
+# (101) ending the documents, flash; and unfused with a sliding window of 5 as well. The
+# reference hides the keys at or before an input eod from every later query of its sample.
+# documents runs at the quarter lr: at lr 2^-8 its first 10 steps agreed within 6.8e-7 and steps
+# 11 and 12 drifted to 1.4e-5 and 2.4e-5 in the gradient norm.
+documents=(--set data.reset_attention_mask=true --set data.eod_id=101
+           --set model.attention_backend=flash)
+undocuments=(--set data.reset_attention_mask=true --set data.eod_id=101
+             --set model.sliding_window=5 --set model.attention_backend=unfused)
+for backend in unfused flash llama32 qwen2 headdim qwen3 yarn eodmask window unwindow documents \
+               undocuments; do
   run_lr=$lr masked=()
   case $backend in
     llama32) settings=(--set model.attention_backend=unfused "${llama32[@]}") ;;
@@ -74,9 +85,11 @@ for backend in unfused flash llama32 qwen2 headdim qwen3 yarn eodmask window unw
     headdim) settings=("${headdim[@]}") ;;
     qwen3) settings=("${qwen3[@]}") run_lr=$sharp_lr ;;
     yarn) settings=("${yarn[@]}") run_lr=$sharp_lr ;;
-    eodmask) settings=("${eodmask[@]}") masked=(101) run_lr=$sharp_lr ;;
+    eodmask) settings=("${eodmask[@]}") masked=(loss=101) run_lr=$sharp_lr ;;
     window) settings=("${window[@]}") ;;
     unwindow) settings=("${unwindow[@]}") ;;
+    documents) settings=("${documents[@]}") masked=(attention=101) run_lr=$sharp_lr ;;
+    undocuments) settings=("${undocuments[@]}") masked=(attention=101) ;;
     *) settings=(--set model.attention_backend=$backend) ;;
   esac
   "$trainer" train --config "$dir/run.yaml" "${settings[@]}" \

@@ -2,6 +2,7 @@
 // executor per plan, and helpers that run a training forward/backward.
 #pragma once
 
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -48,6 +49,8 @@ struct TinyModel {
   model::GptParams params;
   model::GptParams grads;
   std::vector<int32_t> tokens;  // (micro_batch, seq + 1) samples, row per sample
+  // With a value, the microbatch's documents end at this input token (Note [Document masking]).
+  std::optional<int32_t> document_end;
 
   explicit TinyModel(const model::GptConfig& c, int64_t batch = 2, uint64_t seed = 7)
       : config(c), micro_batch(batch) {
@@ -72,6 +75,17 @@ struct TinyModel {
       for (int64_t t = 0; t < T; ++t) {
         mb.tokens.i32()[t * B + b] = tokens[static_cast<size_t>(b * (T + 1) + t)];
         mb.targets.i32()[t * B + b] = tokens[static_cast<size_t>(b * (T + 1) + t + 1)];
+      }
+    }
+    if (!document_end) return mb;
+    mb.document_starts = runtime::Tensor::empty(allocator, {T, B}, runtime::DType::i32,
+                                                runtime::MemoryCategory::activation);
+    for (int64_t b = 0; b < B; ++b) {
+      int32_t start = 0;  // after the last document end before t
+      for (int64_t t = 0; t < T; ++t) {
+        mb.document_starts.i32()[t * B + b] = start;
+        if (tokens[static_cast<size_t>(b * (T + 1) + t)] == *document_end)
+          start = static_cast<int32_t>(t + 1);
       }
     }
     return mb;

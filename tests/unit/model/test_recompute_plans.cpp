@@ -67,9 +67,22 @@ std::vector<NamedPlan> all_plans(int64_t L) {
   };
 }
 
+// With a document end, the samples pack documents that end at that input token (Note [Document
+// masking]), placed at inputs 2, 3 and 6 of sample 0 (one-token and longer documents) and 0 and
+// 4 of sample 1.
+void pack_documents(TinyModel& model, std::optional<int32_t> document_end) {
+  model.document_end = document_end;
+  if (!document_end) return;
+  const int64_t row = model.config.seq_length + 1;
+  for (const int64_t at : {int64_t{2}, int64_t{3}, int64_t{6}, row, row + 4})
+    model.tokens[static_cast<size_t>(at)] = *document_end;
+}
+
 // Every plan's loss and gradients are `none`'s, bit for bit.
-void expect_plans_bit_identical(const model::GptConfig& config) {
+void expect_plans_bit_identical(const model::GptConfig& config,
+                                std::optional<int32_t> document_end = {}) {
   TinyModel model(config);
+  pack_documents(model, document_end);
   const auto plans = all_plans(model.config.num_layers);
   const double reference_loss = model.forward_backward(plans[0].plan);
   const std::vector<float> reference(model.grads.flat.f32(),
@@ -84,15 +97,18 @@ void expect_plans_bit_identical(const model::GptConfig& config) {
 }
 
 // Every plan's activation peak is the memory model's, and nothing stays allocated.
-void expect_peaks_predicted(const model::GptConfig& config) {
+void expect_peaks_predicted(const model::GptConfig& config,
+                            std::optional<int32_t> document_end = {}) {
   TinyModel model(config);
+  pack_documents(model, document_end);
   const model::LayerDims dims = model::layer_dims(model.config, model.micro_batch, true);
   for (const NamedPlan& p : all_plans(model.config.num_layers)) {
     model.allocator.reset_peaks();
     ASSERT_EQ(model.allocator.stats()[runtime::MemoryCategory::activation].current, 0);
     model.forward_backward(p.plan);
     const auto stats = model.allocator.stats();
-    const auto predicted = recompute::predict_activation_memory(model.config, dims, p.plan);
+    const auto predicted = recompute::predict_activation_memory(model.config, dims, p.plan, 1, true,
+                                                                true, document_end.has_value());
     EXPECT_EQ(stats[runtime::MemoryCategory::activation].peak, predicted.peak) << p.name;
     EXPECT_EQ(stats[runtime::MemoryCategory::activation].current, 0) << p.name;
   }
@@ -156,6 +172,28 @@ TEST(RecomputePlansSlidingWindow, BitIdenticalWithPeaksAsPredicted) {
     config.attention_backend = backend;
     expect_plans_bit_identical(config);
     expect_peaks_predicted(config);
+  }
+}
+
+// Packed documents (Note [Document masking]) under a window that crosses their ends, dropout on,
+// both backends: every plan gives none's bits, the starts are held through each microbatch's
+// backward as the memory model counts them, and the documents change the loss.
+TEST(RecomputePlansDocuments, BitIdenticalWithPeaksAsPredicted) {
+  for (const model::AttentionBackend backend :
+       {model::AttentionBackend::unfused, model::AttentionBackend::flash}) {
+    SCOPED_TRACE(model::attention_backend_name(backend));
+    model::GptConfig config = testing_support::tiny_llama_config(0.1f);
+    config.sliding_window = config.seq_length / 2;
+    config.attention_backend = backend;
+    const int32_t end = 5;
+    expect_plans_bit_identical(config, end);
+    expect_peaks_predicted(config, end);
+    const RecomputePlan none = RecomputePlan::uniform(config.num_layers, {});
+    TinyModel documents(config), one_document(config);
+    pack_documents(documents, end);
+    pack_documents(one_document, end);
+    one_document.document_end.reset();  // the same tokens, attention across the ends
+    EXPECT_NE(documents.forward_backward(none), one_document.forward_backward(none));
   }
 }
 
