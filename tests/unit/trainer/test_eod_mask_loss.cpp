@@ -86,7 +86,8 @@ TEST(EodMaskLoss, RefusalsNameTheFieldsAndValues) {
       "no eod id anywhere");
   testing_support::expect_error<runtime::ConfigError>(
       [&] { InProcessRun run(dir.config("b", {"data.eod_id=101"})); },
-      {"data.eod_id: 101 is only read with data.eod_mask_loss true"}, "eod_id alone");
+      {"data.eod_id: 101 is only read with data.eod_mask_loss or data.reset_attention_mask true"},
+      "eod_id alone");
   testing_support::expect_error<runtime::ConfigError>(
       [&] {
         InProcessRun run(dir.config("c", {"data.eod_mask_loss=true", "data.eod_id=256"}));
