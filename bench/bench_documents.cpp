@@ -1,0 +1,105 @@
+// Document-masking benchmark (data.reset_attention_mask, Megatron's --reset-attention-mask):
+// tokens/s of one Llama-shaped model under flash attention when each sequence packs documents of
+// a fixed length, side by side with one document per sequence (the same tokens, no mask), and
+// each run's activation peak. Flash skips the key tiles before a query tile's document, so
+// attention costs about T x L rather than T^2 / 2. JSON out. Numbers are not asserted.
+// usage: bench_documents [OUT_JSON]
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_common.h"
+#include "runtime/openmp_wait.h"
+#include "trainer/data/indexed_dataset.h"
+#include "trainer/data/synthetic.h"
+#include "trainer/metrics.h"
+
+namespace {
+
+constexpr bench::ModelShape kModel = {
+    .num_layers = 4, .hidden_size = 256, .num_attention_heads = 4, .vocab_size = 256};
+constexpr int32_t kEod = 255;  // never in the synthetic text: the documents are where we put it
+constexpr int kWarmupSteps = 1, kTimedSteps = 3;
+
+// The synthetic corpus with an eod as the last token of every `length` tokens (0: none), so that
+// every sequence (which starts at a multiple of its length) packs documents of `length` tokens.
+void write_documents(const std::string& prefix, int64_t length) {
+  trainer::SyntheticCorpusSpec spec;
+  spec.num_tokens = bench::kDatasetTokens;
+  std::vector<int32_t> tokens = trainer::make_synthetic_corpus(spec).tokens;
+  if (length > 0) {
+    for (size_t i = static_cast<size_t>(length) - 1; i < tokens.size();
+         i += static_cast<size_t>(length))
+      tokens[i] = kEod;
+  }
+  trainer::IndexedDatasetWriter writer(prefix, trainer::TokenDType::uint16);
+  writer.add_document(tokens);
+  writer.finish();
+}
+
+// The run at `seq` over the documents of `length` (masked when `masked`): micro batch 1, fp32 on
+// the host, flash, no recompute.
+std::vector<std::string> overrides_of(int64_t seq, int64_t length, bool masked,
+                                      const bench::WorkDir& work) {
+  bench::ModelShape shape = kModel;
+  shape.seq_length = seq;
+  std::vector<std::string> overrides = bench::run_overrides(work, shape);
+  overrides.insert(overrides.end(), {"data.path=" + work / ("documents_" + std::to_string(length)),
+                                     "model.architecture=llama", "model.num_query_groups=2",
+                                     "model.ffn_hidden_size=688", "model.attention_backend=flash",
+                                     "train.micro_batch_size=1", "train.global_batch_size=1",
+                                     bench::set("train.steps", kWarmupSteps + kTimedSteps)});
+  if (masked)
+    overrides.insert(overrides.end(),
+                     {"data.reset_attention_mask=true", bench::set("data.eod_id", kEod)});
+  return overrides;
+}
+
+double tokens_per_s(int64_t seq, const bench::StepResult& r) {
+  return static_cast<double>(seq) / (r.step_ms / 1e3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  runtime::choose_openmp_wait_policy(argv);
+  const std::string out_path = argc > 1 ? argv[1] : "bench/documents.json";
+  std::printf(
+      "model: llama, %lld layers, hidden %lld, heads %lld (2 kv), vocab %lld, micro batch 1, "
+      "dropout 0.1, fp32, flash, no recompute; %d warm-up step, then the mean of %d\n",
+      static_cast<long long>(kModel.num_layers), static_cast<long long>(kModel.hidden_size),
+      static_cast<long long>(kModel.num_attention_heads), static_cast<long long>(kModel.vocab_size),
+      kWarmupSteps, kTimedSteps);
+  const bench::WorkDir work("bench-documents");
+  const std::vector<int64_t> lengths = {2048, 512, 128};
+  for (const int64_t length : lengths)
+    write_documents(work / ("documents_" + std::to_string(length)), length);
+  std::printf("| %6s | %8s | %15s | %15s | %8s | %12s | %12s |\n", "seq", "document",
+              "unmasked tok/s", "masked tok/s", "speedup", "unmasked peak", "masked peak");
+  std::ofstream json(out_path);
+  json << "{\"rows\": [";
+  const char* separator = "";
+  for (const int64_t seq : {4096, 8192}) {
+    for (const int64_t length : lengths) {
+      const bench::StepResult plain =
+          bench::run_on_host(overrides_of(seq, length, false, work), kWarmupSteps, kTimedSteps);
+      const bench::StepResult masked =
+          bench::run_on_host(overrides_of(seq, length, true, work), kWarmupSteps, kTimedSteps);
+      const double p = tokens_per_s(seq, plain), m = tokens_per_s(seq, masked);
+      std::printf("| %6lld | %8lld | %15.0f | %15.0f | %7.2fx | %12s | %12s |\n",
+                  static_cast<long long>(seq), static_cast<long long>(length), p, m, m / p,
+                  trainer::format_bytes(plain.activation_peak).c_str(),
+                  trainer::format_bytes(masked.activation_peak).c_str());
+      std::fflush(stdout);
+      json << separator << "{\"seq_length\": " << seq << ", \"document_length\": " << length
+           << ", \"unmasked_tokens_per_s\": " << p << ", \"masked_tokens_per_s\": " << m
+           << ", \"unmasked_activation_peak_bytes\": " << plain.activation_peak
+           << ", \"masked_activation_peak_bytes\": " << masked.activation_peak << "}";
+      separator = ", ";
+    }
+  }
+  json << "]}\n";
+  std::printf("wrote %s\n", out_path.c_str());
+  return 0;
+}
