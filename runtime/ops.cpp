@@ -52,17 +52,30 @@ float* optional_f32(const Tensor& t) {
 }
 
 // An attention call's document starts (Note [Document masking]), checked: one per query row and
-// sample; null for one document.
-const int32_t* document_starts(const Tensor& starts, int64_t rows, int64_t micro_batch) {
+// sample, none after its own row's position (q_position + row) nor before the previous row's, as
+// the kernels assume; null for one document.
+const int32_t* document_starts(const Tensor& starts, int64_t rows, int64_t micro_batch,
+                               int64_t q_position) {
   if (!starts.defined()) return nullptr;
   TRAINER_ASSERT(starts.dtype() == DType::i32 && starts.numel() == rows * micro_batch,
                  "document_starts must be i32 with " << rows << " x " << micro_batch
                                                      << " elements; got " << starts.numel());
-  return starts.i32();
+  const int32_t* s = starts.i32();
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t b = 0; b < micro_batch; ++b) {
+      const int32_t start = s[i * micro_batch + b];
+      const int32_t previous = i == 0 ? 0 : s[(i - 1) * micro_batch + b];
+      TRAINER_ASSERT(start >= previous && start <= q_position + i,
+                     "document start " << start << " of row " << i << ", sample " << b
+                                       << " is after its position " << q_position + i
+                                       << " or before the previous row's " << previous);
+    }
+  }
+  return s;
 }
 
 const int32_t* document_starts(const Tensor& starts, const FlashAttentionDims& dims) {
-  return document_starts(starts, dims.seq_len, dims.micro_batch);
+  return document_starts(starts, dims.seq_len, dims.micro_batch, dims.q_position);
 }
 
 template <class Args>
@@ -71,7 +84,7 @@ cpu::SoftmaxMask softmax_mask(const Args& args) {
                  "causal softmax: micro_batch " << args.micro_batch << " must divide batch_heads "
                                                 << args.batch_heads);
   return {.window = args.window,
-          .document_starts = document_starts(args.document_starts, args.seq, args.micro_batch),
+          .document_starts = document_starts(args.document_starts, args.seq, args.micro_batch, 0),
           .micro_batch = args.micro_batch,
           .heads_per_sample = args.batch_heads / args.micro_batch};
 }
