@@ -1,10 +1,11 @@
 // Ring attention's block kernels on the device, end to end: the blocks every rank of cp 2 runs
 // on chunks of 200 rows (several tiles, a partial one), merged, converted, back-propagated and
 // assembled, against one whole-sequence flash call on the host, in f32 and bf16, with dropout,
-// causal or with a sliding window; and bit-identical on a second run. The op twins compare each
-// operator alone on small shapes. Skips without a device.
+// causal or with a sliding window, with or without documents; and bit-identical on a second run.
+// The op twins compare each operator alone on small shapes. Skips without a device.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -34,6 +35,36 @@ constexpr int64_t kQkvRow = kBH * 3 * kD, kCtxRow = kBH * kD;
 // the chunk before it, alone in the dK/dV kernel's last query step (one of 32) and the first of
 // a forward tile whose first key tile is 0 (one of 64).
 constexpr int64_t kWindow = 266;
+
+// Documents (Note [Document masking] in runtime/op_args.h), ending at these positions. 262
+// starts one at query 263 (a lone key) that holds queries 264 on, so that key 263, the last of a
+// key tile (a dK/dV CTA's and its last warp's), is the first key of a query tile (the forward's
+// and dQ's, and their first warp's) and of a dK/dV query step. 399 starts one at the third
+// chunk's first row, which sees none of the first two chunks' keys; 500 and 501 make two lone
+// keys in a row.
+constexpr int64_t kDocumentEnds[] = {150, 262, 399, 500, 501, 650};
+
+// The document starts of the whole sequence, (kT, kB): the position after the last end before a
+// query, or 0.
+std::vector<int32_t> document_starts() {
+  std::vector<int32_t> starts(kT * kB);
+  int64_t start = 0;
+  for (int64_t t = 0; t < kT; ++t) {
+    for (int64_t end : kDocumentEnds)
+      if (end < t) start = std::max(start, end + 1);
+    for (int64_t b = 0; b < kB; ++b) starts[t * kB + b] = static_cast<int32_t>(start);
+  }
+  return starts;
+}
+
+// A ring's masking: its window (0: causal) and document starts (empty: one document).
+struct Masking {
+  int64_t window = 0;
+  std::vector<int32_t> document_starts = {};
+  const int32_t* host_starts() const {
+    return document_starts.empty() ? nullptr : document_starts.data();
+  }
+};
 
 // window: 0 (causal) or kWindow.
 FlashAttentionDims whole_dims(int64_t window) {
@@ -68,7 +99,8 @@ struct Result {
 // Element: float or uint16_t (bf16 bits). The device's activations hold qkv and dctx (rounded
 // for bf16); ctx, lse and the gradient accumulators are f32.
 template <class Element>
-Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx, int64_t window) {
+Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx,
+                const Masking& masking) {
   using Act = std::conditional_t<std::is_same_v<Element, float>, float, __nv_bfloat16>;
   const auto act = [](DeviceBuffer<Element>& buffer) {
     return reinterpret_cast<Act*>(buffer.data());
@@ -85,6 +117,10 @@ Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx, i
   const runtime::cpu::FlashRows chunk_rows{kChunk, kB, kH, kD};
   DeviceBuffer<Element> qkv_dev = upload(qkv), dctx_dev = upload(dctx);
   DeviceBuffer<Element> dqkv_dev(qkv.size());
+  DeviceBuffer<int32_t> starts_dev(masking.document_starts);
+  const auto starts_of = [&](int64_t qc) {  // the document starts of query chunk qc, or null
+    return masking.document_starts.empty() ? nullptr : starts_dev.data() + qc * kChunk * kB;
+  };
   DeviceBuffer<float> ctx_block(kChunk * kCtxRow), lse_block(kBH * kChunk);
   std::vector<DeviceBuffer<Element>> kv;
   std::vector<DeviceBuffer<float>> ctx, lse, dq, dkv;
@@ -109,7 +145,7 @@ Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx, i
   for_each_block([&](int64_t qc, int64_t kc) {
     runtime::cuda::flash_block_forward(ctx_block.data(), lse_block.data(),
                                        act(qkv_dev) + qc * kChunk * kQkvRow, act(kv[kc]),
-                                       block_dims(qc, kc, window), s);
+                                       block_dims(qc, kc, masking.window), starts_of(qc), s);
     runtime::cuda::flash_merge(ctx[qc].data(), lse[qc].data(), ctx_block.data(), lse_block.data(),
                                chunk_rows, s);
   });
@@ -132,7 +168,7 @@ Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx, i
     runtime::cuda::flash_block_backward(
         dq[qc].data(), dkv[kc].data(), act(dctx_dev) + qc * kChunk * kCtxRow,
         act(qkv_dev) + qc * kChunk * kQkvRow, act(kv[kc]), act(ctx_merged[qc]), lse[qc].data(),
-        block_dims(qc, kc, window), nullptr, s);
+        block_dims(qc, kc, masking.window), starts_of(qc), nullptr, s);
   });
   for (int64_t k = 0; k < kChunks; ++k)
     runtime::cuda::assemble_qkv_grad(act(dqkv_dev) + k * kChunk * kQkvRow, dq[k].data(),
@@ -147,30 +183,32 @@ Result run_ring(const std::vector<float>& qkv, const std::vector<float>& dctx, i
 }
 
 // The host's whole-sequence flash on the values the device holds.
-Result host_whole(const std::vector<float>& qkv, const std::vector<float>& dctx, int64_t window) {
-  const FlashAttentionDims d = whole_dims(window);
+Result host_whole(const std::vector<float>& qkv, const std::vector<float>& dctx,
+                  const Masking& masking) {
+  const FlashAttentionDims d = whole_dims(masking.window);
   Result want{std::vector<float>(kT * kCtxRow), std::vector<float>(kBH * kT),
               std::vector<float>(qkv.size())};
-  runtime::cpu::flash_attention_forward(want.ctx.data(), want.lse.data(), qkv.data(), d);
+  runtime::cpu::flash_attention_forward(want.ctx.data(), want.lse.data(), qkv.data(), d,
+                                        masking.host_starts());
   runtime::cpu::flash_attention_backward(want.dqkv.data(), dctx.data(), qkv.data(), want.ctx.data(),
-                                         want.lse.data(), d);
+                                         want.lse.data(), d, masking.host_starts());
   return want;
 }
 
 template <class Element>
-void expect_ring_matches_host(double tolerance, int64_t window) {
+void expect_ring_matches_host(double tolerance, const Masking& masking) {
   std::vector<float> qkv = gpu_test::random_vector(kT * kQkvRow, 1, 2.f);
   std::vector<float> dctx = gpu_test::random_vector(kT * kCtxRow, 2);
   if constexpr (!std::is_same_v<Element, float>) {
     gpu_test::round_to_bf16_inplace(qkv);
     gpu_test::round_to_bf16_inplace(dctx);
   }
-  const Result want = host_whole(qkv, dctx, window);
-  const Result got = run_ring<Element>(qkv, dctx, window);
+  const Result want = host_whole(qkv, dctx, masking);
+  const Result got = run_ring<Element>(qkv, dctx, masking);
   EXPECT_CLOSE(got.ctx, want.ctx, tolerance) << "ctx";
   EXPECT_CLOSE(got.lse, want.lse, 1e-5) << "lse";
   EXPECT_CLOSE(got.dqkv, want.dqkv, tolerance) << "dqkv";
-  const Result again = run_ring<Element>(qkv, dctx, window);
+  const Result again = run_ring<Element>(qkv, dctx, masking);
   EXPECT_EQ(again.ctx, got.ctx) << "two runs differ";
   EXPECT_EQ(again.dqkv, got.dqkv) << "two runs differ";
 }
@@ -178,19 +216,26 @@ void expect_ring_matches_host(double tolerance, int64_t window) {
 // f32: the products' order differs from the host's (the op twins' 1e-5, with the merges' and
 // the blocks' additions on top).
 TEST_F(GpuFlashBlock, RingOfTwoRanksMatchesTheWholeSequenceF32) {
-  expect_ring_matches_host<float>(2e-5, 0);
+  expect_ring_matches_host<float>(2e-5, {});
 }
 TEST_F(GpuFlashBlock, RingWithASlidingWindowMatchesTheWholeSequenceF32) {
-  expect_ring_matches_host<float>(2e-5, kWindow);
+  expect_ring_matches_host<float>(2e-5, {.window = kWindow});
+}
+TEST_F(GpuFlashBlock, RingWithDocumentsMatchesTheWholeSequenceF32) {
+  expect_ring_matches_host<float>(2e-5, {.document_starts = document_starts()});
 }
 
 // bf16: P and dS rounded before their products, as the op twins (2e-2), and the merged ctx
 // rounded once more before the backward's Delta.
 TEST_F(GpuFlashBlock, RingOfTwoRanksMatchesTheWholeSequenceBf16) {
-  expect_ring_matches_host<uint16_t>(3e-2, 0);
+  expect_ring_matches_host<uint16_t>(3e-2, {});
 }
 TEST_F(GpuFlashBlock, RingWithASlidingWindowMatchesTheWholeSequenceBf16) {
-  expect_ring_matches_host<uint16_t>(3e-2, kWindow);
+  expect_ring_matches_host<uint16_t>(3e-2, {.window = kWindow});
+}
+TEST_F(GpuFlashBlock, RingWithDocumentsInASlidingWindowMatchesTheWholeSequenceBf16) {
+  expect_ring_matches_host<uint16_t>(3e-2,
+                                     {.window = kWindow, .document_starts = document_starts()});
 }
 
 }  // namespace

@@ -16,24 +16,50 @@
 
 namespace runtime::cuda::device_op {
 
+// An attention call's document starts (Note [Document masking]): empty (undefined or no
+// elements) for one document, else i32 with one per query row and sample.
+bool has_documents(const Tensor& document_starts) {
+  return document_starts.defined() && document_starts.numel() > 0;
+}
+Arg document_arg(const Tensor& document_starts, int64_t rows, int64_t micro_batch) {
+  return optional_arg("document_starts", document_starts, kI32,
+                      has_documents(document_starts) ? rows * micro_batch : 0);
+}
+const int32_t* document_ptr(const Tensor& document_starts) {
+  return has_documents(document_starts) ? ptr<const int32_t>(document_starts) : nullptr;
+}
+
+// The softmax's window and documents; the kernels check that micro_batch divides batch_heads.
+template <class Args>
+cpu::SoftmaxMask softmax_mask(const Args& args) {
+  return {.window = args.window,
+          .document_starts = document_ptr(args.document_starts),
+          .micro_batch = args.micro_batch,
+          .heads_per_sample = args.micro_batch >= 1 ? args.batch_heads / args.micro_batch : 0};
+}
+
 void causal_softmax_forward(const ops::CausalSoftmaxForward& args) {
   const int64_t n = args.batch_heads * args.seq * args.seq;
-  const DType act = check_args("causal_softmax_forward", {arg("probs", args.probs, kAct, n),
-                                                          arg("scores", args.scores, kAct, n)});
+  const DType act =
+      check_args("causal_softmax_forward",
+                 {arg("probs", args.probs, kAct, n), arg("scores", args.scores, kAct, n),
+                  document_arg(args.document_starts, args.seq, args.micro_batch)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::causal_softmax_forward(act_ptr(args.probs), act_ptr(args.scores), args.batch_heads,
-                                 args.seq, args.window, stream);
+                                 args.seq, softmax_mask(args), stream);
   });
 }
 
 void causal_softmax_backward(const ops::CausalSoftmaxBackward& args) {
   const int64_t n = args.batch_heads * args.seq * args.seq;
-  const DType act = check_args("causal_softmax_backward", {arg("dscores", args.dscores, kAct, n),
-                                                           arg("dprobs", args.dprobs, kAct, n),
-                                                           arg("probs", args.probs, kAct, n)});
+  const DType act =
+      check_args("causal_softmax_backward",
+                 {arg("dscores", args.dscores, kAct, n), arg("dprobs", args.dprobs, kAct, n),
+                  arg("probs", args.probs, kAct, n),
+                  document_arg(args.document_starts, args.seq, args.micro_batch)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::causal_softmax_backward(act_ptr(args.dscores), act_ptr(args.dprobs), act_ptr(args.probs),
-                                  args.batch_heads, args.seq, args.window, stream);
+                                  args.batch_heads, args.seq, softmax_mask(args), stream);
   });
 }
 
@@ -184,6 +210,10 @@ int64_t flash_qkv_elements(const cpu::FlashAttentionDims& dims) {
   return grouped_qkv_elements(dims.seq_len, dims.micro_batch, dims.heads, dims.head_dim,
                               dims.group_size);
 }
+// The document starts of a flash call's (or block's) seq_len query rows.
+Arg flash_document_arg(const Tensor& document_starts, const cpu::FlashAttentionDims& dims) {
+  return document_arg(document_starts, dims.seq_len, dims.micro_batch);
+}
 // The key/value positions of a ring block: (kv_len, micro_batch, kv head).
 int64_t flash_key_positions(const cpu::FlashAttentionDims& dims) {
   if (dims.group_size < 1) return 0;
@@ -197,27 +227,30 @@ void flash_attention_forward(const ops::FlashAttentionForward& args) {
   const DType act =
       check_args("flash_attention_forward", {arg("ctx", args.ctx, kAct, positions * dims.head_dim),
                                              arg("lse", args.lse, kF32, positions),
-                                             arg("qkv", args.qkv, kAct, flash_qkv_elements(dims))});
+                                             arg("qkv", args.qkv, kAct, flash_qkv_elements(dims)),
+                                             flash_document_arg(args.document_starts, dims)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::flash_attention_forward(act_ptr(args.ctx), ptr<float>(args.lse), act_ptr(args.qkv), dims,
-                                  stream);
+                                  document_ptr(args.document_starts), stream);
   });
 }
 
 void flash_attention_backward(const ops::FlashAttentionBackward& args) {
   const cpu::FlashAttentionDims& dims = args.dims;
   const int64_t positions = flash_positions(dims);
-  const DType act = check_args("flash_attention_backward",
-                               {arg("dqkv", args.dqkv, kAct, flash_qkv_elements(dims)),
-                                arg("dctx", args.dctx, kAct, positions * dims.head_dim),
-                                arg("qkv", args.qkv, kAct, flash_qkv_elements(dims)),
-                                arg("ctx", args.ctx, kAct, positions * dims.head_dim),
-                                arg("lse", args.lse, kF32, positions)});
+  const DType act = check_args(
+      "flash_attention_backward",
+      {arg("dqkv", args.dqkv, kAct, flash_qkv_elements(dims)),
+       arg("dctx", args.dctx, kAct, positions * dims.head_dim),
+       arg("qkv", args.qkv, kAct, flash_qkv_elements(dims)),
+       arg("ctx", args.ctx, kAct, positions * dims.head_dim), arg("lse", args.lse, kF32, positions),
+       flash_document_arg(args.document_starts, dims)});
   CudaContext& c = context();
   void* scratch = c.scratch(scratch_bytes::flash_attention_backward(args));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::flash_attention_backward(act_ptr(args.dqkv), act_ptr(args.dctx), act_ptr(args.qkv),
-                                   act_ptr(args.ctx), ptr<float>(args.lse), dims, scratch, stream);
+                                   act_ptr(args.ctx), ptr<float>(args.lse), dims,
+                                   document_ptr(args.document_starts), scratch, stream);
   });
 }
 
@@ -258,10 +291,11 @@ void flash_block_forward(const ops::FlashBlockForward& args) {
       check_args("flash_block_forward", {arg("qkv", args.qkv, kAct, flash_qkv_elements(dims)),
                                          arg("kv", args.kv, kAct, keys * 2 * dims.head_dim),
                                          arg("ctx", args.ctx, kF32, queries * dims.head_dim),
-                                         arg("lse", args.lse, kF32, queries)});
+                                         arg("lse", args.lse, kF32, queries),
+                                         flash_document_arg(args.document_starts, dims)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::flash_block_forward(ptr<float>(args.ctx), ptr<float>(args.lse), act_ptr(args.qkv),
-                              act_ptr(args.kv), dims, stream);
+                              act_ptr(args.kv), dims, document_ptr(args.document_starts), stream);
   });
 }
 
@@ -288,13 +322,15 @@ void flash_block_backward(const ops::FlashBlockBackward& args) {
                                           arg("ctx", args.ctx, kAct, queries * dims.head_dim),
                                           arg("dq", args.dq, kF32, queries * dims.head_dim),
                                           arg("dkv", args.dkv, kF32, keys * 2 * dims.head_dim),
-                                          arg("lse", args.lse, kF32, queries)});
+                                          arg("lse", args.lse, kF32, queries),
+                                          flash_document_arg(args.document_starts, dims)});
   CudaContext& c = context();
   void* scratch = c.scratch(scratch_bytes::flash_block_backward(args));
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::flash_block_backward(ptr<float>(args.dq), ptr<float>(args.dkv), act_ptr(args.dctx),
                                act_ptr(args.qkv), act_ptr(args.kv), act_ptr(args.ctx),
-                               ptr<float>(args.lse), dims, scratch, stream);
+                               ptr<float>(args.lse), dims, document_ptr(args.document_starts),
+                               scratch, stream);
   });
 }
 

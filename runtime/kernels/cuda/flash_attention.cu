@@ -1,7 +1,7 @@
 // Causal FlashAttention-2 on the device (Note [Flash attention on CUDA] in flash_tiles.cuh),
-// whole sequence or one ring block, with or without a sliding window: the forward keeps ctx and
-// lse; the backward (Delta, dK/dV, dQ) assigns dqkv (=) or adds into a block's dq, dkv (+=), no
-// atomics. bf16 on tensor cores, f32 on the FMA units.
+// whole sequence or one ring block, with or without a sliding window and documents: the forward
+// keeps ctx and lse; the backward (Delta, dK/dV, dQ) assigns dqkv (=) or adds into a block's dq,
+// dkv (+=), no atomics. bf16 on tensor cores, f32 on the FMA units.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -37,10 +37,17 @@ struct ForwardInputs {
   const Element* v;
 };
 
-// The first key tile a query of the block from query i0 sees: 0 without a window.
-__device__ __forceinline__ int first_key_tile(const Geometry& geo, int i0) {
-  const int first_key = geo.window > 0 ? max(0, i0 + geo.shift - geo.window + 1) : 0;
-  return first_key / kKeyTile * kKeyTile;
+// The first key tile a query of the block from query i0 sees: that of i0's first key, the
+// block's least; 0 without a window or documents.
+__device__ __forceinline__ int first_key_tile(const Geometry& geo, const Head& head, int i0) {
+  return max(0, first_visible_key(geo, head, i0)) / kKeyTile * kKeyTile;
+}
+
+// The first keys of the lane's queries row0 + lane / 4 (+ 8).
+__device__ __forceinline__ void lane_first_keys(int (&row_first_key)[2], const Geometry& geo,
+                                                const Head& head, int row0, int lane) {
+  row_first_key[0] = first_visible_key(geo, head, row0 + lane / 4);
+  row_first_key[1] = first_visible_key(geo, head, row0 + lane / 4 + 8);
 }
 
 // One CTA per (sample and head: blockIdx.x, query block: the last first, blockIdx.y). ctx is the
@@ -65,17 +72,23 @@ __global__ void __launch_bounds__(kFlashThreads)
   const SmemMatrix<Element, true> q{q_tile + warp * kWarpRows * kStride, kStride};
   const SmemMatrix<Element, true> k{k_tile, kStride};
   const SmemMatrix<Element, false> v{v_tile, kStride};  // B(key, d) of P V
+  int row_first_key[2];
+  lane_first_keys(row_first_key, geo, head, row0, lane);
   SoftmaxState state = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
   float o[kHeadDim / 8][4] = {};
   const int key_end = min(i0 + kBlockRows + geo.shift, geo.Tk);  // keys the block's queries see
-  for (int j0 = first_key_tile(geo, i0); j0 < key_end; j0 += kKeyTile) {
+  for (int j0 = first_key_tile(geo, head, i0); j0 < key_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous K and V
     load_tile<Element, kKeyTile, kHeadDim>(k_tile, in.k + head.kv, geo.kv_row, j0, geo.Tk, geo);
     load_tile<Element, kKeyTile, kHeadDim>(v_tile, in.v + head.kv, geo.kv_row, j0, geo.Tk, geo);
     __syncthreads();
+    // The keep bits before S (Dropout in Note [Flash attention on CUDA]).
+    const uint32_t keep = dropout.active ? keep_bits_query_major<kKeyTile / 8>(
+                                               dropout, head, geo, row0, j0, row_first_key, lane)
+                                         : 0u;
     float s[kKeyTile / 8][4] = {};
     warp_product<kKeyTile / 8, kHeadDim>(s, q, k, lane);
-    scale_and_mask(s, scale, geo, row0, j0, lane);
+    scale_and_mask(s, scale, geo, row0, j0, row_first_key, lane);
     float rescale[2];
     online_softmax(s, state, rescale);
 #pragma unroll
@@ -85,9 +98,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       o[n][2] *= rescale[1];
       o[n][3] *= rescale[1];
     }
-    if (dropout.active)
-      apply_keep_bits(s, dropout,
-                      keep_bits_query_major<kKeyTile / 8>(dropout, head, geo, row0, j0, lane));
+    if (dropout.active) apply_keep_bits(s, dropout, keep);
     warp_product_from_accumulators<kHeadDim / 8, kKeyTile>(o, s, v, lane, staging);
   }
   float inv_sum[2];
@@ -143,21 +154,25 @@ __global__ void flash_delta_kernel(float* delta, const Element* dctx, const Elem
 
 // One dK/dV step, elementwise: st := P^T F and dpt := dS^T = P^T (dP^T F - Delta) for the
 // warp's keys key0 + row and the step's queries i0 + column (0 where masked or query >= T),
-// st holding scale K Q^T and `keep` the step's keep bits (keep_bits_key_major).
+// st holding scale K Q^T and `keep` the step's keep bits (keep_bits_key_major); the step's
+// lse, Delta and first keys by column.
 template <int kN8>
 __device__ void key_major_gradients(float (&st)[kN8][4], float (&dpt)[kN8][4],
                                     const float* lse_step, const float* delta_step,
-                                    const DropoutRule& dropout, uint32_t keep, const Geometry& geo,
-                                    int key0, int i0, int lane) {
+                                    const int* step_first_key, const DropoutRule& dropout,
+                                    uint32_t keep, const Geometry& geo, int key0, int i0,
+                                    int lane) {
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int n = 0; n < kN8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int j = key0 + g + 8 * (e / 2), column = 8 * n + t2 + e % 2, i = i0 + column;
-      const float p = !masked(geo, i, j) && i < geo.T ? expf(st[n][e] - lse_step[column]) : 0.f;
+      const int first_key = step_first_key[column];
+      const float p =
+          !masked(geo, i, j, first_key) && i < geo.T ? expf(st[n][e] - lse_step[column]) : 0.f;
       const float f = dropout.active ? keep_factor(dropout, keep, 4 * n + e) : 1.f;
-      dpt[n][e] = lone_key(geo, i) ? 0.f : p * (dpt[n][e] * f - delta_step[column]);
+      dpt[n][e] = lone_key(geo, i, first_key) ? 0.f : p * (dpt[n][e] * f - delta_step[column]);
       st[n][e] = p * f;
     }
   }
@@ -176,6 +191,23 @@ constexpr int dkdv_min_blocks() {
   }
 }
 
+// The end of the query steps from first_step on that see a key up to last_key: the first step
+// whose first query's first key is past it (no later query sees one: first keys never
+// decrease), at most query_end. A binary search over the steps.
+__device__ int visible_query_end(const Geometry& geo, const Head& head, int first_step,
+                                 int query_end, int last_key) {
+  int low = 0, high = (query_end - first_step + kQueryStep - 1) / kQueryStep;
+  while (low < high) {  // the steps before low see a key, those from high on do not
+    const int middle = (low + high) / 2;
+    if (first_visible_key(geo, head, first_step + middle * kQueryStep) <= last_key) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  return min(query_end, first_step + low * kQueryStep);
+}
+
 // dK and dV of one CTA's 64 keys (blockIdx.y, the first block first) of one sample and kv head
 // (blockIdx.x), over its query heads in increasing order and for each over the query steps from
 // the first query that sees them to the last that does.
@@ -191,6 +223,7 @@ __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHead
   Element* dout_tile = reinterpret_cast<Element*>(smem + Smem::kDout);
   float* lse_step = reinterpret_cast<float*>(smem + Smem::kLse);
   float* delta_step = reinterpret_cast<float*>(smem + Smem::kDelta);
+  int* step_first_key = reinterpret_cast<int*>(smem + Smem::kFirstKey);
   const int warp = threadIdx.x / kWarpThreads, lane = threadIdx.x % kWarpThreads;
   float* staging = reinterpret_cast<float*>(smem + Smem::kStaging) +
                    warp * kWarpRows * staging_stride<kQueryStep>();
@@ -207,8 +240,9 @@ __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHead
   const int first_query = max(0, j0 - geo.shift);  // the first query that sees key j0
   const int first_step = first_query / kQueryStep * kQueryStep;
   const int last_key = min(j0 + kBlockRows, geo.Tk) - 1;
-  const int query_end =  // past the last query that sees the CTA's last key
-      geo.window > 0 ? min(geo.T, last_key - geo.shift + geo.window) : geo.T;
+  // The kv head's query heads are of one sample: they share their first keys.
+  const int query_end =
+      visible_query_end(geo, head_of(geo, kv_head, 0), first_step, geo.T, last_key);
   const int steps = max(0, query_end - first_step + kQueryStep - 1) / kQueryStep;  // per head
   // One loop over (query head, step) in that order: its head recomputed per step, nothing of a
   // query head stays live across the steps.
@@ -223,12 +257,13 @@ __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHead
       const int i = i0 + threadIdx.x;
       lse_step[threadIdx.x] = i < geo.T ? args.lse[head.rows + i] : 0.f;
       delta_step[threadIdx.x] = i < geo.T ? args.delta[head.rows + i] : 0.f;
+      step_first_key[threadIdx.x] = first_visible_key(geo, head, i);
     }
     __syncthreads();
-    // The warp's keys all follow the step's queries, lie past the keys, or are left of the
-    // windows of all of them.
+    // The warp's keys all follow the step's queries, lie past the keys, or before the first key
+    // of all of them (i0's, the step's least).
     if (key0 > i0 + kQueryStep - 1 + geo.shift || key0 >= geo.Tk ||
-        (geo.window > 0 && key0 + kWarpRows - 1 <= i0 + geo.shift - geo.window))
+        key0 + kWarpRows - 1 < step_first_key[0])
       continue;
     float st[kQueryStep / 8][4] = {}, dpt[kQueryStep / 8][4] = {};
     warp_product<kQueryStep / 8, kHeadDim>(st, k, SmemMatrix<Element, true>{q_tile, kStride}, lane);
@@ -238,10 +273,12 @@ __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHead
     for (int n = 0; n < kQueryStep / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) st[n][e] *= args.scale;
-    const uint32_t keep = args.dropout.active ? keep_bits_key_major<kQueryStep / 8>(
-                                                    args.dropout, head, geo, key0, i0, lane)
-                                              : 0u;
-    key_major_gradients(st, dpt, lse_step, delta_step, args.dropout, keep, geo, key0, i0, lane);
+    const uint32_t keep = args.dropout.active
+                              ? keep_bits_key_major<kQueryStep / 8>(args.dropout, head, geo, key0,
+                                                                    i0, step_first_key, lane)
+                              : 0u;
+    key_major_gradients(st, dpt, lse_step, delta_step, step_first_key, args.dropout, keep, geo,
+                        key0, i0, lane);
     warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
         dv, st, SmemMatrix<Element, false>{dout_tile, kStride}, lane, staging);
     warp_product_from_accumulators<kHeadDim / 8, kQueryStep>(
@@ -255,20 +292,21 @@ __global__ void __launch_bounds__(kFlashThreads, (dkdv_min_blocks<Element, kHead
 
 // One dQ step, elementwise: dp := dS = P (dP F - Delta) for the warp's queries row0 + row and
 // the tile's keys j0 + column, s holding scale Q K^T (and dp already dP F); 0 where masked or
-// query >= T, and in the rows of a lone key.
+// query >= T, and in the rows of a lone key. lse, delta and first keys: the lane's two queries'.
 template <int kN8>
 __device__ void query_major_gradients(const float (&s)[kN8][4], float (&dp)[kN8][4],
                                       const float (&lse)[2], const float (&delta)[2],
-                                      const bool (&lone)[2], const Geometry& geo, int row0, int j0,
-                                      int lane) {
+                                      const int (&row_first_key)[2], const Geometry& geo, int row0,
+                                      int j0, int lane) {
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int n = 0; n < kN8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = row0 + g + 8 * (e / 2), j = j0 + 8 * n + t2 + e % 2;
-      const float p = !masked(geo, i, j) && i < geo.T ? expf(s[n][e] - lse[e / 2]) : 0.f;
-      dp[n][e] = lone[e / 2] ? 0.f : p * (dp[n][e] - delta[e / 2]);
+      const int first_key = row_first_key[e / 2];
+      const float p = !masked(geo, i, j, first_key) && i < geo.T ? expf(s[n][e] - lse[e / 2]) : 0.f;
+      dp[n][e] = lone_key(geo, i, first_key) ? 0.f : p * (dp[n][e] - delta[e / 2]);
     }
   }
 }
@@ -295,27 +333,26 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
   load_tile<Element, kBlockRows, kHeadDim>(dout_tile, args.dctx + head.ctx, geo.ctx_row, i0, geo.T,
                                            geo);
   float lse[2], delta[2];  // of the lane's queries row0 + lane / 4 (+ 8)
-  bool lone[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = row0 + lane / 4 + 8 * r;
     lse[r] = i < geo.T ? args.lse[head.rows + i] : 0.f;
     delta[r] = i < geo.T ? args.delta[head.rows + i] : 0.f;
-    lone[r] = lone_key(geo, i);
   }
+  int row_first_key[2];
+  lane_first_keys(row_first_key, geo, head, row0, lane);
+  const int warp_first_key = first_visible_key(geo, head, row0);  // the least of the warp's
   const SmemMatrix<Element, true> q{q_tile + warp * kWarpRows * kStride, kStride};
   const SmemMatrix<Element, true> dout{dout_tile + warp * kWarpRows * kStride, kStride};
   float dq[kHeadDim / 8][4] = {};
   const int key_end = min(i0 + kBlockRows + geo.shift, geo.Tk);  // keys the block's queries see
-  for (int j0 = first_key_tile(geo, i0); j0 < key_end; j0 += kKeyTile) {
+  for (int j0 = first_key_tile(geo, head, i0); j0 < key_end; j0 += kKeyTile) {
     __syncthreads();  // every warp is done with the previous K and V
     load_tile<Element, kKeyTile, kHeadDim>(k_tile, args.k + head.kv, geo.kv_row, j0, geo.Tk, geo);
     load_tile<Element, kKeyTile, kHeadDim>(v_tile, args.v + head.kv, geo.kv_row, j0, geo.Tk, geo);
     __syncthreads();
-    // The tile's keys all follow the warp's queries, or are left of all their windows.
-    if (j0 > row0 + kWarpRows - 1 + geo.shift ||
-        (geo.window > 0 && j0 + kKeyTile - 1 <= row0 + geo.shift - geo.window))
-      continue;
+    // The tile's keys all follow the warp's queries, or lie before all their first keys.
+    if (j0 > row0 + kWarpRows - 1 + geo.shift || j0 + kKeyTile - 1 < warp_first_key) continue;
     float s[kKeyTile / 8][4] = {}, dp[kKeyTile / 8][4] = {};
     warp_product<kKeyTile / 8, kHeadDim>(s, q, SmemMatrix<Element, true>{k_tile, kStride}, lane);
     warp_product<kKeyTile / 8, kHeadDim>(dp, dout, SmemMatrix<Element, true>{v_tile, kStride},
@@ -325,11 +362,11 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dq_kernel(BackwardArgs<El
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[n][e] *= args.scale;
     if (args.dropout.active) {
-      const uint32_t keep =
-          keep_bits_query_major<kKeyTile / 8>(args.dropout, head, geo, row0, j0, lane);
+      const uint32_t keep = keep_bits_query_major<kKeyTile / 8>(args.dropout, head, geo, row0, j0,
+                                                                row_first_key, lane);
       apply_keep_bits(dp, args.dropout, keep);
     }
-    query_major_gradients(s, dp, lse, delta, lone, geo, row0, j0, lane);
+    query_major_gradients(s, dp, lse, delta, row_first_key, geo, row0, j0, lane);
     warp_product_from_accumulators<kHeadDim / 8, kKeyTile>(
         dq, dp, SmemMatrix<Element, false>{k_tile, kStride}, lane, staging);
   }
@@ -424,9 +461,10 @@ Layout block_layout(const cpu::FlashAttentionDims& d) {
 }
 
 // `operands` are the tensors tiles are loaded from (whole 16-byte chunks of them when they
-// allow); d checked.
+// allow); d checked; document_starts (seq_len, micro_batch) on the device, or null.
 template <class Element>
 Geometry make_geometry(const cpu::FlashAttentionDims& d, const Layout& layout,
+                       const int32_t* document_starts,
                        std::initializer_list<const void*> operands) {
   constexpr int64_t kPerChunk = 16 / sizeof(Element);
   bool vector_loads = d.head_dim % kPerChunk == 0;
@@ -442,6 +480,8 @@ Geometry make_geometry(const cpu::FlashAttentionDims& d, const Layout& layout,
   // A window of full_len or more masks nothing (Note [Sliding window]): the plain kernels.
   geo.window = d.window < d.full_len ? static_cast<int>(d.window) : 0;
   geo.q_position = d.q_position;
+  geo.document_starts = document_starts;
+  geo.B = static_cast<int>(d.micro_batch);
   geo.q_row = layout.q_row;
   geo.q_group = layout.q_group;
   geo.q_head = layout.q_head;
@@ -549,17 +589,18 @@ void launch_backward(BackwardArgs<Element, Grad> args, const Element* ctx,
 
 template <class Element>
 void whole_forward(Element* ctx, float* lse, const Element* qkv,
-                   const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
+                   const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                   cudaStream_t stream) {
   const cpu::FlashAttentionDims d = whole_sequence_dims(dims);
-  const Geometry geo = make_geometry<Element>(d, whole_sequence_layout(d), {qkv});
+  const Geometry geo = make_geometry<Element>(d, whole_sequence_layout(d), document_starts, {qkv});
   const int64_t k = d.group_size * d.head_dim, v = k + d.head_dim;  // a group's k and v
   launch_forward(ctx, lse, ForwardInputs<Element>{qkv, qkv + k, qkv + v}, geo, d, stream);
 }
 
 template <class Element>
 void whole_backward(Element* dqkv, const Element* dctx, const Element* qkv, const Element* ctx,
-                    const float* lse, const cpu::FlashAttentionDims& dims, void* scratch,
-                    cudaStream_t stream) {
+                    const float* lse, const cpu::FlashAttentionDims& dims,
+                    const int32_t* document_starts, void* scratch, cudaStream_t stream) {
   const cpu::FlashAttentionDims d = whole_sequence_dims(dims);
   const int64_t k = d.group_size * d.head_dim, v = k + d.head_dim;  // a group's k and v
   const BackwardArgs<Element, Element> args{
@@ -567,7 +608,7 @@ void whole_backward(Element* dqkv, const Element* dctx, const Element* qkv, cons
       dqkv + v, dctx,
       qkv,      qkv + k,
       qkv + v,  lse,
-      nullptr,  make_geometry<Element>(d, whole_sequence_layout(d), {qkv, dctx}),
+      nullptr,  make_geometry<Element>(d, whole_sequence_layout(d), document_starts, {qkv, dctx}),
       d.scale,  make_dropout(d),
       false};
   launch_backward(args, ctx, d, scratch, stream);
@@ -575,16 +616,18 @@ void whole_backward(Element* dqkv, const Element* dctx, const Element* qkv, cons
 
 template <class Element>
 void block_forward(float* ctx, float* lse, const Element* qkv, const Element* kv,
-                   const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
+                   const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                   cudaStream_t stream) {
   const cpu::FlashAttentionDims d = checked_dims(dims);
-  const Geometry geo = make_geometry<Element>(d, block_layout(d), {qkv, kv});
+  const Geometry geo = make_geometry<Element>(d, block_layout(d), document_starts, {qkv, kv});
   launch_forward(ctx, lse, ForwardInputs<Element>{qkv, kv, kv + d.head_dim}, geo, d, stream);
 }
 
 template <class Element>
 void block_backward(float* dq, float* dkv, const Element* dctx, const Element* qkv,
                     const Element* kv, const Element* ctx, const float* lse,
-                    const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream) {
+                    const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                    void* scratch, cudaStream_t stream) {
   const cpu::FlashAttentionDims d = checked_dims(dims);
   const int64_t D = d.head_dim;
   const BackwardArgs<Element, float> args{
@@ -592,7 +635,7 @@ void block_backward(float* dq, float* dkv, const Element* dctx, const Element* q
       dkv + D, dctx,
       qkv,     kv,
       kv + D,  lse,
-      nullptr, make_geometry<Element>(d, block_layout(d), {qkv, kv, dctx}),
+      nullptr, make_geometry<Element>(d, block_layout(d), document_starts, {qkv, kv, dctx}),
       d.scale, make_dropout(d),
       true};
   launch_backward(args, ctx, d, scratch, stream);
@@ -606,45 +649,51 @@ size_t flash_attention_backward_scratch_bytes(const cpu::FlashAttentionDims& dim
 }
 
 void flash_attention_forward(float* ctx, float* lse, const float* qkv,
-                             const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
-  whole_forward(ctx, lse, qkv, dims, stream);
+                             const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                             cudaStream_t stream) {
+  whole_forward(ctx, lse, qkv, dims, document_starts, stream);
 }
 void flash_attention_forward(__nv_bfloat16* ctx, float* lse, const __nv_bfloat16* qkv,
-                             const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
-  whole_forward(ctx, lse, qkv, dims, stream);
+                             const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                             cudaStream_t stream) {
+  whole_forward(ctx, lse, qkv, dims, document_starts, stream);
 }
 
 void flash_attention_backward(float* dqkv, const float* dctx, const float* qkv, const float* ctx,
-                              const float* lse, const cpu::FlashAttentionDims& dims, void* scratch,
-                              cudaStream_t stream) {
-  whole_backward(dqkv, dctx, qkv, ctx, lse, dims, scratch, stream);
+                              const float* lse, const cpu::FlashAttentionDims& dims,
+                              const int32_t* document_starts, void* scratch, cudaStream_t stream) {
+  whole_backward(dqkv, dctx, qkv, ctx, lse, dims, document_starts, scratch, stream);
 }
 void flash_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dctx,
                               const __nv_bfloat16* qkv, const __nv_bfloat16* ctx, const float* lse,
-                              const cpu::FlashAttentionDims& dims, void* scratch,
-                              cudaStream_t stream) {
-  whole_backward(dqkv, dctx, qkv, ctx, lse, dims, scratch, stream);
+                              const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                              void* scratch, cudaStream_t stream) {
+  whole_backward(dqkv, dctx, qkv, ctx, lse, dims, document_starts, scratch, stream);
 }
 
 void flash_block_forward(float* ctx, float* lse, const float* qkv, const float* kv,
-                         const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
-  block_forward(ctx, lse, qkv, kv, dims, stream);
+                         const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                         cudaStream_t stream) {
+  block_forward(ctx, lse, qkv, kv, dims, document_starts, stream);
 }
 void flash_block_forward(float* ctx, float* lse, const __nv_bfloat16* qkv, const __nv_bfloat16* kv,
-                         const cpu::FlashAttentionDims& dims, cudaStream_t stream) {
-  block_forward(ctx, lse, qkv, kv, dims, stream);
+                         const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                         cudaStream_t stream) {
+  block_forward(ctx, lse, qkv, kv, dims, document_starts, stream);
 }
 
 void flash_block_backward(float* dq, float* dkv, const float* dctx, const float* qkv,
                           const float* kv, const float* ctx, const float* lse,
-                          const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream) {
-  block_backward(dq, dkv, dctx, qkv, kv, ctx, lse, dims, scratch, stream);
+                          const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                          void* scratch, cudaStream_t stream) {
+  block_backward(dq, dkv, dctx, qkv, kv, ctx, lse, dims, document_starts, scratch, stream);
 }
 void flash_block_backward(float* dq, float* dkv, const __nv_bfloat16* dctx,
                           const __nv_bfloat16* qkv, const __nv_bfloat16* kv,
                           const __nv_bfloat16* ctx, const float* lse,
-                          const cpu::FlashAttentionDims& dims, void* scratch, cudaStream_t stream) {
-  block_backward(dq, dkv, dctx, qkv, kv, ctx, lse, dims, scratch, stream);
+                          const cpu::FlashAttentionDims& dims, const int32_t* document_starts,
+                          void* scratch, cudaStream_t stream) {
+  block_backward(dq, dkv, dctx, qkv, kv, ctx, lse, dims, document_starts, scratch, stream);
 }
 
 }  // namespace runtime::cuda

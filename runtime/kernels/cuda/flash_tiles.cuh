@@ -30,11 +30,11 @@ namespace runtime::cuda::device::flash {
 // so the fragment loads of a warp fall in 32 different banks.
 // Forward: a CTA per (sample and head, 64 queries), the last query blocks (the most keys)
 // first. Per key tile of 64, up to the diagonal (later tiles are never loaded): S = scale Q K^T,
-// -inf where key > query (in tiles that cross the diagonal, or a window's lower edge: Sliding
-// window below), then the CPU's online softmax (running max m, running sum l, O rescaled),
-// P * F (dropout) and O += (P F) V, with P F read from the accumulators as the MMA's A operand
-// (rounded to bf16 first, as FlashAttention-2 does; the f32 path stages it through shared
-// memory). ctx = O / l, lse = m + log l.
+// -inf where key > query or key < the query's first key (in tiles that cross the diagonal or a
+// first key: First keys below), then the CPU's online softmax (running max m, running sum l, O
+// rescaled), P * F (dropout) and O += (P F) V, with P F read from the accumulators as the MMA's
+// A operand (rounded to bf16 first, as FlashAttention-2 does; the f32 path stages it through
+// shared memory). ctx = O / l, lse = m + log l.
 // Backward: Delta = rowsum(dO * O), a warp per row. dK/dV: a CTA per (sample and kv head, 64
 // keys), each warp 16 keys, over the kv head's query heads in increasing order (Note
 // [Grouped-query attention] in runtime/op_args.h; one without it) and for each over query
@@ -44,22 +44,26 @@ namespace runtime::cuda::device::flash {
 // dQ: a CTA per (sample and head, 64 queries), over key tiles of 64 up to the diagonal: S, P,
 // dP, dS as above, dQ += dS K. dK and dQ are multiplied by scale when written. The dK/dV steps
 // hold 32 queries so that dK, dV (64 + 64 accumulators at head_dim 128) and two 16 x 32 tiles
-// fit a lane's registers. Query 0 sees one key (every query does with a window of 1), so its
-// softmax is the constant 1 and its dS is exactly 0: the kernels write that 0 ("lone key",
-// lone_key) rather than the rounding noise of dP F - Delta, two equal sums taken in different
-// orders (the host, summing in yet other orders, often cancels them exactly, and the op twins
-// demand a 0 wherever the host has one).
+// fit a lane's registers. Query 0 sees one key (so does every query with a window of 1, or at
+// its document's start: a query whose first key is its own), so its softmax is the constant 1
+// and its dS is exactly 0: the kernels write that 0 ("lone key", lone_key) rather than the
+// rounding noise of dP F - Delta, two equal sums taken in different orders (the host, summing
+// in yet other orders, often cancels them exactly, and the op twins demand a 0 wherever the
+// host has one).
 //
 // Dropout. Element (query i, key j) of local head h and sample b is element
 // ((head_offset + h) L + q_position + i) L + kv_position + j of global sample sample_offset + b
 // (L = full_len; T and 0 for the whole sequence; Note [Dropout RNG]), drawn
 // where its tile is computed, into a keep bit per element of the lane (32 bits cover a lane's
 // 16 x 64 tile) by a loop that is not unrolled, so one Philox body is live at a time and the
-// unrolled tile code only tests bits. The forward and dQ draw a lane's two consecutive keys from
-// one Philox block (two when they straddle blocks); dK/dV, whose lanes hold consecutive queries,
-// draws each element alone. Kept iff bits >= threshold, then scaled by keep_scale =
-// 1.0f / (1.0f - p); the host computes both as the CPU twin does. Masked elements and queries
-// past T draw nothing, but for a masked key whose pair partner is visible (left of a window).
+// unrolled tile code only tests bits; the forward draws a tile's bits before computing S, so
+// that the Philox rounds do not share the registers with S and O. The forward and dQ draw a
+// lane's two consecutive keys from one Philox block (two when they straddle blocks); dK/dV,
+// whose lanes hold consecutive queries, draws each element alone. Kept iff bits >= threshold,
+// then scaled by keep_scale = 1.0f / (1.0f - p); the host computes both as the CPU twin does.
+// Masked elements and queries past T draw nothing, but for a masked key whose pair partner is
+// visible (the key before a query's first key: its bits are those of its coordinates, and its
+// P is 0).
 //
 // Blocks (Note [Flash blocks]). The same kernels run a query block of qkv against a key block of
 // kv: Geometry holds where q, k, v and their gradients live, the key rows Tk, and shift =
@@ -67,14 +71,27 @@ namespace runtime::cuda::device::flash {
 // forward writes f32 ctx; the backward adds (+=) into f32 dq and dkv, each element by its one
 // writer as before. Key tiles past the last visible key are not loaded; the dK/dV steps start
 // at the first query that sees the CTA's first key. The lone key is that of global query 0 (of
-// every query with a window of 1).
+// every query with a window of 1, and of a query at its document's start).
 //
 // Sliding window (Note [Sliding window] in runtime/op_args.h). Geometry's window W > 0 also
-// masks key j for query i when j <= i + shift - W (masked); a window of full_len or more masks
-// nothing and runs as W = 0. The forward and dQ start at the key tile of the first key a query
-// of the CTA sees (i0 + shift - W + 1), and a warp skips a key tile (dQ) or a query step
-// (dK/dV) in which its keys are left of every query's window; the dK/dV steps end after the last
-// query that sees the CTA's last key j (j - shift + W - 1). Every window test is false for W = 0.
+// masks key j for query i when j <= i + shift - W; a window of full_len or more masks nothing
+// and runs as W = 0.
+//
+// Documents (Note [Document masking] in runtime/op_args.h). Geometry's document_starts, (T, B),
+// also masks key j for query i when kv_position + j is before the start of i's document; null
+// is one document, which masks nothing.
+//
+// First keys. Both cut a query's keys on the left: query i sees the keys from its first key on
+// (first_visible_key, a local key row: the later of i + shift - W + 1 and start - kv_position;
+// that of global position 0 with neither), masked() masks those before it, and the query is
+// lone when its own key is its first. Windows and starts never decrease along a sample's
+// queries, so neither do first keys, and the first query of a block or a step has the least:
+// the forward and dQ start at the key tile of their first query's first key, a warp skips a key
+// tile (dQ) or a query step (dK/dV) whose keys all lie before its first query's, and the dK/dV
+// steps end at the first step whose first query's first key is past the CTA's last key (a
+// binary search over the steps, once per CTA). A tile that crosses a first key of a lane's
+// queries is masked element by element; tiles and dropout coordinates are those of the plain
+// causal mask, whatever the window and documents.
 //
 // Determinism. Every output element belongs to one lane of one CTA and is summed in a fixed
 // order (k steps, then tiles, then query heads, then a fixed butterfly over the 4 lanes of a
@@ -111,8 +128,11 @@ struct Geometry {
                                       // iff j <= i + shift (0 for the whole sequence)
   int window;                         // and, when > 0, j > i + shift - window (Note [Sliding
                                       // window] in runtime/op_args.h)
-  int64_t q_position;                 // global position of query 0 (a query sees one key at
-                                      // global 0, or everywhere with window 1)
+  int64_t q_position;                 // global position of query 0 (kv_position + shift)
+  const int32_t* document_starts;     // (T, B): the global position of the start of query i's
+                                      // document in local sample b at [i * B + b] (Note
+                                      // [Document masking]); null: one document
+  int B;                              // local samples
   int64_t q_row, q_group, q_head;     // of q (in qkv)
   int64_t kv_row, kv_head;            // of k and v
   int64_t dq_row, dq_group, dq_head;  // of dq
@@ -144,6 +164,7 @@ struct Head {
   uint64_t first_element;  // dropout element of (query 0, key 0): ((head_offset + h) * L +
                            // q_position) * L + kv_position
   uint64_t sample;         // global sample index
+  const int32_t* starts;   // its sample's document starts (query i's at [i * B]), or null
 };
 
 // Query head `member` of kv head `kv_head` (of sample b = bh / H: query head bh = kv_head *
@@ -160,18 +181,29 @@ __device__ inline Head head_of(const Geometry& geo, int kv_head, int member) {
   head.first_element =
       static_cast<uint64_t>(geo.head_offset + h) * geo.full_len * geo.full_len + geo.first_position;
   head.sample = static_cast<uint64_t>(geo.sample_offset + b);
+  head.starts = geo.document_starts != nullptr ? geo.document_starts + b : nullptr;
   return head;
 }
 
-// Key j is masked for query i (both local rows): after it, past the key rows, or left of its
-// window.
-__device__ __forceinline__ bool masked(const Geometry& geo, int i, int j) {
-  return j > i + geo.shift || j >= geo.Tk || (geo.window > 0 && j <= i + geo.shift - geo.window);
+// The first key query i sees, as a local key row (First keys in the note above): the later of
+// its window's first and its document's start; global position 0's with neither, and for a
+// query past T. It may lie before or past the keys of a block.
+__device__ __forceinline__ int first_visible_key(const Geometry& geo, const Head& head, int i) {
+  const int kv_position = static_cast<int>(geo.q_position) - geo.shift;
+  const int start = head.starts != nullptr && i < geo.T ? head.starts[int64_t{i} * geo.B] : 0;
+  return geo.window > 0 ? max(start - kv_position, i + geo.shift - geo.window + 1)
+                        : start - kv_position;
 }
 
-// Query i's softmax has one key (the lone key: Note [Flash attention on CUDA]).
-__device__ __forceinline__ bool lone_key(const Geometry& geo, int i) {
-  return geo.q_position + i == 0 || geo.window == 1;
+// Key j is masked for query i (both local rows; first_key: first_visible_key(i)): after it,
+// past the key rows, or before its first key.
+__device__ __forceinline__ bool masked(const Geometry& geo, int i, int j, int first_key) {
+  return j > i + geo.shift || j >= geo.Tk || j < first_key;
+}
+
+// Query i's softmax has one key, its own (the lone key: Note [Flash attention on CUDA]).
+__device__ __forceinline__ bool lone_key(const Geometry& geo, int i, int first_key) {
+  return first_key == i + geo.shift;
 }
 
 // ---- shared memory ----
@@ -214,7 +246,8 @@ struct KeyValueSmem {              // the dK/dV kernel
   static constexpr size_t kDout = kQ + tile_bytes<Element, kHeadDim>(kQueryStep);
   static constexpr size_t kLse = kDout + tile_bytes<Element, kHeadDim>(kQueryStep);  // kQueryStep
   static constexpr size_t kDelta = kLse + kQueryStep * sizeof(float);                // kQueryStep
-  static constexpr size_t kStaging = kDelta + kQueryStep * sizeof(float);
+  static constexpr size_t kFirstKey = kDelta + kQueryStep * sizeof(float);  // kQueryStep ints
+  static constexpr size_t kStaging = kFirstKey + kQueryStep * sizeof(int);
   static constexpr size_t kBytes = kStaging + staging_bytes<Element, kQueryStep>();
 };
 template <class Element, int kHeadDim>
@@ -404,11 +437,13 @@ __device__ __forceinline__ Philox4x32 philox_block(const DropoutRule& rule, uint
 // unrolled loops over the tile test bits.
 
 // Query-major tiles (forward, dQ): the lane's two keys j0 + 8n + t2 (+ 1) of query row0 + g (+ 8)
-// are consecutive elements, drawn from one Philox block (two when they straddle blocks), unless
-// both are masked (the first alone can be, left of a window).
+// (whose first keys are row_first_key) are consecutive elements, drawn from one Philox block
+// (two when they straddle blocks), unless both are masked (the first alone can be, before the
+// query's first key).
 template <int kN8>
 __device__ inline uint32_t keep_bits_query_major(const DropoutRule& rule, const Head& head,
-                                                 const Geometry& geo, int row0, int j0, int lane) {
+                                                 const Geometry& geo, int row0, int j0,
+                                                 const int (&row_first_key)[2], int lane) {
   static_assert(4 * kN8 <= 32, "a bit per element of the lane");
   const int g = lane / 4, t2 = lane % 4 * 2;
   uint32_t keep = 0;
@@ -416,7 +451,8 @@ __device__ inline uint32_t keep_bits_query_major(const DropoutRule& rule, const 
   for (int pair = 0; pair < 2 * kN8; ++pair) {  // pair 2n + r: bits 4n + 2r and 4n + 2r + 1
     const int n = pair / 2, r = pair % 2;
     const int i = row0 + g + 8 * r, j = j0 + 8 * n + t2;
-    if (i >= geo.T || (masked(geo, i, j) && masked(geo, i, j + 1))) continue;
+    const int first_key = r == 0 ? row_first_key[0] : row_first_key[1];  // no runtime index
+    if (i >= geo.T || (masked(geo, i, j, first_key) && masked(geo, i, j + 1, first_key))) continue;
     const uint64_t element = head.first_element + static_cast<uint64_t>(i) * geo.full_len + j;
     const uint64_t word = element & 3;
     const Philox4x32 block = philox_block(rule, head.sample, element >> 2);
@@ -434,10 +470,12 @@ __device__ inline uint32_t keep_bits_query_major(const DropoutRule& rule, const 
 }
 
 // Key-major tiles (dK/dV): element e of block n is key key0 + g + 8 (e / 2) of query
-// i0 + 8n + t2 + e % 2; consecutive elements belong to different queries, so each is drawn alone.
+// i0 + 8n + t2 + e % 2 (whose first key is step_first_key[i - i0]); consecutive elements belong
+// to different queries, so each is drawn alone.
 template <int kN8>
 __device__ inline uint32_t keep_bits_key_major(const DropoutRule& rule, const Head& head,
-                                               const Geometry& geo, int key0, int i0, int lane) {
+                                               const Geometry& geo, int key0, int i0,
+                                               const int* step_first_key, int lane) {
   static_assert(4 * kN8 <= 32, "a bit per element of the lane");
   const int g = lane / 4, t2 = lane % 4 * 2;
   uint32_t keep = 0;
@@ -445,7 +483,7 @@ __device__ inline uint32_t keep_bits_key_major(const DropoutRule& rule, const He
   for (int bit = 0; bit < 4 * kN8; ++bit) {
     const int n = bit / 4, e = bit % 4;
     const int j = key0 + g + 8 * (e / 2), i = i0 + 8 * n + t2 + e % 2;
-    if (i >= geo.T || masked(geo, i, j)) continue;
+    if (i >= geo.T || masked(geo, i, j, step_first_key[i - i0])) continue;
     const uint64_t element = head.first_element + static_cast<uint64_t>(i) * geo.full_len + j;
     const uint32_t bits = philox_word(philox_block(rule, head.sample, element >> 2), element & 3);
     keep |= uint32_t{bits >= rule.threshold} << bit;
@@ -468,19 +506,20 @@ __device__ inline void apply_keep_bits(float (&x)[kN8][4], const DropoutRule& ru
 }
 
 // s := scale * s, and -inf where key j0 + column is masked for query row0 + row, when the tile
-// crosses the warp's diagonal, the end of the keys or the lower edge of the warp's windows.
+// crosses the warp's diagonal, the end of the keys or a first key of the lane's queries
+// (row_first_key, as keep_bits_query_major's).
 template <int kN8>
 __device__ inline void scale_and_mask(float (&s)[kN8][4], float scale, const Geometry& geo,
-                                      int row0, int j0, int lane) {
+                                      int row0, int j0, const int (&row_first_key)[2], int lane) {
   const bool crosses = j0 + 8 * kN8 - 1 > row0 + geo.shift || j0 + 8 * kN8 > geo.Tk ||
-                       (geo.window > 0 && j0 <= row0 + kWarpRows - 1 + geo.shift - geo.window);
+                       j0 < max(row_first_key[0], row_first_key[1]);
   const int g = lane / 4, t2 = lane % 4 * 2;
 #pragma unroll
   for (int n = 0; n < kN8; ++n) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = row0 + g + 8 * (e / 2), j = j0 + 8 * n + t2 + e % 2;
-      s[n][e] = crosses && masked(geo, i, j) ? -INFINITY : scale * s[n][e];
+      s[n][e] = crosses && masked(geo, i, j, row_first_key[e / 2]) ? -INFINITY : scale * s[n][e];
     }
   }
 }

@@ -175,41 +175,66 @@ int64_t random_window(Case& c, int64_t seq) {
   return c.pick({0, 1, 5, seq / 2 + 1, seq + 3});
 }
 
+// The documents of a softmax's seq rows (random_document_starts) in each of its micro_batch
+// samples.
+struct SoftmaxDocuments {
+  Tensor starts;  // (seq, micro_batch) i32, or undefined: one document
+  int64_t micro_batch = 1;
+};
+
+// A softmax's shape and documents: 1 or 2 samples of heads_and_seq's heads.
+struct SoftmaxCase {
+  int64_t batch_heads, seq;
+  SoftmaxDocuments documents;
+};
+SoftmaxCase random_softmax(Case& c) {
+  const auto [heads, seq] = heads_and_seq(c);
+  const int64_t micro_batch = c.pick({1, 2});
+  return {micro_batch * heads, seq, {random_document_starts(c, seq, micro_batch), micro_batch}};
+}
+
 // A causal softmax output of (batch_heads, seq, seq) from random scores, rounded like its twin.
-Tensor random_probs(Case& c, int64_t batch_heads, int64_t seq, int64_t window = 0) {
+Tensor random_probs(Case& c, int64_t batch_heads, int64_t seq, int64_t window = 0,
+                    const SoftmaxDocuments& documents = {}) {
   const Tensor probs = c.act({batch_heads, seq, seq});
   ops::causal_softmax_forward({.probs = probs,
                                .scores = c.act({batch_heads, seq, seq}, -3.f, 3.f),
                                .batch_heads = batch_heads,
                                .seq = seq,
-                               .window = window});
+                               .window = window,
+                               .document_starts = documents.starts,
+                               .micro_batch = documents.micro_batch});
   c.settle(probs);
   return probs;
 }
 
 Row causal_softmax_forward_row() {
   return TWIN_ROW(causal_softmax_forward, kReordered, [](Case& c) {
-    const auto [batch_heads, seq] = heads_and_seq(c);
+    const auto [batch_heads, seq, documents] = random_softmax(c);
     const Tensor scores = c.act({batch_heads, seq, seq}, -3.f, 3.f);
     return ops::CausalSoftmaxForward{.probs = c.coin() ? scores : c.act({batch_heads, seq, seq}),
                                      .scores = scores,
                                      .batch_heads = batch_heads,
                                      .seq = seq,
-                                     .window = random_window(c, seq)};
+                                     .window = random_window(c, seq),
+                                     .document_starts = documents.starts,
+                                     .micro_batch = documents.micro_batch};
   });
 }
 
 Row causal_softmax_backward_row() {
   return TWIN_ROW(causal_softmax_backward, kReordered, [](Case& c) {
-    const auto [batch_heads, seq] = heads_and_seq(c);
+    const auto [batch_heads, seq, documents] = random_softmax(c);
     const int64_t window = random_window(c, seq);
     const Tensor dprobs = c.act({batch_heads, seq, seq});
     return ops::CausalSoftmaxBackward{.dscores = c.coin() ? dprobs : c.act({batch_heads, seq, seq}),
                                       .dprobs = dprobs,
-                                      .probs = random_probs(c, batch_heads, seq, window),
+                                      .probs = random_probs(c, batch_heads, seq, window, documents),
                                       .batch_heads = batch_heads,
                                       .seq = seq,
-                                      .window = window};
+                                      .window = window,
+                                      .document_starts = documents.starts,
+                                      .micro_batch = documents.micro_batch};
   });
 }
 

@@ -1,7 +1,8 @@
 // Twin rows of the ring attention block operators (Note [Flash blocks]): pack_kv, a flash block
-// (diagonal, fully visible, or with queries that see no key), the log-sum-exp merge, a block's
-// backward from a merged output, and the assembly of dqkv, with 1, 2 or 4 query heads per kv
-// head (Note [Grouped-query attention]); tolerances as Note [Twin tolerance].
+// (diagonal, fully visible, or with queries that see no key; with or without documents), the
+// log-sum-exp merge, a block's backward from a merged output, and the assembly of dqkv, with 1,
+// 2 or 4 query heads per kv head (Note [Grouped-query attention]); tolerances as Note [Twin
+// tolerance].
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -50,6 +51,8 @@ HeadSizes random_grouped_sizes(Case& c) {
 // before the queries, overlapping them, or after some: rows that see no key), with a sliding
 // window (Note [Sliding window] in runtime/op_args.h) of none, one key, 5, 40 or 100 keys (which
 // cut the key block, or end before it: more rows that see no key), or full_len (masks nothing).
+// The rows draw its document starts (random_document_starts) anywhere before its last query:
+// in the key block, before it (more rows that see no key) or in the query block.
 runtime::FlashAttentionDims random_block(Case& c) {
   const int64_t group_size = random_group(c);
   runtime::FlashAttentionDims d{.seq_len = c.pick({1, 7, 33, 65, 129}),
@@ -99,11 +102,13 @@ Row flash_block_forward_row() {
   return TWIN_ROW(flash_block_forward, kFlashBlock, [](Case& c) {
     const runtime::FlashAttentionDims d = random_block(c);
     const HeadSizes q = queries_of(d), k = keys_of(d);
-    return ops::FlashBlockForward{.ctx = c.f32(q.hidden(d.head_dim)),
-                                  .lse = c.f32(q.lse()),
-                                  .qkv = c.act(q.qkv(), -2.f, 2.f),
-                                  .kv = c.act(k.key_values(), -2.f, 2.f),
-                                  .dims = d};
+    return ops::FlashBlockForward{
+        .ctx = c.f32(q.hidden(d.head_dim)),
+        .lse = c.f32(q.lse()),
+        .qkv = c.act(q.qkv(), -2.f, 2.f),
+        .kv = c.act(k.key_values(), -2.f, 2.f),
+        .dims = d,
+        .document_starts = random_document_starts(c, d.seq_len, d.micro_batch, d.q_position)};
   });
 }
 
@@ -134,23 +139,19 @@ Row flash_block_backward_row() {
   return TWIN_ROW(flash_block_backward, kFlashBlock, [](Case& c) {
     const runtime::FlashAttentionDims d = random_block(c);
     const HeadSizes q = queries_of(d), k = keys_of(d);
-    ops::FlashBlockForward forward{.ctx = c.f32(q.hidden(d.head_dim)),
-                                   .lse = c.f32(q.lse()),
-                                   .qkv = c.act(q.qkv(), -2.f, 2.f),
-                                   .kv = c.act(k.key_values(), -2.f, 2.f),
-                                   .dims = d};
+    ops::FlashBlockForward forward{
+        .ctx = c.f32(q.hidden(d.head_dim)),
+        .lse = c.f32(q.lse()),
+        .qkv = c.act(q.qkv(), -2.f, 2.f),
+        .kv = c.act(k.key_values(), -2.f, 2.f),
+        .dims = d,
+        .document_starts = random_document_starts(c, d.seq_len, d.micro_batch, d.q_position)};
     ops::flash_block_forward(forward);  // the ctx and lse of this block
     const Tensor ctx = c.act(q.hidden(d.head_dim));
     std::copy_n(forward.ctx.f32(), ctx.numel(), ctx.f32());
     c.settle(ctx);
     const Tensor dctx = c.act(q.hidden(d.head_dim));
-    // Note [Lone key in the twins]: global query 0 sees one key; with a window of 1, every query
-    // does.
-    if (d.window == 1) {
-      std::fill_n(dctx.f32(), dctx.numel(), 0.f);
-    } else if (d.q_position == 0) {
-      zero_lone_key_rows(dctx, d);
-    }
+    zero_lone_key_rows(dctx, d, forward.document_starts);  // Note [Lone key in the twins]
     return ops::FlashBlockBackward{.dq = c.f32(q.hidden(d.head_dim)),
                                    .dkv = c.f32(k.key_values()),
                                    .dctx = dctx,
@@ -158,7 +159,8 @@ Row flash_block_backward_row() {
                                    .kv = forward.kv,
                                    .ctx = ctx,
                                    .lse = forward.lse,
-                                   .dims = d};
+                                   .dims = d,
+                                   .document_starts = forward.document_starts};
   });
 }
 

@@ -316,9 +316,10 @@ Row attention_context_backward_row() {
 // (group_size + 2) * head_dim) of lengths across the kernels' tiles, 1, 2 or 4 query heads per
 // kv head, with or without dropout, at a head and sample offset, with a sliding window (Note
 // [Sliding window] in runtime/op_args.h) of none, one key, a few, about half the sequence, or
-// more than all of it.
+// more than all of it, with or without documents (random_document_starts).
 struct FlashCase {
   runtime::FlashAttentionDims dims;
+  Tensor document_starts;  // (seq, micro_batch) i32, or undefined
   runtime::Shape hidden(int64_t per_head) const {
     return {dims.seq_len, dims.micro_batch, dims.heads * per_head};
   }
@@ -342,6 +343,7 @@ FlashCase random_flash(Case& c) {
             .dropout_key = {static_cast<uint32_t>(c.pick({1, 77})), 42u},
             .group_size = group_size};
   f.dims.window = c.pick({0, 1, 5, f.dims.seq_len / 2 + 1, f.dims.seq_len + 3});
+  f.document_starts = random_document_starts(c, f.dims.seq_len, f.dims.micro_batch);
   return f;
 }
 
@@ -359,7 +361,8 @@ Row flash_attention_forward_row() {
     return ops::FlashAttentionForward{.ctx = c.act(f.hidden(f.dims.head_dim)),
                                       .lse = c.f32(f.rows()),
                                       .qkv = c.act(f.qkv(), -2.f, 2.f),
-                                      .dims = f.dims};
+                                      .dims = f.dims,
+                                      .document_starts = f.document_starts};
   });
 }
 
@@ -369,22 +372,19 @@ Row flash_attention_backward_row() {
     ops::FlashAttentionForward forward{.ctx = c.act(f.hidden(f.dims.head_dim)),
                                        .lse = c.f32(f.rows()),
                                        .qkv = c.act(f.qkv(), -2.f, 2.f),
-                                       .dims = f.dims};
+                                       .dims = f.dims,
+                                       .document_starts = f.document_starts};
     ops::flash_attention_forward(forward);  // the ctx and lse of this qkv
     c.settle(forward.ctx);
     const Tensor dctx = c.act(f.hidden(f.dims.head_dim));
-    // Note [Lone key in the twins]: query 0 sees one key; with a window of 1, every query does.
-    if (f.dims.window == 1) {
-      std::fill_n(dctx.f32(), dctx.numel(), 0.f);
-    } else {
-      zero_lone_key_rows(dctx, f.dims);
-    }
+    zero_lone_key_rows(dctx, f.dims, f.document_starts);  // Note [Lone key in the twins]
     return ops::FlashAttentionBackward{.dqkv = c.act(f.qkv()),
                                        .dctx = dctx,
                                        .qkv = forward.qkv,
                                        .ctx = forward.ctx,
                                        .lse = forward.lse,
-                                       .dims = f.dims};
+                                       .dims = f.dims,
+                                       .document_starts = f.document_starts};
   });
 }
 

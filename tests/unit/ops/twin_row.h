@@ -105,16 +105,51 @@ std::vector<Row> flash_block_rows();
 std::vector<Row> vector_rows();
 std::vector<Row> memory_rows();
 
+// Random document starts (Note [Document masking] in runtime/op_args.h) of `rows` query rows at
+// global positions q_position on, (rows, micro_batch) i32, in three cases of four (else undefined:
+// one document). Per sample, end-of-document tokens at 1, 3 or 8 random positions before the
+// last row, and one just before a random row, which then starts its document (a lone key: Note
+// [Lone key in the twins]); a row's start is the position after the last token before it, or 0.
+inline Tensor random_document_starts(Case& c, int64_t rows, int64_t micro_batch,
+                                     int64_t q_position = 0) {
+  if (c.pick({0, 1, 1, 1}) == 0) return Tensor();
+  const Tensor starts = c.zeros({rows, micro_batch}, DType::i32);
+  const auto below = [&c](int64_t n) {  // uniform in [0, n)
+    return std::min(n - 1, static_cast<int64_t>(c.uniform(0.f, static_cast<float>(n))));
+  };
+  for (int64_t b = 0; b < micro_batch; ++b) {
+    std::vector<int64_t> ends = {q_position + below(rows) - 1};  // -1: ends nothing
+    for (int64_t count = c.pick({1, 3, 8}); count > 0; --count)
+      ends.push_back(below(q_position + rows));
+    std::sort(ends.begin(), ends.end());
+    size_t next = 0;
+    int64_t start = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      while (next < ends.size() && ends[next] < q_position + i) start = ends[next++] + 1;
+      starts.i32()[i * micro_batch + b] = static_cast<int32_t>(start);
+    }
+  }
+  return starts;
+}
+
 // Note [Lone key in the twins]
 // Global query 0 sees one key, so its softmax is the constant 1 and its dS exactly 0: the device
 // writes that 0 (Note [Flash attention on CUDA]), the host the rounding of dP F - Delta, which
 // with a bf16 ctx (Delta taken from the rounded output) reaches about 2^-8 of |dO| |O| summed
 // over head_dim, and a case whose only query is query 0 (seq_len 1) has no larger gradient to
 // measure it against. So the flash backward rows give query 0 a zero output gradient: both sides
-// then add exactly 0 through it. With a sliding window of one key every query is lone, and those
-// rows zero the whole dctx instead. dctx: (seq, micro_batch, heads * head_dim), row 0 = query 0.
-inline void zero_lone_key_rows(const Tensor& dctx, const runtime::FlashAttentionDims& dims) {
-  std::fill_n(dctx.f32(), dims.micro_batch * dims.heads * dims.head_dim, 0.f);
+// then add exactly 0 through it. They do the same for every other lone query: every query with
+// a sliding window of one key, and with documents every query at its document's start (Note
+// [Document masking] in runtime/op_args.h). dctx: (seq, micro_batch, heads * head_dim), row i the
+// query at global position dims.q_position + i; document_starts: (seq, micro_batch), or undefined.
+inline void zero_lone_key_rows(const Tensor& dctx, const runtime::FlashAttentionDims& dims,
+                               const Tensor& document_starts) {
+  const int64_t width = dims.heads * dims.head_dim;
+  for (int64_t row = 0; row < dims.seq_len * dims.micro_batch; ++row) {  // row = i * B + b
+    const int64_t position = dims.q_position + row / dims.micro_batch;
+    const int64_t start = document_starts.defined() ? document_starts.i32()[row] : 0;
+    if (dims.window == 1 || start == position) std::fill_n(dctx.f32() + row * width, width, 0.f);
+  }
 }
 
 // A compute row: TWIN_ROW(op, tolerance, build[, causal_output]).
