@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <sstream>
 
 #include "parallel/core/process_groups.h"
@@ -32,6 +33,30 @@ void write_dataset(const std::string& prefix, int64_t num_tokens) {
   trainer::IndexedDatasetWriter writer(prefix, trainer::TokenDType::uint16);
   writer.add_document(corpus.tokens);
   writer.finish();
+}
+
+std::vector<std::string> llama_flash_overrides(const WorkDir& work, const ModelShape& shape,
+                                               int steps) {
+  std::vector<std::string> overrides = run_overrides(work, shape);
+  overrides.insert(overrides.end(), {"model.architecture=llama", "model.num_query_groups=2",
+                                     "model.ffn_hidden_size=688", "model.attention_backend=flash",
+                                     "train.micro_batch_size=1", "train.global_batch_size=1",
+                                     set("train.steps", steps)});
+  return overrides;
+}
+
+void print_llama_flash_model(const ModelShape& shape, const std::string& what, int warmup,
+                             int steps) {
+  std::printf(
+      "model: llama, %lld layers, hidden %lld, heads %lld (2 kv), vocab %lld, micro batch 1, "
+      "dropout %.1f, fp32, flash, no recompute; %s; %d warm-up step, then the mean of %d\n",
+      static_cast<long long>(shape.num_layers), static_cast<long long>(shape.hidden_size),
+      static_cast<long long>(shape.num_attention_heads), static_cast<long long>(shape.vocab_size),
+      kDropout, what.c_str(), warmup, steps);
+}
+
+double tokens_per_s(int64_t seq, const StepResult& r) {
+  return static_cast<double>(seq) / (r.step_ms / 1e3);
 }
 
 std::vector<std::string> run_overrides(const WorkDir& work, const ModelShape& shape) {

@@ -49,6 +49,15 @@ constexpr double kDropout = 0.1;
 // run directory at work/"run", the whole dataset for training, no validation, no export.
 std::vector<std::string> run_overrides(const WorkDir& work, const ModelShape& shape);
 
+// The attention benchmarks' run (bench_window, bench_documents): run_overrides of `shape` as a
+// Llama block (2 kv heads, ffn 688) under flash attention, micro batch 1, no recompute, `steps`
+// steps.
+std::vector<std::string> llama_flash_overrides(const WorkDir& work, const ModelShape& shape,
+                                               int steps);
+// Their first line: the model as llama_flash_overrides runs it, `what` varies, and the steps.
+void print_llama_flash_model(const ModelShape& shape, const std::string& what, int warmup,
+                             int steps);
+
 // One Trainer on the host.
 struct StepResult {
   int64_t parameters = 0;       // of the whole model
@@ -63,5 +72,8 @@ struct StepResult {
 // Builds a Trainer on a host allocator from `overrides`, runs `warmup` untimed steps and then
 // `steps` timed ones (the config's train.steps should cover both), and destroys it.
 StepResult run_on_host(const std::vector<std::string>& overrides, int warmup, int steps);
+
+// Tokens per second of a step of `r` over one sequence of `seq` positions (micro batch 1).
+double tokens_per_s(int64_t seq, const StepResult& r);
 
 }  // namespace bench

@@ -44,20 +44,13 @@ std::vector<std::string> overrides_of(int64_t seq, int64_t length, bool masked,
                                       const bench::WorkDir& work) {
   bench::ModelShape shape = kModel;
   shape.seq_length = seq;
-  std::vector<std::string> overrides = bench::run_overrides(work, shape);
-  overrides.insert(overrides.end(), {"data.path=" + work / ("documents_" + std::to_string(length)),
-                                     "model.architecture=llama", "model.num_query_groups=2",
-                                     "model.ffn_hidden_size=688", "model.attention_backend=flash",
-                                     "train.micro_batch_size=1", "train.global_batch_size=1",
-                                     bench::set("train.steps", kWarmupSteps + kTimedSteps)});
+  std::vector<std::string> overrides =
+      bench::llama_flash_overrides(work, shape, kWarmupSteps + kTimedSteps);
+  overrides.push_back("data.path=" + work / ("documents_" + std::to_string(length)));
   if (masked)
     overrides.insert(overrides.end(),
                      {"data.reset_attention_mask=true", bench::set("data.eod_id", kEod)});
   return overrides;
-}
-
-double tokens_per_s(int64_t seq, const bench::StepResult& r) {
-  return static_cast<double>(seq) / (r.step_ms / 1e3);
 }
 
 }  // namespace
@@ -65,12 +58,8 @@ double tokens_per_s(int64_t seq, const bench::StepResult& r) {
 int main(int argc, char** argv) {
   runtime::choose_openmp_wait_policy(argv);
   const std::string out_path = argc > 1 ? argv[1] : "bench/documents.json";
-  std::printf(
-      "model: llama, %lld layers, hidden %lld, heads %lld (2 kv), vocab %lld, micro batch 1, "
-      "dropout 0.1, fp32, flash, no recompute; %d warm-up step, then the mean of %d\n",
-      static_cast<long long>(kModel.num_layers), static_cast<long long>(kModel.hidden_size),
-      static_cast<long long>(kModel.num_attention_heads), static_cast<long long>(kModel.vocab_size),
-      kWarmupSteps, kTimedSteps);
+  bench::print_llama_flash_model(kModel, "documents of 2048, 512 and 128 tokens", kWarmupSteps,
+                                 kTimedSteps);
   const bench::WorkDir work("bench-documents");
   const std::vector<int64_t> lengths = {2048, 512, 128};
   for (const int64_t length : lengths)
@@ -86,7 +75,7 @@ int main(int argc, char** argv) {
           bench::run_on_host(overrides_of(seq, length, false, work), kWarmupSteps, kTimedSteps);
       const bench::StepResult masked =
           bench::run_on_host(overrides_of(seq, length, true, work), kWarmupSteps, kTimedSteps);
-      const double p = tokens_per_s(seq, plain), m = tokens_per_s(seq, masked);
+      const double p = bench::tokens_per_s(seq, plain), m = bench::tokens_per_s(seq, masked);
       std::printf("| %6lld | %8lld | %15.0f | %15.0f | %7.2fx | %12s | %12s |\n",
                   static_cast<long long>(seq), static_cast<long long>(length), p, m, m / p,
                   trainer::format_bytes(plain.activation_peak).c_str(),

@@ -23,17 +23,10 @@ constexpr int kWarmupSteps = 1, kTimedSteps = 2;
 std::vector<std::string> overrides_of(int64_t seq, int64_t window, const bench::WorkDir& work) {
   bench::ModelShape shape = kModel;
   shape.seq_length = seq;
-  std::vector<std::string> overrides = bench::run_overrides(work, shape);
-  overrides.insert(overrides.end(), {"model.architecture=llama", "model.num_query_groups=2",
-                                     "model.ffn_hidden_size=688", "model.attention_backend=flash",
-                                     bench::set("model.sliding_window", window),
-                                     "train.micro_batch_size=1", "train.global_batch_size=1",
-                                     bench::set("train.steps", kWarmupSteps + kTimedSteps)});
+  std::vector<std::string> overrides =
+      bench::llama_flash_overrides(work, shape, kWarmupSteps + kTimedSteps);
+  overrides.push_back(bench::set("model.sliding_window", window));
   return overrides;
-}
-
-double tokens_per_s(int64_t seq, const bench::StepResult& r) {
-  return static_cast<double>(seq) / (r.step_ms / 1e3);
 }
 
 }  // namespace
@@ -42,12 +35,8 @@ int main(int argc, char** argv) {
   runtime::choose_openmp_wait_policy(argv);
   const std::string out_path = argc > 1 ? argv[1] : "bench/window.json";
   const int64_t window = argc > 2 ? std::stoll(argv[2]) : kDefaultWindow;
-  std::printf(
-      "model: llama, %lld layers, hidden %lld, heads %lld (2 kv), vocab %lld, micro batch 1, "
-      "dropout 0.1, fp32, flash, no recompute; window %lld; %d warm-up step, then the mean of %d\n",
-      static_cast<long long>(kModel.num_layers), static_cast<long long>(kModel.hidden_size),
-      static_cast<long long>(kModel.num_attention_heads), static_cast<long long>(kModel.vocab_size),
-      static_cast<long long>(window), kWarmupSteps, kTimedSteps);
+  bench::print_llama_flash_model(kModel, "window " + std::to_string(window), kWarmupSteps,
+                                 kTimedSteps);
   const bench::WorkDir work("bench-window");
   bench::write_dataset(work / "data", bench::kDatasetTokens);
   std::printf("| %6s | %14s | %14s | %8s | %12s | %12s |\n", "seq", "full tokens/s",
@@ -60,7 +49,7 @@ int main(int argc, char** argv) {
         bench::run_on_host(overrides_of(seq, 0, work), kWarmupSteps, kTimedSteps);
     const bench::StepResult windowed =
         bench::run_on_host(overrides_of(seq, window, work), kWarmupSteps, kTimedSteps);
-    const double f = tokens_per_s(seq, full), w = tokens_per_s(seq, windowed);
+    const double f = bench::tokens_per_s(seq, full), w = bench::tokens_per_s(seq, windowed);
     std::printf("| %6lld | %14.0f | %14.0f | %7.2fx | %12s | %12s |\n", static_cast<long long>(seq),
                 f, w, w / f, trainer::format_bytes(full.activation_peak).c_str(),
                 trainer::format_bytes(windowed.activation_peak).c_str());

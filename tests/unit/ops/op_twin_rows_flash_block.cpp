@@ -98,18 +98,21 @@ Row pack_kv_row() {
   });
 }
 
+// The forward of block `d` on random queries, keys and values, with random documents.
+ops::FlashBlockForward random_block_forward(Case& c, const runtime::FlashAttentionDims& d) {
+  const HeadSizes q = queries_of(d), k = keys_of(d);
+  return ops::FlashBlockForward{
+      .ctx = c.f32(q.hidden(d.head_dim)),
+      .lse = c.f32(q.lse()),
+      .qkv = c.act(q.qkv(), -2.f, 2.f),
+      .kv = c.act(k.key_values(), -2.f, 2.f),
+      .dims = d,
+      .document_starts = random_document_starts(c, d.seq_len, d.micro_batch, d.q_position)};
+}
+
 Row flash_block_forward_row() {
-  return TWIN_ROW(flash_block_forward, kFlashBlock, [](Case& c) {
-    const runtime::FlashAttentionDims d = random_block(c);
-    const HeadSizes q = queries_of(d), k = keys_of(d);
-    return ops::FlashBlockForward{
-        .ctx = c.f32(q.hidden(d.head_dim)),
-        .lse = c.f32(q.lse()),
-        .qkv = c.act(q.qkv(), -2.f, 2.f),
-        .kv = c.act(k.key_values(), -2.f, 2.f),
-        .dims = d,
-        .document_starts = random_document_starts(c, d.seq_len, d.micro_batch, d.q_position)};
-  });
+  return TWIN_ROW(flash_block_forward, kFlashBlock,
+                  [](Case& c) { return random_block_forward(c, random_block(c)); });
 }
 
 // Running outputs and blocks with some rows at -inf on either side, or both.
@@ -139,13 +142,7 @@ Row flash_block_backward_row() {
   return TWIN_ROW(flash_block_backward, kFlashBlock, [](Case& c) {
     const runtime::FlashAttentionDims d = random_block(c);
     const HeadSizes q = queries_of(d), k = keys_of(d);
-    ops::FlashBlockForward forward{
-        .ctx = c.f32(q.hidden(d.head_dim)),
-        .lse = c.f32(q.lse()),
-        .qkv = c.act(q.qkv(), -2.f, 2.f),
-        .kv = c.act(k.key_values(), -2.f, 2.f),
-        .dims = d,
-        .document_starts = random_document_starts(c, d.seq_len, d.micro_batch, d.q_position)};
+    const ops::FlashBlockForward forward = random_block_forward(c, d);
     ops::flash_block_forward(forward);  // the ctx and lse of this block
     const Tensor ctx = c.act(q.hidden(d.head_dim));
     std::copy_n(forward.ctx.f32(), ctx.numel(), ctx.f32());

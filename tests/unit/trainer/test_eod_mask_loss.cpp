@@ -1,11 +1,16 @@
-// data.eod_mask_loss (Megatron's --eod-mask-loss) in the training loop: the targets counted per
-// batch, an id that never occurs changing no bit, a masked run's log and loss, and the refusals
-// (no end-of-document id, data.eod_id without the mask, out of range, or against the tokenizer's).
-// The loss itself is checked against an independent reference in tests/system/llama_reference.sh
-// and across layouts in tests/mpi (Layouts.EodMaskLossMatchesOneProcessWithin1e5).
+// The end-of-document switches in the training loop. data.eod_mask_loss (Megatron's
+// --eod-mask-loss): the targets counted per batch, an id that never occurs changing no bit, a
+// masked run's log and loss, and the refusals (no end-of-document id, data.eod_id without a
+// switch, out of range, or against the tokenizer's). data.reset_attention_mask (Megatron's
+// --reset-attention-mask): each position's document start, and the same checks. The loss is
+// checked against an independent reference in tests/system/llama_reference.sh, across layouts in
+// tests/mpi (Layouts.EodMaskLossMatchesOneProcessWithin1e5,
+// Layouts.DocumentMaskMatchesOneProcessWithin1e5), and the attention kernel by kernel in
+// tests/unit/kernels.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <string>
 
 #include "trainer_test_util.h"
 
@@ -45,15 +50,14 @@ TEST(EodMaskLoss, TheCountedTargetsAreThePositionsWhoseInputIsNotTheEod) {
       << run.log.str();
 }
 
-// Byte 255 never occurs in the synthetic text: every target counts, and the loss scale 1/128
-// is the same power of two, so losses, validation losses and weights are the same bits.
-TEST(EodMaskLoss, AnIdThatNeverOccursChangesNoBit) {
+// The runs of `common` without and with `switched`: losses, validation loss and weights the same
+// bits.
+void expect_no_bit_changed(const std::vector<std::string>& common,
+                           const std::vector<std::string>& switched) {
   CorpusDir dir;
-  const std::vector<std::string> common = {"train.eval_interval=3", "train.eval_iters=2",
-                                           "model.hidden_dropout=0.1"};
-  std::vector<std::string> masked = common;
-  masked.insert(masked.end(), {"data.eod_mask_loss=true", "data.eod_id=255"});
-  InProcessRun plain(dir.config("plain", common)), never(dir.config("never", masked));
+  std::vector<std::string> with = common;
+  with.insert(with.end(), switched.begin(), switched.end());
+  InProcessRun plain(dir.config("plain", common)), never(dir.config("never", with));
   const TrainSummary a = plain.trainer->run(), b = never.trainer->run();
   EXPECT_EQ(a.first_loss, b.first_loss);
   EXPECT_EQ(a.last_loss, b.last_loss);
@@ -63,17 +67,30 @@ TEST(EodMaskLoss, AnIdThatNeverOccursChangesNoBit) {
       testing_support::same_bytes(plain.trainer->params().flat, never.trainer->params().flat));
 }
 
-// Masking 'e': the loss is a mean over fewer targets (its first step differs from the plain
-// run's), and the runs' weights part.
-TEST(EodMaskLoss, MaskingChangesTheLossAndTheUpdate) {
+// One step without and with `switched` (ending documents at 'e'): the loss and the update differ;
+// returns the switched run's log.
+std::string expect_first_step_changed(const std::vector<std::string>& switched) {
   CorpusDir dir;
-  InProcessRun plain(dir.config("plain")),
-      masked(dir.config("masked", {"data.eod_mask_loss=true", "data.eod_id=101"}));
+  InProcessRun plain(dir.config("plain")), masked(dir.config("masked", switched));
   const StepMetrics a = plain.trainer->train_step(), b = masked.trainer->train_step();
   EXPECT_TRUE(std::isfinite(b.loss));
   EXPECT_NE(a.loss, b.loss);
   EXPECT_FALSE(
       testing_support::same_bytes(plain.trainer->params().flat, masked.trainer->params().flat));
+  return masked.log.str();
+}
+
+// Byte 255 never occurs in the synthetic text: every target counts, and the loss scale 1/128
+// is the same power of two, so losses, validation losses and weights are the same bits.
+TEST(EodMaskLoss, AnIdThatNeverOccursChangesNoBit) {
+  expect_no_bit_changed({"train.eval_interval=3", "train.eval_iters=2", "model.hidden_dropout=0.1"},
+                        {"data.eod_mask_loss=true", "data.eod_id=255"});
+}
+
+// Masking 'e': the loss is a mean over fewer targets (its first step differs from the plain
+// run's), and the runs' weights part.
+TEST(EodMaskLoss, MaskingChangesTheLossAndTheUpdate) {
+  expect_first_step_changed({"data.eod_mask_loss=true", "data.eod_id=101"});
 }
 
 TEST(EodMaskLoss, RefusalsNameTheFieldsAndValues) {
@@ -103,6 +120,55 @@ TEST(EodMaskLoss, RefusalsNameTheFieldsAndValues) {
       "against the tokenizer's");
   InProcessRun named(dir.config("e", {"data.eod_mask_loss=true"}));
   EXPECT_EQ(named.trainer->data().masked_input(), 199);
+}
+
+// An eod ends its own document: the position after it starts the next one, and two eods in a row
+// make a one-token document.
+TEST(DocumentMask, StartsFollowTheEods) {
+  const std::vector<int32_t> inputs = {5, 9, 0, 7, 0, 0, 3, 4};
+  std::vector<int32_t> starts(inputs.size(), -1);
+  document_starts(inputs, 0, starts);
+  EXPECT_EQ(starts, (std::vector<int32_t>{0, 0, 0, 3, 3, 5, 6, 6}));
+  document_starts(inputs, 42, starts);  // never occurs: one document
+  EXPECT_EQ(starts, std::vector<int32_t>(inputs.size(), 0));
+}
+
+// Byte 255 never occurs in the synthetic text: one document per sequence, the same bits as a
+// run without the mask (losses, validation loss, weights).
+TEST(DocumentMask, AnIdThatNeverOccursChangesNoBit) {
+  expect_no_bit_changed(
+      {"train.eval_interval=3", "train.eval_iters=2", "model.attention_dropout=0.1"},
+      {"data.reset_attention_mask=true", "data.eod_id=255"});
+}
+
+// Ending documents at 'e' (id 101, frequent in the synthetic text): the first loss and the update
+// differ from the plain run's, and the log says so.
+TEST(DocumentMask, MaskingChangesTheLossAndTheUpdate) {
+  const std::string log =
+      expect_first_step_changed({"data.reset_attention_mask=true", "data.eod_id=101"});
+  EXPECT_NE(log.find("attention: stops at each eod id 101; a document sees only its own tokens "
+                     "(data.reset_attention_mask)"),
+            std::string::npos)
+      << log;
+}
+
+TEST(DocumentMask, RefusalsNameTheFieldsAndValues) {
+  CorpusDir dir;
+  // The synthetic corpus's byte tokenizer has no eod.
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] { InProcessRun run(dir.config("a", {"data.reset_attention_mask=true"})); },
+      {"data.reset_attention_mask: true needs the end-of-document id", dir / "data.json",
+       "set data.eod_id"},
+      "no eod id anywhere");
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] {
+        InProcessRun run(dir.config("b", {"data.reset_attention_mask=true", "data.eod_id=-2"}));
+      },
+      {"data.eod_id: must be a token id below model.vocab_size 256", "got -2"}, "negative");
+  testing_support::name_tokenizer(dir / "data", "hf", 200);  // eod id 199
+  InProcessRun named(dir.config("c", {"data.reset_attention_mask=true"}));
+  EXPECT_EQ(named.trainer->data().document_end(), 199);
+  EXPECT_FALSE(named.trainer->data().masked_input().has_value());
 }
 
 }  // namespace
