@@ -178,7 +178,8 @@ struct RmsnormBackward {
 // never exceeds its own position, and starts never decrease along a sample's consecutive rows;
 // the kernels rely on both to skip the key tiles before a tile's first start, and the query
 // tiles after the last query whose start admits a key tile. An empty tensor is one document;
-// memory does not change with the documents.
+// no attention buffer changes size with the documents (the trainer holds the starts themselves,
+// 4 bytes per row and sample, per microbatch in flight).
 
 // probs = causal softmax of scores (exact 0 above the diagonal and, with a window, left of
 // it: Note [Sliding window]; with document starts, before them: Note [Document masking]);

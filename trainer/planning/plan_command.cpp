@@ -78,10 +78,11 @@ void print_stage(const Config& config, const StageSetup& setup, std::ostream& ou
   const int64_t recompute_flops = setup.recompute_flops_per_step / setup.num_microbatches;
   std::snprintf(
       line, sizeof line,
-      "  embedding %s, head %s; per microbatch: forward end %s, backward peak %s\n"
+      "  embedding %s, head %s%s; per microbatch: forward end %s, backward peak %s\n"
       "  predicted activation peak (per rank of this stage): %s\n"
       "  recompute: %.3f GFLOP per microbatch (%.1f%% of the layers' model FLOPs)\n",
       format_bytes(memory.embedding).c_str(), format_bytes(memory.head).c_str(),
+      memory.documents > 0 ? (", document starts " + format_bytes(memory.documents)).c_str() : "",
       format_bytes(memory.forward_end).c_str(), format_bytes(memory.backward_peak).c_str(),
       format_bytes(setup.predicted_activation_peak).c_str(),
       static_cast<double>(recompute_flops) / 1e9,
