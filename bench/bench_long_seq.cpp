@@ -92,10 +92,6 @@ int64_t longest_fitting(const Preset& preset, int64_t budget, const bench::WorkD
   return best;
 }
 
-double tokens_per_s(int64_t seq, const bench::StepResult& r) {
-  return static_cast<double>(seq) / (r.step_ms / 1e3);
-}
-
 void longest_sequences(int64_t budget, const bench::WorkDir& work, std::ofstream& json) {
   std::printf(
       "activation budget %s; the longest length (powers of two and midpoints) whose "
@@ -111,13 +107,13 @@ void longest_sequences(int64_t budget, const bench::WorkDir& work, std::ofstream
     const bench::StepResult r = bench::run_on_host(overrides_of(preset, seq, work, 1), 0, 1);
     std::printf("| %-31s | %8lld | %12s | %12s | %9.0f |%s\n", preset.name.c_str(),
                 static_cast<long long>(seq), trainer::format_bytes(r.predicted_peak).c_str(),
-                trainer::format_bytes(r.activation_peak).c_str(), tokens_per_s(seq, r),
+                trainer::format_bytes(r.activation_peak).c_str(), bench::tokens_per_s(seq, r),
                 r.predicted_peak == r.activation_peak ? "" : "  measured != predicted");
     std::fflush(stdout);
     json << separator << "{\"preset\": \"" << preset.name << "\", \"seq_length\": " << seq
          << ", \"predicted_activation_peak_bytes\": " << r.predicted_peak
          << ", \"measured_activation_peak_bytes\": " << r.activation_peak
-         << ", \"tokens_per_s\": " << tokens_per_s(seq, r) << "}";
+         << ", \"tokens_per_s\": " << bench::tokens_per_s(seq, r) << "}";
     separator = ", ";
   }
   json << "]";
@@ -133,8 +129,9 @@ void throughput(const bench::WorkDir& work, std::ofstream& json) {
   const char* separator = "";
   for (const int64_t seq : {256, 1024, 4096}) {
     const double u =
-        tokens_per_s(seq, bench::run_on_host(overrides_of(unfused, seq, work, 3), 1, 2));
-    const double f = tokens_per_s(seq, bench::run_on_host(overrides_of(flash, seq, work, 3), 1, 2));
+        bench::tokens_per_s(seq, bench::run_on_host(overrides_of(unfused, seq, work, 3), 1, 2));
+    const double f =
+        bench::tokens_per_s(seq, bench::run_on_host(overrides_of(flash, seq, work, 3), 1, 2));
     std::printf("| %8lld | %9.0f | %9.0f | %10.2fx |\n", static_cast<long long>(seq), u, f, f / u);
     std::fflush(stdout);
     json << separator << "{\"seq_length\": " << seq << ", \"unfused_tokens_per_s\": " << u
