@@ -283,6 +283,29 @@ TEST_F(GpuTrainer, EodMaskedFp32StepMatchesTheCpuStep) {
   std::printf("[ llama ] fp32, eod-masked loss: gradients within %.1e of the CPU's\n", worst);
 }
 
+// data.reset_attention_mask ('e', 101, ending the documents): the document starts the device
+// path stages and uploads beside the tokens and targets, and the device's softmax and flash
+// kernels masking by them, against the CPU's step under both backends; the second step's every
+// category as predicted (the replay stages the same rows).
+TEST_F(GpuTrainer, DocumentMaskedFp32StepMatchesTheCpuStep) {
+  for (const std::string backend : {"unfused", "flash"}) {
+    SCOPED_TRACE(backend);
+    const std::vector<std::string> overrides =
+        llama({"data.reset_attention_mask=true", "data.eod_id=101",
+               "model.attention_backend=" + backend});
+    const double worst = expect_step_matches_cpu("fp32", overrides, kFp32StepTolerance);
+    std::printf("[ llama ] fp32 %s, documents masked: gradients within %.1e of the CPU's\n",
+                backend.c_str(), worst);
+    GpuRun run(*context_, tiny_config(dir_ / "data", dir_ / "memory", "cuda", "fp32", overrides));
+    run.trainer->train_step();
+    const StepMetrics second = run.trainer->train_step();
+    for (const MemoryCategory c : runtime::kAllMemoryCategories) {
+      EXPECT_EQ(second.memory[c].peak, second.predicted_memory[static_cast<size_t>(c)])
+          << runtime::category_name(c);
+    }
+  }
+}
+
 TEST_F(GpuTrainer, LlamaOneBf16StepFollowsTheCpuFp32Step) {
   const double worst =
       expect_step_matches_cpu("bf16", llama({"model.attention_backend=flash"}), kBf16StepTolerance);
