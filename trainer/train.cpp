@@ -112,6 +112,9 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     predicted_step_ms_ = prediction.step_s * 1e3;
     log_ << "predicted step: " << format("%.1f", predicted_step_ms_) << " ms, "
          << format("%.0f", prediction.tokens_per_s) << " tok/s (time from " << prediction.source
+         << (config_.data.reset_attention_mask
+                 ? "; attention timed without the documents' mask, which flash runs faster"
+                 : "")
          << ")\n";
     if (timing_.calibrated_here) {
       const std::string path = run_profile_path(config_);
