@@ -274,8 +274,8 @@ TEST(Layouts, EodMaskLossMatchesOneProcessWithin1e5) {
 // Megatron's --reset-attention-mask (data.reset_attention_mask; 'e', id 101, ends the documents
 // of the synthetic text) against one process's unfused attention: the tp2 sp unfused softmax,
 // the context ring with flash blocks (cp2, and cp4 where every chunk is 2 positions, so many
-// chunk pairs hold no key a query's document sees), and pp4, whose middle stages hold the
-// starts without tokens or targets.
+// chunk pairs hold no key a query's document sees), pp4, whose middle stages hold the starts
+// without tokens or targets, and pp2 interleaved, whose every model chunk holds its own.
 TEST(Layouts, DocumentMaskMatchesOneProcessWithin1e5) {
   mpi_test::SharedData shared;
   std::vector<std::string> documents = llama();
@@ -285,6 +285,7 @@ TEST(Layouts, DocumentMaskMatchesOneProcessWithin1e5) {
       {2, "documents cp2 flash", {"parallel.context=2", kFlash}},
       {4, "documents cp4 flash", {"parallel.context=4", kFlash}},
       {4, "documents pp4", {"parallel.pipeline=4"}},
+      {2, "documents pp2 interleaved", {"parallel.pipeline=2", "parallel.virtual_pipeline=2"}},
   };
   for (Layout& layout : layouts)
     layout.overrides.insert(layout.overrides.begin(), documents.begin(), documents.end());
