@@ -35,6 +35,13 @@ const Tensor& output_weight(const GptParams& p, const GptConfig& config) {
   return config.untie_embeddings ? p.output_weight : p.wte;
 }
 
+// The position starts of a run of the rank's sequence shard (rows counted from the shard's
+// first, as d.shard_segments() gives them), or empty (Note [Document positions]).
+Tensor shard_starts(const EmbeddingStash& s, const LayerDims& d, const parallel::RowSegment& run) {
+  if (!s.position_starts.defined()) return {};
+  return s.position_starts.rows(d.shard_first_row() + run.row, run.rows);
+}
+
 }  // namespace
 
 StashSpec<EmbeddingStash> embedding_stash_spec(const LayerDims& d) {
@@ -88,6 +95,7 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
   }
   words = Tensor();
   s.tokens = tokens;
+  s.position_starts = c.position_starts;
   StashMaker<EmbeddingStash>(embedding_stash_spec(d), allocator).make_all(s);  // dropout_mask
   const runtime::DropoutKey key = runtime::make_dropout_key(
       c.seed, static_cast<uint64_t>(c.step), static_cast<uint32_t>(config.num_layers),
@@ -100,7 +108,8 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
                                        .seq = run.rows,
                                        .micro_batch = B,
                                        .channels = C,
-                                       .seq_offset = run.position});
+                                       .seq_offset = run.position,
+                                       .document_starts = shard_starts(s, d, run)});
     }
     if (d.hidden_dropout == 0.f) continue;
     ops::dropout_hidden_forward({.out = rows,
@@ -134,7 +143,8 @@ void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& 
                                       .seq = run.rows,
                                       .micro_batch = B,
                                       .channels = C,
-                                      .seq_offset = run.position});
+                                      .seq_offset = run.position,
+                                      .document_starts = shard_starts(s, d, run)});
   }
   Tensor dwords = dout;
   if (d.sequence_parallel && d.tp_size > 1) {

@@ -10,8 +10,9 @@ namespace model {
 
 // Ts = T / tp with sequence parallelism, else T; Vs = padded vocab / tp.
 struct EmbeddingStash {
-  Tensor tokens;        // (T, B) i32
-  Tensor dropout_mask;  // (Ts, B, C) u8, with hidden dropout
+  Tensor tokens;           // (T, B) i32
+  Tensor dropout_mask;     // (Ts, B, C) u8, with hidden dropout
+  Tensor position_starts;  // (T, B) i32, the context's (Note [Document positions]), or empty
 };
 
 struct HeadStash {
@@ -30,7 +31,7 @@ struct HeadStash {
 StashSpec<EmbeddingStash> embedding_stash_spec(const LayerDims& dims);
 StashSpec<HeadStash> head_stash_spec(const GptConfig& config, const LayerDims& dims, bool keep);
 
-// out (Ts, B, C) = dropout(wte[tokens] + wpe[t]); caller allocates out. The
+// out (Ts, B, C) = dropout(wte[tokens] + wpe[position]); caller allocates out. The
 // word lookup is vocab-parallel: shards sum (or reduce-scatter under SP) first.
 void embedding_forward(const Tensor& out, EmbeddingStash& stash, const Tensor& tokens,
                        const GptParams& params, const GptConfig& config, const LayerDims& dims,

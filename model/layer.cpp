@@ -87,15 +87,24 @@ void layernorm_forward(LayerStash& s, const LayerParams& w, const NormedLinear& 
 }
 
 // Rotary positions on the q and k heads of qkv (T, B, qkv_width), in place, one call per run of
-// consecutive global positions (Note [Context chunks]); `backward` rotates a gradient back.
-void rope(const Tensor& qkv, const LayerDims& d, bool backward) {
+// consecutive global positions (Note [Context chunks]), restarting at each document with
+// position starts (Note [Document positions]); `backward` rotates a gradient back.
+void rope(const Tensor& qkv, const LayerDims& d, const LayerContext& c, bool backward) {
   if (!d.features.rope) return;
   for (const parallel::RowSegment& run : d.context().segments(0, d.seq)) {
     // RopeForward and RopeBackward: the same fields in the same order (tensor, sizes, place).
     auto args = [&]<class Args>(Args) {
-      return Args{qkv.rows(run.row, run.rows), run.rows,   d.micro_batch, d.kv_heads(),
-                  d.features.group_size,       d.head_dim, run.position,  d.features.rotary_base,
-                  d.features.rope_scaling};
+      return Args{
+          qkv.rows(run.row, run.rows),
+          run.rows,
+          d.micro_batch,
+          d.kv_heads(),
+          d.features.group_size,
+          d.head_dim,
+          run.position,
+          d.features.rotary_base,
+          d.features.rope_scaling,
+          c.position_starts.defined() ? c.position_starts.rows(run.row, run.rows) : Tensor()};
     };
     if (backward) {
       ops::rope_backward(args(runtime::ops::RopeBackward{}));
@@ -524,7 +533,7 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
   Tensor qkv = d.features.flash() ? s.qkv : full_sequence(d, d.qkv_width(), allocator, "qkv");
   column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, d.qkv_width(), d, allocator);
   qk_norm_forward(s, w, qkv, d);
-  rope(qkv, d, /*backward=*/false);            // rotated q and k: what attention and its stash read
+  rope(qkv, d, c, /*backward=*/false);         // rotated q and k: what attention and its stash read
   core_attn_forward(s, qkv, d, c, allocator);  // ctx (T, B, H*D)
   Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
   dropout_add(s.residual, input, proj, s.attn_out_mask, d, c, DropoutOp::attention_out);
@@ -587,7 +596,7 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
                                              w.proj_weight, HD, d, allocator);  // (T, B, H*D)
   dproj = Tensor();
   Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);  // (T, B, qkv_width)
-  rope(dqkv, d, /*backward=*/true);
+  rope(dqkv, d, c, /*backward=*/true);
   qk_norm_backward(dqkv, s, w, g, d);
   layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, d.qkv_width(), d, allocator);
   s = LayerStash();

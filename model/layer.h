@@ -16,6 +16,8 @@ struct LayerContext {
   int64_t sample_offset = 0;    // global-batch index of local sample 0
   Tensor document_starts = {};  // (Tc, B) i32 of the rank's query rows, or empty: one document per
                                 // sequence (Note [Document masking] in runtime/op_args.h)
+  Tensor position_starts = {};  // the same starts with data.reset_position_ids, else empty: the
+                                // positions run on (Note [Document positions])
 };
 
 // out (Ts, B, C) = layer(input); allocated by the caller, who knows whether the

@@ -87,6 +87,7 @@ ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const 
   state.context.step = step.step;
   state.context.sample_offset = batch.sample_offset;
   state.context.document_starts = batch.document_starts;
+  state.context.position_starts = batch.position_starts;
 
   // The chunk's output is kept by the next layer, by the head, or sent on (comm).
   auto output = [&](int64_t next_layer) {
@@ -202,6 +203,7 @@ ForwardResult ChunkExecutor::evaluate(const Microbatch& batch, const Tensor& inp
   model::LayerContext context;
   context.sample_offset = batch.sample_offset;
   context.document_starts = batch.document_starts;
+  context.position_starts = batch.position_starts;
   Tensor x = input;
   if (chunk_.embedding) {
     model::EmbeddingStash embedding;

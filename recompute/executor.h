@@ -22,6 +22,8 @@ struct Microbatch {
   Tensor targets;               // (T, B) i32, on the last stage (the head keeps it)
   Tensor document_starts = {};  // (T, B) i32 on every stage with documents masked, else empty
                                 // (Note [Document masking]; the layers' context keeps it)
+  Tensor position_starts = {};  // the same starts with positions reset per document, else empty
+                                // (Note [Document positions])
   int64_t sample_offset = 0;    // global-batch index of its first sample
 };
 

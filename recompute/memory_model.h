@@ -33,7 +33,8 @@ struct ActivationMemory {
 // `in_flight`: microbatches whose stashes are held at once (1 without a
 // pipeline; up to min(pipeline - stage, microbatches) on a 1F1B stage). The
 // embedding lives on the first pipeline stage, the head on the last; with documents
-// (data.reset_attention_mask) every chunk holds a microbatch's (Tc, B) i32 starts.
+// (data.reset_attention_mask or data.reset_position_ids) every chunk holds a microbatch's
+// (Tc, B) i32 starts.
 ActivationMemory predict_activation_memory(const model::GptConfig& config,
                                            const model::LayerDims& dims, const RecomputePlan& plan,
                                            int64_t in_flight = 1, bool has_embedding = true,

@@ -321,7 +321,19 @@ struct AttentionContextBackward {
 // scaled as Llama 3.1 does when `scaling` is on (Note [Rotary frequencies], runtime/rotary.h),
 // angle = position * inv_freq_i in f32, c = cos(angle), s = sin(angle); x'_i = x_i c - x_{i+D/2} s,
 // x'_{i+D/2} = x_{i+D/2} c + x_i s. The backward applies the inverse rotation (the transpose: angle
-// -> -angle) to the gradient, in place.
+// -> -angle) to the gradient, in place. With document_starts (Note [Document positions]) row t
+// of sample b is at position seq_offset + t - document_starts(t, b) instead.
+
+// Note [Document positions]
+// With data.reset_position_ids (Megatron's --reset-position-ids) positions restart at 0 at the
+// first token of every document a sequence packs: the token at global position i of sample b
+// is at position i - start, where start is its document's first position (the document_starts
+// of Note [Document masking]). The learned position embedding and the rotary embedding then
+// take document_starts, (seq, micro_batch) i32 over the call's rows; an empty tensor keeps
+// positions running (row t at seq_offset + t). The host ops check the starts as the attention
+// ops do. The position embedding's weight gradient is then a scatter-add, several rows adding
+// into one position: every kernel adds them in one order, sample by sample and row by row
+// within a sample, so that it is deterministic and the CPU and CUDA sums round alike.
 
 // qkv's q and k heads rotated by their positions, in place (Note [Rotary layout]).
 struct RopeForward {
@@ -331,9 +343,10 @@ struct RopeForward {
   int64_t kv_heads;
   int64_t group_size;  // query heads per key/value head (1: multi-head attention)
   int64_t head_dim;
-  int64_t seq_offset;     // global position of row 0
-  float base;             // rotary base theta (10000 for Llama-2, 500000 for Llama-3)
-  RopeScaling scaling{};  // Llama 3.1's frequency scaling (runtime/rotary.h); factor 0: none
+  int64_t seq_offset;           // global position of row 0
+  float base;                   // rotary base theta (10000 for Llama-2, 500000 for Llama-3)
+  RopeScaling scaling{};        // Llama 3.1's frequency scaling (runtime/rotary.h); factor 0: none
+  Tensor document_starts = {};  // (seq, micro_batch) i32, or empty (Note [Document positions])
 };
 
 // The gradient through RopeForward's rotation, in place: the inverse rotation of dqkv's q and k
@@ -348,6 +361,7 @@ struct RopeBackward {
   int64_t seq_offset;
   float base;
   RopeScaling scaling{};
+  Tensor document_starts = {};  // as the forward's
 };
 
 // Note [Query and key norms]
@@ -612,7 +626,8 @@ struct EmbeddingBackward {
   int64_t vocab_rows;
 };
 
-// out(t, b, :) += wpe[seq_offset + t].
+// out(t, b, :) += wpe[p(t, b)], p(t, b) = seq_offset + t - document_starts(t, b) (the second
+// term 0 without starts: Note [Document positions]).
 struct PositionEmbeddingForward {
   Tensor out;  // (seq, micro_batch, channels) +=
   Tensor wpe;  // (>= seq_offset + seq, channels)
@@ -620,9 +635,10 @@ struct PositionEmbeddingForward {
   int64_t micro_batch;
   int64_t channels;
   int64_t seq_offset;
+  Tensor document_starts = {};  // (seq, micro_batch) i32, or empty
 };
 
-// dwpe[seq_offset + t] += sum over b of dout(t, b, :).
+// dwpe[p(t, b)] += dout(t, b, :) for every row, in the order b, then t (the forward's p).
 struct PositionEmbeddingBackward {
   Tensor dwpe;  // (>= seq_offset + seq, channels) +=, f32
   Tensor dout;  // (seq, micro_batch, channels)
@@ -630,6 +646,7 @@ struct PositionEmbeddingBackward {
   int64_t micro_batch;
   int64_t channels;
   int64_t seq_offset;
+  Tensor document_starts = {};  // as the forward's
 };
 
 // losses = logsumexp(logits[:vocab]) - logits[target], lse keeps the logsumexp; columns from

@@ -205,13 +205,15 @@ void embedding_backward(const EmbeddingBackward& args) {
 }
 
 void position_embedding_forward(const PositionEmbeddingForward& args) {
-  cpu::position_embedding_forward(args.out.f32(), args.wpe.f32(), args.seq, args.micro_batch,
-                                  args.channels, args.seq_offset);
+  cpu::position_embedding_forward(
+      args.out.f32(), args.wpe.f32(), args.seq, args.micro_batch, args.channels, args.seq_offset,
+      document_starts(args.document_starts, args.seq, args.micro_batch, args.seq_offset));
 }
 
 void position_embedding_backward(const PositionEmbeddingBackward& args) {
-  cpu::position_embedding_backward(args.dwpe.f32(), args.dout.f32(), args.seq, args.micro_batch,
-                                   args.channels, args.seq_offset);
+  cpu::position_embedding_backward(
+      args.dwpe.f32(), args.dout.f32(), args.seq, args.micro_batch, args.channels, args.seq_offset,
+      document_starts(args.document_starts, args.seq, args.micro_batch, args.seq_offset));
 }
 
 void cross_entropy_forward(const CrossEntropyForward& args) {
@@ -271,14 +273,28 @@ void split_heads(const SplitHeads& args) {
                    args.head_dim);
 }
 
+namespace {
+// RopeForward and RopeBackward: the same fields (Note [Document positions]).
+template <class Args>
+cpu::RopeDims rope_dims(const Args& args) {
+  return {args.seq,
+          args.micro_batch,
+          args.kv_heads,
+          args.group_size,
+          args.head_dim,
+          args.seq_offset,
+          args.base,
+          args.scaling,
+          document_starts(args.document_starts, args.seq, args.micro_batch, args.seq_offset)};
+}
+}  // namespace
+
 void rope_forward(const RopeForward& args) {
-  cpu::rope_forward(args.qkv.f32(), {args.seq, args.micro_batch, args.kv_heads, args.group_size,
-                                     args.head_dim, args.seq_offset, args.base, args.scaling});
+  cpu::rope_forward(args.qkv.f32(), rope_dims(args));
 }
 
 void rope_backward(const RopeBackward& args) {
-  cpu::rope_backward(args.dqkv.f32(), {args.seq, args.micro_batch, args.kv_heads, args.group_size,
-                                       args.head_dim, args.seq_offset, args.base, args.scaling});
+  cpu::rope_backward(args.dqkv.f32(), rope_dims(args));
 }
 
 namespace {

@@ -54,6 +54,12 @@ MicrobatchRows microbatch_rows(const recompute::ChunkSpec& chunk, bool documents
   return rows;
 }
 
+void attach_document_starts(recompute::Microbatch& micro, const runtime::Tensor& starts,
+                            const DataConfig& data) {
+  if (data.reset_attention_mask) micro.document_starts = starts;
+  if (data.reset_position_ids) micro.position_starts = starts;
+}
+
 parallel::PipelineStep make_pipeline_step(RankState& state, parallel::ProcessGroups& groups,
                                           const Config& config, int64_t step,
                                           MicrobatchSource microbatch, int64_t counted_targets) {

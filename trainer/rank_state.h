@@ -52,13 +52,19 @@ void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum);
 
 // The (T, B) i32 rows a microbatch holds on a chunk, in the order a device run stages them (-1:
 // none): tokens where it has the embedding, targets where it has the head, document starts on
-// every chunk with documents (data.reset_attention_mask). Trainer::make_microbatch fills them and
-// the memory replay allocates them.
+// every chunk with documents (data.reset_attention_mask or data.reset_position_ids:
+// DataConfig::document_starts). Trainer::make_microbatch fills them and the memory replay
+// allocates them.
 struct MicrobatchRows {
   int64_t tokens = -1, targets = -1, starts = -1;
   int64_t count = 0;
 };
 MicrobatchRows microbatch_rows(const recompute::ChunkSpec& chunk, bool documents);
+
+// Hands a microbatch's document starts to what reads them: the attention's mask
+// (data.reset_attention_mask), the positions (data.reset_position_ids), or both.
+void attach_document_starts(recompute::Microbatch& micro, const runtime::Tensor& starts,
+                            const DataConfig& data);
 
 // The data of microbatch `mb` for model chunk `chunk`.
 using MicrobatchSource = decltype(parallel::PipelineStep::microbatch);

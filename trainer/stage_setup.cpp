@@ -40,7 +40,7 @@ std::vector<StageChunk> stage_chunks(const Config& config, const StageSetup& set
     chunk.plan = setup.plan.slice(local, ranges[v].count);
     chunk.memory = recompute::predict_activation_memory(config.model, setup.dims, chunk.plan, 1,
                                                         chunk.spec.embedding, chunk.spec.head,
-                                                        config.data.reset_attention_mask);
+                                                        config.data.document_starts());
     local += ranges[v].count;
   }
   return chunks;

@@ -261,7 +261,7 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
     const runtime::memory_timeline::Name timeline_name(name);
     return runtime::Tensor::empty(allocator_, shape, runtime::DType::i32, category);
   };
-  runtime::Tensor staging;
+  runtime::Tensor staging, starts;
   if (on_device_) {
     staging = runtime::Tensor::empty(host_allocator_, {rows.count, T, B}, runtime::DType::i32,
                                      runtime::MemoryCategory::workspace);
@@ -269,7 +269,7 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
     constexpr auto kActivation = runtime::MemoryCategory::activation;
     if (rows.tokens >= 0) micro.tokens = ids("tokens", {T, B}, kActivation);
     if (rows.targets >= 0) micro.targets = ids("targets", {T, B}, kActivation);
-    if (rows.starts >= 0) micro.document_starts = ids("document_starts", {T, B}, kActivation);
+    if (rows.starts >= 0) starts = ids("document_starts", {T, B}, kActivation);
   }
   auto host_row = [&](int64_t row, const runtime::Tensor& own) -> int32_t* {
     if (row < 0) return nullptr;
@@ -277,7 +277,7 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
   };
   int32_t* host_tokens = host_row(rows.tokens, micro.tokens);
   int32_t* host_targets = host_row(rows.targets, micro.targets);
-  int32_t* host_starts = host_row(rows.starts, micro.document_starts);
+  int32_t* host_starts = host_row(rows.starts, starts);
   const std::span<const int32_t> inputs(sample_buffer_.data(), sample_buffer_.size() - 1);
   for (int64_t b = 0; b < B; ++b) {
     sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
@@ -293,7 +293,10 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
       if (host_starts != nullptr) host_starts[i * B + b] = start_buffer_[position];
     }
   }
-  if (!on_device_) return micro;
+  if (!on_device_) {
+    if (rows.starts >= 0) attach_document_starts(micro, starts, config_.data);
+    return micro;
+  }
   const runtime::Tensor moved =
       ids("uploaded_ids", staging.shape(), runtime::MemoryCategory::workspace);
   runtime::ops::upload(moved, staging);
@@ -304,7 +307,8 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
   };
   if (rows.tokens >= 0) micro.tokens = row("tokens", rows.tokens);
   if (rows.targets >= 0) micro.targets = row("targets", rows.targets);
-  if (rows.starts >= 0) micro.document_starts = row("document_starts", rows.starts);
+  if (rows.starts >= 0)
+    attach_document_starts(micro, row("document_starts", rows.starts), config_.data);
   return micro;
 }
 

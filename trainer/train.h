@@ -136,7 +136,7 @@ class Trainer {
 
   // Microbatch `mb` of global batch `batch` for `chunk`: tokens where it has the
   // embedding, targets where it has the head, document starts everywhere with
-  // data.reset_attention_mask.
+  // data.reset_attention_mask or data.reset_position_ids.
   recompute::Microbatch make_microbatch(const SampleSource& sampler, int64_t batch, int64_t mb,
                                         const recompute::ChunkExecutor& chunk);
   // The whole model's config with the vocabulary padded as this run pads it
@@ -248,7 +248,7 @@ class Trainer {
   runtime::CpuAllocator host_allocator_;  // staging of batches, init, checkpoints, export
   model::GptParams host_params_;          // host copy of state_.params on a device
   std::vector<int32_t> sample_buffer_;
-  std::vector<int32_t> start_buffer_;  // a sample's document starts (data.reset_attention_mask)
+  std::vector<int32_t> start_buffer_;  // a sample's document starts (DataConfig::document_starts)
   std::unique_ptr<tokenizer::Tokenizer> sample_tokenizer_;  // world rank 0; none: no text
   std::vector<int32_t> sample_prompt_ids_;                  // world rank 0
   int64_t step_ = 0;                                        // completed optimizer steps

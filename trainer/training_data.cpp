@@ -83,11 +83,13 @@ TrainingData::TrainingData(const Config& config) {
     source.tokenizer = read_dataset_tokenizer(source.path);
   }
   check_tokenizers(sources_, m);
-  if (config.data.eod_mask_loss || config.data.reset_attention_mask) {
+  if (config.data.eod_mask_loss || config.data.document_starts()) {
     const int32_t eod = end_of_document_id(sources_, config.data);
     if (config.data.eod_mask_loss) masked_input_ = eod;
-    if (config.data.reset_attention_mask) document_end_ = eod;
+    if (config.data.document_starts()) document_end_ = eod;
   }
+  mask_documents_ = config.data.reset_attention_mask;
+  reset_positions_ = config.data.reset_position_ids;
 
   std::vector<const SampleSource*> train_samplers;
   std::vector<double> weights;
@@ -136,7 +138,9 @@ int32_t end_of_document_id(const std::vector<DataSource>& sources, const DataCon
     for (const DataSource& source : sources)
       paths += (paths.empty() ? "" : ", ") + source.path + ".json";
     throw runtime::ConfigError(
-        data.eod_mask_loss ? "data.eod_mask_loss" : "data.reset_attention_mask",
+        data.eod_mask_loss          ? "data.eod_mask_loss"
+        : data.reset_attention_mask ? "data.reset_attention_mask"
+                                    : "data.reset_position_ids",
         "true needs the end-of-document id, and no tokenizer with one is named by " + paths +
             "; set data.eod_id");
   }
@@ -202,9 +206,13 @@ void TrainingData::describe(std::ostream& log) const {
     log << "loss: positions whose input is the eod id " << *masked_input_
         << " take no part (data.eod_mask_loss)\n";
   }
-  if (document_end_) {
+  if (document_end_ && mask_documents_) {
     log << "attention: stops at each eod id " << *document_end_
         << "; a document sees only its own tokens (data.reset_attention_mask)\n";
+  }
+  if (document_end_ && reset_positions_) {
+    log << "positions: restart at 0 after each eod id " << *document_end_
+        << " (data.reset_position_ids)\n";
   }
 }
 

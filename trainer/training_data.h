@@ -46,8 +46,8 @@ class TrainingData {
   // With data.eod_mask_loss, the input token whose position takes no part in the loss (the
   // end-of-document id: data.eod_id, else the datasets' tokenizer's); none without it.
   std::optional<int32_t> masked_input() const { return masked_input_; }
-  // With data.reset_attention_mask, the token that ends a document for attention (the same
-  // end-of-document id); none without it.
+  // With data.reset_attention_mask or data.reset_position_ids, the token that ends a document
+  // (the same end-of-document id); none without either.
   std::optional<int32_t> document_end() const { return document_end_; }
   // The startup log's lines: each dataset (name, weight, tokens, samples) and the tokenizer.
   void describe(std::ostream& log) const;
@@ -58,12 +58,15 @@ class TrainingData {
   std::optional<SyntheticEntropy> entropy_;
   std::optional<int32_t> masked_input_;
   std::optional<int32_t> document_end_;
+  bool mask_documents_ = false;   // data.reset_attention_mask
+  bool reset_positions_ = false;  // data.reset_position_ids
 };
 
-// The end-of-document id of data.eod_mask_loss and data.reset_attention_mask (ConfigError, naming
-// the first of them that is set, when there is none): data.eod_id when set (it must equal the
-// eod id of a tokenizer the datasets name), else the first dataset's tokenizer's that has one.
-// Checked after check_tokenizers, so every named tokenizer is the same.
+// The end-of-document id of data.eod_mask_loss, data.reset_attention_mask and
+// data.reset_position_ids (ConfigError, naming the first of them that is set, when there is none):
+// data.eod_id when set (it must equal the eod id of a tokenizer the datasets name), else the first
+// dataset's tokenizer's that has one. Checked after check_tokenizers, so every named tokenizer is
+// the same.
 int32_t end_of_document_id(const std::vector<DataSource>& sources, const DataConfig& data);
 
 // starts[p] = the position of the first token of position p's document in `inputs` (a sample's

@@ -306,6 +306,22 @@ TEST_F(GpuTrainer, DocumentMaskedFp32StepMatchesTheCpuStep) {
   }
 }
 
+// data.reset_position_ids ('e', 101, ending the documents): the starts the device path stages
+// feed GPT-2's position embedding kernels (the lookup, and the gradient's scatter-add in the
+// CPU's order) and Llama's rotary kernel, against the CPU's step.
+TEST_F(GpuTrainer, DocumentPositionsFp32StepMatchesTheCpuStep) {
+  const std::vector<std::string> positions = {"data.reset_position_ids=true", "data.eod_id=101"};
+  for (const bool rotary : {false, true}) {
+    SCOPED_TRACE(rotary ? "llama" : "gpt2");
+    const double worst =
+        expect_step_matches_cpu("fp32", rotary ? llama(positions) : positions, kFp32StepTolerance);
+    std::printf(
+        "[ %s ] fp32, positions restarting per document: gradients within %.1e of the "
+        "CPU's\n",
+        rotary ? "llama" : "gpt2", worst);
+  }
+}
+
 TEST_F(GpuTrainer, LlamaOneBf16StepFollowsTheCpuFp32Step) {
   const double worst =
       expect_step_matches_cpu("bf16", llama({"model.attention_backend=flash"}), kBf16StepTolerance);

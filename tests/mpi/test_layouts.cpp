@@ -292,6 +292,31 @@ TEST(Layouts, DocumentMaskMatchesOneProcessWithin1e5) {
   match_one_process(shared, documents, layouts);
 }
 
+// Megatron's --reset-position-ids (data.reset_position_ids; 'e' ends the documents) against one
+// process: GPT-2's learned positions under tp2 sp (each rank embeds its own rows) and cp2 (the
+// ranks' rows add into the same positions of wpe's gradient), then Llama's rotary positions,
+// without the mask, under cp2 and pp2.
+TEST(Layouts, DocumentPositionsMatchOneProcessWithin1e5) {
+  mpi_test::SharedData shared;
+  const std::vector<std::string> positions = {"data.reset_position_ids=true", "data.eod_id=101"};
+  std::vector<std::string> rotary = llama();
+  rotary.insert(rotary.end(), positions.begin(), positions.end());
+  for (const auto& [model, layouts] :
+       {std::pair{
+            positions,
+            std::vector<Layout>{
+                {2, "positions tp2 sp", {"parallel.tensor=2", "parallel.sequence_parallel=true"}},
+                {2, "positions cp2 flash", {"parallel.context=2", kFlash}}}},
+        std::pair{rotary, std::vector<Layout>{
+                              {2, "rotary positions cp2 flash", {"parallel.context=2", kFlash}},
+                              {2, "rotary positions pp2", {"parallel.pipeline=2"}}}}}) {
+    std::vector<Layout> with_model = layouts;
+    for (Layout& layout : with_model)
+      layout.overrides.insert(layout.overrides.begin(), model.begin(), model.end());
+    match_one_process(shared, model, with_model);
+  }
+}
+
 // A 0.25 / 0.75 blend of two corpora, each shuffled in its own order (Megatron's flat list).
 std::vector<std::string> blend(const mpi_test::SharedData& shared) {
   return {"data.blend=[0.25, " + shared.data() + ", 0.75, " + shared.code() + "]",
@@ -380,12 +405,16 @@ TEST(Layouts, EveryRecomputePlanGivesBitIdenticalGradients) {
 
 // With documents (data.reset_attention_mask) every stage holds each microbatch's starts through
 // its backward: on pp2 and pp4 (middle stages), and cp2 with flash, every plan gives the same
-// gradients and every category is predicted.
+// gradients and every category is predicted; and on cp2 with the positions restarting too
+// (data.reset_position_ids), whose position embedding reads the same starts.
 TEST(Layouts, DocumentsEveryRecomputePlanGivesBitIdenticalGradients) {
   const std::vector<std::string> documents = {"data.reset_attention_mask=true", "data.eod_id=101"};
   std::vector<Layout> layouts = {
       {2, "documents pp2", {"parallel.pipeline=2"}},
       {2, "documents cp2 flash", {"parallel.context=2", kFlash}},
+      {2,
+       "documents and positions cp2 flash",
+       {"parallel.context=2", kFlash, "data.reset_position_ids=true"}},
       {4, "documents pp4", {"parallel.pipeline=4"}},
   };
   for (Layout& layout : layouts)

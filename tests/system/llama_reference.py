@@ -6,12 +6,14 @@ torch.optim.AdamW's update and clip_grad_norm_ on the same batches. Prints one J
 step: {"step", "loss", "grad_norm"}.
 
 usage: llama_reference.py MODEL_DIR DATA_PREFIX STEPS MICRO_BATCH LR WEIGHT_DECAY CLIP
-                          [loss=EOD] [attention=EOD]
+                          [loss=EOD] [attention=EOD] [positions=EOD]
   MODEL_DIR: model.safetensors + config.json (the initial weights); DATA_PREFIX.bin: uint16
   tokens. Batch k of the run is samples [k*G, (k+1)*G), sample i = tokens[i*S : i*S + S + 1].
   loss=EOD: positions whose input is this id take no part in the loss (Megatron's
   --eod-mask-loss). attention=EOD: a position after an input EOD sees no key at or before it
   (Megatron's --reset-attention-mask: each packed document attends to itself only).
+  positions=EOD: the positions (RoPE's position_ids) restart at 0 after each input EOD
+  (Megatron's --reset-position-ids).
 """
 import json
 import struct
@@ -112,19 +114,26 @@ class Llama:
         # tie_word_embeddings: the word embeddings are the head (no lm_head.weight).
         self.tied = config.get("tie_word_embeddings", False)
 
-    def rope_tables(self, T):
-        angles = np.outer(np.arange(T, dtype=np.float64), self.inv_freq)
-        emb = np.concatenate([angles, angles], -1)  # (T, D)
+    def rope_tables(self, positions):  # (B, T) position_ids -> cos, sin (B, 1, T, D)
+        angles = positions[..., None].astype(np.float64) * self.inv_freq
+        emb = np.concatenate([angles, angles], -1)[:, None]
         return np.cos(emb) * self.rope_factor, np.sin(emb) * self.rope_factor
 
     def proj(self, x, name):  # x W^T, plus the bias where the model has one (Qwen2's q, k, v)
         y = x @ self.p[name + ".weight"].T
         return y + self.p[name + ".bias"] if name + ".bias" in self.p else y
 
-    def loss_and_grads(self, tokens, targets, document_end=None):
+    def loss_and_grads(self, tokens, targets, document_end=None, position_end=None):
         p, B, T = self.p, tokens.shape[0], tokens.shape[1]
         H, G, D, r = self.H, self.G, self.D, self.H // self.G
-        cos, sin = self.rope_tables(T)
+        positions = np.tile(np.arange(T), (B, 1))
+        if position_end is not None:  # Megatron's loop: after an eod at e positions restart at 0
+            for b in range(B):
+                previous = 0
+                for e in np.nonzero(tokens[b] == position_end)[0]:
+                    positions[b, e + 1:] -= e + 1 - previous
+                    previous = e + 1
+        cos, sin = self.rope_tables(positions)
         mask = np.triu(np.full((T, T), -np.inf), 1)
         if self.window:  # key j hidden from query i where j <= i - window as well
             mask[np.tril_indices(T, -self.window)] = -np.inf
@@ -249,6 +258,7 @@ def main():
     # Megatron's --eod-mask-loss: positions whose input is this id get label -100.
     masked_input = int(options["loss"]) if "loss" in options else None
     document_end = int(options["attention"]) if "attention" in options else None
+    position_end = int(options["positions"]) if "positions" in options else None
     config = json.load(open(model_dir + "/config.json"))
     tensors = read_safetensors(model_dir + "/model.safetensors")
     model = Llama(tensors, config)
@@ -263,7 +273,7 @@ def main():
         labels = batch[:, 1:].copy()
         if masked_input is not None:
             labels[batch[:, :-1] == masked_input] = -100
-        loss, grads = model.loss_and_grads(batch[:, :-1], labels, document_end)
+        loss, grads = model.loss_and_grads(batch[:, :-1], labels, document_end, position_end)
         norm = np.sqrt(sum((g * g).sum() for g in grads.values()))
         coef = clip / (norm + 1e-6)
         for name, value in tensors.items():

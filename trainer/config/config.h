@@ -174,9 +174,16 @@ struct DataConfig {
   // ends; a position after an end-of-document token sees no key before it (docs/data.md, Note
   // [Document masking] in runtime/op_args.h).
   bool reset_attention_mask = false;
-  // The end-of-document id eod_mask_loss and reset_attention_mask use: -1 takes the tokenizer's
-  // that the datasets' <path>.json names; set it for data without one (a Megatron-made .bin/.idx).
+  // Megatron's --reset-position-ids: positions restart at 0 after each end-of-document token,
+  // in the learned position embedding or the rotary one (docs/data.md, Note [Document
+  // positions] in runtime/op_args.h).
+  bool reset_position_ids = false;
+  // The end-of-document id the three switches above use: -1 takes the tokenizer's that the
+  // datasets' <path>.json names; set it for data without one (a Megatron-made .bin/.idx).
   int64_t eod_id = -1;
+
+  // Whether every microbatch carries its documents' starts (either switch that reads them).
+  bool document_starts() const { return reset_attention_mask || reset_position_ids; }
 };
 
 // The datasets a run reads, in blend order: data.blend, or data.path alone with weight 1.

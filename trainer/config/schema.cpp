@@ -379,6 +379,7 @@ struct ConfigSchema<DataConfig> {
         field("skip_batches", &DataConfig::skip_batches),
         field("eod_mask_loss", &DataConfig::eod_mask_loss),
         field("reset_attention_mask", &DataConfig::reset_attention_mask),
+        field("reset_position_ids", &DataConfig::reset_position_ids),
         field("eod_id", &DataConfig::eod_id),
     };
     return table;

@@ -337,11 +337,12 @@ void validate_data_sources(const DataConfig& data) {
 void validate_data(const DataConfig& data, const TrainConfig& train,
                    const model::GptConfig& model) {
   validate_data_sources(data);
-  if (data.eod_id != -1 && !data.eod_mask_loss && !data.reset_attention_mask) {
+  if (data.eod_id != -1 && !data.eod_mask_loss && !data.document_starts()) {
     throw ConfigError("data.eod_id", text_of(data.eod_id) +
-                                         " is only read with data.eod_mask_loss or "
-                                         "data.reset_attention_mask true (both are false); unset "
-                                         "data.eod_id or set one of them");
+                                         " is only read with data.eod_mask_loss, "
+                                         "data.reset_attention_mask or data.reset_position_ids "
+                                         "true (all are false); unset data.eod_id or set one of "
+                                         "them");
   }
   if (data.eod_id < -1 || data.eod_id >= model.vocab_size) {
     throw ConfigError("data.eod_id",

@@ -51,7 +51,7 @@ void print_stage(const Config& config, const StageSetup& setup, std::ostream& ou
   // The stage's layers as one chunk, one microbatch: the per-layer bytes of the table.
   const auto memory =
       recompute::predict_activation_memory(config.model, dims, plan, 1, stage == 0,
-                                           stage == pipeline - 1, config.data.reset_attention_mask);
+                                           stage == pipeline - 1, config.data.document_starts());
   const int64_t in_flight = pipeline == 1 ? 1 : std::min(pipeline - stage, setup.num_microbatches);
   out << "\nstage " << stage << " (1F1B: up to " << in_flight << " microbatch"
       << (in_flight > 1 ? "es" : "") << " in flight)\n";

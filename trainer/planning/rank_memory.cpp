@@ -26,7 +26,7 @@ recompute::Microbatch replay_microbatch(const Config& config, const model::Layer
                                         const recompute::ChunkSpec& chunk) {
   const int64_t T = dims.context().local_seq(), B = config.train.micro_batch_size;
   recompute::Microbatch micro;
-  const MicrobatchRows rows = microbatch_rows(chunk, config.data.reset_attention_mask);
+  const MicrobatchRows rows = microbatch_rows(chunk, config.data.document_starts());
   if (rows.count == 0) return micro;
   auto ids = [&](const char* name, const runtime::Shape& shape, runtime::MemoryCategory category) {
     const runtime::memory_timeline::Name timeline_name(name);
@@ -38,7 +38,8 @@ recompute::Microbatch replay_microbatch(const Config& config, const model::Layer
   constexpr auto kActivation = runtime::MemoryCategory::activation;
   if (rows.tokens >= 0) micro.tokens = ids("tokens", {T, B}, kActivation);
   if (rows.targets >= 0) micro.targets = ids("targets", {T, B}, kActivation);
-  if (rows.starts >= 0) micro.document_starts = ids("document_starts", {T, B}, kActivation);
+  if (rows.starts >= 0)
+    attach_document_starts(micro, ids("document_starts", {T, B}, kActivation), config.data);
   return micro;
 }
 

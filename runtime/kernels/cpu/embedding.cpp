@@ -46,24 +46,41 @@ void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, i
 }
 
 void position_embedding_forward(float* out, const float* wpe, int64_t T, int64_t B, int64_t C,
-                                int64_t t_offset) {
+                                int64_t t_offset, const int32_t* document_starts) {
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < T * B; ++row) {
-    const float* pos = wpe + (t_offset + row / B) * C;
+    const int64_t start = document_starts == nullptr ? 0 : document_starts[row];
+    const float* pos = wpe + (t_offset + row / B - start) * C;
     float* dst = out + row * C;
     for (int64_t c = 0; c < C; ++c) dst[c] += pos[c];
   }
 }
 
 void position_embedding_backward(float* dwpe, const float* dout, int64_t T, int64_t B, int64_t C,
-                                 int64_t t_offset) {
-  // Each position's row of dwpe belongs to one thread; samples are added in order b = 0..B-1.
+                                 int64_t t_offset, const int32_t* document_starts) {
+  if (document_starts == nullptr) {
+    // Each position's row of dwpe belongs to one thread; samples are added in order b = 0..B-1.
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < T; ++t) {
-    float* dst = dwpe + (t_offset + t) * C;
+    for (int64_t t = 0; t < T; ++t) {
+      float* dst = dwpe + (t_offset + t) * C;
+      for (int64_t b = 0; b < B; ++b) {
+        const float* src = dout + (t * B + b) * C;
+        for (int64_t c = 0; c < C; ++c) dst[c] += src[c];
+      }
+    }
+    return;
+  }
+  // Rows of several documents add into one position: each thread owns a block of the channels
+  // and adds every row into it in the order b, then t (Note [Document positions]).
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < C; c0 += kChannelBlock) {
+    const int64_t width = std::min(kChannelBlock, C - c0);
     for (int64_t b = 0; b < B; ++b) {
-      const float* src = dout + (t * B + b) * C;
-      for (int64_t c = 0; c < C; ++c) dst[c] += src[c];
+      for (int64_t t = 0; t < T; ++t) {
+        float* dst = dwpe + (t_offset + t - document_starts[t * B + b]) * C + c0;
+        const float* src = dout + (t * B + b) * C + c0;
+        for (int64_t c = 0; c < width; ++c) dst[c] += src[c];
+      }
     }
   }
 }

@@ -1,8 +1,10 @@
 // Rotary position embedding, in place: per row (one position), the cos and sin of its D/2 angles
 // once (Note [Rotary frequencies] in runtime/rotary.h), then every rotated head of every sample
-// of the row. Each element is computed alone, so results do not depend on threads.
+// of the row; with document starts, per row and sample. Each element is computed alone, so
+// results do not depend on threads.
 #include "runtime/kernels/cpu/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -27,18 +29,25 @@ void rotate(float* qkv, const RopeDims& d, float sign) {
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
     inv_freq[i] = rotary_inv_freq(i, d.head_dim, d.base, d.scaling);
+  // Without documents a row's samples share its position: its cos and sin are computed once.
+  const int64_t samples_per_position = d.document_starts == nullptr ? d.micro_batch : 1;
+  const int64_t units = d.seq * (d.micro_batch / std::max<int64_t>(samples_per_position, 1));
 #pragma omp parallel if (d.seq * d.micro_batch * width >= detail::kMinParallelElements)
   {
     std::vector<float> cosines(static_cast<size_t>(half)), sines(static_cast<size_t>(half));
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < d.seq; ++t) {
+    for (int64_t unit = 0; unit < units; ++unit) {
+      const int64_t first_row = unit * samples_per_position;  // row t * micro_batch + b
+      const int64_t t = first_row / std::max<int64_t>(d.micro_batch, 1);
+      const int64_t position =
+          d.seq_offset + t - (d.document_starts == nullptr ? 0 : d.document_starts[first_row]);
       for (int64_t i = 0; i < half; ++i) {
-        const float angle = rotary_angle(d.seq_offset + t, inv_freq[i]);
+        const float angle = rotary_angle(position, inv_freq[i]);
         cosines[i] = std::cos(angle);
         sines[i] = sign * std::sin(angle);
       }
-      for (int64_t b = 0; b < d.micro_batch; ++b) {
-        float* row = qkv + (t * d.micro_batch + b) * width;
+      for (int64_t r = first_row; r < first_row + samples_per_position; ++r) {
+        float* row = qkv + r * width;
         for (int64_t g = 0; g < d.kv_heads; ++g) {
           for (int64_t h = 0; h < rotated_heads; ++h) {
             float* x = row + g * group_width + h * d.head_dim;

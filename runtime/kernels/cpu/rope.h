@@ -10,7 +10,9 @@
 namespace runtime::cpu {
 
 // The shape of one rotary call: qkv is (seq, micro_batch, kv_heads * (group_size + 2) *
-// head_dim), row t at global position seq_offset + t; head_dim even.
+// head_dim), row t of sample b at position seq_offset + t - document_starts[t * micro_batch + b]
+// (the last term 0 when document_starts is null: Note [Document positions] in
+// runtime/op_args.h); head_dim even.
 struct RopeDims {
   int64_t seq;
   int64_t micro_batch;
@@ -19,7 +21,8 @@ struct RopeDims {
   int64_t head_dim;
   int64_t seq_offset;
   float base;
-  RopeScaling scaling{};  // factor 0: none
+  RopeScaling scaling{};                     // factor 0: none
+  const int32_t* document_starts = nullptr;  // (seq, micro_batch), or null (on the kernel's device)
 };
 
 // qkv's q and k heads rotated by +angle, in place.

@@ -16,13 +16,8 @@
 
 namespace runtime::cuda::device_op {
 
-// An attention call's document starts (Note [Document masking]): undefined for one document,
-// else i32 with one per query row and sample, as the host ops take them.
-Arg document_arg(const Tensor& document_starts, int64_t rows, int64_t micro_batch) {
-  return optional_arg("document_starts", document_starts, kI32, rows * micro_batch);
-}
 const int32_t* document_ptr(const Tensor& document_starts) {
-  return document_starts.defined() ? ptr<const int32_t>(document_starts) : nullptr;
+  return ptr<const int32_t>(document_starts);
 }
 
 // The softmax's window and documents; the kernels check that micro_batch divides batch_heads.

@@ -72,21 +72,26 @@ int64_t qkv_elements(const Args& args) {
 
 template <class Args>
 RopeDims rope_dims(const Args& args) {
-  return RopeDims{args.seq,      args.micro_batch, args.kv_heads, args.group_size,
-                  args.head_dim, args.seq_offset,  args.base,     args.scaling};
+  return RopeDims{args.seq,        args.micro_batch, args.kv_heads,
+                  args.group_size, args.head_dim,    args.seq_offset,
+                  args.base,       args.scaling,     ptr<const int32_t>(args.document_starts)};
 }
 
 }  // namespace
 
 void rope_forward(const ops::RopeForward& args) {
-  const DType act = check_args("rope_forward", {arg("qkv", args.qkv, kAct, qkv_elements(args))});
+  const DType act =
+      check_args("rope_forward", {arg("qkv", args.qkv, kAct, qkv_elements(args)),
+                                  document_arg(args.document_starts, args.seq, args.micro_batch)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::rope_forward(act_ptr(args.qkv), rope_dims(args), stream);
   });
 }
 
 void rope_backward(const ops::RopeBackward& args) {
-  const DType act = check_args("rope_backward", {arg("dqkv", args.dqkv, kAct, qkv_elements(args))});
+  const DType act =
+      check_args("rope_backward", {arg("dqkv", args.dqkv, kAct, qkv_elements(args)),
+                                   document_arg(args.document_starts, args.seq, args.micro_batch)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::rope_backward(act_ptr(args.dqkv), rope_dims(args), stream);
   });

@@ -52,6 +52,12 @@ constexpr Role kF32 = Role::f32;
 constexpr Role kI32 = Role::i32;
 constexpr Role kU8 = Role::u8;
 
+// A call's document starts (Note [Document masking], Note [Document positions]): undefined for
+// one document, else i32 with one per row and sample, as the host ops take them.
+inline Arg document_arg(const Tensor& document_starts, int64_t rows, int64_t micro_batch) {
+  return optional_arg("document_starts", document_starts, kI32, rows * micro_batch);
+}
+
 // Checks every argument of ops::`op` (Note [CUDA op dtypes]); returns the activation type.
 DType check_args(const char* op, std::initializer_list<Arg> args);
 

@@ -382,13 +382,14 @@ void embedding_backward(const ops::EmbeddingBackward& args) {
 
 void position_embedding_forward(const ops::PositionEmbeddingForward& args) {
   const int64_t channels = args.channels;
-  const DType act =
-      check_args("position_embedding_forward",
-                 {arg("out", args.out, kAct, args.seq * args.micro_batch * channels),
-                  arg("wpe", args.wpe, kAct, (args.seq_offset + args.seq) * channels)});
+  const DType act = check_args("position_embedding_forward",
+                               {arg("out", args.out, kAct, args.seq * args.micro_batch * channels),
+                                arg("wpe", args.wpe, kAct, (args.seq_offset + args.seq) * channels),
+                                document_arg(args.document_starts, args.seq, args.micro_batch)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::position_embedding_forward(act_ptr(args.out), act_ptr(args.wpe), args.seq,
-                                     args.micro_batch, channels, args.seq_offset, stream);
+                                     args.micro_batch, channels, args.seq_offset,
+                                     ptr<const int32_t>(args.document_starts), stream);
   });
 }
 
@@ -397,10 +398,12 @@ void position_embedding_backward(const ops::PositionEmbeddingBackward& args) {
   const DType act =
       check_args("position_embedding_backward",
                  {arg("dout", args.dout, kAct, args.seq * args.micro_batch * channels),
-                  arg("dwpe", args.dwpe, kF32, (args.seq_offset + args.seq) * channels)});
+                  arg("dwpe", args.dwpe, kF32, (args.seq_offset + args.seq) * channels),
+                  document_arg(args.document_starts, args.seq, args.micro_batch)});
   with_act(act, [&](auto act_ptr, cudaStream_t stream) {
     cuda::position_embedding_backward(ptr<float>(args.dwpe), act_ptr(args.dout), args.seq,
-                                      args.micro_batch, channels, args.seq_offset, stream);
+                                      args.micro_batch, channels, args.seq_offset,
+                                      ptr<const int32_t>(args.document_starts), stream);
   });
 }
 

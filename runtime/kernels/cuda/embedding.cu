@@ -72,13 +72,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Index: Note [Index width] over the (T_len, B, C) output; the table row in 64 bits.
+// document_starts (T_len, B) or null (Note [Document positions] in runtime/op_args.h).
 template <class T, class Index>
 __global__ void position_forward_kernel(T* out, const T* wpe, Index T_len, Index B, Index C,
-                                        int64_t t_offset) {
+                                        int64_t t_offset, const int32_t* document_starts) {
   const Index n = T_len * B * C, row = B * C;
   for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>()) {
     const Index t = i / row, c = i % C;
-    out[i] = from_float<T>(to_float(out[i]) + to_float(wpe[(t_offset + t) * C + c]));
+    const int64_t start = document_starts == nullptr ? 0 : document_starts[i / C];
+    out[i] = from_float<T>(to_float(out[i]) + to_float(wpe[(t_offset + t - start) * C + c]));
   }
 }
 
@@ -94,6 +96,56 @@ __global__ void position_backward_kernel(float* dwpe, const T* dout, Index T_len
     float acc = *dst;
     for (Index b = 0; b < B; ++b) acc += to_float(dout[(t * B + b) * C + c]);
     *dst = acc;
+  }
+}
+
+// The first of rows [lo, T_len) of sample b whose document starts after `start`, or T_len
+// (starts never decrease along a sample's rows).
+__device__ int64_t next_document_row(const int32_t* starts, int64_t B, int64_t b, int64_t lo,
+                                     int64_t T_len, int64_t start) {
+  int64_t hi = T_len;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (starts[mid * B + b] > start) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// With document starts (Note [Document positions]), one thread per (position p, c) of the
+// t_offset + T_len positions the rows can take: sample by sample, document by document (row
+// order), the one row of each document at position p, if any, adds into dwpe[p][c]. A row at
+// position p of the document starting at `start` is row start + p - t_offset; the next
+// document's start is found by a binary search. Index: over the larger of the thread count and
+// dout's T_len * B * C elements.
+template <class T, class Index>
+__global__ void position_backward_documents_kernel(float* dwpe, const T* dout,
+                                                   const int32_t* starts, Index T_len, Index B,
+                                                   Index C, int64_t t_offset) {
+  const Index n = (static_cast<Index>(t_offset) + T_len) * C;
+  for (Index i = grid_start<Index>(); i < n; i += grid_step<Index>()) {
+    const int64_t p = i / C, c = i % C;
+    float acc = dwpe[i];
+    bool touched = false;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t start = starts[b];  // the document of the call's first row
+      while (true) {
+        const int64_t t = start + p - t_offset;
+        if (t >= T_len) break;  // later documents start later still
+        if (t >= 0 && starts[t * B + b] == start) {
+          acc += to_float(dout[(t * B + b) * C + c]);
+          touched = true;
+        }
+        const int64_t u =
+            next_document_row(starts, B, b, std::max<int64_t>(start - t_offset, 0), T_len, start);
+        if (u >= T_len) break;
+        start = starts[u * B + b];
+      }
+    }
+    if (touched) dwpe[i] = acc;
   }
 }
 
@@ -183,23 +235,36 @@ void launch_backward(float* dwte, const T* dout, const int32_t* tokens, int64_t 
 
 template <class T>
 void launch_position_forward(T* out, const T* wpe, int64_t T_len, int64_t B, int64_t C,
-                             int64_t t_offset, cudaStream_t stream) {
+                             int64_t t_offset, const int32_t* document_starts,
+                             cudaStream_t stream) {
   check_position_shape(T_len, B, C, t_offset);
   if (T_len * B * C == 0) return;
   with_index_type(T_len * B * C, [&](auto index) {
     using Index = decltype(index);
     position_forward_kernel<T, Index><<<grid_for(T_len * B * C), kThreads, 0, stream>>>(
-        out, wpe, static_cast<Index>(T_len), static_cast<Index>(B), static_cast<Index>(C),
-        t_offset);
+        out, wpe, static_cast<Index>(T_len), static_cast<Index>(B), static_cast<Index>(C), t_offset,
+        document_starts);
   });
   TRAINER_CUDA_CHECK(cudaGetLastError());
 }
 
 template <class T>
 void launch_position_backward(float* dwpe, const T* dout, int64_t T_len, int64_t B, int64_t C,
-                              int64_t t_offset, cudaStream_t stream) {
+                              int64_t t_offset, const int32_t* document_starts,
+                              cudaStream_t stream) {
   check_position_shape(T_len, B, C, t_offset);
-  if (T_len * C == 0) return;
+  if (T_len * B * C == 0) return;
+  if (document_starts != nullptr) {
+    const int64_t threads = (t_offset + T_len) * C;
+    with_index_type(std::max(threads, T_len * B * C), [&](auto index) {
+      using Index = decltype(index);
+      position_backward_documents_kernel<T, Index><<<grid_for(threads), kThreads, 0, stream>>>(
+          dwpe, dout, document_starts, static_cast<Index>(T_len), static_cast<Index>(B),
+          static_cast<Index>(C), t_offset);
+    });
+    TRAINER_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   with_index_type(T_len * B * C, [&](auto index) {
     using Index = decltype(index);
     position_backward_kernel<T, Index><<<grid_for(T_len * C), kThreads, 0, stream>>>(
@@ -239,21 +304,25 @@ void embedding_backward(float* dwte, const __nv_bfloat16* dout, const int32_t* t
 }
 
 void position_embedding_forward(float* out, const float* wpe, int64_t T, int64_t B, int64_t C,
-                                int64_t t_offset, cudaStream_t stream) {
-  launch_position_forward(out, wpe, T, B, C, t_offset, stream);
+                                int64_t t_offset, const int32_t* document_starts,
+                                cudaStream_t stream) {
+  launch_position_forward(out, wpe, T, B, C, t_offset, document_starts, stream);
 }
 void position_embedding_forward(__nv_bfloat16* out, const __nv_bfloat16* wpe, int64_t T, int64_t B,
-                                int64_t C, int64_t t_offset, cudaStream_t stream) {
-  launch_position_forward(out, wpe, T, B, C, t_offset, stream);
+                                int64_t C, int64_t t_offset, const int32_t* document_starts,
+                                cudaStream_t stream) {
+  launch_position_forward(out, wpe, T, B, C, t_offset, document_starts, stream);
 }
 
 void position_embedding_backward(float* dwpe, const float* dout, int64_t T, int64_t B, int64_t C,
-                                 int64_t t_offset, cudaStream_t stream) {
-  launch_position_backward(dwpe, dout, T, B, C, t_offset, stream);
+                                 int64_t t_offset, const int32_t* document_starts,
+                                 cudaStream_t stream) {
+  launch_position_backward(dwpe, dout, T, B, C, t_offset, document_starts, stream);
 }
 void position_embedding_backward(float* dwpe, const __nv_bfloat16* dout, int64_t T, int64_t B,
-                                 int64_t C, int64_t t_offset, cudaStream_t stream) {
-  launch_position_backward(dwpe, dout, T, B, C, t_offset, stream);
+                                 int64_t C, int64_t t_offset, const int32_t* document_starts,
+                                 cudaStream_t stream) {
+  launch_position_backward(dwpe, dout, T, B, C, t_offset, document_starts, stream);
 }
 
 }  // namespace runtime::cuda

@@ -32,16 +32,22 @@ void embedding_backward(float* dwte, const __nv_bfloat16* dout, const int32_t* t
                         int64_t C, int64_t vocab_start, int64_t vocab_rows, void* scratch,
                         cudaStream_t stream);
 
-// out(T, B, C) += wpe[t_offset + t]
+// out(T, B, C) += wpe[p(t, b)], p(t, b) = t_offset + t - document_starts(t, b) (device
+// pointer; null: the last term 0, Note [Document positions] in runtime/op_args.h).
 void position_embedding_forward(float* out, const float* wpe, int64_t T, int64_t B, int64_t C,
-                                int64_t t_offset, cudaStream_t stream);
+                                int64_t t_offset, const int32_t* document_starts,
+                                cudaStream_t stream);
 void position_embedding_forward(__nv_bfloat16* out, const __nv_bfloat16* wpe, int64_t T, int64_t B,
-                                int64_t C, int64_t t_offset, cudaStream_t stream);
+                                int64_t C, int64_t t_offset, const int32_t* document_starts,
+                                cudaStream_t stream);
 
-// dwpe[t_offset + t] += sum_b dout(t, b, :), samples added in order b = 0..B-1.
+// dwpe[p(t, b)] += dout(t, b, :), added in the CPU twin's order: sample by sample, row by row
+// within a sample.
 void position_embedding_backward(float* dwpe, const float* dout, int64_t T, int64_t B, int64_t C,
-                                 int64_t t_offset, cudaStream_t stream);
+                                 int64_t t_offset, const int32_t* document_starts,
+                                 cudaStream_t stream);
 void position_embedding_backward(float* dwpe, const __nv_bfloat16* dout, int64_t T, int64_t B,
-                                 int64_t C, int64_t t_offset, cudaStream_t stream);
+                                 int64_t C, int64_t t_offset, const int32_t* document_starts,
+                                 cudaStream_t stream);
 
 }  // namespace runtime::cuda

@@ -1,9 +1,8 @@
 // Tests of token and position embeddings: forward copies (=) or adds (+=) rows, vocab
 // shards give zeros for foreign ids, backward accumulates (+=) repeated tokens in a
 // thread-independent order, and position tables honour t_offset.
-#include "runtime/kernels/cpu/embedding.h"
-
 #include "kernel_test_util.h"
+#include "runtime/kernels/cpu/embedding.h"
 
 namespace {
 
@@ -80,6 +79,63 @@ TEST(PositionEmbedding, BackwardSumsSamplesIntoTheShardsRowsOnly) {
   for (int64_t i = 0; i < t_offset * C; ++i)
     ASSERT_EQ(dwpe[i], dwpe0[i]) << "rows before the shard";
   for (int64_t i = (t_offset + T) * C; i < positions * C; ++i) ASSERT_EQ(dwpe[i], dwpe0[i]);
+}
+
+// Three documents per sample, starting where `starts` says, in rows [t_offset, t_offset + T):
+// sample b's documents start at global positions 0 (before the rows), t_offset + 1 + b % 2 and
+// t_offset + 4 (Note [Document positions] in runtime/op_args.h).
+std::vector<int32_t> three_documents(int64_t T, int64_t B, int64_t t_offset) {
+  std::vector<int32_t> starts(static_cast<size_t>(T * B));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t position = t_offset + t, second = t_offset + 1 + b % 2, third = t_offset + 4;
+      starts[t * B + b] = static_cast<int32_t>(position >= third    ? third
+                                               : position >= second ? second
+                                                                    : 0);
+    }
+  }
+  return starts;
+}
+
+TEST(PositionEmbedding, DocumentsRestartTheirPositionsAtZero) {
+  const int64_t T = 7, B = 3, C = 9, t_offset = 3, positions = 10;
+  const auto starts = three_documents(T, B, t_offset);
+  const auto wpe = random_vector(positions * C, 11);
+  const auto out0 = random_vector(T * B * C, 12);
+  auto out = out0;
+  position_embedding_forward(out.data(), wpe.data(), T, B, C, t_offset, starts.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t position = t_offset + t - starts[t * B + b];
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t i = (t * B + b) * C + c;
+        ASSERT_EQ(out[i], out0[i] + wpe[position * C + c]) << "row " << t << ", sample " << b;
+      }
+    }
+  // Row 1 of sample 0 starts its document: position 0; row 0 continues the first one.
+  EXPECT_EQ(out[(1 * B + 0) * C], out0[(1 * B + 0) * C] + wpe[0]);
+  EXPECT_EQ(out[0], out0[0] + wpe[t_offset * C]);
+}
+
+// Several rows add into one position, sample by sample and row by row within a sample: exactly
+// the sum a plain loop adds in that order, whatever the thread count.
+TEST(PositionEmbedding, DocumentsAddEveryRowIntoItsPositionInOrder) {
+  const int64_t T = 7, B = 3, C = 130, t_offset = 3, positions = 10;
+  const auto starts = three_documents(T, B, t_offset);
+  const auto dout = random_vector(T * B * C, 13);
+  const auto dwpe0 = random_vector(positions * C, 14);
+  std::vector<float> want = dwpe0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        want[(t_offset + t - starts[t * B + b]) * C + c] += dout[(t * B + b) * C + c];
+  const auto run = [&] {
+    auto dwpe = dwpe0;
+    position_embedding_backward(dwpe.data(), dout.data(), T, B, C, t_offset, starts.data());
+    return dwpe;
+  };
+  EXPECT_TRUE(bitwise_equal(run(), want));
+  expect_thread_count_independent(run);
 }
 
 }  // namespace

@@ -291,4 +291,32 @@ TEST(Rope, GroupSizeOneIsThePerHeadLayout) {
   EXPECT_TRUE(bitwise_equal(v, v0));
 }
 
+// With document starts (Note [Document positions]) each row of each sample is rotated as a
+// lone row at its document's position would be: exactly, forward and backward.
+TEST(Rope, DocumentStartsRotateEachRowAtItsPositionInItsDocument) {
+  RopeDims d = dims(2, 14, 4097, 500000.f);
+  d.seq = 6;
+  std::vector<int32_t> starts(static_cast<size_t>(d.seq * d.micro_batch));
+  for (int64_t t = 0; t < d.seq; ++t)
+    for (int64_t b = 0; b < d.micro_batch; ++b)  // sample b's second document starts at row b + 1
+      starts[t * d.micro_batch + b] = static_cast<int32_t>(t > b ? d.seq_offset + b + 1 : 17);
+  d.document_starts = starts.data();
+  const auto x = random_vector(elements(d), 5);
+  for (const bool backward : {false, true}) {
+    auto qkv = x;
+    backward ? rope_backward(qkv.data(), d) : rope_forward(qkv.data(), d);
+    for (int64_t row = 0; row < d.seq * d.micro_batch; ++row) {
+      RopeDims one = d;
+      one.seq = one.micro_batch = 1;
+      one.seq_offset = d.seq_offset + row / d.micro_batch - starts[row];
+      one.document_starts = nullptr;
+      std::vector<float> alone(x.begin() + row * width(d), x.begin() + (row + 1) * width(d));
+      backward ? rope_backward(alone.data(), one) : rope_forward(alone.data(), one);
+      const std::vector<float> got(qkv.begin() + row * width(d),
+                                   qkv.begin() + (row + 1) * width(d));
+      ASSERT_TRUE(bitwise_equal(got, alone)) << "row " << row << (backward ? " (backward)" : "");
+    }
+  }
+}
+
 }  // namespace

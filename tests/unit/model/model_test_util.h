@@ -49,8 +49,12 @@ struct TinyModel {
   model::GptParams params;
   model::GptParams grads;
   std::vector<int32_t> tokens;  // (micro_batch, seq + 1) samples, row per sample
-  // With a value, the microbatch's documents end at this input token (Note [Document masking]).
+  // With a value, the microbatch's documents end at this input token, and each attends only to
+  // itself when mask_documents (Note [Document masking]) and restarts its positions at 0 when
+  // reset_positions (Note [Document positions]).
   std::optional<int32_t> document_end;
+  bool mask_documents = true;
+  bool reset_positions = false;
 
   explicit TinyModel(const model::GptConfig& c, int64_t batch = 2, uint64_t seed = 7)
       : config(c), micro_batch(batch) {
@@ -78,16 +82,18 @@ struct TinyModel {
       }
     }
     if (!document_end) return mb;
-    mb.document_starts = runtime::Tensor::empty(allocator, {T, B}, runtime::DType::i32,
-                                                runtime::MemoryCategory::activation);
+    const runtime::Tensor starts = runtime::Tensor::empty(allocator, {T, B}, runtime::DType::i32,
+                                                          runtime::MemoryCategory::activation);
     for (int64_t b = 0; b < B; ++b) {
       int32_t start = 0;  // after the last document end before t
       for (int64_t t = 0; t < T; ++t) {
-        mb.document_starts.i32()[t * B + b] = start;
+        starts.i32()[t * B + b] = start;
         if (tokens[static_cast<size_t>(b * (T + 1) + t)] == *document_end)
           start = static_cast<int32_t>(t + 1);
       }
     }
+    if (mask_documents) mb.document_starts = starts;
+    if (reset_positions) mb.position_starts = starts;
     return mb;
   }
 

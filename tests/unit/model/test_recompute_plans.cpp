@@ -67,11 +67,19 @@ std::vector<NamedPlan> all_plans(int64_t L) {
   };
 }
 
-// With a document end, the samples pack documents that end at that input token (Note [Document
-// masking]), placed at inputs 2, 3 and 6 of sample 0 (one-token and longer documents) and 0 and
-// 4 of sample 1.
-void pack_documents(TinyModel& model, std::optional<int32_t> document_end) {
+// What the documents change: attention (Note [Document masking]), positions (Note [Document
+// positions]), or both.
+struct DocumentUse {
+  bool mask = true;
+  bool reset_positions = false;
+};
+
+// With a document end, the samples pack documents that end at that input token, placed at inputs
+// 2, 3 and 6 of sample 0 (one-token and longer documents) and 0 and 4 of sample 1.
+void pack_documents(TinyModel& model, std::optional<int32_t> document_end, DocumentUse use = {}) {
   model.document_end = document_end;
+  model.mask_documents = use.mask;
+  model.reset_positions = use.reset_positions;
   if (!document_end) return;
   const int64_t row = model.config.seq_length + 1;
   for (const int64_t at : {int64_t{2}, int64_t{3}, int64_t{6}, row, row + 4})
@@ -80,9 +88,9 @@ void pack_documents(TinyModel& model, std::optional<int32_t> document_end) {
 
 // Every plan's loss and gradients are `none`'s, bit for bit.
 void expect_plans_bit_identical(const model::GptConfig& config,
-                                std::optional<int32_t> document_end = {}) {
+                                std::optional<int32_t> document_end = {}, DocumentUse use = {}) {
   TinyModel model(config);
-  pack_documents(model, document_end);
+  pack_documents(model, document_end, use);
   const auto plans = all_plans(model.config.num_layers);
   const double reference_loss = model.forward_backward(plans[0].plan);
   const std::vector<float> reference(model.grads.flat.f32(),
@@ -98,9 +106,9 @@ void expect_plans_bit_identical(const model::GptConfig& config,
 
 // Every plan's activation peak is the memory model's, and nothing stays allocated.
 void expect_peaks_predicted(const model::GptConfig& config,
-                            std::optional<int32_t> document_end = {}) {
+                            std::optional<int32_t> document_end = {}, DocumentUse use = {}) {
   TinyModel model(config);
-  pack_documents(model, document_end);
+  pack_documents(model, document_end, use);
   const model::LayerDims dims = model::layer_dims(model.config, model.micro_batch, true);
   for (const NamedPlan& p : all_plans(model.config.num_layers)) {
     model.allocator.reset_peaks();
@@ -194,6 +202,45 @@ TEST(RecomputePlansDocuments, BitIdenticalWithPeaksAsPredicted) {
     pack_documents(one_document, end);
     one_document.document_end.reset();  // the same tokens, attention across the ends
     EXPECT_NE(documents.forward_backward(none), one_document.forward_backward(none));
+  }
+}
+
+// Positions restarting at each document (Note [Document positions]) in GPT-2's learned position
+// embedding and in Llama's rotary one, with and without the documents' mask, dropout on, flash:
+// every plan gives none's bits with peaks as predicted. Without the mask the reset changes the
+// loss and gradients of both (Llama's little at this random initialization, where attention is
+// nearly uniform); with it, Llama's rotary scores see only position differences inside a
+// document, so loss and gradients move by rounding alone.
+TEST(RecomputePlansDocumentPositions, BitIdenticalWithPeaksAsPredicted) {
+  for (const bool llama : {false, true}) {
+    for (const bool mask : {false, true}) {
+      SCOPED_TRACE(testing::Message() << (llama ? "llama" : "gpt2") << (mask ? ", masked" : ""));
+      model::GptConfig config =
+          llama ? testing_support::tiny_llama_config(0.1f) : testing_support::tiny_config(0.1f);
+      config.attention_backend = model::AttentionBackend::flash;
+      const int32_t end = 5;
+      const DocumentUse reset{.mask = mask, .reset_positions = true};
+      expect_plans_bit_identical(config, end, reset);
+      expect_peaks_predicted(config, end, reset);
+      const RecomputePlan none = RecomputePlan::uniform(config.num_layers, {});
+      TinyModel restarted(config), running(config);
+      pack_documents(restarted, end, reset);
+      pack_documents(running, end, {.mask = mask});
+      const double a = restarted.forward_backward(none), b = running.forward_backward(none);
+      double largest = 0, moved = 0;  // gradients: the largest, and the largest difference
+      for (int64_t i = 0; i < running.grads.flat.numel(); ++i) {
+        const float x = restarted.grads.flat.f32()[i], y = running.grads.flat.f32()[i];
+        largest = std::max(largest, static_cast<double>(std::abs(y)));
+        moved = std::max(moved, static_cast<double>(std::abs(x - y)));
+      }
+      if (llama && mask) {
+        EXPECT_NEAR(a, b, 1e-6 * std::abs(b));
+        EXPECT_LT(moved, 1e-5 * largest);  // measured: 4.6e-11
+      } else {
+        EXPECT_NE(a, b);
+        EXPECT_GT(moved, 1e-4 * largest);  // measured: 0.50 (gpt2), 6.6e-4 (llama)
+      }
+    }
   }
 }
 

@@ -380,7 +380,8 @@ Row position_embedding_forward_row() {
         .seq = seq,
         .micro_batch = micro_batch,
         .channels = channels,
-        .seq_offset = seq_offset};
+        .seq_offset = seq_offset,
+        .document_starts = random_document_starts(c, seq, micro_batch, seq_offset)};
   });
 }
 
@@ -394,7 +395,8 @@ Row position_embedding_backward_row() {
         .seq = seq,
         .micro_batch = micro_batch,
         .channels = channels,
-        .seq_offset = seq_offset};
+        .seq_offset = seq_offset,
+        .document_starts = random_document_starts(c, seq, micro_batch, seq_offset)};
   });
 }
 

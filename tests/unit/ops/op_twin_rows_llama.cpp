@@ -114,30 +114,34 @@ RopeShape rope_shape(Case& c) {
 Row rope_forward_row() {
   return TWIN_ROW(rope_forward, kReordered, [](Case& c) {
     const RopeShape s = rope_shape(c);
-    return ops::RopeForward{.qkv = c.act({s.seq, s.micro_batch, s.width()}),
-                            .seq = s.seq,
-                            .micro_batch = s.micro_batch,
-                            .kv_heads = s.kv_heads,
-                            .group_size = s.group_size,
-                            .head_dim = s.head_dim,
-                            .seq_offset = s.seq_offset,
-                            .base = s.base,
-                            .scaling = s.scaling};
+    return ops::RopeForward{
+        .qkv = c.act({s.seq, s.micro_batch, s.width()}),
+        .seq = s.seq,
+        .micro_batch = s.micro_batch,
+        .kv_heads = s.kv_heads,
+        .group_size = s.group_size,
+        .head_dim = s.head_dim,
+        .seq_offset = s.seq_offset,
+        .base = s.base,
+        .scaling = s.scaling,
+        .document_starts = random_document_starts(c, s.seq, s.micro_batch, s.seq_offset)};
   });
 }
 
 Row rope_backward_row() {
   return TWIN_ROW(rope_backward, kReordered, [](Case& c) {
     const RopeShape s = rope_shape(c);
-    return ops::RopeBackward{.dqkv = c.act({s.seq, s.micro_batch, s.width()}),
-                             .seq = s.seq,
-                             .micro_batch = s.micro_batch,
-                             .kv_heads = s.kv_heads,
-                             .group_size = s.group_size,
-                             .head_dim = s.head_dim,
-                             .seq_offset = s.seq_offset,
-                             .base = s.base,
-                             .scaling = s.scaling};
+    return ops::RopeBackward{
+        .dqkv = c.act({s.seq, s.micro_batch, s.width()}),
+        .seq = s.seq,
+        .micro_batch = s.micro_batch,
+        .kv_heads = s.kv_heads,
+        .group_size = s.group_size,
+        .head_dim = s.head_dim,
+        .seq_offset = s.seq_offset,
+        .base = s.base,
+        .scaling = s.scaling,
+        .document_starts = random_document_starts(c, s.seq, s.micro_batch, s.seq_offset)};
   });
 }
 

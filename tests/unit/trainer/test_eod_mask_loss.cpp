@@ -2,10 +2,12 @@
 // --eod-mask-loss): the targets counted per batch, an id that never occurs changing no bit, a
 // masked run's log and loss, and the refusals (no end-of-document id, data.eod_id without a
 // switch, out of range, or against the tokenizer's). data.reset_attention_mask (Megatron's
-// --reset-attention-mask): each position's document start, and the same checks. The loss is
-// checked against an independent reference in tests/system/llama_reference.sh, across layouts in
-// tests/mpi (Layouts.EodMaskLossMatchesOneProcessWithin1e5,
-// Layouts.DocumentMaskMatchesOneProcessWithin1e5), and the attention kernel by kernel in
+// --reset-attention-mask): each position's document start, and the same checks.
+// data.reset_position_ids (Megatron's --reset-position-ids): the same checks, learned and rotary
+// positions. The loss is checked against an independent reference in
+// tests/system/llama_reference.sh, across layouts in tests/mpi
+// (Layouts.EodMaskLossMatchesOneProcessWithin1e5, Layouts.DocumentMaskMatchesOneProcessWithin1e5,
+// Layouts.DocumentPositionsMatchOneProcessWithin1e5), and the kernels one by one in
 // tests/unit/kernels.
 #include <algorithm>
 #include <cmath>
@@ -67,11 +69,14 @@ void expect_no_bit_changed(const std::vector<std::string>& common,
       testing_support::same_bytes(plain.trainer->params().flat, never.trainer->params().flat));
 }
 
-// One step without and with `switched` (ending documents at 'e'): the loss and the update differ;
-// returns the switched run's log.
-std::string expect_first_step_changed(const std::vector<std::string>& switched) {
+// One step of `common` without and with `switched` (ending documents at 'e'): the loss and the
+// update differ; returns the switched run's log.
+std::string expect_first_step_changed(const std::vector<std::string>& switched,
+                                      const std::vector<std::string>& common = {}) {
   CorpusDir dir;
-  InProcessRun plain(dir.config("plain")), masked(dir.config("masked", switched));
+  std::vector<std::string> with = common;
+  with.insert(with.end(), switched.begin(), switched.end());
+  InProcessRun plain(dir.config("plain", common)), masked(dir.config("masked", with));
   const StepMetrics a = plain.trainer->train_step(), b = masked.trainer->train_step();
   EXPECT_TRUE(std::isfinite(b.loss));
   EXPECT_NE(a.loss, b.loss);
@@ -103,7 +108,8 @@ TEST(EodMaskLoss, RefusalsNameTheFieldsAndValues) {
       "no eod id anywhere");
   testing_support::expect_error<runtime::ConfigError>(
       [&] { InProcessRun run(dir.config("b", {"data.eod_id=101"})); },
-      {"data.eod_id: 101 is only read with data.eod_mask_loss or data.reset_attention_mask true"},
+      {"data.eod_id: 101 is only read with data.eod_mask_loss, data.reset_attention_mask or "
+       "data.reset_position_ids true (all are false)"},
       "eod_id alone");
   testing_support::expect_error<runtime::ConfigError>(
       [&] {
@@ -172,6 +178,54 @@ TEST(DocumentMask, RefusalsNameTheFieldsAndValues) {
   InProcessRun named(dir.config("c", {"data.reset_attention_mask=true"}));
   EXPECT_EQ(named.trainer->data().document_end(), 199);
   EXPECT_FALSE(named.trainer->data().masked_input().has_value());
+}
+
+// Byte 255 never occurs in the synthetic text: one document per sequence, positions running as
+// without the switch, the same bits (learned positions, dropout on).
+TEST(DocumentPositions, AnIdThatNeverOccursChangesNoBit) {
+  expect_no_bit_changed({"train.eval_interval=3", "train.eval_iters=2", "model.hidden_dropout=0.1"},
+                        {"data.reset_position_ids=true", "data.eod_id=255"});
+}
+
+// Ending documents at 'e': GPT-2's learned positions and, without the mask, Llama's rotary ones
+// restart, so the first loss and the update differ from the plain run's; the log says so, and
+// names no attention mask.
+TEST(DocumentPositions, ResettingChangesTheLossAndTheUpdate) {
+  const std::string log =
+      expect_first_step_changed({"data.reset_position_ids=true", "data.eod_id=101"});
+  EXPECT_NE(log.find("positions: restart at 0 after each eod id 101 (data.reset_position_ids)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("attention: stops"), std::string::npos) << log;
+  expect_first_step_changed({"data.reset_position_ids=true", "data.eod_id=101"},
+                            testing_support::llama_overrides());
+}
+
+// Under the mask a document's rotary scores depend on position differences only, which the reset
+// keeps: the loss of a masked Llama run moves by rounding alone when its positions restart too.
+TEST(DocumentPositions, RotaryPositionsUnderTheMaskChangeOnlyRounding) {
+  CorpusDir dir;
+  std::vector<std::string> masked = testing_support::llama_overrides();
+  masked.insert(masked.end(), {"data.reset_attention_mask=true", "data.eod_id=101"});
+  std::vector<std::string> both = masked;
+  both.push_back("data.reset_position_ids=true");
+  InProcessRun a(dir.config("masked", masked)), b(dir.config("both", both));
+  for (int step = 0; step < 3; ++step) {
+    const double la = a.trainer->train_step().loss, lb = b.trainer->train_step().loss;
+    EXPECT_NEAR(lb, la, 1e-6 * std::abs(la)) << "step " << step + 1;
+  }
+}
+
+TEST(DocumentPositions, RefusalsNameTheFieldsAndValues) {
+  CorpusDir dir;
+  testing_support::expect_error<runtime::ConfigError>(
+      [&] { InProcessRun run(dir.config("a", {"data.reset_position_ids=true"})); },
+      {"data.reset_position_ids: true needs the end-of-document id", dir / "data.json",
+       "set data.eod_id"},
+      "no eod id anywhere");
+  testing_support::name_tokenizer(dir / "data", "hf", 200);  // eod id 199
+  InProcessRun named(dir.config("b", {"data.reset_position_ids=true"}));
+  EXPECT_EQ(named.trainer->data().document_end(), 199);
 }
 
 }  // namespace

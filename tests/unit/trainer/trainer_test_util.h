@@ -98,6 +98,13 @@ inline Config small_config(const std::string& data_path, const std::string& out_
   return parse_config("", "test", all);
 }
 
+// The small config as a Llama block: RMSNorm, SwiGLU, RoPE, 4 query heads over 2 key/value
+// heads.
+inline std::vector<std::string> llama_overrides() {
+  return {"model.architecture=llama", "model.num_attention_heads=4", "model.num_query_groups=2",
+          "model.ffn_hidden_size=48"};
+}
+
 // A TempDir with a synthetic corpus at `data`, and the small configs of runs over it.
 class CorpusDir : public TempDir {
  public:
