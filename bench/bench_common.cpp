@@ -86,6 +86,7 @@ StepResult run_on_host(const std::vector<std::string>& overrides, int warmup, in
   result.parameters = model::GptParams::count(config.model);
   result.model_flops = trainer.stage_setup().model_flops_per_step;
   result.predicted_peak = trainer.predicted_activation_peak();
+  result.predicted_step_ms = trainer.predicted_step_ms();
   double timed_s = 0;
   for (int step = 0; step < warmup + steps; ++step) {
     const trainer::StepMetrics metrics = trainer.train_step();

@@ -60,13 +60,14 @@ void print_llama_flash_model(const ModelShape& shape, const std::string& what, i
 
 // One Trainer on the host.
 struct StepResult {
-  int64_t parameters = 0;       // of the whole model
-  double step_ms = 0;           // mean over the timed steps
-  double model_gflops = 0;      // model FLOPs per second / 1e9, over the timed steps
-  int64_t model_flops = 0;      // per step (the trainer's stage setup)
-  int64_t recompute_flops = 0;  // per step, as the executors counted them
-  int64_t activation_peak = 0;  // measured by the allocator, bytes
-  int64_t predicted_peak = 0;   // the trainer's memory prediction, bytes
+  int64_t parameters = 0;        // of the whole model
+  double step_ms = 0;            // mean over the timed steps
+  double model_gflops = 0;       // model FLOPs per second / 1e9, over the timed steps
+  int64_t model_flops = 0;       // per step (the trainer's stage setup)
+  int64_t recompute_flops = 0;   // per step, as the executors counted them
+  int64_t activation_peak = 0;   // measured by the allocator, bytes
+  int64_t predicted_peak = 0;    // the trainer's memory prediction, bytes
+  double predicted_step_ms = 0;  // the trainer's step-time prediction
 };
 
 // Builds a Trainer on a host allocator from `overrides`, runs `warmup` untimed steps and then

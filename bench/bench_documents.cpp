@@ -2,7 +2,11 @@
 // tokens/s of one Llama-shaped model under flash attention when each sequence packs documents of
 // a fixed length, side by side with one document per sequence (the same tokens, no mask), and
 // each run's activation peak. Flash skips the key tiles before a query tile's document, so
-// attention costs about T x L rather than T^2 / 2. JSON out. Numbers are not asserted.
+// attention costs about T x L rather than T^2 / 2. And the step-time model against the masked
+// run's measured step: each run plans with a profile calibrated just before it (the masked one
+// with the run's documents, Note [Timed documents] in trainer/planning/calibrate.cpp), and the
+// unmasked run's prediction is what the masked run was predicted when attention was timed
+// without its documents. JSON out. Numbers are not asserted.
 // usage: bench_documents [OUT_JSON]
 #include <cstdio>
 #include <fstream>
@@ -14,6 +18,7 @@
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/metrics.h"
+#include "trainer/planning/calibrate.h"
 
 namespace {
 
@@ -53,6 +58,18 @@ std::vector<std::string> overrides_of(int64_t seq, int64_t length, bool masked,
   return overrides;
 }
 
+// `overrides` planning with a profile calibrated now at their shapes (with their documents when
+// they mask them): a short calibration (1 warm-up round, the median of 3).
+std::vector<std::string> with_profile(std::vector<std::string> overrides, const std::string& path) {
+  const trainer::Config config = trainer::parse_config("", "bench", overrides);
+  runtime::CpuAllocator allocator;
+  trainer::CalibrationOptions options{.warmup = 1, .repeats = 3, .min_seconds = 0};
+  options.document_starts = trainer::calibration_documents(config);
+  trainer::write_time_profile(trainer::calibrate(config, allocator, options), path);
+  overrides.push_back("train.time_profile=" + path);
+  return overrides;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,27 +81,39 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> lengths = {2048, 512, 128};
   for (const int64_t length : lengths)
     write_documents(work / ("documents_" + std::to_string(length)), length);
-  std::printf("| %6s | %8s | %15s | %15s | %8s | %12s | %12s |\n", "seq", "document",
-              "unmasked tok/s", "masked tok/s", "speedup", "unmasked peak", "masked peak");
+  std::printf("| %6s | %8s | %15s | %15s | %8s | %12s | %12s | %11s | %16s | %16s |\n", "seq",
+              "document", "unmasked tok/s", "masked tok/s", "speedup", "unmasked peak",
+              "masked peak", "masked ms", "predicted, docs", "untimed docs");
   std::ofstream json(out_path);
   json << "{\"rows\": [";
   const char* separator = "";
   for (const int64_t seq : {4096, 8192}) {
     for (const int64_t length : lengths) {
-      const bench::StepResult plain =
-          bench::run_on_host(overrides_of(seq, length, false, work), kWarmupSteps, kTimedSteps);
-      const bench::StepResult masked =
-          bench::run_on_host(overrides_of(seq, length, true, work), kWarmupSteps, kTimedSteps);
+      const bench::StepResult plain = bench::run_on_host(
+          with_profile(overrides_of(seq, length, false, work), work / "plain.json"), kWarmupSteps,
+          kTimedSteps);
+      const bench::StepResult masked = bench::run_on_host(
+          with_profile(overrides_of(seq, length, true, work), work / "masked.json"), kWarmupSteps,
+          kTimedSteps);
       const double p = bench::tokens_per_s(seq, plain), m = bench::tokens_per_s(seq, masked);
-      std::printf("| %6lld | %8lld | %15.0f | %15.0f | %7.2fx | %12s | %12s |\n",
-                  static_cast<long long>(seq), static_cast<long long>(length), p, m, m / p,
-                  trainer::format_bytes(plain.activation_peak).c_str(),
-                  trainer::format_bytes(masked.activation_peak).c_str());
+      auto error = [&](double predicted) { return 100 * (predicted / masked.step_ms - 1); };
+      std::printf(
+          "| %6lld | %8lld | %15.0f | %15.0f | %7.2fx | %12s | %12s | %11.1f | %7.1f (%+4.0f%%) | "
+          "%7.1f (%+4.0f%%) |\n",
+          static_cast<long long>(seq), static_cast<long long>(length), p, m, m / p,
+          trainer::format_bytes(plain.activation_peak).c_str(),
+          trainer::format_bytes(masked.activation_peak).c_str(), masked.step_ms,
+          masked.predicted_step_ms, error(masked.predicted_step_ms), plain.predicted_step_ms,
+          error(plain.predicted_step_ms));
       std::fflush(stdout);
       json << separator << "{\"seq_length\": " << seq << ", \"document_length\": " << length
            << ", \"unmasked_tokens_per_s\": " << p << ", \"masked_tokens_per_s\": " << m
            << ", \"unmasked_activation_peak_bytes\": " << plain.activation_peak
-           << ", \"masked_activation_peak_bytes\": " << masked.activation_peak << "}";
+           << ", \"masked_activation_peak_bytes\": " << masked.activation_peak
+           << ", \"masked_step_ms\": " << masked.step_ms
+           << ", \"masked_predicted_step_ms\": " << masked.predicted_step_ms
+           << ", \"unmasked_step_ms\": " << plain.step_ms
+           << ", \"unmasked_predicted_step_ms\": " << plain.predicted_step_ms << "}";
       separator = ", ";
     }
   }

@@ -107,15 +107,20 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
       predicted_memory_.comm_payload_bytes + rank_metrics_payload_bytes(groups_.world_size());
   peak_ = mfu_peak();
   if (groups_.is_logging_rank()) {
-    const StepPrediction prediction =
-        predict_step_time(config_, run_cost_model(config_, timing_), default_links(config_));
+    const CostModel costs = run_cost_model(config_, timing_);
+    const StepPrediction prediction = predict_step_time(config_, costs, default_links(config_));
     predicted_step_ms_ = prediction.step_s * 1e3;
+    // A profile matches a run that masks documents only when it was timed with them (Note [Timed
+    // documents] in planning/calibrate.cpp); the roofline knows no documents.
+    const char* documents = "";
+    if (config_.data.reset_attention_mask) {
+      documents = costs.matches(config_, state_.setup)
+                      ? "; attention timed with the documents of the run's first microbatches"
+                      : "; attention timed without the documents' mask, which flash runs faster";
+    }
     log_ << "predicted step: " << format("%.1f", predicted_step_ms_) << " ms, "
          << format("%.0f", prediction.tokens_per_s) << " tok/s (time from " << prediction.source
-         << (config_.data.reset_attention_mask
-                 ? "; attention timed without the documents' mask, which flash runs faster"
-                 : "")
-         << ")\n";
+         << documents << ")\n";
     if (timing_.calibrated_here) {
       const std::string path = run_profile_path(config_);
       write_time_profile(*timing_.profile, path);

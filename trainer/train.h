@@ -106,6 +106,8 @@ class Trainer {
   const model::GptParams& host_params();
   const model::GptParams& grads() const { return state_.grads; }
   int64_t predicted_activation_peak() const { return state_.setup.predicted_activation_peak; }
+  // The step-time model's step (trainer/planning/step_time.h), as the startup log gives it.
+  double predicted_step_ms() const { return predicted_step_ms_; }
   // The config as run: recompute.auto replaced by its plan.
   const Config& config() const { return config_; }
   // What this rank's stage runs: chunks, plans, shapes, FLOPs and the memory prediction.

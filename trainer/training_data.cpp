@@ -158,6 +158,24 @@ void document_starts(std::span<const int32_t> inputs, int32_t eod, std::span<int
   }
 }
 
+std::vector<std::vector<int32_t>> leading_document_starts(const TrainingData& data,
+                                                          int64_t seq_length, int64_t micro_batch,
+                                                          int64_t microbatches) {
+  TRAINER_ASSERT(data.document_end().has_value(), "leading_document_starts without an eod id");
+  const auto T = static_cast<size_t>(seq_length), B = static_cast<size_t>(micro_batch);
+  std::vector<int32_t> sample(T + 1), starts(T);
+  std::vector<std::vector<int32_t>> all;
+  for (int64_t mb = 0; mb < microbatches; ++mb) {
+    std::vector<int32_t>& rows = all.emplace_back(T * B);
+    for (size_t b = 0; b < B; ++b) {
+      data.train().sample(mb * micro_batch + static_cast<int64_t>(b), sample.data());
+      document_starts(std::span<const int32_t>(sample.data(), T), *data.document_end(), starts);
+      for (size_t t = 0; t < T; ++t) rows[t * B + b] = starts[t];
+    }
+  }
+  return all;
+}
+
 int64_t counted_targets(const SampleSource& sampler, int64_t first, int64_t samples,
                         int64_t seq_length, std::optional<int32_t> masked_input) {
   if (!masked_input) return samples * seq_length;

@@ -74,6 +74,15 @@ int32_t end_of_document_id(const std::vector<DataSource>& sources, const DataCon
 // in runtime/op_args.h). An eod ends its own document.
 void document_starts(std::span<const int32_t> inputs, int32_t eod, std::span<int32_t> starts);
 
+// The document starts of the training blend's first `microbatches` microbatches of
+// `micro_batch` samples (samples 0, 1, ...), each (seq_length, micro_batch) over the whole
+// sequence, [t * micro_batch + b]: what a calibration times the attention with under
+// data.reset_attention_mask (CalibrationOptions::document_starts). `data` must have a
+// document_end().
+std::vector<std::vector<int32_t>> leading_document_starts(const TrainingData& data,
+                                                          int64_t seq_length, int64_t micro_batch,
+                                                          int64_t microbatches);
+
 // The targets of `samples` samples from `first` that count toward the loss: every position
 // (samples x seq_length), less, with `masked_input`, the positions whose input is that token.
 int64_t counted_targets(const SampleSource& sampler, int64_t first, int64_t samples,

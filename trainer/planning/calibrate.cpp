@@ -21,6 +21,7 @@
 #include "runtime/ops.h"
 #include "trainer/planning/cost_model.h"
 #include "trainer/rank_state.h"
+#include "trainer/training_data.h"
 #include "trainer/version.h"
 #ifdef TRAINER_WITH_CUDA
 #include "runtime/kernels/cuda/device.h"
@@ -141,6 +142,74 @@ parallel::ProcessGroups calibration_groups(const Config& config, int64_t world_s
   return parallel::ProcessGroups::from_mpi(calibration_config(config, world_size / group).parallel);
 }
 
+// Note [Timed documents]
+// Under data.reset_attention_mask flash skips the key tiles before each query's document, so a
+// layer's time depends on the documents (docs/attention.md, "Documents": 1.5x to 3.8x faster
+// with the synthetic text's). The calibration times its rounds with the documents of the run's
+// own first microbatches, one microbatch a round in turn, so that the medians sample them as a
+// step's microbatches do; the profile's shapes then end in "documents", and only a run that
+// masks documents prices with it (CostModel::matches).
+namespace {
+
+// The mean length of the documents a calibration times: tokens over documents, counting each
+// sample's documents (a document cut by the sequence's end, or begun before it, counts whole).
+double mean_document_length(const CalibrationOptions& options, int64_t micro_batch) {
+  const auto B = static_cast<size_t>(micro_batch);
+  size_t tokens = 0, documents = 0;
+  for (const std::vector<int32_t>& starts : options.document_starts) {
+    tokens += starts.size();
+    for (size_t row = 0; row < starts.size(); ++row)
+      documents += row < B || starts[row] != starts[row - B];
+  }
+  return documents > 0 ? static_cast<double>(tokens) / static_cast<double>(documents) : 0.0;
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> calibration_documents(const Config& config) {
+  if (!config.data.reset_attention_mask) return {};
+  constexpr int64_t kMaxMicrobatches = 8;
+  const TrainConfig& t = config.train;
+  const TrainingData data(config);
+  return leading_document_starts(
+      data, config.model.seq_length, t.micro_batch_size,
+      std::clamp<int64_t>(t.global_batch_size / t.micro_batch_size, 1, kMaxMicrobatches));
+}
+
+namespace {
+
+// options.document_starts on `allocator`'s device, each cut to the rank's rows of `dims`.
+std::vector<Tensor> timed_documents(const Config& config, const model::LayerDims& dims,
+                                    const CalibrationOptions& options,
+                                    runtime::Allocator& allocator) {
+  if (options.document_starts.empty() != !config.data.reset_attention_mask) {
+    throw runtime::InputError(TRAINER_STR("calibration: data.reset_attention_mask is "
+                                          << (config.data.reset_attention_mask ? "true" : "false")
+                                          << " but " << options.document_starts.size()
+                                          << " microbatches of documents were given"));
+  }
+  const parallel::ContextShard shard = dims.context();
+  const int64_t T = shard.local_seq(), B = dims.micro_batch;
+  runtime::CpuAllocator host_allocator;
+  std::vector<Tensor> tensors;
+  for (const std::vector<int32_t>& whole : options.document_starts) {
+    TRAINER_ASSERT(
+        static_cast<int64_t>(whole.size()) == shard.seq * B,
+        "calibration documents of " << whole.size() << " starts for " << shard.seq << " x " << B);
+    const Tensor host =
+        Tensor::empty(host_allocator, {T, B}, runtime::DType::i32, MemoryCategory::workspace);
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t b = 0; b < B; ++b)
+        host.i32()[i * B + b] = whole[static_cast<size_t>(shard.position(i) * B + b)];
+    tensors.push_back(
+        Tensor::empty(allocator, {T, B}, runtime::DType::i32, MemoryCategory::activation));
+    runtime::ops::upload(tensors.back(), host);
+  }
+  return tensors;
+}
+
+}  // namespace
+
 TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
                       const CalibrationOptions& options, parallel::ProcessGroups* peers) {
   parallel::ProcessGroups replay;
@@ -155,7 +224,8 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   const model::LayerDims& dims = state.setup.dims;
   const model::LayerParams& weights = state.params.layers[0];
   const model::LayerParams& grads = state.grads.layers[0];
-  const model::LayerContext context{.layer = 0, .seed = c.train.seed, .step = 1};
+  const std::vector<Tensor> documents = timed_documents(config, dims, options, allocator);
+  model::LayerContext context{.layer = 0, .seed = c.train.seed, .step = 1};
   const runtime::Shape hidden_shape{dims.seq_shard(), dims.micro_batch, dims.hidden};
   const Tensor input =
       Tensor::zeros(allocator, hidden_shape, dims.activation_dtype, MemoryCategory::workspace);
@@ -209,6 +279,10 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   int kept = 0;
   for (int run = 0; more_rounds(run); ++run) {
     const bool keep = run >= options.warmup;
+    if (!documents.empty()) {  // Note [Timed documents]
+      context.document_starts = documents[static_cast<size_t>(run) % documents.size()];
+      if (config.data.reset_position_ids) context.position_starts = context.document_starts;
+    }
     if (run == options.warmup) kept_since = Clock::now();
     if (keep) ++kept;
     auto record = [&](const std::string& name, double seconds) {
@@ -250,6 +324,8 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
         Tensor::zeros(allocator, {T, B}, runtime::DType::i32, MemoryCategory::activation);
     micro.targets =
         Tensor::zeros(allocator, {T, B}, runtime::DType::i32, MemoryCategory::activation);
+    micro.document_starts = context.document_starts;
+    micro.position_starts = context.position_starts;
     record("chunk forward", timed(input, [&] {
              chunk.forward_step(micro, recompute::StepInfo{c.train.seed, 1});
            }));
@@ -265,7 +341,8 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   TimeProfile p;
   p.device = calibration_device(config);
   p.dtype = std::string(runtime::dtype_name(dims.activation_dtype));
-  p.shapes = shape_key(dims, c.model.padded_vocab(c.parallel.tensor) / c.parallel.tensor);
+  p.shapes = shape_key(dims, c.model.padded_vocab(c.parallel.tensor) / c.parallel.tensor,
+                       config.data.reset_attention_mask);
   p.build = std::string(version()) + " " + git_revision();
   p.repeats = kept;
   const MeasuredRates rates = measure_rates(allocator, dims.activation_dtype);
@@ -336,12 +413,22 @@ int calibrate_command(const CalibrateArgs& args, const Config& config,
                       runtime::Allocator& allocator, std::ostream& out,
                       parallel::ProcessGroups* peers) {
   const auto start = Clock::now();
-  const TimeProfile p = calibrate(config, allocator, args.options, peers);
+  CalibrationOptions options = args.options;
+  options.document_starts = calibration_documents(config);
+  const TimeProfile p = calibrate(config, allocator, options, peers);
   if (peers && peers->world_rank != 0) return 0;
   write_time_profile(p, args.out_path);
   auto ms = [](double seconds) { return seconds * 1e3; };
   char line[256];
   out << "calibrated " << p.device << ", " << p.dtype << ", at " << p.shapes << "\n";
+  if (!options.document_starts.empty()) {
+    std::snprintf(line, sizeof line,
+                  "  attention timed with the documents of the first %zu microbatches (mean "
+                  "length %.1f tokens; data.reset_attention_mask)\n",
+                  options.document_starts.size(),
+                  mean_document_length(options, config.train.micro_batch_size));
+    out << line;
+  }
   std::snprintf(line, sizeof line,
                 "  GEMM %.1f GFLOP/s, copy %.1f GB/s; one layer, one microbatch: forward %.3f ms, "
                 "backward %.3f ms (+%.3f and +%.3f ms with its stash cold)\n",

@@ -43,7 +43,16 @@ struct CalibrationOptions {
   int warmup = 2;
   int repeats = 5;           // at least this many kept rounds
   double min_seconds = 2.0;  // and more until the kept rounds span this long (at most 1000)
+  // With data.reset_attention_mask, the documents the attention is timed with (Note [Timed
+  // documents] in calibrate.cpp): per microbatch, the (seq_length, micro_batch) starts of the
+  // whole sequence (leading_document_starts), one microbatch a round in turn. Empty without it.
+  std::vector<std::vector<int32_t>> document_starts = {};
 };
+
+// The documents a calibration of `config` times (leading_document_starts of its training data,
+// up to 8 microbatches of its first global batch) under data.reset_attention_mask; none without
+// it. Opens the datasets.
+std::vector<std::vector<int32_t>> calibration_documents(const Config& config);
 
 // The groups of `mpirun -np world_size trainer calibrate` for `config` (collective over
 // MPI_COMM_WORLD): tensor x context groups as the run's, world_size / (tp x cp) of them as
@@ -54,6 +63,7 @@ parallel::ProcessGroups calibration_groups(const Config& config, int64_t world_s
 // The profile of the first rank of pipeline stage 0 of `config` (every stage's layers have its
 // shapes), measured on `allocator`'s device (the host, or the CUDA device this process set up).
 // `peers`: calibration_groups' groups, on every rank of them; null: alone, over the replay.
+// options.document_starts must hold documents exactly when config masks them (InputError).
 TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
                       const CalibrationOptions& options = {},
                       parallel::ProcessGroups* peers = nullptr);

@@ -154,7 +154,8 @@ CostModel CostModel::for_config(const Config& config) {
 }
 
 bool CostModel::matches(const Config& config, const StageSetup& setup) const {
-  return profile_ && profile_->shapes == shape_key(setup.dims, vocab_shard(config));
+  return profile_ && profile_->shapes == shape_key(setup.dims, vocab_shard(config),
+                                                   config.data.reset_attention_mask);
 }
 
 RankTimes CostModel::times(const Config& config, const StageSetup& setup) const {

@@ -81,14 +81,15 @@ class CostModel {
   RankTimes times(const Config& config, const StageSetup& setup) const;
   // What times() used for `setup`, for the plan's and the log's "time from ..." line.
   std::string source(const Config& config, const StageSetup& setup) const;
+  // Whether the profile was measured at `setup`'s shapes (and with config's documents masked when
+  // it masks them): then times() are the profile's.
+  bool matches(const Config& config, const StageSetup& setup) const;
   // The MFU denominator per rank, GFLOP/s: the profile's or the rates' GEMM rate.
   double peak_gflops() const { return rates_.gemm_gflops; }
   const DeviceRates& rates() const { return rates_; }
   const std::optional<TimeProfile>& profile() const { return profile_; }
 
  private:
-  bool matches(const Config& config, const StageSetup& setup) const;
-
   DeviceRates rates_;
   std::optional<TimeProfile> profile_;
   std::string profile_path_;

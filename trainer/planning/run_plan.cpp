@@ -28,7 +28,8 @@ std::optional<TimeProfile> earlier_profile(const Config& config, const std::stri
   try {
     TimeProfile profile = read_time_profile(path);
     const StageSetup setup = make_stage_setup(config, 0, 0);
-    if (profile.shapes == shape_key(setup.dims, vocab_shard(config)) &&
+    if (profile.shapes ==
+            shape_key(setup.dims, vocab_shard(config), config.data.reset_attention_mask) &&
         profile.device == calibration_device(config) && profile.ranks == ranks)
       return profile;
   } catch (const runtime::InputError&) {
@@ -56,12 +57,15 @@ Config plan_run(const Config& config, parallel::ProcessGroups& groups,
       reused = mine.has_value();
     }
     if (groups.world_size() > 1) groups.world->broadcast(&reused, sizeof reused, 0);
+    CalibrationOptions options;
+    if (!reused && (side_by_side || groups.world_rank == 0))
+      options.document_starts = calibration_documents(config);
     if (!reused && side_by_side) {
       parallel::ProcessGroups peers = calibration_groups(config, groups.world_size());
-      TimeProfile measured = calibrate(config, allocator, {}, &peers);
+      TimeProfile measured = calibrate(config, allocator, options, &peers);
       if (groups.world_rank == 0) mine = std::move(measured);
     } else if (!reused && groups.world_rank == 0) {
-      mine = calibrate(config, allocator);
+      mine = calibrate(config, allocator, options);
     }
     if (groups.world_size() > 1) {
       timing.profile = share(mine, *groups.world);

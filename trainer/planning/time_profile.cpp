@@ -41,7 +41,7 @@ double seconds_field(const Json& json, const char* name, const std::string& path
 
 }  // namespace
 
-std::string shape_key(const model::LayerDims& d, int64_t vocab_shard) {
+std::string shape_key(const model::LayerDims& d, int64_t vocab_shard, bool documents) {
   const model::BlockFeatures& f = d.features;
   std::ostringstream key;
   key << "T" << d.seq << " B" << d.micro_batch << " C" << d.hidden << " H" << d.heads << " Hkv"
@@ -54,7 +54,7 @@ std::string shape_key(const model::LayerDims& d, int64_t vocab_shard) {
                         : " nobias")
       << (f.qk_norm ? " qknorm" : "") << " dropout" << d.hidden_dropout << "/"
       << d.attention_dropout << " tp" << d.tp_size << (d.sequence_parallel ? " sp" : "") << " cp"
-      << d.cp_size;
+      << d.cp_size << (documents ? " documents" : "");
   return key.str();
 }
 

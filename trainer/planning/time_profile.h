@@ -27,8 +27,8 @@ struct TimeProfile {
   int64_t repeats = 0;     // timed runs of each piece (the median is kept)
   double gemm_gflops = 0;  // the best large GEMM measured: the roofline's rate and the MFU peak
   double copy_gbps = 0;    // device-to-device copy bandwidth, bytes read + written per second / 1e9
-  double layer_forward_s = 0;           // one layer, plan none
-  double layer_backward_s = 0;          // one layer, without any rebuild
+  double layer_forward_s = 0;   // one layer, plan none
+  double layer_backward_s = 0;  // one layer, without any rebuild
   // What plan none's forward and backward add when the stash between them went cold, as in a
   // step: the other layers' stashes pass through the caches in between (Note [Cold stash]).
   // Absent from profiles written before it: 0.
@@ -46,8 +46,10 @@ struct TimeProfile {
 };
 
 // What a profile's layer times depend on: the rank's layer shapes and features, the attention
-// backend, the dtypes, tensor/sequence/context parallel places, and the vocabulary shard.
-std::string shape_key(const model::LayerDims& dims, int64_t vocab_shard);
+// backend, the dtypes, tensor/sequence/context parallel places, the vocabulary shard, and whether
+// attention was timed with documents masked (`documents`: data.reset_attention_mask; Note [Timed
+// documents] in calibrate.cpp).
+std::string shape_key(const model::LayerDims& dims, int64_t vocab_shard, bool documents);
 
 // The rebuild time of `entry` (selective), or nullptr when the profile has none for it.
 const RebuildTime* find_rebuild(const TimeProfile& profile, const std::string& entry);

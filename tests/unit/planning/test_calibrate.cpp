@@ -38,7 +38,8 @@ TEST(Calibrate, ProfileMatchesTheRunAndReadsBack) {
     EXPECT_EQ(p.ranks, 1);
     EXPECT_FALSE(p.collectives_measured);  // alone: the replay's collectives
     const StageSetup setup = make_stage_setup(config, 0, 0);
-    EXPECT_EQ(p.shapes, shape_key(setup.dims, vocab_shard(config)));
+    EXPECT_EQ(p.shapes,
+              shape_key(setup.dims, vocab_shard(config), config.data.reset_attention_mask));
     EXPECT_GT(p.layer_forward_s, 0);
     EXPECT_GT(p.layer_backward_s, 0);
     // Note [Cold stash]: what a layer's stash costs when it waits in a step, per layer; a
@@ -58,6 +59,34 @@ TEST(Calibrate, ProfileMatchesTheRunAndReadsBack) {
     EXPECT_EQ(time_profile_json(back), time_profile_json(p));
     std::filesystem::remove(path);
   }
+}
+
+// A calibration of a run that masks documents takes them, and one that does not takes none
+// (Note [Timed documents]): either mismatch is refused before anything is timed.
+TEST(Calibrate, DocumentsAreGivenExactlyWhenTheRunMasksThem) {
+  const std::vector<std::string> shapes = {
+      "model.num_layers=2",       "model.hidden_size=32", "model.num_attention_heads=2",
+      "model.seq_length=16",      "model.vocab_size=128", "train.micro_batch_size=2",
+      "train.global_batch_size=4"};
+  std::vector<std::string> masked_overrides = shapes;
+  masked_overrides.insert(masked_overrides.end(),
+                          {"data.reset_attention_mask=true", "data.eod_id=101"});
+  const Config plain = parse_config("", "test", shapes, ConfigUse::plan);
+  const Config masked = parse_config("", "test", masked_overrides, ConfigUse::plan);
+  runtime::CpuAllocator allocator;
+  CalibrationOptions quick{.warmup = 0, .repeats = 1, .min_seconds = 0};
+  EXPECT_THROW(calibrate(masked, allocator, quick), runtime::InputError);
+  // Two microbatches: the second's samples hold two documents each, split at rows 5 and 9.
+  std::vector<int32_t> one(16 * 2, 0), two(16 * 2, 0);
+  for (int32_t t = 0; t < 16; ++t)
+    for (int32_t b = 0; b < 2; ++b) two[t * 2 + b] = t >= (b == 0 ? 5 : 9) ? (b == 0 ? 5 : 9) : 0;
+  quick.document_starts = {one, two};
+  EXPECT_THROW(calibrate(plain, allocator, quick), runtime::InputError);
+  const TimeProfile p = calibrate(masked, allocator, quick);
+  const StageSetup setup = make_stage_setup(masked, 0, 0);
+  EXPECT_EQ(p.shapes, shape_key(setup.dims, vocab_shard(masked), true));
+  EXPECT_TRUE(CostModel({}, p, "p.json").matches(masked, setup));
+  EXPECT_FALSE(CostModel({}, p, "p.json").matches(plain, setup));
 }
 
 TEST(Calibrate, BadProfilesNameTheFileAndTheField) {

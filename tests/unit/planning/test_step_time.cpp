@@ -31,7 +31,7 @@ TimeProfile profile_for(const Config& config,
   TimeProfile p;
   p.device = "test";
   p.dtype = "f32";
-  p.shapes = shape_key(setup.dims, vocab_shard(config));
+  p.shapes = shape_key(setup.dims, vocab_shard(config), config.data.reset_attention_mask);
   p.gemm_gflops = 100;
   p.copy_gbps = 10;
   p.layer_forward_s = 1e-3;
@@ -140,6 +140,22 @@ TEST(StepTime, ProfileOfOtherShapesFallsBackToTheRooflineAndSaysSo) {
   EXPECT_FALSE(costs.times(config, setup).from_profile);
   EXPECT_NE(costs.source(config, setup).find("roofline"), std::string::npos);
   EXPECT_NE(costs.source(config, setup).find("not this run's"), std::string::npos);
+}
+
+// A profile prices attention as it was timed (Note [Timed documents]): one timed without the
+// documents' mask does not price a run that masks them, nor the reverse.
+TEST(StepTime, ProfilesPriceOnlyRunsWhoseDocumentsTheyTimed) {
+  const Config plain = tiny({});
+  const Config masked = tiny({"data.reset_attention_mask=true", "data.eod_id=101"});
+  const StageSetup setup = make_stage_setup(plain, 0, 0);
+  for (const Config* timed : {&plain, &masked}) {
+    const CostModel costs({}, profile_for(*timed), "p.json");
+    const bool documents = timed->data.reset_attention_mask;
+    EXPECT_EQ(costs.matches(plain, setup), !documents);
+    EXPECT_EQ(costs.matches(masked, setup), documents);
+    EXPECT_EQ(costs.times(masked, setup).from_profile, documents);
+  }
+  EXPECT_NE(profile_for(masked).shapes.find(" documents"), std::string::npos);
 }
 
 // A profile calibrated over real peers has the tensor-parallel collectives inside its layer

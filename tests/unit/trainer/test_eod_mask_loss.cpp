@@ -14,6 +14,9 @@
 #include <fstream>
 #include <string>
 
+#include "trainer/planning/calibrate.h"
+#include "trainer/planning/run_plan.h"
+#include "trainer/training_data.h"
 #include "trainer_test_util.h"
 
 namespace trainer {
@@ -159,6 +162,49 @@ TEST(DocumentMask, MaskingChangesTheLossAndTheUpdate) {
   EXPECT_NE(log.find("; attention timed without the documents' mask, which flash runs faster)"),
             std::string::npos)
       << log;
+}
+
+// The documents a calibration times are the run's first microbatches' (Note [Timed documents]):
+// up to 8 of them, each sample's starts as the training step builds them.
+TEST(DocumentMask, CalibrationTimesTheFirstMicrobatchesDocuments) {
+  CorpusDir dir;
+  const Config config = dir.config("c", {"data.reset_attention_mask=true", "data.eod_id=101"});
+  const std::vector<std::vector<int32_t>> documents = calibration_documents(config);
+  const int64_t T = config.model.seq_length, B = config.train.micro_batch_size;
+  ASSERT_EQ(documents.size(), static_cast<size_t>(config.train.global_batch_size / B));  // 2
+  const TrainingData data(config);
+  std::vector<int32_t> sample(static_cast<size_t>(T + 1)), starts(static_cast<size_t>(T));
+  bool several = false;
+  for (size_t mb = 0; mb < documents.size(); ++mb) {
+    ASSERT_EQ(documents[mb].size(), static_cast<size_t>(T * B));
+    for (int64_t b = 0; b < B; ++b) {
+      data.train().sample(static_cast<int64_t>(mb) * B + b, sample.data());
+      document_starts(std::span<const int32_t>(sample.data(), static_cast<size_t>(T)), kLetterE,
+                      starts);
+      for (int64_t t = 0; t < T; ++t) {
+        EXPECT_EQ(documents[mb][static_cast<size_t>(t * B + b)], starts[static_cast<size_t>(t)]);
+        several |= starts[static_cast<size_t>(t)] > 0;
+      }
+    }
+  }
+  EXPECT_TRUE(several) << "the samples should pack several documents";
+  EXPECT_TRUE(calibration_documents(dir.config("d")).empty());
+}
+
+// recompute.auto planning by time calibrates at startup with the run's documents: its profile's
+// shapes say so, and so does the predicted step's line.
+TEST(DocumentMask, StartupCalibrationTimesTheDocuments) {
+  CorpusDir dir;
+  const Config config = dir.config(
+      "auto", {"data.reset_attention_mask=true", "data.eod_id=101", "recompute.auto=true",
+               "train.memory_budget_gib=1", "model.attention_backend=flash"});
+  InProcessRun run(config);
+  const std::string log = run.log.str();
+  EXPECT_NE(log.find("attention timed with the documents of the run's first microbatches"),
+            std::string::npos)
+      << log;
+  const TimeProfile profile = read_time_profile(run_profile_path(config));
+  EXPECT_TRUE(profile.shapes.ends_with(" documents")) << profile.shapes;
 }
 
 TEST(DocumentMask, RefusalsNameTheFieldsAndValues) {
