@@ -111,38 +111,30 @@ RopeShape rope_shape(Case& c) {
       .scaling = c.coin() ? runtime::RopeScaling{.factor = 32.f} : runtime::RopeScaling{}};
 }
 
+// RopeForward or RopeBackward (the same fields in the same order) of a random shape, with
+// documents in three cases of four.
+template <class Args>
+Args rope_args(Case& c) {
+  const RopeShape s = rope_shape(c);
+  return Args{c.act({s.seq, s.micro_batch, s.width()}),
+              s.seq,
+              s.micro_batch,
+              s.kv_heads,
+              s.group_size,
+              s.head_dim,
+              s.seq_offset,
+              s.base,
+              s.scaling,
+              random_document_starts(c, s.seq, s.micro_batch, s.seq_offset)};
+}
+
 Row rope_forward_row() {
-  return TWIN_ROW(rope_forward, kReordered, [](Case& c) {
-    const RopeShape s = rope_shape(c);
-    return ops::RopeForward{
-        .qkv = c.act({s.seq, s.micro_batch, s.width()}),
-        .seq = s.seq,
-        .micro_batch = s.micro_batch,
-        .kv_heads = s.kv_heads,
-        .group_size = s.group_size,
-        .head_dim = s.head_dim,
-        .seq_offset = s.seq_offset,
-        .base = s.base,
-        .scaling = s.scaling,
-        .document_starts = random_document_starts(c, s.seq, s.micro_batch, s.seq_offset)};
-  });
+  return TWIN_ROW(rope_forward, kReordered, [](Case& c) { return rope_args<ops::RopeForward>(c); });
 }
 
 Row rope_backward_row() {
-  return TWIN_ROW(rope_backward, kReordered, [](Case& c) {
-    const RopeShape s = rope_shape(c);
-    return ops::RopeBackward{
-        .dqkv = c.act({s.seq, s.micro_batch, s.width()}),
-        .seq = s.seq,
-        .micro_batch = s.micro_batch,
-        .kv_heads = s.kv_heads,
-        .group_size = s.group_size,
-        .head_dim = s.head_dim,
-        .seq_offset = s.seq_offset,
-        .base = s.base,
-        .scaling = s.scaling,
-        .document_starts = random_document_starts(c, s.seq, s.micro_batch, s.seq_offset)};
-  });
+  return TWIN_ROW(rope_backward, kReordered,
+                  [](Case& c) { return rope_args<ops::RopeBackward>(c); });
 }
 
 // The heads of one call of the query and key heads' norms (Note [Query and key norms]): head
