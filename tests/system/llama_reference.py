@@ -1,8 +1,8 @@
 """An independent Llama reference: Hugging Face LlamaForCausalLM's math (and Qwen2ForCausalLM's,
 whose q, k and v projections have biases, and Qwen3ForCausalLM's, whose q and k heads go through
-RMSNorm before RoPE) in float64 numpy, written
-from the HF tensors the trainer exports (not from the trainer's layer code), trained with
-torch.optim.AdamW's update and clip_grad_norm_ on the same batches. Prints one JSON object per
+RMSNorm before RoPE; and GPT2LMHeadModel's, gpt2_model.py, for a model_type gpt2) in float64
+numpy, written from the HF tensors the trainer exports (not from the trainer's layer code),
+trained with torch.optim.AdamW's update and clip_grad_norm_ on the same batches. Prints one JSON object per
 step: {"step", "loss", "grad_norm"}.
 
 usage: llama_reference.py MODEL_DIR DATA_PREFIX STEPS MICRO_BATCH LR WEIGHT_DECAY CLIP
@@ -12,14 +12,16 @@ usage: llama_reference.py MODEL_DIR DATA_PREFIX STEPS MICRO_BATCH LR WEIGHT_DECA
   loss=EOD: positions whose input is this id take no part in the loss (Megatron's
   --eod-mask-loss). attention=EOD: a position after an input EOD sees no key at or before it
   (Megatron's --reset-attention-mask: each packed document attends to itself only).
-  positions=EOD: the positions (RoPE's position_ids) restart at 0 after each input EOD
-  (Megatron's --reset-position-ids).
+  positions=EOD: the positions (RoPE's, or GPT-2's learned ones) restart at 0 after each input
+  EOD (Megatron's --reset-position-ids).
 """
 import json
 import struct
 import sys
 
 import numpy as np
+
+from gpt2_model import Gpt2
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "U16": np.uint16}
 
@@ -123,16 +125,9 @@ class Llama:
         y = x @ self.p[name + ".weight"].T
         return y + self.p[name + ".bias"] if name + ".bias" in self.p else y
 
-    def loss_and_grads(self, tokens, targets, document_end=None, position_end=None):
+    def loss_and_grads(self, tokens, targets, document_end, positions):
         p, B, T = self.p, tokens.shape[0], tokens.shape[1]
         H, G, D, r = self.H, self.G, self.D, self.H // self.G
-        positions = np.tile(np.arange(T), (B, 1))
-        if position_end is not None:  # Megatron's loop: after an eod at e positions restart at 0
-            for b in range(B):
-                previous = 0
-                for e in np.nonzero(tokens[b] == position_end)[0]:
-                    positions[b, e + 1:] -= e + 1 - previous
-                    previous = e + 1
         cos, sin = self.rope_tables(positions)
         mask = np.triu(np.full((T, T), -np.inf), 1)
         if self.window:  # key j hidden from query i where j <= i - window as well
@@ -250,6 +245,19 @@ class Llama:
         return loss, grads
 
 
+def position_ids(tokens, position_end):
+    """(B, T) positions: 0..T-1, or with position_end Megatron's --reset-position-ids loop (after
+    an input eod at e the positions restart at 0)."""
+    positions = np.tile(np.arange(tokens.shape[1]), (tokens.shape[0], 1))
+    if position_end is not None:
+        for b in range(tokens.shape[0]):
+            previous = 0
+            for e in np.nonzero(tokens[b] == position_end)[0]:
+                positions[b, e + 1:] -= e + 1 - previous
+                previous = e + 1
+    return positions
+
+
 def main():
     model_dir, data_prefix = sys.argv[1], sys.argv[2]
     steps, micro_batch = int(sys.argv[3]), int(sys.argv[4])
@@ -261,9 +269,11 @@ def main():
     position_end = int(options["positions"]) if "positions" in options else None
     config = json.load(open(model_dir + "/config.json"))
     tensors = read_safetensors(model_dir + "/model.safetensors")
-    model = Llama(tensors, config)
+    if config.get("model_type") == "gpt2":
+        model, S = Gpt2(tensors, config), config["n_positions"]
+    else:
+        model, S = Llama(tensors, config), config["max_position_embeddings"]
     tokens = np.fromfile(data_prefix + ".bin", dtype=np.uint16).astype(np.int64)
-    S = config["max_position_embeddings"]
     beta1, beta2, eps = 0.9, 0.95, 1e-8
     m = {k: np.zeros_like(v) for k, v in tensors.items()}
     v2 = {k: np.zeros_like(v) for k, v in tensors.items()}
@@ -273,7 +283,9 @@ def main():
         labels = batch[:, 1:].copy()
         if masked_input is not None:
             labels[batch[:, :-1] == masked_input] = -100
-        loss, grads = model.loss_and_grads(batch[:, :-1], labels, document_end, position_end)
+        inputs = batch[:, :-1]
+        loss, grads = model.loss_and_grads(inputs, labels, document_end,
+                                           position_ids(inputs, position_end))
         norm = np.sqrt(sum((g * g).sum() for g in grads.values()))
         coef = clip / (norm + 1e-6)
         for name, value in tensors.items():
