@@ -111,12 +111,13 @@ Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
     const StepPrediction prediction = predict_step_time(config_, costs, default_links(config_));
     predicted_step_ms_ = prediction.step_s * 1e3;
     // A profile matches a run that masks documents only when it was timed with them (Note [Timed
-    // documents] in planning/calibrate.cpp); the roofline knows no documents.
+    // documents] in planning/calibrate.cpp; one that does not match says why in the source); the
+    // roofline knows no documents.
     const char* documents = "";
-    if (config_.data.reset_attention_mask) {
-      documents = costs.matches(config_, state_.setup)
-                      ? "; attention timed with the documents of the run's first microbatches"
-                      : "; attention timed without the documents' mask, which flash runs faster";
+    if (config_.data.reset_attention_mask && costs.matches(config_, state_.setup)) {
+      documents = "; attention timed with the documents of the run's first microbatches";
+    } else if (config_.data.reset_attention_mask && !costs.profile()) {
+      documents = "; attention timed without the documents' mask, which flash runs faster";
     }
     log_ << "predicted step: " << format("%.1f", predicted_step_ms_) << " ms, "
          << format("%.0f", prediction.tokens_per_s) << " tok/s (time from " << prediction.source

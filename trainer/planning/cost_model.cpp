@@ -186,7 +186,18 @@ RankTimes CostModel::times(const Config& config, const StageSetup& setup) const 
 std::string CostModel::source(const Config& config, const StageSetup& setup) const {
   if (matches(config, setup)) return "the profile " + profile_path_ + " (" + profile_->device + ")";
   std::string text = "the roofline (" + rates_.source + ")";
-  if (profile_) text += "; the profile's shapes are not this run's";
+  if (!profile_) return text;
+  // The same shapes but other documents (Note [Timed documents] in calibrate.cpp): say which.
+  const std::string plain = shape_key(setup.dims, vocab_shard(config), false);
+  if (profile_->shapes == plain + " documents") {
+    text += "; the profile timed attention with documents masked, which this run does not mask";
+  } else if (profile_->shapes == plain) {
+    text +=
+        "; the profile timed attention without the documents' mask this run applies (calibrate "
+        "with data.reset_attention_mask)";
+  } else {
+    text += "; the profile's shapes are not this run's";
+  }
   return text;
 }
 

@@ -154,6 +154,12 @@ TEST(StepTime, ProfilesPriceOnlyRunsWhoseDocumentsTheyTimed) {
     EXPECT_EQ(costs.matches(plain, setup), !documents);
     EXPECT_EQ(costs.matches(masked, setup), documents);
     EXPECT_EQ(costs.times(masked, setup).from_profile, documents);
+    const Config& other = documents ? plain : masked;
+    EXPECT_NE(costs.source(other, setup)
+                  .find(documents ? "the profile timed attention with documents masked"
+                                  : "the profile timed attention without the documents' mask"),
+              std::string::npos)
+        << costs.source(other, setup);
   }
   EXPECT_NE(profile_for(masked).shapes.find(" documents"), std::string::npos);
 }
