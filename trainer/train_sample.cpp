@@ -1,6 +1,8 @@
 // train.sample_interval: every N steps the whole model is gathered to world rank 0 (as the export
 // does, so every parallel layout samples the same model) and continues train.sample_prompt there
 // with the key/value-cache decoder; the sample goes to the log and to events.jsonl.
+#include <unistd.h>
+
 #include "runtime/error.h"
 #include "trainer/generate/dataset_tokenizer.h"
 #include "trainer/generate/generate_command.h"
@@ -11,6 +13,15 @@ namespace trainer {
 void Trainer::prepare_sampling() {
   const TrainConfig& t = config_.train;
   if (t.sample_interval == 0 || groups_.world_rank != 0) return;
+  // The whole model on rank 0's host: gathered from the ranks, or copied from the device.
+  if (groups_.world_size() > 1 || on_device_) {
+    const int64_t pages = ::sysconf(_SC_PHYS_PAGES), page_bytes = ::sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page_bytes > 0) {
+      check_sampling_fits(
+          model::GptParams::count(whole_model_config()) * static_cast<int64_t>(sizeof(float)),
+          pages * page_bytes);
+    }
+  }
   // A dataset without <prefix>.json (any Megatron indexed dataset) has no known tokenizer.
   if (const auto spec = data_tokenizer_spec(config_.data))
     sample_tokenizer_ = tokenizer::load_tokenizer(*spec);
@@ -52,10 +63,9 @@ void Trainer::write_sample() {
       generate_sample(whole, config, sample_prompt_ids_, sampling, sample_tokenizer_.get());
   std::vector<int64_t> generated(sample.generated.begin(), sample.generated.end());
   // Without a prompt the text is the generated tokens' alone, not the eod (or id 0) before them.
-  const std::string text =
-      sample_tokenizer_ && config_.train.sample_prompt.empty()
-          ? tokenizer::valid_utf8(sample_tokenizer_->decode(sample.generated))
-          : sample.text;
+  const std::string text = sample_tokenizer_ && config_.train.sample_prompt.empty()
+                               ? tokenizer::valid_utf8(sample_tokenizer_->decode(sample.generated))
+                               : sample.text;
   Event event = Event("sample", step_).with("prompt", config_.train.sample_prompt);
   if (sample_tokenizer_) event.with("text", text);
   record_event(event.with("tokens", generated));

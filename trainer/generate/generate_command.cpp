@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <ostream>
@@ -134,6 +135,20 @@ GenerateOptions parse_generate_options(const std::vector<std::string>& args) {
   return options;
 }
 
+void check_sampling_fits(int64_t model_bytes, int64_t host_bytes) {
+  if (2 * model_bytes <= host_bytes) return;
+  auto gib = [](int64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+    return std::string(text);
+  };
+  throw runtime::ConfigError("train.sample_interval",
+                             "sampling holds the whole model in f32 (" + gib(model_bytes) +
+                                 ") on world rank 0, over " + "half of its host's " +
+                                 gib(host_bytes) + " of memory; set train.sample_interval: 0 " +
+                                 "and sample the export with `trainer generate`");
+}
+
 std::vector<int32_t> prompt_ids(const std::string& prompt, const tokenizer::Tokenizer& tokenizer,
                                 const model::GptConfig& config) {
   std::vector<int32_t> ids;
@@ -148,11 +163,11 @@ std::vector<int32_t> prompt_ids(const std::string& prompt, const tokenizer::Toke
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= config.vocab_size) {
-      throw runtime::InputError(TRAINER_STR(
-          "generate: prompt token " << i << " is id " << ids[i] << ", not below the model's "
-                                    << "vocab_size " << config.vocab_size << " (the "
-                                    << tokenizer.identity().kind
-                                    << " tokenizer does not fit this model)"));
+      throw runtime::InputError(
+          TRAINER_STR("generate: prompt token "
+                      << i << " is id " << ids[i] << ", not below the model's "
+                      << "vocab_size " << config.vocab_size << " (the " << tokenizer.identity().kind
+                      << " tokenizer does not fit this model)"));
     }
   }
   return ids;
@@ -191,10 +206,11 @@ int run_generate(const GenerateOptions& options, std::ostream& out, runtime::All
   const std::vector<int32_t> prompt = prompt_ids(options.prompt, *tokenizer, config);
   if (config.learned_positions() &&
       static_cast<int64_t>(prompt.size()) + sampling.max_new_tokens > config.positions()) {
-    throw runtime::InputError(TRAINER_STR(
-        "generate: the prompt's " << prompt.size() << " tokens + --max-new-tokens "
-                                  << sampling.max_new_tokens << " exceed the model's "
-                                  << config.positions() << " learned positions (model.seq_length)"));
+    throw runtime::InputError(TRAINER_STR("generate: the prompt's "
+                                          << prompt.size() << " tokens + --max-new-tokens "
+                                          << sampling.max_new_tokens << " exceed the model's "
+                                          << config.positions()
+                                          << " learned positions (model.seq_length)"));
   }
   // On a GPU: the weights uploaded to it, f32 as on the host.
   const model::GptParams params =

@@ -44,7 +44,8 @@ TEST(Sampling, SeededDrawsRepeatAndStayInTheTopK) {
     again.push_back(sample_token(logits, options, step));
   }
   options.seed = 12;
-  for (int64_t step = 0; step < 2000; ++step) other_seed.push_back(sample_token(logits, options, step));
+  for (int64_t step = 0; step < 2000; ++step)
+    other_seed.push_back(sample_token(logits, options, step));
   EXPECT_EQ(first, again);
   EXPECT_NE(first, other_seed);
   for (const auto& [id, count] : seen) EXPECT_TRUE(top.count(id)) << "id " << id << " drawn";
@@ -171,8 +172,8 @@ TEST(Generate, DecodesWithTheDatasetsTokenizerAndRecordsSamples) {
   const std::string data = byte_dataset(dir);
   Config config = testing_support::small_config(
       data, dir / "run",
-      {"model.vocab_size=257", "train.steps=4", "train.sample_interval=2",
-       "train.sample_tokens=6", "train.sample_prompt=the c"});
+      {"model.vocab_size=257", "train.steps=4", "train.sample_interval=2", "train.sample_tokens=6",
+       "train.sample_prompt=the c"});
   InProcessRun run(config);
   run.trainer->run();
   std::vector<std::string> samples;
@@ -197,14 +198,31 @@ TEST(Generate, DecodesWithTheDatasetsTokenizerAndRecordsSamples) {
                                     {"--max-new-tokens 16", "16 learned positions"},
                                     "a sample beyond the learned positions");
   expect_error<runtime::InputError>(
-      [&] { run_generate(parse_generate_options({"--model", dir / "nothing"}), out); },
+      [&] {
+        run_generate(parse_generate_options({"--model", dir / "nothing"}), out);
+      },
       {"--model", "nothing", "no such directory"}, "a missing run dir");
   expect_error<runtime::InputError>(
-      [&] { run_generate(parse_generate_options({"--checkpoint", dir.str()}), out); },
+      [&] {
+        run_generate(parse_generate_options({"--checkpoint", dir.str()}), out);
+      },
       {"--checkpoint", "manifest.json"}, "a step dir without a manifest");
   expect_error<runtime::InputError>(
-      [&] { parse_generate_options({"--model", "a", "--checkpoint", "b"}); },
+      [&] {
+        parse_generate_options({"--model", "a", "--checkpoint", "b"});
+      },
       {"exactly one of --model"}, "both sources");
+}
+
+// Sampling gathers the whole model onto rank 0's host: over half of its memory is refused at
+// startup, naming the field and both sizes, not left to run out of memory mid-run.
+TEST(Generate, SamplingAModelOverHalfTheHostIsRefused) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  check_sampling_fits(8 * kGiB, 16 * kGiB);  // exactly half: taken
+  expect_error<runtime::ConfigError>([] { check_sampling_fits(280 * kGiB, 512 * kGiB); },
+                                     {"train.sample_interval", "the whole model in f32 (280.0 GiB)",
+                                      "its host's 512.0 GiB", "set train.sample_interval: 0"},
+                                     "a 70B model on a 512 GiB host");
 }
 
 TEST(Generate, PromptIdsBeyondTheModelsVocabularyAreNamed) {
