@@ -188,10 +188,10 @@ std::string CostModel::source(const Config& config, const StageSetup& setup) con
   std::string text = "the roofline (" + rates_.source + ")";
   if (!profile_) return text;
   // The same shapes but other documents (Note [Timed documents] in calibrate.cpp): say which.
-  const std::string plain = shape_key(setup.dims, vocab_shard(config), false);
-  if (profile_->shapes == plain + " documents") {
+  const int64_t vocab = vocab_shard(config);
+  if (profile_->shapes == shape_key(setup.dims, vocab, true)) {
     text += "; the profile timed attention with documents masked, which this run does not mask";
-  } else if (profile_->shapes == plain) {
+  } else if (profile_->shapes == shape_key(setup.dims, vocab, false)) {
     text +=
         "; the profile timed attention without the documents' mask this run applies (calibrate "
         "with data.reset_attention_mask)";
