@@ -341,8 +341,7 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   TimeProfile p;
   p.device = calibration_device(config);
   p.dtype = std::string(runtime::dtype_name(dims.activation_dtype));
-  p.shapes = shape_key(dims, c.model.padded_vocab(c.parallel.tensor) / c.parallel.tensor,
-                       config.data.reset_attention_mask);
+  p.shapes = profile_shape_key(c, state.setup);
   p.build = std::string(version()) + " " + git_revision();
   p.repeats = kept;
   const MeasuredRates rates = measure_rates(allocator, dims.activation_dtype);

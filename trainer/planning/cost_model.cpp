@@ -111,6 +111,10 @@ int64_t vocab_shard(const Config& config) {
   return config.model.padded_vocab(tp) / tp;
 }
 
+std::string profile_shape_key(const Config& config, const StageSetup& setup) {
+  return shape_key(setup.dims, vocab_shard(config), config.data.reset_attention_mask);
+}
+
 DeviceRates default_rates(const Config& config) {
   if (config.train.device == Device::cuda) {
     const bool bf16 = uses_bf16(config.train);
@@ -154,8 +158,7 @@ CostModel CostModel::for_config(const Config& config) {
 }
 
 bool CostModel::matches(const Config& config, const StageSetup& setup) const {
-  return profile_ && profile_->shapes == shape_key(setup.dims, vocab_shard(config),
-                                                   config.data.reset_attention_mask);
+  return profile_ && profile_->shapes == profile_shape_key(config, setup);
 }
 
 RankTimes CostModel::times(const Config& config, const StageSetup& setup) const {

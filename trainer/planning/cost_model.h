@@ -101,6 +101,9 @@ model::LayerRecompute single_module_entry(size_t module);
 
 // The vocabulary rows of the head on this rank (the padded vocabulary's tensor-parallel shard).
 int64_t vocab_shard(const Config& config);
+// The shape_key a profile of `config`'s rank of `setup` has: its layer shapes, its vocabulary
+// shard, and whether it masks documents.
+std::string profile_shape_key(const Config& config, const StageSetup& setup);
 
 // The chunk search's prices (nanoseconds per microbatch) from `times`: a selective rebuild plus
 // what it all-gathers under sequence parallelism at `gather_s` seconds each; a full layer's

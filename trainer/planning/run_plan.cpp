@@ -28,8 +28,7 @@ std::optional<TimeProfile> earlier_profile(const Config& config, const std::stri
   try {
     TimeProfile profile = read_time_profile(path);
     const StageSetup setup = make_stage_setup(config, 0, 0);
-    if (profile.shapes ==
-            shape_key(setup.dims, vocab_shard(config), config.data.reset_attention_mask) &&
+    if (profile.shapes == profile_shape_key(config, setup) &&
         profile.device == calibration_device(config) && profile.ranks == ranks)
       return profile;
   } catch (const runtime::InputError&) {

@@ -38,8 +38,7 @@ TEST(Calibrate, ProfileMatchesTheRunAndReadsBack) {
     EXPECT_EQ(p.ranks, 1);
     EXPECT_FALSE(p.collectives_measured);  // alone: the replay's collectives
     const StageSetup setup = make_stage_setup(config, 0, 0);
-    EXPECT_EQ(p.shapes,
-              shape_key(setup.dims, vocab_shard(config), config.data.reset_attention_mask));
+    EXPECT_EQ(p.shapes, profile_shape_key(config, setup));
     EXPECT_GT(p.layer_forward_s, 0);
     EXPECT_GT(p.layer_backward_s, 0);
     // Note [Cold stash]: what a layer's stash costs when it waits in a step, per layer; a

@@ -192,7 +192,7 @@ TEST(LayoutSearch, AProfilePricesTheLayoutsWithItsShapes) {
   TimeProfile profile;
   profile.device = "test";
   profile.dtype = "f32";
-  profile.shapes = shape_key(setup.dims, vocab_shard(shape), shape.data.reset_attention_mask);
+  profile.shapes = profile_shape_key(shape, setup);
   profile.gemm_gflops = 50;
   profile.copy_gbps = 10;
   profile.layer_forward_s = 100 * roofline.layer_forward_s;

@@ -31,7 +31,7 @@ TimeProfile profile_for(const Config& config,
   TimeProfile p;
   p.device = "test";
   p.dtype = "f32";
-  p.shapes = shape_key(setup.dims, vocab_shard(config), config.data.reset_attention_mask);
+  p.shapes = profile_shape_key(config, setup);
   p.gemm_gflops = 100;
   p.copy_gbps = 10;
   p.layer_forward_s = 1e-3;
