@@ -5,6 +5,8 @@ llama_reference.py for a config.json whose model_type is gpt2, with the same bat
 clipping as the Llama reference."""
 import numpy as np
 
+from reference_loss import cross_entropy
+
 GELU_SCALE = np.sqrt(2.0 / np.pi)
 GELU_CUBIC = 0.044715
 
@@ -46,6 +48,20 @@ class Gpt2:
         self.L = config["n_layer"]
         self.eps = config["layer_norm_epsilon"]
 
+    def conv1d_backward(self, grads, name, x, dy):
+        """y = x W + b (HF's Conv1D): adds W's and b's gradients, returns dx."""
+        width = x.shape[-1]
+        grads[name + ".weight"] += x.reshape(-1, width).T @ dy.reshape(-1, dy.shape[-1])
+        grads[name + ".bias"] += dy.reshape(-1, dy.shape[-1]).sum(0)
+        return dy @ self.p[name + ".weight"].T
+
+    def norm_backward(self, grads, name, dy, saved):
+        """The layer norm `name`'s backward: adds its weight's and bias's gradients, returns dx."""
+        dx, dw, db = layer_norm_backward(dy, self.p[name + ".weight"], saved)
+        grads[name + ".weight"] += dw
+        grads[name + ".bias"] += db
+        return dx
+
     def loss_and_grads(self, tokens, targets, document_end=None, positions=None):
         """Mean cross entropy over the targets that are not -100, and every tensor's gradient.
         document_end: an input eod at e hides keys <= e from every query > e of its sample.
@@ -85,42 +101,20 @@ class Gpt2:
         nf, lnf = layer_norm_forward(x, p["transformer.ln_f.weight"], p["transformer.ln_f.bias"],
                                      self.eps)
         wte = p["transformer.wte.weight"]
-        logits = nf @ wte.T
-        logits -= logits.max(-1, keepdims=True)
-        e = np.exp(logits)
-        softmax = e / e.sum(-1, keepdims=True)
+        loss, dlogits = cross_entropy(nf @ wte.T, targets)  # (B, T, V) logits
         N = B * T
-        counted = targets != -100
-        safe = np.where(counted, targets, 0)
-        picked = np.take_along_axis(softmax, safe[..., None], -1)[..., 0]
-        loss = -np.log(picked)[counted].sum() / max(counted.sum(), 1)
-
-        dlogits = softmax.copy()
-        np.put_along_axis(dlogits, safe[..., None],
-                          np.take_along_axis(dlogits, safe[..., None], -1) - 1.0, -1)
-        dlogits *= counted[..., None] / max(counted.sum(), 1)
         grads["transformer.wte.weight"] += dlogits.reshape(N, -1).T @ nf.reshape(N, -1)
-        dx, dw, db = layer_norm_backward(dlogits @ wte, p["transformer.ln_f.weight"], lnf)
-        grads["transformer.ln_f.weight"] += dw
-        grads["transformer.ln_f.bias"] += db
+        dx = self.norm_backward(grads, "transformer.ln_f", dlogits @ wte, lnf)
         for i in reversed(range(self.L)):
             pre = f"transformer.h.{i}."
             n1, ln1, q, k, v, probs, ctx, n2, ln2, f, g, t = saved[i]
             # mlp: x = h2 + gelu(n2 W_fc + b_fc) W_proj + b_proj
-            grads[pre + "mlp.c_proj.weight"] += g.reshape(N, -1).T @ dx.reshape(N, -1)
-            grads[pre + "mlp.c_proj.bias"] += dx.reshape(N, -1).sum(0)
-            df = gelu_new_backward(dx @ p[pre + "mlp.c_proj.weight"].T, f, t)
-            grads[pre + "mlp.c_fc.weight"] += n2.reshape(N, -1).T @ df.reshape(N, -1)
-            grads[pre + "mlp.c_fc.bias"] += df.reshape(N, -1).sum(0)
-            dh2, dw, db = layer_norm_backward(df @ p[pre + "mlp.c_fc.weight"].T,
-                                              p[pre + "ln_2.weight"], ln2)
-            grads[pre + "ln_2.weight"] += dw
-            grads[pre + "ln_2.bias"] += db
-            dx = dx + dh2
+            df = gelu_new_backward(self.conv1d_backward(grads, pre + "mlp.c_proj", g, dx), f, t)
+            dn2 = self.conv1d_backward(grads, pre + "mlp.c_fc", n2, df)
+            dx = dx + self.norm_backward(grads, pre + "ln_2", dn2, ln2)
             # attention: x = h + ctx W_proj + b_proj
-            grads[pre + "attn.c_proj.weight"] += ctx.reshape(N, -1).T @ dx.reshape(N, -1)
-            grads[pre + "attn.c_proj.bias"] += dx.reshape(N, -1).sum(0)
-            dctx = (dx @ p[pre + "attn.c_proj.weight"].T).reshape(B, T, H, D).transpose(0, 2, 1, 3)
+            dctx = self.conv1d_backward(grads, pre + "attn.c_proj", ctx, dx)
+            dctx = dctx.reshape(B, T, H, D).transpose(0, 2, 1, 3)
             dprobs = dctx @ v.transpose(0, 1, 3, 2)
             dv = probs.transpose(0, 1, 3, 2) @ dctx
             dscores = probs * (dprobs - (dprobs * probs).sum(-1, keepdims=True)) / np.sqrt(D)
@@ -128,13 +122,8 @@ class Gpt2:
             dk = dscores.transpose(0, 1, 3, 2) @ q
             dqkv = np.concatenate([d.transpose(0, 2, 1, 3).reshape(B, T, C) for d in (dq, dk, dv)],
                                   -1)
-            grads[pre + "attn.c_attn.weight"] += n1.reshape(N, -1).T @ dqkv.reshape(N, -1)
-            grads[pre + "attn.c_attn.bias"] += dqkv.reshape(N, -1).sum(0)
-            dh, dw, db = layer_norm_backward(dqkv @ p[pre + "attn.c_attn.weight"].T,
-                                             p[pre + "ln_1.weight"], ln1)
-            grads[pre + "ln_1.weight"] += dw
-            grads[pre + "ln_1.bias"] += db
-            dx = dx + dh
+            dn1 = self.conv1d_backward(grads, pre + "attn.c_attn", n1, dqkv)
+            dx = dx + self.norm_backward(grads, pre + "ln_1", dn1, ln1)
         np.add.at(grads["transformer.wte.weight"], tokens, dx)
         np.add.at(grads["transformer.wpe.weight"], positions, dx)
         return loss, grads

@@ -21,6 +21,8 @@ import sys
 
 import numpy as np
 
+from reference_loss import cross_entropy
+
 from gpt2_model import Gpt2
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "U16": np.uint16}
@@ -171,20 +173,8 @@ class Llama:
                           act))
         nf, rf = rms_forward(x, p["model.norm.weight"], self.eps)
         head = "model.embed_tokens.weight" if self.tied else "lm_head.weight"
-        logits = nf @ p[head].T  # (B, T, V)
-        logits -= logits.max(-1, keepdims=True)
-        e = np.exp(logits)
-        softmax = e / e.sum(-1, keepdims=True)
+        loss, dlogits = cross_entropy(nf @ p[head].T, targets)  # (B, T, V) logits
         N = B * T
-        # Hugging Face's labels: -100 takes no part, the loss is the mean over the others.
-        counted = targets != -100
-        safe = np.where(counted, targets, 0)
-        picked = np.take_along_axis(softmax, safe[..., None], -1)[..., 0]
-        loss = -np.log(picked)[counted].sum() / max(counted.sum(), 1)
-
-        dlogits = softmax.copy()
-        np.put_along_axis(dlogits, safe[..., None], np.take_along_axis(dlogits, safe[..., None], -1) - 1.0, -1)
-        dlogits *= counted[..., None] / max(counted.sum(), 1)
         grads[head] += dlogits.reshape(N, -1).T @ nf.reshape(N, -1)
         dnf = dlogits @ p[head]
         dx, dw = rms_backward(dnf, x, p["model.norm.weight"], rf)
