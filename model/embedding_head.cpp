@@ -38,8 +38,7 @@ const Tensor& output_weight(const GptParams& p, const GptConfig& config) {
 // The position starts of a run of the rank's sequence shard (rows counted from the shard's
 // first, as d.shard_segments() gives them), or empty (Note [Document positions]).
 Tensor shard_starts(const EmbeddingStash& s, const LayerDims& d, const parallel::RowSegment& run) {
-  if (!s.position_starts.defined()) return {};
-  return s.position_starts.rows(d.shard_first_row() + run.row, run.rows);
+  return runtime::optional_rows(s.position_starts, d.shard_first_row() + run.row, run.rows);
 }
 
 }  // namespace

@@ -94,17 +94,16 @@ void rope(const Tensor& qkv, const LayerDims& d, const LayerContext& c, bool bac
   for (const parallel::RowSegment& run : d.context().segments(0, d.seq)) {
     // RopeForward and RopeBackward: the same fields in the same order (tensor, sizes, place).
     auto args = [&]<class Args>(Args) {
-      return Args{
-          qkv.rows(run.row, run.rows),
-          run.rows,
-          d.micro_batch,
-          d.kv_heads(),
-          d.features.group_size,
-          d.head_dim,
-          run.position,
-          d.features.rotary_base,
-          d.features.rope_scaling,
-          c.position_starts.defined() ? c.position_starts.rows(run.row, run.rows) : Tensor()};
+      return Args{qkv.rows(run.row, run.rows),
+                  run.rows,
+                  d.micro_batch,
+                  d.kv_heads(),
+                  d.features.group_size,
+                  d.head_dim,
+                  run.position,
+                  d.features.rotary_base,
+                  d.features.rope_scaling,
+                  runtime::optional_rows(c.position_starts, run.row, run.rows)};
     };
     if (backward) {
       ops::rope_backward(args(runtime::ops::RopeBackward{}));

@@ -82,4 +82,10 @@ class Tensor {
   DType dtype_ = DType::f32;
 };
 
+// t.rows(first, count), or an undefined tensor when `t` is undefined: the rows of an optional
+// per-row input (document starts, which are empty for one document per sequence).
+inline Tensor optional_rows(const Tensor& t, int64_t first, int64_t count) {
+  return t.defined() ? t.rows(first, count) : Tensor();
+}
+
 }  // namespace runtime

@@ -212,7 +212,7 @@ void Trainer::start_logging() {
        << (m.sliding_window > 0 ? " in a sliding window of " + std::to_string(m.sliding_window)
                                 : std::string())
        << "\n";
-  data_->describe(log_);
+  data_->describe(log_, config_.data);
   log_ << "batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size << " x "
        << state_.setup.num_microbatches << " microbatches x dp " << pc.data << "; "
        << t.global_batch_size * m.seq_length << " tokens per step\n";

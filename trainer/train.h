@@ -268,6 +268,12 @@ std::string describe_plan(const recompute::RecomputePlan& plan);
 // naming the field; `trainer train` calls it before it sets up a device.
 void check_supported(const Config& config);
 
+// train.sample_interval's host memory (ConfigError naming train.sample_interval, the model's
+// bytes and the host's, otherwise nothing): sampling holds `model_bytes` (the whole model in f32,
+// gathered onto world rank 0 or copied from its device) on a host of `host_bytes`, and is refused
+// where that is over half of it, rather than running out of memory mid-run.
+void check_sampling_fits(int64_t model_bytes, int64_t host_bytes);
+
 // The communicator of device tensors for a job of `world_size` ranks that use `distinct_gpus`
 // different GPUs in all: with parallel.backend auto, NCCL when train.device is cuda, there is
 // more than one rank and every rank has a GPU of its own; MPI (device tensors staged through

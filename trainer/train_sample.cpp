@@ -6,9 +6,20 @@
 #include "runtime/error.h"
 #include "trainer/generate/dataset_tokenizer.h"
 #include "trainer/generate/generate_command.h"
+#include "trainer/metrics.h"
 #include "trainer/train.h"
 
 namespace trainer {
+
+void check_sampling_fits(int64_t model_bytes, int64_t host_bytes) {
+  if (2 * model_bytes <= host_bytes) return;
+  throw runtime::ConfigError(
+      "train.sample_interval",
+      "sampling holds the whole model in f32 (" + format_bytes(model_bytes) +
+          ") on world rank 0, over half of its host's " + format_bytes(host_bytes) +
+          " of memory; set train.sample_interval: 0 and sample the export with `trainer "
+          "generate`");
+}
 
 void Trainer::prepare_sampling() {
   const TrainConfig& t = config_.train;

@@ -88,8 +88,6 @@ TrainingData::TrainingData(const Config& config) {
     if (config.data.eod_mask_loss) masked_input_ = eod;
     if (config.data.document_starts()) document_end_ = eod;
   }
-  mask_documents_ = config.data.reset_attention_mask;
-  reset_positions_ = config.data.reset_position_ids;
 
   std::vector<const SampleSource*> train_samplers;
   std::vector<double> weights;
@@ -188,7 +186,7 @@ int64_t counted_targets(const SampleSource& sampler, int64_t first, int64_t samp
   return counted;
 }
 
-void TrainingData::describe(std::ostream& log) const {
+void TrainingData::describe(std::ostream& log, const DataConfig& data) const {
   auto counts = [](const DataSource& source) {
     return std::to_string(source.dataset->num_tokens()) + " tokens; " +
            std::to_string(source.train->num_samples()) + " train samples" +
@@ -224,11 +222,11 @@ void TrainingData::describe(std::ostream& log) const {
     log << "loss: positions whose input is the eod id " << *masked_input_
         << " take no part (data.eod_mask_loss)\n";
   }
-  if (document_end_ && mask_documents_) {
+  if (document_end_ && data.reset_attention_mask) {
     log << "attention: stops at each eod id " << *document_end_
         << "; a document sees only its own tokens (data.reset_attention_mask)\n";
   }
-  if (document_end_ && reset_positions_) {
+  if (document_end_ && data.reset_position_ids) {
     log << "positions: restart at 0 after each eod id " << *document_end_
         << " (data.reset_position_ids)\n";
   }

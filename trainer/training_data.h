@@ -49,8 +49,9 @@ class TrainingData {
   // With data.reset_attention_mask or data.reset_position_ids, the token that ends a document
   // (the same end-of-document id); none without either.
   std::optional<int32_t> document_end() const { return document_end_; }
-  // The startup log's lines: each dataset (name, weight, tokens, samples) and the tokenizer.
-  void describe(std::ostream& log) const;
+  // The startup log's lines: each dataset (name, weight, tokens, samples), the tokenizer, and
+  // what the end-of-document switches of `data` (the config this was built from) do.
+  void describe(std::ostream& log, const DataConfig& data) const;
 
  private:
   std::vector<DataSource> sources_;
@@ -58,8 +59,6 @@ class TrainingData {
   std::optional<SyntheticEntropy> entropy_;
   std::optional<int32_t> masked_input_;
   std::optional<int32_t> document_end_;
-  bool mask_documents_ = false;   // data.reset_attention_mask
-  bool reset_positions_ = false;  // data.reset_position_ids
 };
 
 // The end-of-document id of data.eod_mask_loss, data.reset_attention_mask and

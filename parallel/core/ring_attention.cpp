@@ -62,7 +62,7 @@ struct Ring {
   }
   // The document starts of local chunk q's rows, or empty.
   Tensor starts_of(int64_t q) const {
-    return document_starts.defined() ? document_starts.rows(q * chunk(), chunk()) : Tensor();
+    return runtime::optional_rows(document_starts, q * chunk(), chunk());
   }
   // Chunk q's (B, H, chunk) block of a (2, B, H, chunk) log-sum-exp.
   Tensor lse_chunk(const Tensor& lse, int64_t q) const {

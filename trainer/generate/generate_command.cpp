@@ -4,7 +4,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <ostream>
@@ -133,20 +132,6 @@ GenerateOptions parse_generate_options(const std::vector<std::string>& args) {
   }
   check_sampling_options(options.sampling);
   return options;
-}
-
-void check_sampling_fits(int64_t model_bytes, int64_t host_bytes) {
-  if (2 * model_bytes <= host_bytes) return;
-  auto gib = [](int64_t bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-    return std::string(text);
-  };
-  throw runtime::ConfigError("train.sample_interval",
-                             "sampling holds the whole model in f32 (" + gib(model_bytes) +
-                                 ") on world rank 0, over " + "half of its host's " +
-                                 gib(host_bytes) + " of memory; set train.sample_interval: 0 " +
-                                 "and sample the export with `trainer generate`");
 }
 
 std::vector<int32_t> prompt_ids(const std::string& prompt, const tokenizer::Tokenizer& tokenizer,

@@ -35,12 +35,6 @@ std::string generate_usage();
 int run_generate(const GenerateOptions& options, std::ostream& out,
                  runtime::Allocator* device = nullptr);
 
-// train.sample_interval's host memory (ConfigError naming train.sample_interval, the model's
-// bytes and the host's, otherwise nothing): sampling holds `model_bytes` (the whole model in f32,
-// gathered onto world rank 0 or copied from its device) on a host of `host_bytes`, and is refused
-// where that is over half of it, rather than running out of memory mid-run.
-void check_sampling_fits(int64_t model_bytes, int64_t host_bytes);
-
 // A sample and its text.
 struct Sample {
   std::vector<int32_t> prompt;

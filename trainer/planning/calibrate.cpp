@@ -144,11 +144,11 @@ parallel::ProcessGroups calibration_groups(const Config& config, int64_t world_s
 
 // Note [Timed documents]
 // Under data.reset_attention_mask flash skips the key tiles before each query's document, so a
-// layer's time depends on the documents (docs/attention.md, "Documents": 1.5x to 3.8x faster
-// with the synthetic text's). The calibration times its rounds with the documents of the run's
-// own first microbatches, one microbatch a round in turn, so that the medians sample them as a
-// step's microbatches do; the profile's shapes then end in "documents", and only a run that
-// masks documents prices with it (CostModel::matches).
+// layer's time depends on the documents (docs/attention.md, "Documents": steps 1.4x to 3.6x
+// faster with documents of 2048 to 128 tokens in scripts/bench_documents.sh). The calibration times
+// its rounds with the documents of the run's own first microbatches, one microbatch a round in
+// turn, so that the medians sample them as a step's microbatches do; the profile's shapes then end
+// in "documents", and only a run that masks documents prices with it (CostModel::matches).
 namespace {
 
 // The mean length of the documents a calibration times: tokens over documents, counting each

@@ -29,9 +29,11 @@ void rotate(float* qkv, const RopeDims& d, float sign) {
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
     inv_freq[i] = rotary_inv_freq(i, d.head_dim, d.base, d.scaling);
-  // Without documents a row's samples share its position: its cos and sin are computed once.
-  const int64_t samples_per_position = d.document_starts == nullptr ? d.micro_batch : 1;
-  const int64_t units = d.seq * (d.micro_batch / std::max<int64_t>(samples_per_position, 1));
+  // A unit is a row of every sample (they share its position: its cos and sin are computed once)
+  // or, with document starts, a row of one sample (unit t * micro_batch + b), as on CUDA.
+  const bool documents = d.document_starts != nullptr;
+  const int64_t samples_per_position = documents ? 1 : d.micro_batch;
+  const int64_t units = documents ? d.seq * d.micro_batch : d.seq;
 #pragma omp parallel if (d.seq * d.micro_batch * width >= detail::kMinParallelElements)
   {
     std::vector<float> cosines(static_cast<size_t>(half)), sines(static_cast<size_t>(half));
@@ -39,8 +41,7 @@ void rotate(float* qkv, const RopeDims& d, float sign) {
     for (int64_t unit = 0; unit < units; ++unit) {
       const int64_t first_row = unit * samples_per_position;  // row t * micro_batch + b
       const int64_t t = first_row / std::max<int64_t>(d.micro_batch, 1);
-      const int64_t position =
-          d.seq_offset + t - (d.document_starts == nullptr ? 0 : d.document_starts[first_row]);
+      const int64_t position = d.seq_offset + t - (documents ? d.document_starts[first_row] : 0);
       for (int64_t i = 0; i < half; ++i) {
         const float angle = rotary_angle(position, inv_freq[i]);
         cosines[i] = std::cos(angle);

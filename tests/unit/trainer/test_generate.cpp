@@ -10,6 +10,7 @@
 #include "trainer/data/prepare_data.h"
 #include "trainer/generate/generate_command.h"
 #include "trainer/generate/model_source.h"
+#include "trainer/train.h"
 #include "trainer_test_util.h"
 
 namespace trainer {
@@ -219,10 +220,11 @@ TEST(Generate, DecodesWithTheDatasetsTokenizerAndRecordsSamples) {
 TEST(Generate, SamplingAModelOverHalfTheHostIsRefused) {
   constexpr int64_t kGiB = int64_t{1} << 30;
   check_sampling_fits(8 * kGiB, 16 * kGiB);  // exactly half: taken
-  expect_error<runtime::ConfigError>([] { check_sampling_fits(280 * kGiB, 512 * kGiB); },
-                                     {"train.sample_interval", "the whole model in f32 (280.0 GiB)",
-                                      "its host's 512.0 GiB", "set train.sample_interval: 0"},
-                                     "a 70B model on a 512 GiB host");
+  expect_error<runtime::ConfigError>(
+      [] { check_sampling_fits(280 * kGiB, 512 * kGiB); },
+      {"train.sample_interval", "the whole model in f32 (280.00 GiB)", "its host's 512.00 GiB",
+       "set train.sample_interval: 0"},
+      "a 70B model on a 512 GiB host");
 }
 
 TEST(Generate, PromptIdsBeyondTheModelsVocabularyAreNamed) {
