@@ -86,8 +86,8 @@ std::string slice_name(const SliceInfo& info);
 // Writes `slices` as a Chrome trace event file (a JSON object with traceEvents; Perfetto and
 // chrome://tracing read it): "X" events with ts/dur in microseconds since the time origin
 // (otherData.time_origin_ns), pid `rank`, tid the lane, args with the slice's fields, and
-// process_name / thread_name metadata events naming the rank `process_label` and the lanes. Through a temporary file and a rename; InputError when
-// the file cannot be written.
+// process_name / thread_name metadata events naming the rank `process_label` and the lanes.
+// Through a temporary file and a rename; InputError when the file cannot be written.
 void write_chrome_trace(const std::string& path, int64_t rank, const std::string& process_label,
                         const std::vector<Slice>& slices);
 

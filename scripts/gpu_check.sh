@@ -37,7 +37,8 @@
 # folder), GPU_CHECK_LIB_DIRS (more library folders, ':'-separated), GPU_CHECK_TEST_LIMIT_S,
 # GPU_CHECK_PEER and GPU_CHECK_LLAMA_PEER (the peers' commands), GPU_CHECK_SANITIZER
 # (compute-sanitizer's path), GPU_CHECK_SANITIZE_BINARIES (the binaries sanitize runs) and
-# GPU_CHECK_NO_DEVICE=1 (skip nvidia-smi).
+# GPU_CHECK_NO_DEVICE=1 (skip nvidia-smi); for prepare's (tests/system/gpu_check_configure.sh):
+# GPU_CHECK_BUILD (the build folder) and GPU_CHECK_CONFIGURE_ONLY=1 (stop after the configure).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry=${GPU_CHECK_CARRY:-$root/.gpu}
@@ -49,16 +50,25 @@ cuda_libs='^/usr/local/cuda|/lib(cuda|cudart|cublas|cublasLt|nccl)\.so'
 
 # --- prepare (here) ---------------------------------------------------------------------------
 
+# prepare_build BUILD: configures the CUDA build (ccache as the launcher only where it is
+# installed: setup.sh does not install it) and builds what the bundle holds.
 prepare_build() {
-  local build=$1
+  local build=$1 launcher=()
   "$root/scripts/setup.sh" >/dev/null || return
+  if command -v ccache >/dev/null 2>&1; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=ON \
     -DTRAINER_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES=90-real -DBUILD_SHARED_LIBS=ON \
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null ||
-    return
+    "${launcher[@]}" > "$build.configure.log" 2>&1 ||
+    { tail -n 20 "$build.configure.log"; return 1; }
   local targets
   targets=$(ninja -C "$build" -t targets all | sed -n 's/^\(test_gpu_[a-z_]*\): phony$/\1/p')
   [ -n "$targets" ] || { echo "gpu_check: the build defines no GPU test binaries"; return 1; }
+  if [ "${GPU_CHECK_CONFIGURE_ONLY:-0}" = 1 ]; then
+    echo "gpu_check: configured $build with GPU test binaries" $targets
+    return
+  fi
   # shellcheck disable=SC2086 # one target per word
   nice -n 10 ninja -C "$build" -j "$(nproc)" trainer bench_gpu $targets
 }
@@ -83,8 +93,10 @@ prepare_stage() {
 }
 
 prepare() {
-  local build="$root/build/gpu" size
+  local build=${GPU_CHECK_BUILD:-$root/build/gpu} size
+  mkdir -p "$(dirname "$build")" || exit 1
   prepare_build "$build" || { echo "gpu_check: the CUDA build failed"; exit 1; }
+  [ "${GPU_CHECK_CONFIGURE_ONLY:-0}" = 1 ] && exit 0
   stage=$(mktemp -d) && trap 'rm -rf "$stage"' EXIT  # global: the trap runs after prepare
   prepare_stage "$build" "$stage" || exit 1
   rm -rf "$carry" && mkdir -p "$carry" || exit 1

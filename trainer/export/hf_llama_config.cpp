@@ -298,8 +298,8 @@ model::GptConfig llama_config_from_hf_json(const std::string& json_text,
   const JsonConfigReader json(json_text, source);
   const std::string type = json.string("model_type", "llama");
   if (type != "llama" && type != "mistral" && type != "qwen2" && type != "qwen3")
-    json.fail("model_type", "\"" + type + "\" is not a Llama-family model (llama, mistral, qwen2, "
-                            "qwen3)");
+    json.fail("model_type",
+              "\"" + type + "\" is not a Llama-family model (llama, mistral, qwen2, qwen3)");
   model::GptConfig config = model::architecture_defaults(model::Architecture::llama);
   config.num_layers = json.positive_integer("num_hidden_layers");
   config.hidden_size = json.positive_integer("hidden_size");
@@ -326,9 +326,9 @@ model::GptConfig llama_config_from_hf_json(const std::string& json_text,
   config.untie_embeddings = !json.boolean("tie_word_embeddings", false);
   config.add_qkv_bias = type == "qwen2";
   config.qk_layernorm = type == "qwen3";
-  config.sliding_window =
-      hf_sliding_window(json.node(), type, config.num_layers,
-                        [&](const std::string& field, const std::string& why) { json.fail(field, why); });
+  config.sliding_window = hf_sliding_window(
+      json.node(), type, config.num_layers,
+      [&](const std::string& field, const std::string& why) { json.fail(field, why); });
   // rope_theta and rope_scaling (transformers 4), or both inside rope_parameters (5).
   const bool v5 = json.has("rope_parameters");
   const std::string scaling_key = v5 ? "rope_parameters" : "rope_scaling";
@@ -336,8 +336,8 @@ model::GptConfig llama_config_from_hf_json(const std::string& json_text,
   if (json.has(scaling_key)) {
     const JsonConfigReader rope = json.object(scaling_key);
     if (v5) config.rotary_base = rope.number("rope_theta", config.rotary_base);
-    const std::string kind = rope.has("rope_type") ? rope.string("rope_type", "")
-                                                   : rope.string("type", "default");
+    const std::string kind =
+        rope.has("rope_type") ? rope.string("rope_type", "") : rope.string("type", "default");
     runtime::RopeScaling& scaling = config.rope_scaling;
     if (kind == "llama3" || kind == "yarn") {
       scaling.factor = rope.number("factor", 0.f);

@@ -1,5 +1,5 @@
-// The sweep: per value, presets and the planner summarised by trainer/planning/auto_plan.h; the frontier
-// plans under budgets spread evenly from the least-memory preset's peak to no recompute's.
+// The sweep: per value, presets and the planner summarised by trainer/planning/auto_plan.h; the
+// frontier plans under budgets spread evenly from the least-memory preset's peak to no recompute's.
 // JSON and CSV are written whole to temporary files, then renamed.
 #include "trainer/planning/plan_sweep.h"
 
@@ -13,9 +13,9 @@
 
 #include "runtime/error.h"
 #include "trainer/atomic_file.h"
-#include "trainer/planning/auto_plan.h"
 #include "trainer/config/config.h"
 #include "trainer/metrics.h"
+#include "trainer/planning/auto_plan.h"
 
 namespace trainer {
 namespace {

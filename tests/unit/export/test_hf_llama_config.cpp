@@ -302,9 +302,9 @@ TEST(HfLlamaConfig, WhatTheTrainerDoesNotReadIsNamed) {
 // model.rope_scaling.type yarn, checked both ways, written back by the export; its variants the
 // trainer does not compute are refused, naming the field.
 TEST(HfLlamaConfig, YarnScalingReadsChecksAndExports) {
-  const std::string qwen3_yarn = replaced(
-      kQwen3ZeroSixB, "\"rope_scaling\": null",
-      R"("rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})");
+  const std::string qwen3_yarn = replaced(kQwen3ZeroSixB, "\"rope_scaling\": null",
+                                          R"("rope_scaling": {"type": "yarn", "factor": 4.0, )"
+                                          R"("original_max_position_embeddings": 32768})");
   model::GptConfig yarn = qwen3_zero_six_b();
   yarn.rope_scaling = {.type = runtime::RopeScalingType::yarn,
                        .factor = 4.f,

@@ -77,7 +77,8 @@ void expect_cache_matches_full_forward(const model::GptConfig& config) {
   model::KvCache mixed = decoder.new_cache(config.seq_length);
   std::vector<float> mixed_logits = logits_of(decoder.forward(mixed, std::span(inputs).first(3)));
   for (size_t t = 3; t < inputs.size(); ++t) {
-    const std::vector<float> step = logits_of(decoder.forward(mixed, std::span(inputs).subspan(t, 1)));
+    const std::vector<float> step =
+        logits_of(decoder.forward(mixed, std::span(inputs).subspan(t, 1)));
     mixed_logits.insert(mixed_logits.end(), step.begin(), step.end());
   }
   for (size_t i = 0; i < full.size(); ++i) ASSERT_NEAR(mixed_logits[i], full[i], 1e-5) << i;

@@ -1,5 +1,6 @@
 // Decoding: decode(encode(text)) gives the text back (SentencePiece: its normalized text; the
-// NFC and prefix-space tokenizer.json files are checked against Hugging Face's decode), and the decoded ids of the committed references equal the reference tokenizers' own
+// NFC and prefix-space tokenizer.json files are checked against Hugging Face's decode), and the
+// decoded ids of the committed references equal the reference tokenizers' own
 // decode (Hugging Face tokenizers, tiktoken, python3-sentencepiece; data/expected_texts_*.json,
 // made by make_reference_texts.mjs and make_sentencepiece_texts.py), cut UTF-8 characters
 // included; valid_utf8 replaces as Python does.
@@ -74,7 +75,8 @@ TEST(Decode, SentencePieceGivesItsNormalizedTextBack) {
 }
 
 TEST(Decode, EndOfDocumentIdsDecodeToTheirName) {
-  const std::vector<int32_t> eod_only = {*load_tokenizer(spec_of(TokenizerKind::byte))->identity().eod_id};
+  const std::vector<int32_t> eod_only = {
+      *load_tokenizer(spec_of(TokenizerKind::byte))->identity().eod_id};
   EXPECT_EQ(load_tokenizer(spec_of(TokenizerKind::byte))->decode(eod_only), "<|endoftext|>");
   const auto tiktoken = load_tokenizer(spec_of(TokenizerKind::tiktoken));
   const std::vector<int32_t> ids = {3000};
@@ -86,10 +88,9 @@ TEST(Decode, EndOfDocumentIdsDecodeToTheirName) {
 
 TEST(Decode, IdsWithoutATokenAreInputErrors) {
   const std::vector<int32_t> outside = {5000};
-  for (const TokenizerSpec& spec :
-       {spec_of(TokenizerKind::byte), spec_of(TokenizerKind::gpt2),
-        spec_of(TokenizerKind::tiktoken),
-        spec_of(TokenizerKind::sentencepiece, "spm_tiny.model")}) {
+  for (const TokenizerSpec& spec : {spec_of(TokenizerKind::byte), spec_of(TokenizerKind::gpt2),
+                                    spec_of(TokenizerKind::tiktoken),
+                                    spec_of(TokenizerKind::sentencepiece, "spm_tiny.model")}) {
     const auto tokenizer = load_tokenizer(spec);
     const std::string message = testing::input_error_of([&] { tokenizer->decode(outside); });
     EXPECT_NE(message.find("5000"), std::string::npos) << message;
@@ -137,8 +138,10 @@ TEST(Decode, MatchesHuggingFaceTiktokenAndSentencePieceDecoders) {
 
 TEST(Decode, ValidUtf8ReplacesEachMaximalInvalidSubpart) {
   // Python: b"a\xe2\x82b\xff\xf0\x9f\x98\x80\xed\xa0\x80".decode("utf-8", "replace")
-  EXPECT_EQ(valid_utf8("a\xE2\x82" "b\xFF\xF0\x9F\x98\x80\xED\xA0\x80"),
-            "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xF0\x9F\x98\x80\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(valid_utf8("a\xE2\x82"
+                       "b\xFF\xF0\x9F\x98\x80\xED\xA0\x80"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\xF0\x9F\x98\x80\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong: two replacements
   EXPECT_EQ(valid_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
 }
