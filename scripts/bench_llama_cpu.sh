@@ -6,8 +6,8 @@
 # side's result is the median over its processes of their median step, and each round's ratio
 # is printed too. Both use every core. The trainer chooses its own OpenMP wait policy (Note
 # [OpenMP wait policy]); PyTorch runs with OMP_WAIT_POLICY=passive, the fastest of the
-# settings tried for it on 2 cores (README, "CPU speed"). Last, the machine's bound: the step's
-# model FLOPs at the FMA throughput the trainer measures at startup, and the share of that peak
+# settings tried for it on 2 cores (docs/performance.md, "CPU speed"). Last, the machine's
+# bound: the step's model FLOPs at the FMA throughput the trainer measures at startup, and the share of that peak
 # each side runs at; and, in each round after the two, the step's GEMMs alone through the
 # trainer's own linears (bench_step_gemms: OpenBLAS split over the threads as a step runs them),
 # the least a step with those products can take. Writes bench/llama_cpu.json.
