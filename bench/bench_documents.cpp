@@ -17,8 +17,8 @@
 #include "runtime/openmp_wait.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
-#include "trainer/metrics.h"
 #include "trainer/planning/calibrate.h"
+#include "trainer/util/format_bytes.h"
 
 namespace {
 

@@ -63,6 +63,7 @@
 #include "trainer/export/safetensors.h"
 #include "trainer/metrics.h"
 #include "trainer/train.h"
+#include "trainer/util/format_bytes.h"
 
 namespace bench_gpu {
 namespace {

@@ -9,7 +9,7 @@
 #include "bench/bench_gpu.h"
 #include "runtime/error.h"
 #include "trainer/export/safetensors.h"
-#include "trainer/metrics.h"
+#include "trainer/util/format_bytes.h"
 
 namespace bench_gpu {
 namespace {

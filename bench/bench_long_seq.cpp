@@ -10,8 +10,8 @@
 #include "bench/bench_common.h"
 #include "runtime/openmp_wait.h"
 #include "trainer/config/config.h"
-#include "trainer/metrics.h"
 #include "trainer/stage_setup.h"
+#include "trainer/util/format_bytes.h"
 
 namespace {
 

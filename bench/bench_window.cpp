@@ -10,7 +10,7 @@
 
 #include "bench/bench_common.h"
 #include "runtime/openmp_wait.h"
-#include "trainer/metrics.h"
+#include "trainer/util/format_bytes.h"
 
 namespace {
 

@@ -8,9 +8,9 @@
 #include <filesystem>
 
 #include "runtime/error.h"
-#include "trainer/atomic_file.h"
 #include "trainer/export/safetensors.h"
-#include "trainer/json_object_writer.h"
+#include "trainer/util/atomic_file.h"
+#include "trainer/util/json_object_writer.h"
 
 namespace trainer {
 

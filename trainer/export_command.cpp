@@ -9,11 +9,11 @@
 #include <ostream>
 
 #include "runtime/error.h"
-#include "trainer/atomic_file.h"
 #include "trainer/config/config.h"
 #include "trainer/export/hf_export.h"
 #include "trainer/generate/model_source.h"
-#include "trainer/metrics.h"
+#include "trainer/util/atomic_file.h"
+#include "trainer/util/format_bytes.h"
 
 namespace trainer {
 

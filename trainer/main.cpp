@@ -29,7 +29,7 @@
 #include "trainer/planning/plan_command.h"
 #include "trainer/report.h"
 #include "trainer/train.h"
-#include "trainer/version.h"
+#include "trainer/util/version.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "runtime/error.h"
-#include "trainer/atomic_file.h"
 #include "trainer/planning/rank_memory.h"
+#include "trainer/util/atomic_file.h"
 
 namespace trainer {
 namespace {

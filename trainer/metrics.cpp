@@ -1,11 +1,10 @@
 // metrics.jsonl writer: one line per step, appended after a resume.
 #include "trainer/metrics.h"
 
-#include <cstdio>
 
 #include "runtime/error.h"
 #include "trainer/event_ledger.h"
-#include "trainer/json_object_writer.h"
+#include "trainer/util/json_object_writer.h"
 
 namespace trainer {
 
@@ -56,20 +55,6 @@ void MetricsWriter::write(const StepMetrics& m) {
   out_ << line.text() << "\n";
   out_.flush();
   if (!out_) throw runtime::InputError("write failed on metrics file " + path_);
-}
-
-std::string format_bytes(int64_t bytes) {
-  char buffer[32];
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024)
-    std::snprintf(buffer, sizeof buffer, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  else if (b >= 1024.0 * 1024)
-    std::snprintf(buffer, sizeof buffer, "%.1f MiB", b / (1024.0 * 1024));
-  else if (b >= 1024.0)
-    std::snprintf(buffer, sizeof buffer, "%.1f KiB", b / 1024.0);
-  else
-    std::snprintf(buffer, sizeof buffer, "%lld B", static_cast<long long>(bytes));
-  return buffer;
 }
 
 }  // namespace trainer

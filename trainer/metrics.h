@@ -63,8 +63,6 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-std::string format_bytes(int64_t bytes);  // "12.3 MiB"
-
 // `tflops` as a percentage of a peak of `peak_gflops` GFLOP/s (MFU, HFU).
 inline double percent_of_peak(double tflops, double peak_gflops) {
   return peak_gflops > 0 ? 100.0 * tflops * 1e3 / peak_gflops : 0.0;

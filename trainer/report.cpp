@@ -19,7 +19,7 @@
 #include "runtime/allocator.h"
 #include "runtime/error.h"
 #include "trainer/export/json_object.h"
-#include "trainer/metrics.h"
+#include "trainer/util/format_bytes.h"
 
 #ifndef TRAINER_PLOT_SCRIPT
 #define TRAINER_PLOT_SCRIPT "scripts/plot.py"

@@ -25,6 +25,7 @@
 #include "trainer/mfu_peak.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/stop_signals.h"
+#include "trainer/util/format_bytes.h"
 
 namespace trainer {
 namespace {

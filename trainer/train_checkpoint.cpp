@@ -16,8 +16,8 @@
 #include "trainer/checkpoint/stored_params.h"
 #include "trainer/config/fields.h"
 #include "trainer/export/hf_export.h"
-#include "trainer/metrics.h"
 #include "trainer/train.h"
+#include "trainer/util/format_bytes.h"
 
 namespace trainer {
 namespace {

@@ -12,7 +12,7 @@
 #include "trainer/checkpoint/format.h"
 #include "trainer/memory_timeline_files.h"
 #include "trainer/train.h"
-#include "trainer/version.h"
+#include "trainer/util/version.h"
 
 namespace trainer {
 

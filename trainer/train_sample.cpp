@@ -6,8 +6,8 @@
 #include "runtime/error.h"
 #include "trainer/generate/dataset_tokenizer.h"
 #include "trainer/generate/generate_command.h"
-#include "trainer/metrics.h"
 #include "trainer/train.h"
+#include "trainer/util/format_bytes.h"
 
 namespace trainer {
 

@@ -12,11 +12,11 @@
 
 #include "parallel/pipeline/schedules.h"
 #include "runtime/error.h"
-#include "trainer/metrics.h"
 #include "trainer/planning/chunk_search.h"
 #include "trainer/planning/stage_choice.h"
 #include "trainer/planning/step_time.h"
 #include "trainer/stage_setup.h"
+#include "trainer/util/format_bytes.h"
 
 namespace trainer {
 namespace {

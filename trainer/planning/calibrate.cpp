@@ -22,7 +22,7 @@
 #include "trainer/planning/cost_model.h"
 #include "trainer/rank_state.h"
 #include "trainer/training_data.h"
-#include "trainer/version.h"
+#include "trainer/util/version.h"
 #ifdef TRAINER_WITH_CUDA
 #include "runtime/kernels/cuda/device.h"
 #endif

@@ -11,10 +11,10 @@
 #include <ostream>
 
 #include "runtime/error.h"
-#include "trainer/metrics.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/planning/rank_memory.h"
 #include "trainer/stage_setup.h"
+#include "trainer/util/format_bytes.h"
 
 namespace trainer {
 namespace {

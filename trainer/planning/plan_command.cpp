@@ -23,6 +23,7 @@
 #include "trainer/planning/plan_sweep.h"
 #include "trainer/planning/step_time.h"
 #include "trainer/stage_setup.h"
+#include "trainer/util/format_bytes.h"
 
 namespace trainer {
 

@@ -12,10 +12,10 @@
 #include <sstream>
 
 #include "runtime/error.h"
-#include "trainer/atomic_file.h"
 #include "trainer/config/config.h"
-#include "trainer/metrics.h"
 #include "trainer/planning/auto_plan.h"
+#include "trainer/util/atomic_file.h"
+#include "trainer/util/format_bytes.h"
 
 namespace trainer {
 namespace {

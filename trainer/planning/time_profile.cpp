@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
-#include "trainer/atomic_file.h"
+#include "trainer/util/atomic_file.h"
 
 namespace trainer {
 namespace {

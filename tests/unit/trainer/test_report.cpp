@@ -13,6 +13,7 @@
 
 #include "runtime/error.h"
 #include "trainer/report.h"
+#include "trainer/util/format_bytes.h"
 #include "trainer_test_util.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // JsonObjectWriter: fields in the order given, unique keys asserted.
-#include "trainer/json_object_writer.h"
+#include "trainer/util/json_object_writer.h"
 
 #include <cmath>
 #include <cstdio>

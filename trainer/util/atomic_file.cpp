@@ -1,5 +1,5 @@
 // The temporary file and the rename.
-#include "trainer/atomic_file.h"
+#include "trainer/util/atomic_file.h"
 
 #include <filesystem>
 #include <fstream>

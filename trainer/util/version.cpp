@@ -1,5 +1,5 @@
 // version.h's strings, from compile definitions set in trainer/CMakeLists.txt.
-#include "trainer/version.h"
+#include "trainer/util/version.h"
 
 namespace trainer {
 
