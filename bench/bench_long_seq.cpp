@@ -10,7 +10,7 @@
 #include "bench/bench_common.h"
 #include "runtime/openmp_wait.h"
 #include "trainer/config/config.h"
-#include "trainer/stage_setup.h"
+#include "trainer/engine/stage_setup.h"
 #include "trainer/util/format_bytes.h"
 
 namespace {

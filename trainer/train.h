@@ -17,19 +17,19 @@
 #include "trainer/config/config.h"
 #include "trainer/data/gpt_sampler.h"
 #include "trainer/data/synthetic.h"
+#include "trainer/engine/optimizer.h"
+#include "trainer/engine/rank_state.h"
+#include "trainer/engine/stage_setup.h"
+#include "trainer/engine/training_data.h"
 #include "trainer/event_ledger.h"
 #include "trainer/metrics.h"
 #include "trainer/mfu_peak.h"
-#include "trainer/optimizer.h"
 #include "trainer/planning/rank_memory.h"
 #include "trainer/planning/run_plan.h"
-#include "trainer/rank_state.h"
 #include "trainer/run_checks.h"
 #include "trainer/skipped_batches.h"
-#include "trainer/stage_setup.h"
 #include "trainer/tensorboard.h"
 #include "trainer/tokenizer/tokenizer.h"
-#include "trainer/training_data.h"
 
 namespace trainer {
 

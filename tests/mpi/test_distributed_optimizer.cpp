@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "mpi_test_util.h"
-#include "trainer/distributed_optimizer.h"
-#include "trainer/optimizer_memory.h"
+#include "trainer/engine/distributed_optimizer.h"
+#include "trainer/engine/optimizer_memory.h"
 
 namespace {
 

@@ -12,10 +12,10 @@
 
 #include "parallel/pipeline/schedules.h"
 #include "runtime/error.h"
+#include "trainer/engine/stage_setup.h"
 #include "trainer/planning/chunk_search.h"
 #include "trainer/planning/stage_choice.h"
 #include "trainer/planning/step_time.h"
-#include "trainer/stage_setup.h"
 #include "trainer/util/format_bytes.h"
 
 namespace trainer {

@@ -19,9 +19,9 @@
 #include "parallel/core/replay_communicator.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
+#include "trainer/engine/rank_state.h"
+#include "trainer/engine/training_data.h"
 #include "trainer/planning/cost_model.h"
-#include "trainer/rank_state.h"
-#include "trainer/training_data.h"
 #include "trainer/util/version.h"
 #ifdef TRAINER_WITH_CUDA
 #include "runtime/kernels/cuda/device.h"

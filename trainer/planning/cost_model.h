@@ -13,9 +13,9 @@
 
 #include "model/recompute_modules.h"
 #include "trainer/config/config.h"
+#include "trainer/engine/stage_setup.h"
 #include "trainer/planning/chunk_search.h"
 #include "trainer/planning/time_profile.h"
-#include "trainer/stage_setup.h"
 
 namespace trainer {
 

@@ -11,9 +11,9 @@
 #include <ostream>
 
 #include "runtime/error.h"
+#include "trainer/engine/stage_setup.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/planning/rank_memory.h"
-#include "trainer/stage_setup.h"
 #include "trainer/util/format_bytes.h"
 
 namespace trainer {

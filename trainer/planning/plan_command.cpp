@@ -15,6 +15,7 @@
 #include "runtime/device_scratch.h"
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
+#include "trainer/engine/stage_setup.h"
 #include "trainer/memory_timeline_files.h"
 #include "trainer/metrics.h"
 #include "trainer/planning/auto_plan.h"
@@ -22,7 +23,6 @@
 #include "trainer/planning/link_measure.h"
 #include "trainer/planning/plan_sweep.h"
 #include "trainer/planning/step_time.h"
-#include "trainer/stage_setup.h"
 #include "trainer/util/format_bytes.h"
 
 namespace trainer {

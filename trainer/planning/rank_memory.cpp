@@ -12,8 +12,8 @@
 #include "runtime/device_scratch.h"
 #include "runtime/meta_device.h"
 #include "runtime/trace.h"
-#include "trainer/optimizer.h"
-#include "trainer/rank_state.h"
+#include "trainer/engine/optimizer.h"
+#include "trainer/engine/rank_state.h"
 
 namespace trainer {
 namespace {

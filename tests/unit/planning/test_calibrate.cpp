@@ -8,9 +8,9 @@
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "trainer/engine/stage_setup.h"
 #include "trainer/planning/calibrate.h"
 #include "trainer/planning/cost_model.h"
-#include "trainer/stage_setup.h"
 
 namespace trainer {
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "trainer/engine/stage_setup.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/planning/step_time.h"
-#include "trainer/stage_setup.h"
 
 namespace trainer {
 namespace {

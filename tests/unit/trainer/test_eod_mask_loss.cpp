@@ -14,9 +14,9 @@
 #include <fstream>
 #include <string>
 
+#include "trainer/engine/training_data.h"
 #include "trainer/planning/calibrate.h"
 #include "trainer/planning/run_plan.h"
-#include "trainer/training_data.h"
 #include "trainer_test_util.h"
 
 namespace trainer {

@@ -6,8 +6,8 @@
 #include "recompute/memory_model.h"
 #include "tests/support/emulated_device.h"
 #include "tests/unit/trainer/trainer_test_util.h"
+#include "trainer/engine/stage_setup.h"
 #include "trainer/planning/rank_memory.h"
-#include "trainer/stage_setup.h"
 
 namespace trainer {
 namespace {

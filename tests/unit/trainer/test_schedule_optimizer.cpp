@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "parallel/pipeline/grad_sync.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/optimizer.h"
+#include "trainer/engine/lr_schedule.h"
+#include "trainer/engine/optimizer.h"
 
 namespace trainer {
 namespace {

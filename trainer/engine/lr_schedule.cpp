@@ -1,5 +1,5 @@
 // Warmup + decay schedule (see lr_schedule.h).
-#include "trainer/lr_schedule.h"
+#include "trainer/engine/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,11 @@
 // AdamW and gradient clipping over named views of the flat buffers.
-#include "trainer/optimizer.h"
+#include "trainer/engine/optimizer.h"
 
 #include "parallel/pipeline/grad_sync.h"
 #include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
-#include "trainer/distributed_optimizer.h"
-#include "trainer/optimizer_memory.h"
+#include "trainer/engine/distributed_optimizer.h"
+#include "trainer/engine/optimizer_memory.h"
 
 namespace trainer {
 namespace {

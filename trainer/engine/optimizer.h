@@ -108,7 +108,7 @@ inline runtime::MemoryCategory master_weights_category(const Config& config) {
                                       : runtime::MemoryCategory::optimizer;
 }
 
-// optimizer.distributed: DistributedAdamW (trainer/distributed_optimizer.h), else AdamW.
+// optimizer.distributed: DistributedAdamW (trainer/engine/distributed_optimizer.h), else AdamW.
 std::unique_ptr<Optimizer> make_optimizer(const Config& config, parallel::ProcessGroups& groups,
                                           const model::GptParams& params,
                                           const model::GptParams& master,

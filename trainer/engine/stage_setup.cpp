@@ -1,7 +1,7 @@
 // A stage's setup from the Config, in the order the pieces depend on each other: shard and
 // plan from the stage's chunks, shapes from the model and the tensor-parallel place, then the
 // FLOPs and memory predictions from both.
-#include "trainer/stage_setup.h"
+#include "trainer/engine/stage_setup.h"
 
 namespace trainer {
 namespace {

@@ -1,7 +1,7 @@
 // Opening the run's datasets: names, tokenizers from <path>.json and their checks, train and
 // validation samplers per dataset, the blend. Rules: errors name the YAML path of the dataset
 // (data.path or data.blend[i]) and the file; nothing here depends on the parallel layout.
-#include "trainer/training_data.h"
+#include "trainer/engine/training_data.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // build_rank_state: the allocations every rank makes once, in their one order; and one step's
 // work on them, for Trainer and the replay alike.
-#include "trainer/rank_state.h"
+#include "trainer/engine/rank_state.h"
 
 #include "runtime/memory_timeline.h"
 #include "runtime/ops.h"

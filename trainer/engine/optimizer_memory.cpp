@@ -1,5 +1,5 @@
 // Byte counts from the parameter count and the bucket layout the optimizers allocate by.
-#include "trainer/optimizer_memory.h"
+#include "trainer/engine/optimizer_memory.h"
 
 namespace trainer {
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "parallel/pipeline/grad_buckets.h"
-#include "trainer/optimizer.h"
+#include "trainer/engine/optimizer.h"
 
 namespace trainer {
 

@@ -14,8 +14,8 @@
 #include "parallel/pipeline/schedules.h"
 #include "recompute/executor.h"
 #include "trainer/config/config.h"
-#include "trainer/optimizer.h"
-#include "trainer/stage_setup.h"
+#include "trainer/engine/optimizer.h"
+#include "trainer/engine/stage_setup.h"
 
 namespace trainer {
 

@@ -1,6 +1,6 @@
 // The sharded AdamW: parts of buckets in, reductions and gathers bucket by bucket in the
 // layout's order, the update element by element as the replicated optimizer does it.
-#include "trainer/distributed_optimizer.h"
+#include "trainer/engine/distributed_optimizer.h"
 
 #include <algorithm>
 
