@@ -61,7 +61,7 @@
 #include "runtime/kernels/cuda/device.h"
 #include "trainer/config/config.h"
 #include "trainer/export/safetensors.h"
-#include "trainer/metrics.h"
+#include "trainer/observe/metrics.h"
 #include "trainer/train.h"
 #include "trainer/util/format_bytes.h"
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "trainer/config/config.h"
-#include "trainer/event_ledger.h"
-#include "trainer/metrics.h"
+#include "trainer/observe/event_ledger.h"
+#include "trainer/observe/metrics.h"
 
 namespace trainer {
 

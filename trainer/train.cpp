@@ -22,7 +22,7 @@
 #include "trainer/engine/lr_schedule.h"
 #include "trainer/export/hf_export.h"
 #include "trainer/gathered_export.h"
-#include "trainer/mfu_peak.h"
+#include "trainer/observe/mfu_peak.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/stop_signals.h"
 #include "trainer/util/format_bytes.h"

@@ -21,14 +21,14 @@
 #include "trainer/engine/rank_state.h"
 #include "trainer/engine/stage_setup.h"
 #include "trainer/engine/training_data.h"
-#include "trainer/event_ledger.h"
-#include "trainer/metrics.h"
-#include "trainer/mfu_peak.h"
+#include "trainer/observe/event_ledger.h"
+#include "trainer/observe/metrics.h"
+#include "trainer/observe/mfu_peak.h"
+#include "trainer/observe/tensorboard.h"
 #include "trainer/planning/rank_memory.h"
 #include "trainer/planning/run_plan.h"
 #include "trainer/run_checks.h"
 #include "trainer/skipped_batches.h"
-#include "trainer/tensorboard.h"
 #include "trainer/tokenizer/tokenizer.h"
 
 namespace trainer {
@@ -126,7 +126,7 @@ class Trainer {
   // build_rank_state's initialize step: the host copy of the weights on a device, the init of
   // the master weights and the compute weights from them.
   void init_weights();
-  // The MFU denominator: the device's peak for the precision, or the CPU's (trainer/mfu_peak.h).
+  // The MFU denominator: the device's peak for the precision, or the CPU's (trainer/observe/mfu_peak.h).
   PeakRate mfu_peak() const;
   // A CPU step faster than the peak (a disturbed startup measurement) raises the peak to the
   // higher of a new cpu_mfu_peak() and the step's rate, and says so: MFU stays <= 100%.

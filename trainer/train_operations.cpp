@@ -10,7 +10,7 @@
 #include "runtime/memory_timeline.h"
 #include "runtime/trace.h"
 #include "trainer/checkpoint/format.h"
-#include "trainer/memory_timeline_files.h"
+#include "trainer/observe/memory_timeline_files.h"
 #include "trainer/train.h"
 #include "trainer/util/version.h"
 

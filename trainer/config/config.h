@@ -67,7 +67,8 @@ struct TrainConfig {
   Device device = Device::cpu;
   Precision precision = Precision::automatic;  // parse_config resolves auto; see uses_bf16
   // The MFU denominator on a GPU, TFLOP/s; 0: H100/H200 SXM's dense peak for the precision
-  // (kBf16PeakTflops or kFp32PeakTflops). On cpu the CPU's peak is used (trainer/mfu_peak.h).
+  // (kBf16PeakTflops or kFp32PeakTflops). On cpu the CPU's peak is used
+  // (trainer/observe/mfu_peak.h).
   double peak_tflops = 0.0;
   OnNonfinite on_nonfinite = OnNonfinite::stop;  // a non-finite loss or gradient norm
   int64_t max_skipped_steps = 5;                 // skip_step: this many skips in a row stop the run

@@ -16,12 +16,13 @@
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
 #include "trainer/engine/stage_setup.h"
-#include "trainer/memory_timeline_files.h"
-#include "trainer/metrics.h"
+#include "trainer/observe/memory_timeline_files.h"
+#include "trainer/observe/metrics.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/planning/layout_search.h"
 #include "trainer/planning/link_measure.h"
 #include "trainer/planning/plan_sweep.h"
+#include "trainer/planning/rank_memory.h"
 #include "trainer/planning/step_time.h"
 #include "trainer/util/format_bytes.h"
 
@@ -266,6 +267,24 @@ PlanArgs parse_plan_args(const std::vector<std::string>& args) {
     throw runtime::InputError("plan: --timeline goes with neither --sweep nor --emit-yaml");
   check_search_args(parsed, args);
   return parsed;
+}
+
+// The meta replay's timeline of every world rank of `config`, written under `prefix` (--timeline);
+// returns how many ranks were written.
+int64_t write_predicted_timelines(const Config& config, const std::string& prefix) {
+  const int64_t world = config.parallel.world_size();
+  for (int64_t rank = 0; rank < world; ++rank) {
+    runtime::memory_timeline::Timeline predicted;
+    predict_rank_memory(config, rank, &predicted);
+    write_memory_timeline(
+        prefix,
+        {.rank = rank,
+         .label = rank_label(rank, parallel::rank_coordinates(rank, config.parallel)),
+         .source = "predicted",
+         .step = std::nullopt},
+        predicted);
+  }
+  return world;
 }
 
 }  // namespace

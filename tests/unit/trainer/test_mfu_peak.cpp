@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "trainer/mfu_peak.h"
+#include "trainer/observe/mfu_peak.h"
 
 namespace trainer {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "trainer/event_ledger.h"
+#include "trainer/observe/event_ledger.h"
 #include "trainer/run_checks.h"
 #include "trainer/skipped_batches.h"
 #include "trainer_test_util.h"

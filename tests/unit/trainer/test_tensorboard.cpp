@@ -9,8 +9,8 @@
 #include <iterator>
 
 #include "tests/support/temp_dir_test.h"
-#include "trainer/tensorboard.h"
-#include "trainer/tfrecord.h"
+#include "trainer/observe/tensorboard.h"
+#include "trainer/observe/tfrecord.h"
 
 namespace trainer {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/metrics.h"
-#include "trainer/tfrecord.h"
+#include "trainer/observe/metrics.h"
+#include "trainer/observe/tfrecord.h"
 
 namespace trainer {
 

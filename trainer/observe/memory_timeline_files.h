@@ -10,7 +10,6 @@
 
 #include "parallel/core/process_groups.h"
 #include "runtime/memory_timeline.h"
-#include "trainer/config/config.h"
 
 namespace trainer {
 
@@ -23,10 +22,6 @@ struct TimelineSource {
 
 // "rank 3 (pp 1, tp 1, cp 0, dp 0)": a rank in traces and timelines.
 std::string rank_label(int64_t rank, const parallel::RankCoordinates& r);
-
-// The meta replay's timeline of every world rank of `config`, written under `prefix`; returns
-// how many ranks were written.
-int64_t write_predicted_timelines(const Config& config, const std::string& prefix);
 
 // "<prefix>_rank<R>.json" and "<prefix>_rank<R>.trace.json".
 std::string timeline_json_path(const std::string& prefix, int64_t rank);

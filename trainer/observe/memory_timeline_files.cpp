@@ -1,6 +1,6 @@
 // The two files of a memory timeline. Event i is at ts = i microseconds in the Chrome trace (the
 // timeline has an order, not times), so a predicted and a measured timeline line up in Perfetto.
-#include "trainer/memory_timeline_files.h"
+#include "trainer/observe/memory_timeline_files.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "runtime/error.h"
-#include "trainer/planning/rank_memory.h"
 #include "trainer/util/atomic_file.h"
 
 namespace trainer {
@@ -134,22 +133,6 @@ std::string rank_label(int64_t rank, const parallel::RankCoordinates& r) {
   return "rank " + std::to_string(rank) + " (pp " + std::to_string(r.pp) + ", tp " +
          std::to_string(r.tp) + ", cp " + std::to_string(r.cp) + ", dp " + std::to_string(r.dp) +
          ")";
-}
-
-int64_t write_predicted_timelines(const Config& config, const std::string& prefix) {
-  const int64_t world = config.parallel.world_size();
-  for (int64_t rank = 0; rank < world; ++rank) {
-    timeline::Timeline predicted;
-    predict_rank_memory(config, rank, &predicted);
-    write_memory_timeline(
-        prefix,
-        {.rank = rank,
-         .label = rank_label(rank, parallel::rank_coordinates(rank, config.parallel)),
-         .source = "predicted",
-         .step = std::nullopt},
-        predicted);
-  }
-  return world;
 }
 
 std::string timeline_json_path(const std::string& prefix, int64_t rank) {

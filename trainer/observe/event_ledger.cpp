@@ -1,5 +1,5 @@
 // Event lines, their timestamps, and the resume-time trimming of per-step JSON-lines files.
-#include "trainer/event_ledger.h"
+#include "trainer/observe/event_ledger.h"
 
 #include <chrono>
 #include <cmath>

@@ -1,6 +1,6 @@
 // TFRecord framing, CRC32C and the Event/Summary encodings of tfrecord.h. Rules: integers on
 // the wire are little endian; proto fields are written in field-number order, each once.
-#include "trainer/tfrecord.h"
+#include "trainer/observe/tfrecord.h"
 
 #include <array>
 #include <cstring>

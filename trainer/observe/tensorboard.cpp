@@ -1,6 +1,6 @@
 // The TensorBoard event files of a run: the step's scalars as an Event, and the files' history
 // across resume and rewind (tensorboard.h).
-#include "trainer/tensorboard.h"
+#include "trainer/observe/tensorboard.h"
 
 #include <unistd.h>
 

@@ -1,9 +1,9 @@
 // metrics.jsonl writer: one line per step, appended after a resume.
-#include "trainer/metrics.h"
+#include "trainer/observe/metrics.h"
 
 
 #include "runtime/error.h"
-#include "trainer/event_ledger.h"
+#include "trainer/observe/event_ledger.h"
 #include "trainer/util/json_object_writer.h"
 
 namespace trainer {

@@ -1,5 +1,5 @@
 // CPU peak rates, both measured: the FMA throughput of every core, and OpenBLAS sgemm.
-#include "trainer/mfu_peak.h"
+#include "trainer/observe/mfu_peak.h"
 
 #include <omp.h>
 #if defined(__x86_64__)
