@@ -94,6 +94,7 @@ class LivePeakAllocator final : public runtime::Allocator {
   LivePeakAllocator& operator=(const LivePeakAllocator&) = delete;
 
   runtime::DeviceKind device() const override { return device_.device(); }
+  std::string device_name() const override { return device_.device_name(); }
   void* allocate(int64_t bytes, MemoryCategory category) override {
     void* ptr = device_.allocate(bytes, category);  // throws on failure: nothing counted
     std::lock_guard<std::mutex> lock(mutex_);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +48,9 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual DeviceKind device() const = 0;
+  // The device's product name as its driver reports it; empty for the host and for devices
+  // without one (a time profile's `device` says "cuda: <name>" only where there is one).
+  virtual std::string device_name() const { return {}; }
   // Returns memory aligned to kAlignmentBytes; bytes == 0 returns nullptr.
   virtual void* allocate(int64_t bytes, MemoryCategory category) = 0;
   virtual void deallocate(void* ptr, int64_t bytes, MemoryCategory category) = 0;

@@ -23,10 +23,6 @@
 #include "trainer/engine/training_data.h"
 #include "trainer/planning/cost_model.h"
 #include "trainer/util/version.h"
-#ifdef TRAINER_WITH_CUDA
-#include "runtime/kernels/cuda/device.h"
-#endif
-
 namespace trainer {
 namespace {
 
@@ -70,10 +66,9 @@ Config calibration_config(const Config& config, int64_t replicas) {
 
 }  // namespace
 
-std::string calibration_device(const Config& config) {
-#ifdef TRAINER_WITH_CUDA
-  if (config.train.device == Device::cuda) return "cuda: " + runtime::cuda::current_device_name();
-#endif
+std::string calibration_device(const Config& config, const runtime::Allocator& allocator) {
+  if (config.train.device == Device::cuda && !allocator.device_name().empty())
+    return "cuda: " + allocator.device_name();
   std::string model = "unknown CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
@@ -82,7 +77,6 @@ std::string calibration_device(const Config& config) {
       break;
     }
   }
-  (void)config;
   return "cpu: " + model + ", " + std::to_string(omp_get_max_threads()) + " threads";
 }
 
@@ -339,7 +333,7 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
   }
 
   TimeProfile p;
-  p.device = calibration_device(config);
+  p.device = calibration_device(config, allocator);
   p.dtype = std::string(runtime::dtype_name(dims.activation_dtype));
   p.shapes = profile_shape_key(c, state.setup);
   p.build = std::string(version()) + " " + git_revision();

@@ -35,9 +35,9 @@ MeasuredRates measure_rates(runtime::Allocator& allocator, runtime::DType dtype)
 // The same on the host in f32, measured once per process.
 MeasuredRates measure_host_rates();
 
-// What a profile's `device` says of this process's device for `config` ("cpu: <model>, N
-// threads" or "cuda: <name>").
-std::string calibration_device(const Config& config);
+// What a profile's `device` says of `allocator`'s device for `config` ("cpu: <model>, N
+// threads", or "cuda: <name>" where the device has a name).
+std::string calibration_device(const Config& config, const runtime::Allocator& allocator);
 
 struct CalibrationOptions {
   int warmup = 2;

@@ -22,14 +22,15 @@ TimeProfile share(const std::optional<TimeProfile>& mine, parallel::Communicator
 
 // The run directory's profile from an earlier start of this run, when it was measured on this
 // device at this run's shapes by as many ranks side by side (a resumed run plans as it did).
-std::optional<TimeProfile> earlier_profile(const Config& config, const std::string& path,
-                                           int64_t ranks) {
+std::optional<TimeProfile> earlier_profile(const Config& config,
+                                           const runtime::Allocator& allocator,
+                                           const std::string& path, int64_t ranks) {
   if (!std::filesystem::exists(path)) return std::nullopt;
   try {
     TimeProfile profile = read_time_profile(path);
     const StageSetup setup = make_stage_setup(config, 0, 0);
     if (profile.shapes == profile_shape_key(config, setup) &&
-        profile.device == calibration_device(config) && profile.ranks == ranks)
+        profile.device == calibration_device(config, allocator) && profile.ranks == ranks)
       return profile;
   } catch (const runtime::InputError&) {
   }
@@ -52,7 +53,7 @@ Config plan_run(const Config& config, parallel::ProcessGroups& groups,
     std::optional<TimeProfile> mine;
     bool reused = false;
     if (groups.world_rank == 0) {
-      mine = earlier_profile(config, path, side_by_side ? groups.world_size() : 1);
+      mine = earlier_profile(config, allocator, path, side_by_side ? groups.world_size() : 1);
       reused = mine.has_value();
     }
     if (groups.world_size() > 1) groups.world->broadcast(&reused, sizeof reused, 0);

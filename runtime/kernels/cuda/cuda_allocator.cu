@@ -9,6 +9,7 @@
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_allocator.h"
 #include "runtime/kernels/cuda/cuda_check.h"
+#include "runtime/kernels/cuda/device.h"
 
 namespace runtime::cuda {
 namespace {
@@ -51,6 +52,8 @@ int64_t CudaAllocator::rounded_size(int64_t bytes) {
   const int64_t unit = bytes < kLargeThresholdBytes ? kSmallRoundingBytes : kLargeRoundingBytes;
   return (bytes + unit - 1) / unit * unit;
 }
+
+std::string CudaAllocator::device_name() const { return current_device_name(); }
 
 CudaAllocator::~CudaAllocator() {
   {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -33,6 +34,7 @@ class CudaAllocator final : public runtime::StatsAllocator {
   ~CudaAllocator() override;
 
   DeviceKind device() const override { return DeviceKind::cuda; }
+  std::string device_name() const override;  // the current device's (device.h)
   // On a cudaMalloc failure: releases the cache and retries once, then throws
   // LibraryError naming the bytes, the category and the reserved/allocated bytes.
   void* allocate(int64_t bytes, MemoryCategory category) override;
