@@ -12,7 +12,7 @@
 #include "trainer/config/config.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 
 namespace bench {
 

@@ -62,7 +62,7 @@
 #include "trainer/config/config.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/observe/metrics.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 #include "trainer/util/format_bytes.h"
 
 namespace bench_gpu {

@@ -28,7 +28,7 @@
 #include "trainer/planning/calibrate.h"
 #include "trainer/planning/plan_command.h"
 #include "trainer/report.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 #include "trainer/util/version.h"
 
 namespace {

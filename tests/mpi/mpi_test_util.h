@@ -16,7 +16,7 @@
 #include "tests/support/emulated_device.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 
 namespace mpi_test {
 

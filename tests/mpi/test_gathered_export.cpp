@@ -11,7 +11,7 @@
 #include "mpi_test_util.h"
 #include "runtime/error.h"
 #include "trainer/export/hf_export.h"
-#include "trainer/gathered_export.h"
+#include "trainer/run/gathered_export.h"
 
 namespace {
 

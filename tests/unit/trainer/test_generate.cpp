@@ -10,7 +10,7 @@
 #include "trainer/data/prepare_data.h"
 #include "trainer/generate/generate_command.h"
 #include "trainer/generate/model_source.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 #include "trainer_test_util.h"
 
 namespace trainer {

@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "trainer/observe/event_ledger.h"
-#include "trainer/run_checks.h"
-#include "trainer/skipped_batches.h"
+#include "trainer/run/run_checks.h"
+#include "trainer/run/skipped_batches.h"
 #include "trainer_test_util.h"
 
 namespace trainer {

@@ -18,7 +18,7 @@
 #include "trainer/data/dataset_metadata.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/synthetic.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 
 namespace trainer::testing_support {
 

@@ -1,5 +1,5 @@
 // Guard, targets and drift: medians over windows, compared with thresholds.
-#include "trainer/run_checks.h"
+#include "trainer/run/run_checks.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Training loop. Rules: gradients are zeroed at the start of each step and
 // accumulate over its microbatches; the loss logged for step s is the mean token
 // loss of the batch step s trained on, computed before its update.
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,10 +21,10 @@
 #include "runtime/trace.h"
 #include "trainer/engine/lr_schedule.h"
 #include "trainer/export/hf_export.h"
-#include "trainer/gathered_export.h"
 #include "trainer/observe/mfu_peak.h"
 #include "trainer/planning/auto_plan.h"
-#include "trainer/stop_signals.h"
+#include "trainer/run/gathered_export.h"
+#include "trainer/run/stop_signals.h"
 #include "trainer/util/format_bytes.h"
 
 namespace trainer {

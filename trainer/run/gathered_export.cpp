@@ -1,6 +1,6 @@
 // The gathered export: rank 0's HfParamValues gather a parameter on its first read and free it
 // after its last; the other ranks serve the same order of first reads.
-#include "trainer/gathered_export.h"
+#include "trainer/run/gathered_export.h"
 
 #include <vector>
 

@@ -6,7 +6,7 @@
 #include "runtime/error.h"
 #include "trainer/generate/dataset_tokenizer.h"
 #include "trainer/generate/generate_command.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 #include "trainer/util/format_bytes.h"
 
 namespace trainer {

@@ -16,7 +16,7 @@
 #include "trainer/checkpoint/stored_params.h"
 #include "trainer/config/fields.h"
 #include "trainer/export/hf_export.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 #include "trainer/util/format_bytes.h"
 
 namespace trainer {

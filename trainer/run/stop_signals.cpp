@@ -1,6 +1,6 @@
 // Signal flag and its agreement across ranks. The handler only touches a
 // sig_atomic_t (and _exit on the second signal), as async-signal safety requires.
-#include "trainer/stop_signals.h"
+#include "trainer/run/stop_signals.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // SkippedBatches: a sorted set of batch ranges and the step -> batch map over it.
-#include "trainer/skipped_batches.h"
+#include "trainer/run/skipped_batches.h"
 
 #include <algorithm>
 #include <charconv>

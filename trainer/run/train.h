@@ -27,8 +27,8 @@
 #include "trainer/observe/tensorboard.h"
 #include "trainer/planning/rank_memory.h"
 #include "trainer/planning/run_plan.h"
-#include "trainer/run_checks.h"
-#include "trainer/skipped_batches.h"
+#include "trainer/run/run_checks.h"
+#include "trainer/run/skipped_batches.h"
 #include "trainer/tokenizer/tokenizer.h"
 
 namespace trainer {

@@ -11,7 +11,7 @@
 #include "runtime/trace.h"
 #include "trainer/checkpoint/format.h"
 #include "trainer/observe/memory_timeline_files.h"
-#include "trainer/train.h"
+#include "trainer/run/train.h"
 #include "trainer/util/version.h"
 
 namespace trainer {
