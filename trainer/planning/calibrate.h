@@ -68,21 +68,8 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
                       const CalibrationOptions& options = {},
                       parallel::ProcessGroups* peers = nullptr);
 
-// `trainer calibrate --config F.yaml [--set k=v ...] [--out P.json] [--repeats N]
-// [--min-seconds S]`; main sets up the config's device (and under mpirun the calibration groups)
-// and calls calibrate_command.
-struct CalibrateArgs {
-  std::string config_path;
-  std::vector<std::string> overrides;
-  std::string out_path = "time_profile.json";
-  CalibrationOptions options;
-};
-CalibrateArgs parse_calibrate_args(const std::vector<std::string>& args);
-
-// Calibrates, and on rank 0 writes the profile to args.out_path and prints what it measured to
-// `out`; returns 0. `peers` as calibrate's.
-int calibrate_command(const CalibrateArgs& args, const Config& config,
-                      runtime::Allocator& allocator, std::ostream& out,
-                      parallel::ProcessGroups* peers = nullptr);
+// The mean length in tokens of the documents options.document_starts holds, over microbatches
+// of `micro_batch` rows; 0 without documents.
+double mean_document_length(const CalibrationOptions& options, int64_t micro_batch);
 
 }  // namespace trainer

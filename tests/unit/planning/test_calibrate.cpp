@@ -8,6 +8,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "trainer/commands/calibrate_command.h"
 #include "trainer/engine/stage_setup.h"
 #include "trainer/planning/calibrate.h"
 #include "trainer/planning/cost_model.h"

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "trainer/commands/plan_command.h"
 #include "trainer/engine/stage_setup.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/planning/layout_search.h"
-#include "trainer/planning/plan_command.h"
 #include "trainer/planning/time_profile.h"
 
 namespace trainer {

@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "tests/support/expect_error.h"
+#include "trainer/commands/export_command.h"
 #include "trainer/export/safetensors.h"
-#include "trainer/export_command.h"
 #include "trainer/generate/model_source.h"
 #include "trainer_test_util.h"
 

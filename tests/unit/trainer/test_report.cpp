@@ -12,7 +12,7 @@
 #include <string>
 
 #include "runtime/error.h"
-#include "trainer/report.h"
+#include "trainer/commands/report.h"
 #include "trainer/util/format_bytes.h"
 #include "trainer_test_util.h"
 

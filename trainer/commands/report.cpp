@@ -1,7 +1,7 @@
 // trainer report: reads a run directory, runs scripts/plot.py in a child process (its output
 // captured, never a shell), and writes report.md. The numbers come from metrics.jsonl as
 // written; the recompute share is (hardware - model) / model TFLOP/s of the same step.
-#include "trainer/report.h"
+#include "trainer/commands/report.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // `trainer export`: flags, the checkpoint read a parameter at a time (resharded from any layout)
 // into the Hugging Face files, then config.yaml, each written atomically.
-#include "trainer/export_command.h"
+#include "trainer/commands/export_command.h"
 
 #include <filesystem>
 #include <fstream>

@@ -2,11 +2,12 @@
 // predicted activation peak and recompute FLOPs; per rank every memory category against the
 // budget. And the command's arguments: a budget plans automatically, --emit-yaml prints the
 // plan as a config section, --sweep varies a key (trainer/planning/plan_sweep.h).
-#include "trainer/planning/plan_command.h"
+#include "trainer/commands/plan_command.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 
@@ -15,6 +16,8 @@
 #include "runtime/device_scratch.h"
 #include "runtime/error.h"
 #include "runtime/meta_device.h"
+#include "trainer/commands/commands.h"
+#include "trainer/commands/device_setup.h"
 #include "trainer/engine/stage_setup.h"
 #include "trainer/observe/memory_timeline_files.h"
 #include "trainer/observe/metrics.h"
@@ -386,6 +389,21 @@ int run_plan_command(const std::vector<std::string>& args, std::ostream& out,
   }
   print_prediction(predict_step_time(config, costs, links), out);
   return 0;
+}
+
+int commands::plan(int argc, char** argv, const std::vector<std::string>& args) {
+  if (!launched_by_mpi()) return run_plan_command(args, std::cout);
+  parallel::MpiRuntime mpi(&argc, &argv);
+  runtime::set_error_rank(mpi.world_rank());
+  try {
+    parallel::ParallelConfig world;
+    world.data = mpi.world_size();
+    parallel::ProcessGroups groups = parallel::ProcessGroups::from_mpi(world);
+    return run_plan_command(args, std::cout, groups.world.get());
+  } catch (const std::exception& e) {
+    report_and_abort(e, mpi.world_rank(), mpi.world_size());
+    return 1;
+  }
 }
 
 }  // namespace trainer
