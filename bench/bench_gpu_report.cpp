@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/util/format_bytes.h"
+#include "trainer/util/json_object_writer.h"
 
 namespace bench_gpu {
 namespace {

@@ -17,6 +17,7 @@
 #include "trainer/checkpoint/format.h"
 #include "trainer/export/json_object.h"
 #include "trainer/export/safetensors.h"
+#include "trainer/util/json_object_writer.h"
 
 namespace trainer::checkpoint {
 namespace {

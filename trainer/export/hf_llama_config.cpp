@@ -14,6 +14,7 @@
 #include "runtime/error.h"
 #include "trainer/export/hf_llama.h"
 #include "trainer/export/json_object.h"
+#include "trainer/util/json_object_writer.h"
 
 namespace trainer {
 namespace {

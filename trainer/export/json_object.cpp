@@ -9,6 +9,7 @@
 
 #include "runtime/error.h"
 #include "trainer/export/safetensors.h"
+#include "trainer/util/json_object_writer.h"
 
 namespace trainer {
 

@@ -23,6 +23,7 @@
 #include "runtime/error.h"
 #include "runtime/tensor.h"
 #include "trainer/export/json_object.h"
+#include "trainer/util/json_object_writer.h"
 
 namespace trainer {
 namespace {
@@ -367,44 +368,6 @@ void AtomicFileWriter::commit() {
 }
 
 // ---- JSON text -----------------------------------------------------------------------------
-
-std::string json_quote(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escape[8];
-          std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
-          out += escape;
-        } else {
-          out += c;  // UTF-8 passes through unchanged
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_number(float value) {
   TRAINER_ASSERT(std::isfinite(value), "JSON has no " << value);

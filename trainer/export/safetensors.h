@@ -112,7 +112,6 @@ class AtomicFileWriter {
 };
 
 // JSON text pieces shared by the safetensors header and config.json writers.
-std::string json_quote(std::string_view text);  // "..." with \" \\ \n \t \uXXXX escapes
 std::string json_number(float value);           // shortest text that round-trips as float
 
 }  // namespace trainer

@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "runtime/error.h"
-#include "trainer/export/safetensors.h"
 #include "trainer/util/atomic_file.h"
 #include "trainer/util/json_object_writer.h"
 

@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "runtime/error.h"
-#include "trainer/export/safetensors.h"
 
 namespace trainer {
 
@@ -55,6 +54,44 @@ std::string JsonObjectWriter::text() const {
   for (size_t i = 0; i < fields_.size(); ++i)
     line += (i ? ", " : "") + json_quote(fields_[i].first) + ": " + fields_[i].second;
   return line + "}";
+}
+
+std::string json_quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char escape[8];
+          std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
+          out += escape;
+        } else {
+          out += c;  // UTF-8 passes through unchanged
+        }
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace trainer

@@ -10,6 +10,9 @@
 
 namespace trainer {
 
+// `text` as a JSON string: "..." with \" \\ \n \t \uXXXX escapes; UTF-8 passes through.
+std::string json_quote(std::string_view text);
+
 class JsonObjectWriter {
  public:
   // `format`: the printf conversion of a finite double ("%.9g" keeps every bit of a float).

@@ -17,6 +17,7 @@
 #include "tests/support/temp_dir_test.h"
 #include "trainer/export/safetensors.h"
 #include "trainer/export/safetensors_index.h"
+#include "trainer/util/json_object_writer.h"
 
 namespace trainer {
 namespace {
