@@ -16,14 +16,9 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
-"$root/scripts/setup.sh" >/dev/null
-configure_and_build "$root/build/release" trainer >/dev/null
-trainer="$root/build/release/trainer/trainer"
 steps=${1:-6}
 reps=${2:-3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-"$trainer" prepare-data --synthetic --num-tokens 400000 --output-prefix "$work/data" >/dev/null
+trainer_and_corpus 400000
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run"
 /usr/bin/python3 - "$root" "$trainer" "$work" "$steps" "$reps" "$(mpirun_flags)" <<'PY'
 import json, statistics, subprocess, sys

@@ -27,14 +27,9 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 root=$(repo_root)
-"$root/scripts/setup.sh" >/dev/null
-configure_and_build "$root/build/release" trainer >/dev/null
-trainer="$root/build/release/trainer/trainer"
 steps=${1:-6}
 rounds=${2:-3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-"$trainer" prepare-data --synthetic --num-tokens 400000 --output-prefix "$work/data" >/dev/null
+trainer_and_corpus 400000
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
   "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" "$rounds" <<'PY'

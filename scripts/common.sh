@@ -27,6 +27,19 @@ run_benchmark() {
   "$root/build/release/bench/$target" "$json" "$@"
 }
 
+# trainer_and_corpus NUM_TOKENS: sets up, builds the Release trainer, and makes a scratch folder
+# (removed on exit) holding the synthetic corpus `data` of NUM_TOKENS tokens; sets $trainer and
+# $work. For the benchmarks that train on the generated corpus.
+trainer_and_corpus() {
+  local root; root=$(repo_root)
+  "$root/scripts/setup.sh" >/dev/null
+  configure_and_build "$root/build/release" trainer >/dev/null
+  trainer="$root/build/release/trainer/trainer"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  "$trainer" prepare-data --synthetic --num-tokens "$1" --output-prefix "$work/data" >/dev/null
+}
+
 # mpirun with the flags this machine needs: root is allowed, ranks may exceed cores.
 mpirun_flags() {
   local flags=(--oversubscribe --bind-to none)

@@ -24,4 +24,17 @@ void expect_error(Call&& call, const std::vector<std::string>& expected,
   }
 }
 
+// Runs `call`, which must throw an Error; returns its message (empty, and a failure, when it
+// returns or throws something else).
+template <class Error, class Call>
+std::string error_of(Call&& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
+}
+
 }  // namespace test_support

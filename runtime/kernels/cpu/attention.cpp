@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/kernels/cpu/register_tile.h"
 
 namespace runtime::cpu {
 namespace {
@@ -26,76 +27,16 @@ namespace {
 // diagonal, so leaving out those terms changes no value. Only k^T and v^T are copied
 // into a per-thread scratch so that the q k^T and dctx v^T products read B by rows.
 
-#if defined(__AVX512F__)
-constexpr int kVectorFloats = 16;
-#elif defined(__AVX__)
-constexpr int kVectorFloats = 8;
-#else
-constexpr int kVectorFloats = 4;
-#endif
-typedef float VecF __attribute__((vector_size(kVectorFloats * sizeof(float))));
+using detail::kVectorFloats;
+using detail::register_tile;
+using Operands = detail::TileProduct;  // C = alpha A B, or C += when accumulate (the later
+                                       // query heads of a kv head's gradient)
 
 constexpr int kTileRows = 6;     // rows of C per register tile
 constexpr int kTileVectors = 2;  // vectors per tile row
 constexpr int64_t kTileCols = kTileVectors * kVectorFloats;
 
-inline VecF load_vec(const float* p) {
-  VecF v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-inline void store_vec(float* p, VecF v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
-// Operands of one product: A(i, k) = a[i * a_row + k * a_k], B(k, n) = b[k * ldb + n],
-// C(i, n) = c[i * ldc + n]; C = alpha A B, or C += alpha A B when accumulate (the later query
-// heads of a kv head's gradient).
-struct Operands {
-  const float* a;
-  int64_t a_row;
-  int64_t a_k;
-  const float* b;
-  int64_t ldb;
-  float* c;
-  int64_t ldc;
-  float alpha;
-  bool accumulate = false;
-};
-
-// C[i0, i0 + Rows) x [n0, n0 + Vectors * kVectorFloats) =
-//     alpha * sum_{k0 <= k < k1} A(i, k) B(k, n), accumulated in registers.
-template <int Rows, int Vectors>
-inline void tile_full(const Operands& op, int64_t i0, int64_t n0, int64_t k0, int64_t k1) {
-  VecF acc[Rows][Vectors] = {};
-  const float* a = op.a + i0 * op.a_row;
-  for (int64_t k = k0; k < k1; ++k) {
-    const float* b_row = op.b + k * op.ldb + n0;
-    VecF b_vec[Vectors];
-#pragma GCC unroll 8
-    for (int v = 0; v < Vectors; ++v) b_vec[v] = load_vec(b_row + v * kVectorFloats);
-    const float* a_k = a + k * op.a_k;
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      const float a_value = a_k[r * op.a_row];
-#pragma GCC unroll 8
-      for (int v = 0; v < Vectors; ++v) acc[r][v] += a_value * b_vec[v];
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-    float* c_row = op.c + (i0 + r) * op.ldc + n0;
-#pragma GCC unroll 8
-    for (int v = 0; v < Vectors; ++v) {
-      VecF out = op.alpha * acc[r][v];
-      if (op.accumulate) out = load_vec(c_row + v * kVectorFloats) + out;
-      store_vec(c_row + v * kVectorFloats, out);
-    }
-  }
-}
-
-// The same for a column tail of `cols` < kVectorFloats columns, in scalar code.
+// register_tile's product for a column tail of `cols` < kVectorFloats columns, in scalar code.
 template <int Rows>
 inline void tile_tail(const Operands& op, int64_t i0, int64_t n0, int64_t cols, int64_t k0,
                       int64_t k1) {
@@ -120,8 +61,8 @@ template <int Rows>
 void row_block(const Operands& op, int64_t i0, int64_t n_end, int64_t k0, int64_t k1) {
   int64_t n0 = 0;
   for (; n0 + kTileCols <= n_end; n0 += kTileCols)
-    tile_full<Rows, kTileVectors>(op, i0, n0, k0, k1);
-  for (; n0 + kVectorFloats <= n_end; n0 += kVectorFloats) tile_full<Rows, 1>(op, i0, n0, k0, k1);
+    register_tile<Rows, kTileVectors>(op, i0, n0, k0, k1);
+  for (; n0 + kVectorFloats <= n_end; n0 += kVectorFloats) register_tile<Rows, 1>(op, i0, n0, k0, k1);
   if (n0 < n_end) tile_tail<Rows>(op, i0, n0, n_end - n0, k0, k1);
 }
 

@@ -14,6 +14,7 @@
 
 #include "runtime/error.h"
 #include "runtime/kernels/cpu/flash_attention_tiles.h"
+#include "runtime/kernels/cpu/register_tile.h"
 #include "runtime/kernels/cpu/vector_math.h"
 
 // GCC vectorises loops 256 bits wide on AVX-512 machines unless told otherwise; the loops over
@@ -81,17 +82,16 @@ namespace {
 // and 128 were slower: smaller ones waste less of the diagonal tiles (computed whole, then
 // masked) but make more, shorter products.
 
+using detail::kVectorFloats;
+using detail::load_vec;
+using detail::register_tile;
+using detail::store_vec;
+using detail::VecF;
 #if defined(__AVX512F__)
-constexpr int kVectorFloats = 16;
 constexpr int kTileVectors = 4;  // vectors per row of a register tile
-#elif defined(__AVX__)
-constexpr int kVectorFloats = 8;
-constexpr int kTileVectors = 2;
 #else
-constexpr int kVectorFloats = 4;
 constexpr int kTileVectors = 2;
 #endif
-typedef float VecF __attribute__((vector_size(kVectorFloats * sizeof(float))));
 
 constexpr int kTileRows = 6;        // rows of a register tile: 6 x 4 accumulators + 4 + 1
 constexpr int64_t kQueryTile = 64;  // queries per tile: the lanes of the tile's vectors
@@ -103,16 +103,6 @@ static_assert(kKeyTile % 4 == 0, "a key tile starts on a Philox block when T % 4
 constexpr int64_t kBlocksPerQuery = kKeyTile / 4 + 1;  // Philox blocks covering a key tile
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-inline VecF load_vec(const float* p) {
-  VecF v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-inline void store_vec(float* p, VecF v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
 int64_t round_up(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
@@ -120,59 +110,20 @@ int64_t round_up(int64_t value, int64_t multiple) {
 // C(i, n) = alpha * sum_{k < K} A(i, k) B(k, n), plus C(i, n) when accumulate, with
 // A(i, k) = a[i * a_row + k * a_k], B(k, n) = b[k * ldb + n], C(i, n) = c[i * ldc + n].
 // N is a multiple of kVectorFloats (operands are padded); k runs in increasing order.
-struct Product {
-  const float* a;
-  int64_t a_row;
-  int64_t a_k;
-  const float* b;
-  int64_t ldb;
-  float* c;
-  int64_t ldc;
-  float alpha;
-  bool accumulate;
-};
-
-template <int Rows, int Vectors>
-inline void tile(const Product& op, int64_t i0, int64_t n0, int64_t K) {
-  VecF acc[Rows][Vectors] = {};
-  const float* a = op.a + i0 * op.a_row;
-  for (int64_t k = 0; k < K; ++k) {
-    const float* b_row = op.b + k * op.ldb + n0;
-    VecF b_vec[Vectors];
-#pragma GCC unroll 8
-    for (int v = 0; v < Vectors; ++v) b_vec[v] = load_vec(b_row + v * kVectorFloats);
-    const float* a_k = a + k * op.a_k;
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      const float a_value = a_k[r * op.a_row];
-#pragma GCC unroll 8
-      for (int v = 0; v < Vectors; ++v) acc[r][v] += a_value * b_vec[v];
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-    float* c_row = op.c + (i0 + r) * op.ldc + n0;
-#pragma GCC unroll 8
-    for (int v = 0; v < Vectors; ++v) {
-      VecF out = op.alpha * acc[r][v];
-      if (op.accumulate) out = load_vec(c_row + v * kVectorFloats) + out;
-      store_vec(c_row + v * kVectorFloats, out);
-    }
-  }
-}
+using Product = detail::TileProduct;
 
 template <int Rows>
 void row_block(const Product& op, int64_t i0, int64_t N, int64_t K) {
   int64_t n0 = 0;
   for (; n0 + kTileVectors * kVectorFloats <= N; n0 += kTileVectors * kVectorFloats)
-    tile<Rows, kTileVectors>(op, i0, n0, K);
+    register_tile<Rows, kTileVectors>(op, i0, n0, 0, K);
   switch ((N - n0) / kVectorFloats) {
     case 3:
-      return tile<Rows, 3>(op, i0, n0, K);
+      return register_tile<Rows, 3>(op, i0, n0, 0, K);
     case 2:
-      return tile<Rows, 2>(op, i0, n0, K);
+      return register_tile<Rows, 2>(op, i0, n0, 0, K);
     case 1:
-      return tile<Rows, 1>(op, i0, n0, K);
+      return register_tile<Rows, 1>(op, i0, n0, 0, K);
     default:
       return;
   }

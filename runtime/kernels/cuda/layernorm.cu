@@ -2,20 +2,19 @@
 // Backward: dinp by rows as in forward; dweight/dbias as per-(row chunk, channel) partial sums
 // in double in scratch, then summed over chunks in order: deterministic, no atomics.
 #include <algorithm>
-#include <initializer_list>
 #include <type_traits>
 
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/device_common.cuh"
 #include "runtime/kernels/cuda/layernorm.h"
+#include "runtime/kernels/cuda/norm_rows.cuh"
 
 namespace runtime::cuda {
 namespace {
 
-using namespace ::runtime::cuda::device;  // device_common.cuh
-
-constexpr int64_t kMaxRowChunks = 256;  // row chunks of the dweight/dbias partial sums
+using namespace ::runtime::cuda::device;     // device_common.cuh
+using namespace ::runtime::cuda::norm_rows;  // norm_rows.cuh
 
 // Sum of `value` over the block's kThreads threads in a fixed tree; every thread gets it.
 __device__ float block_sum(float value, float* shared) {
@@ -152,28 +151,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   dweight[c] += static_cast<float>(dw);
   dbias[c] += static_cast<float>(db);
-}
-
-// Whether rows of C channels take packed accesses (Note [Vector access]).
-template <class T>
-bool packed_rows(int64_t C, std::initializer_list<const T*> tensors) {
-  if (C % kPack<T> != 0) return false;
-  for (const T* t : tensors)
-    if (!aligned_16(t)) return false;
-  return true;
-}
-
-unsigned row_grid(int64_t rows) {
-  return static_cast<unsigned>(std::min(rows, kMaxBlocks));
-}
-
-// Rows per chunk of the parameter-gradient partial sums: a function of `rows` only.
-int64_t chunk_rows_for(int64_t rows) {
-  return std::max<int64_t>(1, (rows + kMaxRowChunks - 1) / kMaxRowChunks);
-}
-int64_t chunks_for(int64_t rows) {
-  const int64_t chunk_rows = chunk_rows_for(rows);
-  return (rows + chunk_rows - 1) / chunk_rows;
 }
 
 template <class T>

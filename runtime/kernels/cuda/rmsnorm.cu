@@ -3,19 +3,18 @@
 // double in scratch, then summed over chunks in order: deterministic, no atomics. The query and
 // key heads' norms: one warp per head, their weights' gradients as RMSNorm's.
 #include <algorithm>
-#include <initializer_list>
 
 #include "runtime/error.h"
 #include "runtime/kernels/cuda/cuda_check.h"
 #include "runtime/kernels/cuda/device_common.cuh"
+#include "runtime/kernels/cuda/norm_rows.cuh"
 #include "runtime/kernels/cuda/rmsnorm.h"
 
 namespace runtime::cuda {
 namespace {
 
-using namespace ::runtime::cuda::device;  // device_common.cuh
-
-constexpr int64_t kMaxRowChunks = 256;  // row chunks of the dweight partial sums
+using namespace ::runtime::cuda::device;     // device_common.cuh
+using namespace ::runtime::cuda::norm_rows;  // norm_rows.cuh
 
 // x * rstd rounded to the activation type (Note [RMSNorm rounding]; the identity for f32).
 template <class T>
@@ -211,28 +210,6 @@ __global__ void __launch_bounds__(kThreads)
                               normalized<T>(to_float(input[i * h.head_dim + c]), rstd[i]));
   }
   partial_dw[blockIdx.y * h.head_dim + c] = dw;
-}
-
-// Whether rows of C channels take packed accesses (Note [Vector access]).
-template <class T>
-bool packed_rows(int64_t C, std::initializer_list<const T*> tensors) {
-  if (C % kPack<T> != 0) return false;
-  for (const T* t : tensors)
-    if (!aligned_16(t)) return false;
-  return true;
-}
-
-unsigned row_grid(int64_t rows) {
-  return static_cast<unsigned>(std::min(rows, kMaxBlocks));
-}
-
-// Rows per chunk of the dweight partial sums: a function of `rows` only.
-int64_t chunk_rows_for(int64_t rows) {
-  return std::max<int64_t>(1, (rows + kMaxRowChunks - 1) / kMaxRowChunks);
-}
-int64_t chunks_for(int64_t rows) {
-  const int64_t chunk_rows = chunk_rows_for(rows);
-  return (rows + chunk_rows - 1) / chunk_rows;
 }
 
 template <class T>

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "tests/support/expect_error.h"
 
 namespace trainer::testing {
 
@@ -66,13 +67,7 @@ void patch(const std::string& path, size_t offset, T value) {
 // Runs `action`, which must throw runtime::InputError; returns its message.
 template <typename Action>
 std::string input_error_of(Action&& action) {
-  try {
-    action();
-  } catch (const runtime::InputError& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected runtime::InputError";
-  return "";
+  return test_support::error_of<runtime::InputError>(action);
 }
 
 }  // namespace trainer::testing

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "tests/support/expect_error.h"
 
 namespace trainer::tokenizer::testing {
 
@@ -60,13 +61,7 @@ class ScratchFile {
 
 template <typename Action>
 std::string input_error_of(Action&& action) {
-  try {
-    action();
-  } catch (const runtime::InputError& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected runtime::InputError";
-  return "";
+  return test_support::error_of<runtime::InputError>(action);
 }
 
 }  // namespace trainer::tokenizer::testing

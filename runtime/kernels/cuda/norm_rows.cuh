@@ -1,0 +1,39 @@
+// Host-side helpers of the row normalizations (layernorm.cu, rmsnorm.cu): whether a row takes
+// packed accesses, the grid of one block per row, and the row chunks of the weight gradients'
+// partial sums, which depend on the row count only (so the sums' order is a function of the
+// shapes).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "runtime/kernels/cuda/device_common.cuh"
+
+namespace runtime::cuda::norm_rows {
+
+constexpr int64_t kMaxRowChunks = 256;  // row chunks of the weight gradients' partial sums
+
+// Whether rows of C channels take packed accesses (Note [Vector access]).
+template <class T>
+bool packed_rows(int64_t C, std::initializer_list<const T*> tensors) {
+  if (C % device::kPack<T> != 0) return false;
+  for (const T* t : tensors)
+    if (!device::aligned_16(t)) return false;
+  return true;
+}
+
+inline unsigned row_grid(int64_t rows) {
+  return static_cast<unsigned>(std::min(rows, device::kMaxBlocks));
+}
+
+// Rows per chunk of the weight gradients' partial sums: a function of `rows` only.
+inline int64_t chunk_rows_for(int64_t rows) {
+  return std::max<int64_t>(1, (rows + kMaxRowChunks - 1) / kMaxRowChunks);
+}
+inline int64_t chunks_for(int64_t rows) {
+  const int64_t chunk_rows = chunk_rows_for(rows);
+  return (rows + chunk_rows - 1) / chunk_rows;
+}
+
+}  // namespace runtime::cuda::norm_rows
