@@ -62,7 +62,8 @@ void row_block(const Operands& op, int64_t i0, int64_t n_end, int64_t k0, int64_
   int64_t n0 = 0;
   for (; n0 + kTileCols <= n_end; n0 += kTileCols)
     register_tile<Rows, kTileVectors>(op, i0, n0, k0, k1);
-  for (; n0 + kVectorFloats <= n_end; n0 += kVectorFloats) register_tile<Rows, 1>(op, i0, n0, k0, k1);
+  for (; n0 + kVectorFloats <= n_end; n0 += kVectorFloats)
+    register_tile<Rows, 1>(op, i0, n0, k0, k1);
   if (n0 < n_end) tile_tail<Rows>(op, i0, n0, n_end - n0, k0, k1);
 }
 
