@@ -81,7 +81,7 @@ StepResult run_on_host(const std::vector<std::string>& overrides, int warmup, in
   runtime::CpuAllocator allocator;
   parallel::ProcessGroups groups = parallel::ProcessGroups::single();
   std::ostringstream log;  // the run's description: not part of a benchmark's output
-  trainer::Trainer trainer(config, groups, allocator, log);
+  trainer::Trainer trainer(trainer::plan_run(config, groups, allocator), groups, allocator, log);
   StepResult result;
   result.parameters = model::GptParams::count(config.model);
   result.model_flops = trainer.stage_setup().model_flops_per_step;

@@ -220,7 +220,8 @@ Measurement measure(const RunSpec& spec, const std::vector<std::string>& overrid
   try {
     const trainer::Config config = trainer::parse_config("", "bench_gpu", overrides);
     m.parameters = model::GptParams::count(config.model);
-    trainer::Trainer trainer(config, device.groups, device.allocator, std::cout);
+    trainer::Trainer trainer(trainer::plan_run(config, device.groups, device.allocator),
+                             device.groups, device.allocator, std::cout);
     m.predicted_activation_peak = trainer.predicted_activation_peak();
     m.setup_s = seconds_since_start();
     const int total_steps = spec.warmup_steps + spec.timed_steps;

@@ -70,7 +70,8 @@ struct GpuRun {
 
   GpuRun(runtime::cuda::CudaContext& context_, const Config& config) : context(context_) {
     context.use_allocator(&allocator);
-    trainer = std::make_unique<trainer::Trainer>(config, groups, allocator, log);
+    trainer = std::make_unique<trainer::Trainer>(trainer::plan_run(config, groups, allocator),
+                                                 groups, allocator, log);
   }
   ~GpuRun() {
     trainer.reset();

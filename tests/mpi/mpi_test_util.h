@@ -121,7 +121,8 @@ struct Run {
                       ? std::unique_ptr<runtime::Allocator>(new emulated::DeviceAllocator())
                       : std::make_unique<runtime::CpuAllocator>()) {
     if (setup) setup(groups);
-    trainer = std::make_unique<trainer::Trainer>(config, groups, *allocator, log);
+    trainer = std::make_unique<trainer::Trainer>(trainer::plan_run(config, groups, *allocator),
+                                                 groups, *allocator, log);
   }
 };
 

@@ -1,4 +1,4 @@
-// `trainer train`: the arguments, the launch, the device, the Trainer.
+// `trainer train`: the arguments, the launch, the device, the plan, the Trainer.
 #include <iostream>
 #include <optional>
 #include <ostream>
@@ -11,6 +11,7 @@
 #include "trainer/commands/commands.h"
 #include "trainer/commands/device_setup.h"
 #include "trainer/config/config.h"
+#include "trainer/planning/run_plan.h"
 #include "trainer/run/train.h"
 
 namespace trainer::commands {
@@ -70,7 +71,10 @@ int train(int argc, char** argv, const std::vector<std::string>& args) {
     std::ostringstream discard;
     std::ostream& log = groups.is_logging_rank() ? std::cout : discard;
     try {
-      Trainer trainer(config, groups, allocator, log);
+      // Planned first (the profile, recompute.auto's plan, the memory replay, the predicted
+      // step), then built and run.
+      const RunPlan plan = plan_run(config, groups, allocator);
+      Trainer trainer(plan, groups, allocator, log);
       const bool resumed = !train_args.resume.empty() && trainer.resume(train_args.resume);
       if (!resumed && !config.train.init_from.empty()) trainer.init_from(config.train.init_from);
       exit_status = exit_code(trainer.run().stop);

@@ -4,8 +4,10 @@
 #include <filesystem>
 
 #include "runtime/error.h"
+#include "trainer/engine/stage_setup.h"
 #include "trainer/planning/auto_plan.h"
 #include "trainer/planning/calibrate.h"
+#include "trainer/planning/cost_model.h"
 
 namespace trainer {
 namespace {
@@ -37,10 +39,10 @@ std::optional<TimeProfile> earlier_profile(const Config& config,
   return std::nullopt;
 }
 
-}  // namespace
-
-Config plan_run(const Config& config, parallel::ProcessGroups& groups,
-                runtime::Allocator& allocator, RunTiming& timing) {
+// `config` with recompute.auto replaced by its plan; fills `timing` (collective over the world
+// when it calibrates).
+Config plan_config(const Config& config, parallel::ProcessGroups& groups,
+                   runtime::Allocator& allocator, RunTiming& timing) {
   const TrainConfig& t = config.train;
   if (!t.time_profile.empty()) {
     timing.profile = read_time_profile(t.time_profile);
@@ -80,6 +82,27 @@ Config plan_run(const Config& config, parallel::ProcessGroups& groups,
     return with_auto_plan(config, {}, &timing.stage_proof);
   const CostModel costs = run_cost_model(config, timing);
   return with_auto_plan(config, {&costs, default_links(config)}, &timing.stage_proof);
+}
+
+}  // namespace
+
+RunPlan plan_run(const Config& config, parallel::ProcessGroups& groups,
+                 runtime::Allocator& allocator) {
+  RunPlan plan;
+  plan.recompute_auto = config.recompute.automatic;
+  plan.config = plan_config(config, groups, allocator, plan.timing);
+  validate_config(plan.config);
+  validate_launch(plan.config, groups.world_size());
+  plan.memory = predict_rank_memory(plan.config, groups.world_rank);
+  if (groups.is_logging_rank()) {
+    const CostModel costs = run_cost_model(plan.config, plan.timing);
+    plan.step = predict_step_time(plan.config, costs, default_links(plan.config));
+    const StageSetup setup =
+        make_stage_setup(plan.config, groups.coordinates.pp, groups.coordinates.tp);
+    plan.timed_with_documents =
+        plan.config.data.reset_attention_mask && costs.matches(plan.config, setup);
+  }
+  return plan;
 }
 
 std::string run_profile_path(const Config& config) {

@@ -84,57 +84,58 @@ parallel::CommBackend resolve_comm_backend(const Config& config, int64_t world_s
   return asked;
 }
 
-Trainer::Trainer(const Config& config, parallel::ProcessGroups& groups,
+Trainer::Trainer(const RunPlan& plan, parallel::ProcessGroups& groups,
                  runtime::Allocator& allocator, std::ostream& log)
-    : config_(plan_run(config, groups, allocator, timing_)),
+    : timing_(plan.timing),
+      config_(plan.config),
       groups_(groups),
       allocator_(allocator),
       log_(log),
-      skipped_(config.data.skip_batches),
-      guard_(config.train.guard),
-      gate_(config.targets),
-      drift_(config.targets),
-      on_device_(allocator.device() != runtime::DeviceKind::cpu) {
-  validate_config(config_);
-  validate_launch(config_, groups_.world_size());
+      predicted_comm_(plan.memory.comm_payload_bytes +
+                      rank_metrics_payload_bytes(groups.world_size())),
+      predicted_memory_(plan.memory),
+      skipped_(config_.data.skip_batches),
+      guard_(config_.train.guard),
+      gate_(config_.targets),
+      drift_(config_.targets),
+      on_device_(allocator.device() != runtime::DeviceKind::cpu),
+      predicted_step_ms_(plan.step ? plan.step->step_s * 1e3 : 0.0) {
   // check_supported (this build can reach train.device) is the launcher's: the Trainer runs
   // on whatever allocator it is given (tests emulate a device on the host).
   create_output_dir();
   open_datasets();
   prepare_sampling();
   build_rank_state(state_, config_, groups_, allocator_, [this](RankState&) { init_weights(); });
-  predicted_memory_ = predict_rank_memory(config_, groups_.world_rank);
-  predicted_comm_ =
-      predicted_memory_.comm_payload_bytes + rank_metrics_payload_bytes(groups_.world_size());
   peak_ = mfu_peak();
   if (groups_.is_logging_rank()) {
-    const CostModel costs = run_cost_model(config_, timing_);
-    const StepPrediction prediction = predict_step_time(config_, costs, default_links(config_));
-    predicted_step_ms_ = prediction.step_s * 1e3;
-    // A profile matches a run that masks documents only when it was timed with them (Note [Timed
-    // documents] in planning/calibrate.cpp; one that does not match says why in the source); the
-    // roofline knows no documents.
-    const char* documents = "";
-    if (config_.data.reset_attention_mask && costs.matches(config_, state_.setup)) {
-      documents = "; attention timed with the documents of the run's first microbatches";
-    } else if (config_.data.reset_attention_mask && !costs.profile()) {
-      documents = "; attention timed without the documents' mask, which flash runs faster";
-    }
-    log_ << "predicted step: " << format("%.1f", predicted_step_ms_) << " ms, "
-         << format("%.0f", prediction.tokens_per_s) << " tok/s (time from " << prediction.source
-         << documents << ")\n";
-    if (timing_.calibrated_here) {
-      const std::string path = run_profile_path(config_);
-      write_time_profile(*timing_.profile, path);
-      log_ << "time profile calibrated at startup: " << path << "\n";
-    }
-    if (config.recompute.automatic) {
-      log_ << "recompute.auto: planned under train.memory_budget_gib "
-           << config.train.memory_budget_gib << " (trainer plan prints the plan)\n";
-      for (const std::string& proof : stage_proof_lines(timing_.stage_proof))
-        log_ << "recompute.auto: " << proof << "\n";
-    }
+    log_plan(plan);
     start_logging();
+  }
+}
+
+void Trainer::log_plan(const RunPlan& plan) {
+  // A profile matches a run that masks documents only when it was timed with them (Note [Timed
+  // documents] in planning/calibrate.cpp; one that does not match says why in the source); the
+  // roofline knows no documents.
+  const char* documents = "";
+  if (plan.timed_with_documents) {
+    documents = "; attention timed with the documents of the run's first microbatches";
+  } else if (config_.data.reset_attention_mask && !timing_.profile) {
+    documents = "; attention timed without the documents' mask, which flash runs faster";
+  }
+  log_ << "predicted step: " << format("%.1f", predicted_step_ms_) << " ms, "
+       << format("%.0f", plan.step->tokens_per_s) << " tok/s (time from " << plan.step->source
+       << documents << ")\n";
+  if (timing_.calibrated_here) {
+    const std::string path = run_profile_path(config_);
+    write_time_profile(*timing_.profile, path);
+    log_ << "time profile calibrated at startup: " << path << "\n";
+  }
+  if (plan.recompute_auto) {
+    log_ << "recompute.auto: planned under train.memory_budget_gib "
+         << config_.train.memory_budget_gib << " (trainer plan prints the plan)\n";
+    for (const std::string& proof : stage_proof_lines(timing_.stage_proof))
+      log_ << "recompute.auto: " << proof << "\n";
   }
 }
 

@@ -1,5 +1,5 @@
-// The training loop: builds the model, data, optimizer and recompute plan from
-// a validated Config, then runs steps (schedule -> dp average -> clip -> AdamW),
+// The training loop: builds the model, data and optimizer of a planned run (a RunPlan:
+// trainer/planning/run_plan.h), then runs steps (schedule -> dp average -> clip -> AdamW),
 // periodic validation, metrics, the guard, targets and event ledger, and the final export.
 #pragma once
 
@@ -64,7 +64,10 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  Trainer(const Config& config, parallel::ProcessGroups& groups, runtime::Allocator& allocator,
+  // Builds what `plan` planned on this rank (plan_run's, with the same groups and allocator):
+  // the output directory, the datasets, the weights, gradients and optimizer state; logs the
+  // plan and the run on the logging rank. Plans, calibrates and predicts nothing itself.
+  Trainer(const RunPlan& plan, parallel::ProcessGroups& groups, runtime::Allocator& allocator,
           std::ostream& log);
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -126,11 +129,15 @@ class Trainer {
   // build_rank_state's initialize step: the host copy of the weights on a device, the init of
   // the master weights and the compute weights from them.
   void init_weights();
-  // The MFU denominator: the device's peak for the precision, or the CPU's (trainer/observe/mfu_peak.h).
+  // The MFU denominator: the device's peak for the precision, or the CPU's
+  // (trainer/observe/mfu_peak.h).
   PeakRate mfu_peak() const;
   // A CPU step faster than the peak (a disturbed startup measurement) raises the peak to the
   // higher of a new cpu_mfu_peak() and the step's rate, and says so: MFU stays <= 100%.
   void keep_peak_above(const StepMetrics& m);
+  // The plan's startup lines: the predicted step, the profile calibrated at startup (written to
+  // the run directory), recompute.auto's budget and proof.
+  void log_plan(const RunPlan& plan);
   // config.yaml, and the run's description on the log.
   void start_logging();
   // run() less its error handling (an error's end event in the ledger, then rethrown).
@@ -221,8 +228,8 @@ class Trainer {
   // every rank (collective). `comm_bytes`: this rank's payload of the step so far.
   void gather_rank_numbers(StepMetrics& metrics, int64_t comm_bytes);
 
-  RunTiming timing_;  // the time profile it plans and predicts with (before config_: plan_run)
-  Config config_;     // recompute.auto resolved
+  RunTiming timing_;  // the time profile it planned and predicts with (RunPlan::timing)
+  Config config_;     // recompute.auto resolved (RunPlan::config)
   parallel::ProcessGroups& groups_;
   runtime::Allocator& allocator_;
   std::ostream& log_;

@@ -141,7 +141,8 @@ struct InProcessRunOn {
   std::unique_ptr<Trainer> trainer;
 
   explicit InProcessRunOn(const Config& config)
-      : trainer(std::make_unique<Trainer>(config, groups, allocator, log)) {}
+      : trainer(std::make_unique<Trainer>(plan_run(config, groups, allocator), groups, allocator,
+                                          log)) {}
 };
 using InProcessRun = InProcessRunOn<runtime::CpuAllocator>;
 
