@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "parallel/core/cross_entropy.h"
 #include "parallel/core/mappings.h"
 #include "runtime/memory_timeline.h"
 #include "runtime/ops.h"
@@ -216,31 +217,17 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
                                 .vocab = config.vocab_size,
                                 .padded_vocab = vocab.rows});
   } else {
-    // Vocab-parallel cross entropy: global max, then sum of exp, then the target logit.
-    Tensor row_max = workspace(allocator, "row_max", {rows});
-    ops::vocab_shard_max({.row_max = row_max,
-                          .logits = s.logits,
-                          .rows = rows,
-                          .real_cols = vocab.real,
-                          .shard_cols = vocab.rows});
-    d.tp->all_reduce_max(row_max);
-    ops::vocab_shard_sum_exp({.row_sum = s.lse,
-                              .logits = s.logits,
-                              .row_max = row_max,
-                              .rows = rows,
-                              .real_cols = vocab.real,
-                              .shard_cols = vocab.rows});
-    d.tp->all_reduce_sum(s.lse);
-    ops::vocab_shard_target_logit({.target_logit = losses,
-                                   .logits = s.logits,
-                                   .targets = targets,
-                                   .rows = rows,
-                                   .vocab_start = vocab.start,
-                                   .real_cols = vocab.real,
-                                   .shard_cols = vocab.rows});
-    d.tp->all_reduce_sum(losses);
-    ops::vocab_shard_finish(
-        {.losses = losses, .lse = s.lse, .row_max = row_max, .targets = targets, .rows = rows});
+    // Vocab-parallel cross entropy: the reductions over the group are parallel_core's.
+    parallel::vocab_parallel_cross_entropy_forward(
+        *d.tp, {.losses = losses,
+                .lse = s.lse,
+                .row_max = workspace(allocator, "row_max", {rows}),
+                .logits = s.logits,
+                .targets = targets,
+                .rows = rows,
+                .vocab_start = vocab.start,
+                .real_cols = vocab.real,
+                .shard_cols = vocab.rows});
   }
   if (!keep) s = HeadStash();
 }

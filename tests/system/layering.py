@@ -4,7 +4,7 @@ Each library includes only the libraries before it: runtime <- parallel_core <- 
 <- parallel_pipeline <- trainer, and inside trainer/ each room only the rooms its CMake library
 links. The CUDA backend's headers are included only by the backend, the NCCL communicator and the
 device setup of trainer/commands; mpi.h only by parallel/core's MPI files; model/ includes no
-kernel header. Usage: layering.py REPO_ROOT. Prints every include that breaks a rule, exits 1.
+kernel header and calls no collective (only parallel/core's mappings and cross entropy do). Usage: layering.py REPO_ROOT. Prints every include that breaks a rule, exits 1.
 """
 import os
 import re
@@ -36,6 +36,8 @@ CUDA_INCLUDERS = ("runtime/kernels/cuda/", "parallel/core/nccl_communicator.cpp"
                   "trainer/commands/device_setup.cpp")
 MPI_INCLUDERS = ("parallel/core/process_groups.cpp", "parallel/core/mpi_communicator.cpp",
                  "parallel/core/mpi_check.h")
+COLLECTIVE = re.compile(r"(->|\.)(all_reduce\w*|all_gather\w*|reduce_scatter\w*|broadcast|send|"
+                        r"recv|barrier)\(")
 CUDA_HEADER = re.compile(r'#include [<"](runtime/kernels/cuda/|cuda[a-zA-Z_]*\.h|cublas|nccl\.h)')
 
 
@@ -67,6 +69,9 @@ for layer in LAYERS:
                 where = f"{path}:{line_number}: {line.strip()}"
                 if CUDA_HEADER.match(line) and not path.startswith(CUDA_INCLUDERS):
                     problems.append(f"{where}: a CUDA backend header outside {CUDA_INCLUDERS}")
+                if path.startswith("model/") and COLLECTIVE.search(line):
+                    problems.append(f"{where}: model/ calls a collective (parallel/core's "
+                                    "mappings and cross_entropy.h call them)")
                 if line.startswith("#include <mpi.h>") and path not in MPI_INCLUDERS:
                     problems.append(f"{where}: mpi.h outside {MPI_INCLUDERS}")
                 match = re.match(r'#include "([^"]+)"', line)
