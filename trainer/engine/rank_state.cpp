@@ -54,6 +54,31 @@ MicrobatchRows microbatch_rows(const recompute::ChunkSpec& chunk, bool documents
   return rows;
 }
 
+MicrobatchIds allocate_microbatch_ids(const Config& config, const StageSetup& setup,
+                                      const recompute::ChunkSpec& chunk,
+                                      runtime::Allocator& allocator, bool on_device) {
+  MicrobatchIds ids;
+  ids.rows = microbatch_rows(chunk, config.data.document_starts());
+  ids.T = setup.dims.context().local_seq();
+  ids.B = config.train.micro_batch_size;
+  if (ids.rows.count == 0) return ids;
+  auto make = [&](const char* name, const runtime::Shape& shape, runtime::MemoryCategory category) {
+    const runtime::memory_timeline::Name timeline_name(name);
+    return runtime::Tensor::empty(allocator, shape, runtime::DType::i32, category);
+  };
+  if (on_device)
+    ids.uploaded =
+        make("uploaded_ids", {ids.rows.count, ids.T, ids.B}, runtime::MemoryCategory::workspace);
+  constexpr auto kActivation = runtime::MemoryCategory::activation;
+  if (ids.rows.tokens >= 0) ids.micro.tokens = make("tokens", {ids.T, ids.B}, kActivation);
+  if (ids.rows.targets >= 0) ids.micro.targets = make("targets", {ids.T, ids.B}, kActivation);
+  if (ids.rows.starts >= 0) {
+    ids.starts = make("document_starts", {ids.T, ids.B}, kActivation);
+    attach_document_starts(ids.micro, ids.starts, config.data);
+  }
+  return ids;
+}
+
 void attach_document_starts(recompute::Microbatch& micro, const runtime::Tensor& starts,
                             const DataConfig& data) {
   if (data.reset_attention_mask) micro.document_starts = starts;

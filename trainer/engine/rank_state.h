@@ -53,13 +53,29 @@ void all_reduce_step_loss(parallel::ProcessGroups& groups, double& loss_sum);
 // The (T, B) i32 rows a microbatch holds on a chunk, in the order a device run stages them (-1:
 // none): tokens where it has the embedding, targets where it has the head, document starts on
 // every chunk with documents (data.reset_attention_mask or data.reset_position_ids:
-// DataConfig::document_starts). Trainer::make_microbatch fills them and the memory replay
-// allocates them.
+// DataConfig::document_starts).
 struct MicrobatchRows {
   int64_t tokens = -1, targets = -1, starts = -1;
   int64_t count = 0;
 };
 MicrobatchRows microbatch_rows(const recompute::ChunkSpec& chunk, bool documents);
+
+// A microbatch's id tensors for `chunk` on `allocator`, as the step allocates them: the one
+// source of their order, shapes, names and categories, which Trainer::make_microbatch fills and
+// the memory replay only allocates. On a device first one workspace tensor for the rows staged
+// on the host and uploaded at once ("uploaded_ids", [rows.count, T, B]), then, as on the host, a
+// (T, B) activation tensor per row: tokens, targets, document starts (handed on by
+// attach_document_starts). T: this rank's rows of the sequence; B: train.micro_batch_size.
+struct MicrobatchIds {
+  MicrobatchRows rows;
+  int64_t T = 0, B = 0;
+  runtime::Tensor uploaded;  // on a device only; freed with these ids, once the rows are copied
+  recompute::Microbatch micro;
+  runtime::Tensor starts;  // the document starts' tensor, also in micro where they are read
+};
+MicrobatchIds allocate_microbatch_ids(const Config& config, const StageSetup& setup,
+                                      const recompute::ChunkSpec& chunk,
+                                      runtime::Allocator& allocator, bool on_device);
 
 // Hands a microbatch's document starts to what reads them: the attention's mask
 // (data.reset_attention_mask), the positions (data.reset_position_ids), or both.

@@ -1,7 +1,7 @@
 // The replay of one training step of one rank on the meta device, through the functions Trainer
 // runs (rank_state.h): what build_rank_state allocates once, then one step's schedule, gradient
-// reduction, clipping and update. Only the microbatches are the replay's own (replay_microbatch,
-// beside Trainer::make_microbatch). The layout tests compare each category with a real run.
+// reduction, clipping and update; a microbatch's ids as the step allocates them
+// (allocate_microbatch_ids), unfilled. The layout tests compare each category with a real run.
 #include "trainer/planning/rank_memory.h"
 
 #include <memory>
@@ -16,34 +16,6 @@
 #include "trainer/engine/rank_state.h"
 
 namespace trainer {
-namespace {
-
-// The id tensors of a microbatch (microbatch_rows), as Trainer::make_microbatch allocates them
-// (on a device: one staging upload into workspace, then a copy per row): the rank's rows of
-// `dims`' sequence.
-recompute::Microbatch replay_microbatch(const Config& config, const model::LayerDims& dims,
-                                        runtime::Allocator& allocator,
-                                        const recompute::ChunkSpec& chunk) {
-  const int64_t T = dims.context().local_seq(), B = config.train.micro_batch_size;
-  recompute::Microbatch micro;
-  const MicrobatchRows rows = microbatch_rows(chunk, config.data.document_starts());
-  if (rows.count == 0) return micro;
-  auto ids = [&](const char* name, const runtime::Shape& shape, runtime::MemoryCategory category) {
-    const runtime::memory_timeline::Name timeline_name(name);
-    return runtime::Tensor::empty(allocator, shape, runtime::DType::i32, category);
-  };
-  runtime::Tensor moved;
-  if (config.train.device == Device::cuda)
-    moved = ids("uploaded_ids", {rows.count, T, B}, runtime::MemoryCategory::workspace);
-  constexpr auto kActivation = runtime::MemoryCategory::activation;
-  if (rows.tokens >= 0) micro.tokens = ids("tokens", {T, B}, kActivation);
-  if (rows.targets >= 0) micro.targets = ids("targets", {T, B}, kActivation);
-  if (rows.starts >= 0)
-    attach_document_starts(micro, ids("document_starts", {T, B}, kActivation), config.data);
-  return micro;
-}
-
-}  // namespace
 
 int64_t RankMemory::total() const {
   int64_t bytes = device_overhead;
@@ -72,8 +44,10 @@ RankMemory predict_rank_memory(const Config& config, int64_t world_rank,
     compute_step_gradients(
         state, groups, config,
         make_pipeline_step(state, groups, config, 1, [&](int64_t, int64_t chunk) {
-          return replay_microbatch(config, setup.dims, allocator,
-                                   state.chunks[static_cast<size_t>(chunk)]->chunk());
+          return allocate_microbatch_ids(config, setup,
+                                         state.chunks[static_cast<size_t>(chunk)]->chunk(),
+                                         allocator, config.train.device == Device::cuda)
+              .micro;
         }));
     const double norm = state.optimizer->grad_norm(groups, state.grads, setup.shard.embedding);
     apply_update(state, groups, config, norm, config.optimizer.lr, 1);

@@ -253,39 +253,31 @@ std::string Trainer::first_nonfinite_gradient() const {
 recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int64_t batch,
                                                int64_t mb, const recompute::ChunkExecutor& chunk) {
   const TrainConfig& t = config_.train;
+  MicrobatchIds ids =
+      allocate_microbatch_ids(config_, state_.setup, chunk.chunk(), allocator_, on_device_);
+  recompute::Microbatch& micro = ids.micro;
+  const int64_t T = ids.T, B = ids.B;
+  // Microbatch mb on dp rank r holds global-batch samples [mb*B*dp + r*B, +B) (Megatron order).
+  micro.sample_offset = mb * B * config_.parallel.data + groups_.coordinates.dp * B;
+  if (ids.rows.count == 0) return micro;
   // This rank's rows of the sequence (all of it without context parallelism).
   const parallel::ContextShard shard = state_.setup.dims.context();
-  const int64_t T = shard.local_seq(), B = t.micro_batch_size;
-  // Microbatch mb on dp rank r holds global-batch samples [mb*B*dp + r*B, +B) (Megatron order).
-  recompute::Microbatch micro;
-  micro.sample_offset = mb * B * config_.parallel.data + groups_.coordinates.dp * B;
   const std::optional<int32_t> masked = data_->masked_input(), eod = data_->document_end();
-  const MicrobatchRows rows = microbatch_rows(chunk.chunk(), eod.has_value());
-  if (rows.count == 0) return micro;
   // Filled on the host: into the tensors themselves on a host run; on a device into one
   // staging tensor (one row each: tokens, targets, document starts), uploaded in one transfer,
-  // then copied into tensors of their own (their lifetimes differ).
-  auto ids = [&](const char* name, const runtime::Shape& shape, runtime::MemoryCategory category) {
-    const runtime::memory_timeline::Name timeline_name(name);
-    return runtime::Tensor::empty(allocator_, shape, runtime::DType::i32, category);
-  };
-  runtime::Tensor staging, starts;
+  // then copied into the tensors of their own (their lifetimes differ).
+  runtime::Tensor staging;
   if (on_device_) {
-    staging = runtime::Tensor::empty(host_allocator_, {rows.count, T, B}, runtime::DType::i32,
+    staging = runtime::Tensor::empty(host_allocator_, ids.uploaded.shape(), runtime::DType::i32,
                                      runtime::MemoryCategory::workspace);
-  } else {
-    constexpr auto kActivation = runtime::MemoryCategory::activation;
-    if (rows.tokens >= 0) micro.tokens = ids("tokens", {T, B}, kActivation);
-    if (rows.targets >= 0) micro.targets = ids("targets", {T, B}, kActivation);
-    if (rows.starts >= 0) starts = ids("document_starts", {T, B}, kActivation);
   }
   auto host_row = [&](int64_t row, const runtime::Tensor& own) -> int32_t* {
     if (row < 0) return nullptr;
     return on_device_ ? staging.i32() + row * T * B : own.i32();
   };
-  int32_t* host_tokens = host_row(rows.tokens, micro.tokens);
-  int32_t* host_targets = host_row(rows.targets, micro.targets);
-  int32_t* host_starts = host_row(rows.starts, starts);
+  int32_t* host_tokens = host_row(ids.rows.tokens, micro.tokens);
+  int32_t* host_targets = host_row(ids.rows.targets, micro.targets);
+  int32_t* host_starts = host_row(ids.rows.starts, ids.starts);
   const std::span<const int32_t> inputs(sample_buffer_.data(), sample_buffer_.size() - 1);
   for (int64_t b = 0; b < B; ++b) {
     sampler.sample(batch * t.global_batch_size + micro.sample_offset + b, sample_buffer_.data());
@@ -301,22 +293,14 @@ recompute::Microbatch Trainer::make_microbatch(const SampleSource& sampler, int6
       if (host_starts != nullptr) host_starts[i * B + b] = start_buffer_[position];
     }
   }
-  if (!on_device_) {
-    if (rows.starts >= 0) attach_document_starts(micro, starts, config_.data);
-    return micro;
-  }
-  const runtime::Tensor moved =
-      ids("uploaded_ids", staging.shape(), runtime::MemoryCategory::workspace);
-  runtime::ops::upload(moved, staging);
-  auto row = [&](const char* name, int64_t r) {
-    runtime::Tensor row_ids = ids(name, {T, B}, runtime::MemoryCategory::activation);
-    runtime::ops::copy(row_ids, moved.view(r * T * B, {T, B}));
-    return row_ids;
+  if (!on_device_) return micro;
+  runtime::ops::upload(ids.uploaded, staging);
+  auto copy_row = [&](int64_t row, const runtime::Tensor& own) {
+    if (row >= 0) runtime::ops::copy(own, ids.uploaded.view(row * T * B, {T, B}));
   };
-  if (rows.tokens >= 0) micro.tokens = row("tokens", rows.tokens);
-  if (rows.targets >= 0) micro.targets = row("targets", rows.targets);
-  if (rows.starts >= 0)
-    attach_document_starts(micro, row("document_starts", rows.starts), config_.data);
+  copy_row(ids.rows.tokens, micro.tokens);
+  copy_row(ids.rows.targets, micro.targets);
+  copy_row(ids.rows.starts, ids.starts);
   return micro;
 }
 
