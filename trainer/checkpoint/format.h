@@ -1,6 +1,7 @@
-// The on-disk pieces of a checkpoint (Note [Checkpoint layout] in trainer/checkpoint.h): the
-// manifest and its JSON, the XXH64 checksum, and the per-rank shard file writer. Internal to
-// the checkpoint code and its tests; the trainer uses trainer/checkpoint.h only.
+// The on-disk pieces of a checkpoint (Note [Checkpoint layout] in
+// trainer/checkpoint/checkpoint.h): the manifest and its JSON, the XXH64 checksum, and the
+// per-rank shard file writer. Internal to the checkpoint code and its tests; the trainer uses
+// trainer/checkpoint/checkpoint.h only.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// The trainer's state in and out of checkpoints (trainer/checkpoint.h) and the
+// The trainer's state in and out of checkpoints (trainer/checkpoint/checkpoint.h) and the
 // start from Hugging Face weights. Rules: a checkpoint holds the fp32 weights and
 // both AdamW moments of every parameter under its global name, the word
 // embeddings without vocabulary padding (padding depends on the tp size), so

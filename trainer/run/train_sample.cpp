@@ -5,7 +5,7 @@
 
 #include "runtime/error.h"
 #include "trainer/generate/dataset_tokenizer.h"
-#include "trainer/generate/generate_command.h"
+#include "trainer/generate/sample.h"
 #include "trainer/run/train.h"
 #include "trainer/util/format_bytes.h"
 
