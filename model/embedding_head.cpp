@@ -74,7 +74,8 @@ StashSpec<HeadStash> head_stash_spec(const GptConfig& config, const LayerDims& d
 
 void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& tokens,
                        const GptParams& p, const GptConfig& config, const LayerDims& d,
-                       const LayerContext& c, runtime::Allocator& allocator) {
+                       const LayerGroups& groups, const LayerContext& c,
+                       runtime::Allocator& allocator) {
   const int64_t T = d.seq, B = d.micro_batch, C = d.hidden;
   const VocabShard vocab = vocab_shard(config, d);
   // Under sequence parallelism the lookup covers the whole sequence, then each rank keeps its
@@ -89,9 +90,9 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
                           .vocab_start = vocab.start,
                           .vocab_rows = vocab.rows});
   if (scatter) {
-    parallel::reduce_scatter_to_sp_forward(*d.tp, out, words);
+    parallel::reduce_scatter_to_sp_forward(*groups.tp, out, words);
   } else if (d.tp_size > 1) {
-    parallel::reduce_from_tp_forward(*d.tp, out);
+    parallel::reduce_from_tp_forward(*groups.tp, out);
   }
   words = Tensor();
   s.tokens = tokens;
@@ -126,7 +127,7 @@ void embedding_forward(const Tensor& out, EmbeddingStash& s, const Tensor& token
 }
 
 void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& s,
-                        const GptConfig& config, const LayerDims& d,
+                        const GptConfig& config, const LayerDims& d, const LayerGroups& groups,
                         runtime::Allocator& allocator) {
   const int64_t T = d.seq, B = d.micro_batch, C = d.hidden;
   if (d.hidden_dropout > 0.f) {
@@ -149,7 +150,7 @@ void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& 
   Tensor dwords = dout;
   if (d.sequence_parallel && d.tp_size > 1) {
     dwords = workspace(allocator, "dwords", {T, B, C}, d.activation_dtype);
-    parallel::reduce_scatter_to_sp_backward(*d.tp, dwords, dout);
+    parallel::reduce_scatter_to_sp_backward(*groups.tp, dwords, dout);
   }
   const VocabShard vocab = vocab_shard(config, d);
   ops::embedding_backward({.dwte = g.wte,
@@ -163,8 +164,8 @@ void embedding_backward(const GptParams& g, const Tensor& dout, EmbeddingStash& 
 }
 
 void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const Tensor& targets,
-                  const GptParams& p, const GptConfig& config, const LayerDims& d, bool keep,
-                  runtime::Allocator& allocator) {
+                  const GptParams& p, const GptConfig& config, const LayerDims& d,
+                  const LayerGroups& groups, bool keep, runtime::Allocator& allocator) {
   const int64_t rows = d.seq * d.micro_batch, rows_shard = d.seq_shard() * d.micro_batch;
   const int64_t C = d.hidden;
   const VocabShard vocab = vocab_shard(config, d);
@@ -198,7 +199,7 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
                           .channels = C,
                           .eps = d.layernorm_eps});
   }
-  if (sp) parallel::gather_from_sp_forward(*d.tp, s.lnf_out, normalized);
+  if (sp) parallel::gather_from_sp_forward(*groups.tp, s.lnf_out, normalized);
   normalized = Tensor();
   maker.make(s, &HeadStash::logits);
   ops::linear_forward({.out = s.logits,
@@ -219,21 +220,22 @@ void head_forward(const Tensor& losses, HeadStash& s, const Tensor& input, const
   } else {
     // Vocab-parallel cross entropy: the reductions over the group are parallel_core's.
     parallel::vocab_parallel_cross_entropy_forward(
-        *d.tp, {.losses = losses,
-                .lse = s.lse,
-                .row_max = workspace(allocator, "row_max", {rows}),
-                .logits = s.logits,
-                .targets = targets,
-                .rows = rows,
-                .vocab_start = vocab.start,
-                .real_cols = vocab.real,
-                .shard_cols = vocab.rows});
+        *groups.tp, {.losses = losses,
+                     .lse = s.lse,
+                     .row_max = workspace(allocator, "row_max", {rows}),
+                     .logits = s.logits,
+                     .targets = targets,
+                     .rows = rows,
+                     .vocab_start = vocab.start,
+                     .real_cols = vocab.real,
+                     .shard_cols = vocab.rows});
   }
   if (!keep) s = HeadStash();
 }
 
 Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g, const GptConfig& config,
-                     const LayerDims& d, float loss_scale, runtime::Allocator& allocator) {
+                     const LayerDims& d, const LayerGroups& groups, float loss_scale,
+                     runtime::Allocator& allocator) {
   const int64_t rows = d.seq * d.micro_batch, rows_shard = d.seq_shard() * d.micro_batch;
   const int64_t C = d.hidden;
   const VocabShard vocab = vocab_shard(config, d);
@@ -270,10 +272,10 @@ Tensor head_backward(HeadStash& s, const GptParams& p, const GptParams& g, const
   if (d.tp_size > 1 && d.sequence_parallel) {
     Tensor shard =
         workspace(allocator, "dlnf_shard", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);
-    parallel::gather_from_sp_backward(*d.tp, shard, dlnf);
+    parallel::gather_from_sp_backward(*groups.tp, shard, dlnf);
     dlnf = shard;
   } else if (d.tp_size > 1) {
-    parallel::copy_to_tp_backward(*d.tp, dlnf);
+    parallel::copy_to_tp_backward(*groups.tp, dlnf);
   }
   Tensor dinput =
       workspace(allocator, "dinput", {d.seq_shard(), d.micro_batch, C}, d.activation_dtype);

@@ -35,21 +35,23 @@ StashSpec<HeadStash> head_stash_spec(const GptConfig& config, const LayerDims& d
 // word lookup is vocab-parallel: shards sum (or reduce-scatter under SP) first.
 void embedding_forward(const Tensor& out, EmbeddingStash& stash, const Tensor& tokens,
                        const GptParams& params, const GptConfig& config, const LayerDims& dims,
-                       const LayerContext& context, runtime::Allocator& allocator);
+                       const LayerGroups& groups, const LayerContext& context,
+                       runtime::Allocator& allocator);
 // Accumulates dwte, dwpe from dout; releases the stash.
 void embedding_backward(const GptParams& grads, const Tensor& dout, EmbeddingStash& stash,
-                        const GptConfig& config, const LayerDims& dims,
+                        const GptConfig& config, const LayerDims& dims, const LayerGroups& groups,
                         runtime::Allocator& allocator);
 
 // Writes per-token losses (T*B) of the last layer's output `input` (kept in the
 // stash when keep_for_backward, otherwise freed on return).
 void head_forward(const Tensor& losses, HeadStash& stash, const Tensor& input,
                   const Tensor& targets, const GptParams& params, const GptConfig& config,
-                  const LayerDims& dims, bool keep_for_backward, runtime::Allocator& allocator);
+                  const LayerDims& dims, const LayerGroups& groups, bool keep_for_backward,
+                  runtime::Allocator& allocator);
 // d(sum of losses * loss_scale) / d(input): returns dinput (=); accumulates into
 // dwte and the final layernorm's gradients; releases the stash.
 Tensor head_backward(HeadStash& stash, const GptParams& params, const GptParams& grads,
-                     const GptConfig& config, const LayerDims& dims, float loss_scale,
-                     runtime::Allocator& allocator);
+                     const GptConfig& config, const LayerDims& dims, const LayerGroups& groups,
+                     float loss_scale, runtime::Allocator& allocator);
 
 }  // namespace model

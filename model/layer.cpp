@@ -184,10 +184,10 @@ runtime::FlashAttentionDims flash_dims(const LayerDims& d, const LayerContext& c
 
 // ctx (T, B, H*D) = attention(qkv), and its row log-sum-exp lse (B, H, T), in one pass; under
 // context parallelism around the ring (parallel/core/ring_attention.h).
-void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerContext& c,
-                             runtime::Allocator& allocator) {
+void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerGroups& groups,
+                             const LayerContext& c, runtime::Allocator& allocator) {
   if (d.cp_size > 1) {
-    parallel::ring_attention_forward(*d.cp,
+    parallel::ring_attention_forward(*groups.cp,
                                      {.ctx = s.ctx,
                                       .lse = s.lse,
                                       .qkv = s.qkv,
@@ -206,10 +206,10 @@ void flash_attention_forward(LayerStash& s, const LayerDims& d, const LayerConte
 
 // ctx (T, B, H*D) = core attention of qkv (T, B, qkv_width), which it consumes (releases). Unfused:
 // per-head q, k, v, the probabilities and the context products; flash: one fused pass.
-void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const LayerContext& c,
-                       runtime::Allocator& allocator) {
+void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const LayerGroups& groups,
+                       const LayerContext& c, runtime::Allocator& allocator) {
   if (d.features.flash()) {
-    flash_attention_forward(s, d, c, allocator);  // ctx, lse; qkv is the stash's own
+    flash_attention_forward(s, d, groups, c, allocator);  // ctx, lse; qkv is the stash's own
     qkv = Tensor();
     return;
   }
@@ -243,9 +243,9 @@ void core_attn_forward(LayerStash& s, Tensor& qkv, const LayerDims& d, const Lay
        .head_dim = D});
 }
 
-void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d,
+void fc1_forward(LayerStash& s, const LayerParams& w, const LayerDims& d, const LayerGroups& groups,
                  runtime::Allocator& allocator) {
-  column_parallel_linear(s.fc1_out, s.ln2_out, w.fc1_weight, w.fc1_bias, d.fc1_width(), d,
+  column_parallel_linear(s.fc1_out, s.ln2_out, w.fc1_weight, w.fc1_bias, d.fc1_width(), d, groups,
                          allocator);
 }
 
@@ -285,18 +285,18 @@ void dropout_add(const Tensor& out, const Tensor& x, const Tensor& y, const Tens
 
 // Runs a forward piece again, writing the stash tensors it rebuilds.
 void rerun(ForwardPiece piece, LayerStash& s, const LayerParams& w, const LayerDims& d,
-           const LayerContext& c, runtime::Allocator& allocator) {
+           const LayerGroups& groups, const LayerContext& c, runtime::Allocator& allocator) {
   switch (piece) {
     case ForwardPiece::input_layernorm:
       return layernorm_forward(s, w, kInputLayernormQkv, d);
     case ForwardPiece::core_attn_probs:
       return core_attn_probs_forward(s, d, c);
     case ForwardPiece::flash_attention:
-      return flash_attention_forward(s, d, c, allocator);
+      return flash_attention_forward(s, d, groups, c, allocator);
     case ForwardPiece::pre_mlp_layernorm:
       return layernorm_forward(s, w, kPreMlpLayernormFc1, d);
     case ForwardPiece::fc1:
-      return fc1_forward(s, w, d, allocator);
+      return fc1_forward(s, w, d, groups, allocator);
     case ForwardPiece::act:
       return act_forward(s, d);
   }
@@ -328,12 +328,12 @@ enum class LinearBiasGrad { here, taken };
 void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const LayerStash& s,
                                const LayerParams& w, const LayerParams& g,
                                const NormedLinear& block, int64_t out_features, const LayerDims& d,
-                               runtime::Allocator& allocator,
+                               const LayerGroups& groups, runtime::Allocator& allocator,
                                LinearBiasGrad bias_grad = LinearBiasGrad::here) {
   // The column-parallel linear in reverse; its input and input gradient over the full sequence
   // stay alive through the layernorm's backward (the memory model counts them there).
   Tensor dnormalized_full = full_sequence(d, d.hidden, allocator, "dnormalized_full");
-  const Tensor normalized_full = column_parallel_input(s.*block.normalized, d, allocator);
+  const Tensor normalized_full = column_parallel_input(s.*block.normalized, d, groups, allocator);
   ops::linear_backward({.dinput = dnormalized_full,
                         .dweight = g.*block.weight,
                         .dbias = bias_grad == LinearBiasGrad::here ? g.*block.bias : Tensor(),
@@ -344,7 +344,7 @@ void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const Laye
                         .in_features = d.hidden,
                         .out_features = out_features});
   dout = Tensor();
-  const Tensor dnormalized = column_parallel_input_grad(dnormalized_full, d, allocator);
+  const Tensor dnormalized = column_parallel_input_grad(dnormalized_full, d, groups, allocator);
   if (!d.features.layernorm()) {
     ops::rmsnorm_backward({.dinput = dresidual,
                            .dweight = g.*block.ln_weight,
@@ -372,9 +372,10 @@ void layernorm_linear_backward(const Tensor& dresidual, Tensor& dout, const Laye
 // returns dffn (T, B, F) = d(gelu_out) * gelu'(fc1_out) (=); fc2's dweight, dbias and fc1's
 // dbias (the column sums of dffn) go to g (+=).
 Tensor fc2_act_backward(const Tensor& dout, const LayerStash& s, const LayerParams& w,
-                        const LayerParams& g, const LayerDims& d, runtime::Allocator& allocator) {
+                        const LayerParams& g, const LayerDims& d, const LayerGroups& groups,
+                        runtime::Allocator& allocator) {
   Tensor dffn = full_sequence(d, d.ffn, allocator, "dffn");
-  const Tensor dout_full = row_parallel_output_grad(dout, d, allocator);
+  const Tensor dout_full = row_parallel_output_grad(dout, d, groups, allocator);
   ops::gelu_linear_backward({.dinput = dffn,
                              .dweight = g.fc2_weight,
                              .dbias = g.fc2_bias,
@@ -393,10 +394,11 @@ Tensor fc2_act_backward(const Tensor& dout, const LayerStash& s, const LayerPara
 // fc2's row_parallel_linear and the SwiGLU, in reverse: returns dfc1 (T, B, 2F) (=), the
 // gradient of [gate | up]; fc2's dweight, dbias go to g (+=).
 Tensor fc2_swiglu_backward(const Tensor& dout, const LayerStash& s, const LayerParams& w,
-                           const LayerParams& g, const LayerDims& d,
+                           const LayerParams& g, const LayerDims& d, const LayerGroups& groups,
                            runtime::Allocator& allocator) {
-  Tensor dact = row_parallel_linear_backward(g.fc2_weight, g.fc2_bias, dout, s.gelu_out,
-                                             w.fc2_weight, d.ffn, d, allocator);  // (T, B, F)
+  Tensor dact =
+      row_parallel_linear_backward(g.fc2_weight, g.fc2_bias, dout, s.gelu_out, w.fc2_weight, d.ffn,
+                                   d, groups, allocator);  // (T, B, F)
   Tensor dfc1 = full_sequence(d, d.fc1_width(), allocator, "dfc1");
   ops::swiglu_backward({.dinput = dfc1,
                         .dout = dact,
@@ -453,12 +455,13 @@ void core_attn_probs_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 
 // core_attn_forward: returns dqkv (T, B, qkv_width) (=) from dctx, which it consumes (releases).
 Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
-                          const LayerContext& c, runtime::Allocator& allocator) {
+                          const LayerGroups& groups, const LayerContext& c,
+                          runtime::Allocator& allocator) {
   const int64_t T = d.seq, B = d.micro_batch, H = d.heads, D = d.head_dim;
   if (d.features.flash()) {
     Tensor dqkv = full_sequence(d, d.qkv_width(), allocator, "dqkv");
     if (d.cp_size > 1) {
-      parallel::ring_attention_backward(*d.cp,
+      parallel::ring_attention_backward(*groups.cp,
                                         {.dqkv = dqkv,
                                          .dctx = dctx,
                                          .qkv = s.qkv,
@@ -519,8 +522,8 @@ Tensor core_attn_backward(Tensor& dctx, const LayerStash& s, const LayerDims& d,
 }  // namespace
 
 void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const LayerParams& w,
-                   const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
-                   runtime::Allocator& allocator) {
+                   const LayerDims& d, const LayerGroups& groups, const LayerRecompute& entry,
+                   const LayerContext& c, runtime::Allocator& allocator) {
   const StashMaker<LayerStash> maker(layer_stash_spec(d, entry), allocator);
   const int64_t HD = d.heads * d.head_dim;
   maker.make_all(s);
@@ -530,26 +533,28 @@ void layer_forward(const Tensor& out, LayerStash& s, const Tensor& input, const 
   layernorm_forward(s, w, kInputLayernormQkv, d);  // ln1_out (Ts, B, C)
   // (T, B, qkv_width): the flash stash keeps it; the unfused attention splits it into q, k, v
   Tensor qkv = d.features.flash() ? s.qkv : full_sequence(d, d.qkv_width(), allocator, "qkv");
-  column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, d.qkv_width(), d, allocator);
+  column_parallel_linear(qkv, s.ln1_out, w.qkv_weight, w.qkv_bias, d.qkv_width(), d, groups,
+                         allocator);
   qk_norm_forward(s, w, qkv, d);
-  rope(qkv, d, c, /*backward=*/false);         // rotated q and k: what attention and its stash read
-  core_attn_forward(s, qkv, d, c, allocator);  // ctx (T, B, H*D)
-  Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, allocator);
+  rope(qkv, d, c, /*backward=*/false);  // rotated q and k: what attention and its stash read
+  core_attn_forward(s, qkv, d, groups, c, allocator);  // ctx (T, B, H*D)
+  Tensor proj = row_parallel_linear(s.ctx, w.proj_weight, w.proj_bias, HD, d, groups, allocator);
   dropout_add(s.residual, input, proj, s.attn_out_mask, d, c, DropoutOp::attention_out);
   proj = Tensor();
 
   // mlp: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
   layernorm_forward(s, w, kPreMlpLayernormFc1, d);  // ln2_out (Ts, B, C)
-  fc1_forward(s, w, d, allocator);                  // fc1_out (T, B, F)
+  fc1_forward(s, w, d, groups, allocator);          // fc1_out (T, B, F)
   act_forward(s, d);                                // gelu_out (T, B, F)
-  Tensor fc2 = row_parallel_linear(s.gelu_out, w.fc2_weight, w.fc2_bias, d.ffn, d, allocator);
+  Tensor fc2 =
+      row_parallel_linear(s.gelu_out, w.fc2_weight, w.fc2_bias, d.ffn, d, groups, allocator);
   dropout_add(out, s.residual, fc2, s.mlp_out_mask, d, c, DropoutOp::mlp_out);
 
   maker.release_dropped(s);
 }
 
 void layer_rebuild(LayerStash& s, const LayerParams& w, const LayerDims& d,
-                   const LayerRecompute& entry, const LayerContext& c,
+                   const LayerGroups& groups, const LayerRecompute& entry, const LayerContext& c,
                    runtime::Allocator& allocator) {
   const std::vector<ForwardPiece> pieces = rerun_pieces(entry, d.features);
   if (pieces.empty()) return;
@@ -558,16 +563,16 @@ void layer_rebuild(LayerStash& s, const LayerParams& w, const LayerDims& d,
   for (ForwardPiece piece : pieces) {
     for (Tensor LayerStash::*member : forward_piece(piece).rebuilds)
       if (maker.find(member) != nullptr) maker.make(s, member, /*rebuild=*/true);
-    rerun(piece, s, w, d, c, allocator);
+    rerun(piece, s, w, d, groups, c, allocator);
   }
 }
 
 Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, const LayerParams& g,
-                      const LayerDims& d, const LayerRecompute& entry, const LayerContext& c,
-                      runtime::Allocator& allocator) {
+                      const LayerDims& d, const LayerGroups& groups, const LayerRecompute& entry,
+                      const LayerContext& c, runtime::Allocator& allocator) {
   TRAINER_ASSERT(entry.mode != RecomputeMode::full,
                  "full layers are rebuilt by their checkpoint group, then run as `none`");
-  layer_rebuild(s, w, d, entry, c, allocator);
+  layer_rebuild(s, w, d, groups, entry, c, allocator);
   const int64_t HD = d.heads * d.head_dim;
 
   // dresidual, the residual stream's gradient (Ts, B, C): dropout_add hands dout to its x
@@ -578,26 +583,29 @@ Tensor layer_backward(LayerStash& s, const Tensor& dout, const LayerParams& w, c
   // mlp, in reverse: out = residual + dropout(fc2(act(fc1(ln2(residual)))))
   Tensor dfc2 = dropout_add_backward(dout, s.mlp_out_mask, d, allocator, "dfc2");
   if (d.features.swiglu) {
-    Tensor dfc1 = fc2_swiglu_backward(dfc2, s, w, g, d, allocator);  // (T, B, 2F)
+    Tensor dfc1 = fc2_swiglu_backward(dfc2, s, w, g, d, groups, allocator);  // (T, B, 2F)
     layernorm_linear_backward(dresidual, dfc1, s, w, g, kPreMlpLayernormFc1, d.fc1_width(), d,
-                              allocator);
+                              groups, allocator);
   } else {
-    Tensor dffn = fc2_act_backward(dfc2, s, w, g, d, allocator);  // (T, B, F); fc1's dbias too
-    layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, allocator,
-                              LinearBiasGrad::taken);
+    Tensor dffn =
+        fc2_act_backward(dfc2, s, w, g, d, groups, allocator);  // (T, B, F); fc1's dbias too
+    layernorm_linear_backward(dresidual, dffn, s, w, g, kPreMlpLayernormFc1, d.ffn, d, groups,
+                              allocator, LinearBiasGrad::taken);
   }
 
   // attention, in reverse: residual = input + dropout(proj(core_attn(qkv(ln1(input)))))
   Tensor& dinput = dresidual;  // the skip path hands it on (=); ln1's backward adds to it (+=)
   dfc2 = Tensor();
   Tensor dproj = dropout_add_backward(dresidual, s.attn_out_mask, d, allocator, "dproj");
-  Tensor dctx = row_parallel_linear_backward(g.proj_weight, g.proj_bias, dproj, s.ctx,
-                                             w.proj_weight, HD, d, allocator);  // (T, B, H*D)
+  Tensor dctx =
+      row_parallel_linear_backward(g.proj_weight, g.proj_bias, dproj, s.ctx, w.proj_weight, HD, d,
+                                   groups, allocator);  // (T, B, H*D)
   dproj = Tensor();
-  Tensor dqkv = core_attn_backward(dctx, s, d, c, allocator);  // (T, B, qkv_width)
+  Tensor dqkv = core_attn_backward(dctx, s, d, groups, c, allocator);  // (T, B, qkv_width)
   rope(dqkv, d, c, /*backward=*/true);
   qk_norm_backward(dqkv, s, w, g, d);
-  layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, d.qkv_width(), d, allocator);
+  layernorm_linear_backward(dinput, dqkv, s, w, g, kInputLayernormQkv, d.qkv_width(), d, groups,
+                            allocator);
   s = LayerStash();
   return dinput;
 }

@@ -24,20 +24,22 @@ struct LayerContext {
 // next consumer keeps it. Fills `stash` with the tensors `entry` keeps
 // (category activation); everything else lives in workspace and is freed here.
 void layer_forward(const Tensor& out, LayerStash& stash, const Tensor& input,
-                   const LayerParams& weights, const LayerDims& dims, const LayerRecompute& entry,
-                   const LayerContext& context, runtime::Allocator& allocator);
+                   const LayerParams& weights, const LayerDims& dims, const LayerGroups& groups,
+                   const LayerRecompute& entry, const LayerContext& context,
+                   runtime::Allocator& allocator);
 
 // Rebuilds the stash tensors a selective `entry` dropped: reruns the forward pieces that
 // wrote them (model/recompute_modules.h), with forward's kernels and dropout keys, in
 // forward order, into category activation. Nothing to do under `none`.
 void layer_rebuild(LayerStash& stash, const LayerParams& weights, const LayerDims& dims,
-                   const LayerRecompute& entry, const LayerContext& context,
-                   runtime::Allocator& allocator);
+                   const LayerGroups& groups, const LayerRecompute& entry,
+                   const LayerContext& context, runtime::Allocator& allocator);
 
 // Returns dinput (Ts, B, C) (=) and accumulates parameter gradients into `grads`
 // (+=). Rebuilds the tensors `entry` dropped (layer_rebuild), then releases the whole stash.
 Tensor layer_backward(LayerStash& stash, const Tensor& doutput, const LayerParams& weights,
-                      const LayerParams& grads, const LayerDims& dims, const LayerRecompute& entry,
-                      const LayerContext& context, runtime::Allocator& allocator);
+                      const LayerParams& grads, const LayerDims& dims, const LayerGroups& groups,
+                      const LayerRecompute& entry, const LayerContext& context,
+                      runtime::Allocator& allocator);
 
 }  // namespace model

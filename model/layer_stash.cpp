@@ -44,21 +44,18 @@ LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training
   return d;
 }
 
-LayerDims with_tensor_parallel(LayerDims d, parallel::Communicator* tp, int64_t tp_size,
-                               int64_t tp_rank, bool sequence_parallel) {
+LayerDims with_tensor_parallel(LayerDims d, int64_t tp_size, int64_t tp_rank,
+                               bool sequence_parallel) {
   d.heads /= tp_size;
   d.ffn /= tp_size;
-  d.tp = tp_size > 1 ? tp : nullptr;
   d.tp_size = tp_size;
   d.tp_rank = tp_rank;
   d.sequence_parallel = sequence_parallel && tp_size > 1;
   return d;
 }
 
-LayerDims with_context_parallel(LayerDims d, parallel::Communicator* cp, int64_t cp_size,
-                                int64_t cp_rank) {
+LayerDims with_context_parallel(LayerDims d, int64_t cp_size, int64_t cp_rank) {
   d.seq /= cp_size;
-  d.cp = cp_size > 1 ? cp : nullptr;
   d.cp_size = cp_size;
   d.cp_rank = cp_rank;
   return d;

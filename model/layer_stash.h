@@ -41,9 +41,11 @@ struct BlockFeatures {
 // The features of this config's blocks.
 BlockFeatures block_features(const GptConfig& config);
 
-// Shapes of one layer on one rank for one microbatch, and its tensor-parallel
-// place: heads and ffn are this rank's share; with sequence parallelism the
-// hidden states between the GEMMs (layernorm, dropout, residual) hold seq / tp rows.
+// What one layer is on one rank for one microbatch: its shapes, block, eps, dropout and dtype,
+// and how tensor and context parallelism cut it (values the planner derives for any rank
+// without a process group): heads and ffn are this rank's share; with sequence parallelism the
+// hidden states between the GEMMs (layernorm, dropout, residual) hold seq / tp rows. Where it
+// runs, the groups its collectives go over, is LayerGroups.
 struct LayerDims {
   int64_t seq = 0;          // T
   int64_t micro_batch = 0;  // B
@@ -59,11 +61,9 @@ struct LayerDims {
   int64_t tp_size = 1;
   int64_t tp_rank = 0;
   bool sequence_parallel = false;
-  parallel::Communicator* tp = nullptr;  // the tensor-parallel group; null when tp_size is 1
   // Context parallelism (Note [Context chunks]): `seq` is then this rank's T / cp rows.
   int64_t cp_size = 1;
   int64_t cp_rank = 0;
-  parallel::Communicator* cp = nullptr;  // the context ring; null when cp_size is 1
 
   // Rows of the hidden states this rank holds, and the first of them among the `seq` rows.
   int64_t seq_shard() const { return sequence_parallel ? seq / tp_size : seq; }
@@ -90,15 +90,23 @@ struct LayerDims {
   }
 };
 
+// Where a layer runs: the groups of its collectives, which model/ reaches only through
+// parallel/'s mappings (the tensor-parallel linears, the vocab-parallel embedding and loss, the
+// context ring's attention). Each is null where its size in LayerDims is 1; single-rank callers
+// pass {}.
+struct LayerGroups {
+  parallel::Communicator* tp = nullptr;  // the tensor-parallel group
+  parallel::Communicator* cp = nullptr;  // the context ring
+};
+
 // Layer shapes for a microbatch of this config (training: dropout on), without
 // tensor parallelism; with_tensor_parallel() adds it.
 LayerDims layer_dims(const GptConfig& config, int64_t micro_batch, bool training);
-LayerDims with_tensor_parallel(LayerDims dims, parallel::Communicator* tp, int64_t tp_size,
-                               int64_t tp_rank, bool sequence_parallel);
-// Cuts the sequence over the context ring `cp` of cp_size ranks (null when only predicting):
-// seq becomes this rank's T / cp_size rows.
-LayerDims with_context_parallel(LayerDims dims, parallel::Communicator* cp, int64_t cp_size,
-                                int64_t cp_rank);
+LayerDims with_tensor_parallel(LayerDims dims, int64_t tp_size, int64_t tp_rank,
+                               bool sequence_parallel);
+// Cuts the sequence over a context ring of cp_size ranks: seq becomes this rank's T / cp_size
+// rows.
+LayerDims with_context_parallel(LayerDims dims, int64_t cp_size, int64_t cp_rank);
 
 // Which plan entry drops which tensor: model/recompute_modules.h.
 struct LayerStash {

@@ -21,14 +21,15 @@ ChunkSpec ChunkSpec::whole(int64_t num_layers) {
 
 ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
                              const model::GptParams& grads, RecomputePlan plan,
-                             const model::LayerDims& dims, ChunkSpec chunk,
-                             runtime::Allocator& allocator)
+                             const model::LayerDims& dims, const model::LayerGroups& groups,
+                             ChunkSpec chunk, runtime::Allocator& allocator)
     : config_(config),
       params_(params),
       grads_(grads),
       plan_(std::move(plan)),
       train_dims_(dims),
       eval_dims_(dims),
+      groups_(groups),
       chunk_(std::move(chunk)),
       allocator_(allocator) {
   eval_dims_.hidden_dropout = eval_dims_.attention_dropout = 0.f;
@@ -40,7 +41,7 @@ ChunkExecutor::ChunkExecutor(const model::GptConfig& config, const model::GptPar
                              const model::GptParams& grads, RecomputePlan plan, int64_t micro_batch,
                              runtime::Allocator& allocator)
     : ChunkExecutor(config, params, grads, std::move(plan),
-                    model::layer_dims(config, micro_batch, true),
+                    model::layer_dims(config, micro_batch, true), {},
                     ChunkSpec::whole(config.num_layers), allocator) {}
 
 Tensor ChunkExecutor::hidden(runtime::MemoryCategory category) const {
@@ -100,15 +101,15 @@ ForwardResult ChunkExecutor::forward_step(Microbatch batch, Tensor input, const 
   if (chunk_.embedding) {
     x = output(0);
     model::embedding_forward(x, state.embedding, batch.tokens, params_, config_, train_dims_,
-                             state.context, allocator_);
+                             groups_, state.context, allocator_);
   }
   for (int64_t i = 0; i < L; ++i) {
     const size_t li = static_cast<size_t>(i);
     if (plan_.is_full(i) && plan_.group_start(i) == i) state.group_inputs[li] = x;
     const runtime::trace::Scope trace({.name = "forward", .layer = chunk_.layer_ids[li]});
     Tensor out = output(i + 1);
-    model::layer_forward(out, state.layers[li], x, weights(i), train_dims_, plan_.layers[li],
-                         layer_context(state.context, i), allocator_);
+    model::layer_forward(out, state.layers[li], x, weights(i), train_dims_, groups_,
+                         plan_.layers[li], layer_context(state.context, i), allocator_);
     x = out;
   }
   return finish(x, batch.targets, state.head, train_dims_, /*keep=*/true);
@@ -124,7 +125,7 @@ ForwardResult ChunkExecutor::finish(const Tensor& x, const Tensor& targets, mode
   const runtime::memory_timeline::Name timeline_name("token_losses");
   Tensor losses = Tensor::empty(allocator_, {dims.seq * dims.micro_batch}, runtime::DType::f32,
                                 runtime::MemoryCategory::workspace);
-  model::head_forward(losses, head, x, targets, params_, config_, dims, keep, allocator_);
+  model::head_forward(losses, head, x, targets, params_, config_, dims, groups_, keep, allocator_);
   result.loss_sum = runtime::ops::sum(losses);
   return result;
 }
@@ -148,7 +149,7 @@ void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last,
     const runtime::trace::Scope trace({.name = "recompute", .layer = chunk_.layer_ids[lj]});
     const runtime::memory_timeline::Name timeline_name("layer_out");
     Tensor out = hidden(j < last);  // the last output is the next group's checkpoint
-    model::layer_forward(out, state.layers[lj], x, weights(j), train_dims_, keep_all,
+    model::layer_forward(out, state.layers[lj], x, weights(j), train_dims_, groups_, keep_all,
                          layer_context(state.context, j), allocator_);
     recompute_flops_ += model::layer_forward_flops(train_dims_).total();
     x = out;
@@ -158,7 +159,7 @@ void ChunkExecutor::backward_group(InFlight& state, int64_t first, int64_t last,
   for (int64_t j = last; j >= first; --j) {
     const size_t lj = static_cast<size_t>(j);
     const runtime::trace::Scope trace({.name = "backward", .layer = chunk_.layer_ids[lj]});
-    dx = model::layer_backward(state.layers[lj], dx, weights(j), gradients(j), train_dims_,
+    dx = model::layer_backward(state.layers[lj], dx, weights(j), gradients(j), train_dims_, groups_,
                                keep_all, layer_context(state.context, j), allocator_);
     piece_done(report, GradientPiece::Kind::layer, j);
   }
@@ -170,8 +171,8 @@ Tensor ChunkExecutor::backward_step(float loss_scale, const Tensor& doutput,
   InFlight& state = in_flight_.front();
   Tensor dx = doutput;
   if (chunk_.head) {
-    dx = model::head_backward(state.head, params_, grads_, config_, train_dims_, loss_scale,
-                              allocator_);
+    dx = model::head_backward(state.head, params_, grads_, config_, train_dims_, groups_,
+                              loss_scale, allocator_);
     piece_done(report, GradientPiece::Kind::head, -1);
   }
   for (int64_t i = plan_.num_layers() - 1; i >= 0;) {
@@ -184,13 +185,15 @@ Tensor ChunkExecutor::backward_step(float loss_scale, const Tensor& doutput,
       recompute_flops_ += model::selective_recompute_flops(train_dims_, plan_.layers[li]);
       const runtime::trace::Scope trace({.name = "backward", .layer = chunk_.layer_ids[li]});
       dx = model::layer_backward(state.layers[li], dx, weights(i), gradients(i), train_dims_,
-                                 plan_.layers[li], layer_context(state.context, i), allocator_);
+                                 groups_, plan_.layers[li], layer_context(state.context, i),
+                                 allocator_);
       piece_done(report, GradientPiece::Kind::layer, i);
       --i;
     }
   }
   if (chunk_.embedding) {
-    model::embedding_backward(grads_, dx, state.embedding, config_, train_dims_, allocator_);
+    model::embedding_backward(grads_, dx, state.embedding, config_, train_dims_, groups_,
+                              allocator_);
     dx = Tensor();
     piece_done(report, GradientPiece::Kind::embedding, -1);
   }
@@ -208,15 +211,15 @@ ForwardResult ChunkExecutor::evaluate(const Microbatch& batch, const Tensor& inp
   if (chunk_.embedding) {
     model::EmbeddingStash embedding;
     x = hidden(false);
-    model::embedding_forward(x, embedding, batch.tokens, params_, config_, eval_dims_, context,
-                             allocator_);
+    model::embedding_forward(x, embedding, batch.tokens, params_, config_, eval_dims_, groups_,
+                             context, allocator_);
   }
   for (int64_t i = 0; i < plan_.num_layers(); ++i) {
     model::LayerStash stash;
     Tensor out =
         hidden(i + 1 == plan_.num_layers() && !chunk_.head ? runtime::MemoryCategory::comm
                                                            : runtime::MemoryCategory::workspace);
-    model::layer_forward(out, stash, x, weights(i), eval_dims_, keep_nothing,
+    model::layer_forward(out, stash, x, weights(i), eval_dims_, groups_, keep_nothing,
                          layer_context(context, i), allocator_);
     x = out;
   }

@@ -75,12 +75,13 @@ struct ForwardResult {
 
 class ChunkExecutor {
  public:
-  // `dims`: the training shapes of one layer on this rank (layer_dims()).
+  // `dims`: the training shapes of one layer on this rank (layer_dims()); `groups`: the
+  // groups its collectives go over.
   ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
                 const model::GptParams& grads, RecomputePlan plan, const model::LayerDims& dims,
-                ChunkSpec chunk, runtime::Allocator& allocator);
+                const model::LayerGroups& groups, ChunkSpec chunk, runtime::Allocator& allocator);
 
-  // The whole model on one rank.
+  // The whole model on one rank (no groups).
   ChunkExecutor(const model::GptConfig& config, const model::GptParams& params,
                 const model::GptParams& grads, RecomputePlan plan, int64_t micro_batch,
                 runtime::Allocator& allocator);
@@ -138,6 +139,7 @@ class ChunkExecutor {
   RecomputePlan plan_;
   model::LayerDims train_dims_;
   model::LayerDims eval_dims_;
+  model::LayerGroups groups_;
   ChunkSpec chunk_;
   runtime::Allocator& allocator_;
   std::deque<InFlight> in_flight_;

@@ -8,11 +8,16 @@
 
 namespace trainer {
 
+model::LayerGroups layer_groups(const parallel::ProcessGroups& groups) {
+  return {.tp = groups.config.tensor > 1 ? groups.tp.get() : nullptr,
+          .cp = groups.config.context > 1 ? groups.cp.get() : nullptr};
+}
+
 void build_rank_state(RankState& state, const Config& config, parallel::ProcessGroups& groups,
                       runtime::Allocator& allocator,
                       const std::function<void(RankState&)>& initialize) {
   state.setup = make_stage_setup(config, groups.coordinates.pp, groups.coordinates.tp,
-                                 groups.tp.get(), groups.cp.get());
+                                 groups.cp ? groups.cp->rank() : 0);
   const model::GptConfig& m = config.model;
   const model::ModelShard& shard = state.setup.shard;
   // bf16 (Megatron's mixed precision): the model reads bf16 weights (`param`); the optimizer
@@ -37,7 +42,8 @@ void build_rank_state(RankState& state, const Config& config, parallel::ProcessG
     state.master = {};  // it took its parts
   for (const StageChunk& chunk : state.setup.chunks) {
     state.chunks.push_back(std::make_unique<recompute::ChunkExecutor>(
-        m, state.params, state.grads, chunk.plan, state.setup.dims, chunk.spec, allocator));
+        m, state.params, state.grads, chunk.plan, state.setup.dims, layer_groups(groups),
+        chunk.spec, allocator));
   }
 }
 

@@ -39,6 +39,10 @@ struct RankState {
   RankState& operator=(const RankState&) = delete;
 };
 
+// Where this rank's layers run: its tensor-parallel group and context ring, null where
+// `groups.config` has one rank of them.
+model::LayerGroups layer_groups(const parallel::ProcessGroups& groups);
+
 // Fills `state` for this rank of `config` (which must outlive it) from `allocator`.
 // `initialize` runs once the weights exist and before anything reads them (Trainer: the init
 // and the host copy; the replay: nothing): a distributed optimizer takes its parts of the

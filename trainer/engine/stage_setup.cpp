@@ -12,13 +12,12 @@ parallel::ScheduleKind schedule_of(const parallel::ParallelConfig& parallel) {
                                        : parallel::ScheduleKind::one_f_one_b;
 }
 
-model::LayerDims stage_dims(const Config& config, int64_t tp_rank, parallel::Communicator* tp,
-                            parallel::Communicator* cp) {
+model::LayerDims stage_dims(const Config& config, int64_t tp_rank, int64_t cp_rank) {
   const parallel::ParallelConfig& parallel = config.parallel;
   model::LayerDims dims = model::with_tensor_parallel(
-      model::layer_dims(config.model, config.train.micro_batch_size, true), tp, parallel.tensor,
+      model::layer_dims(config.model, config.train.micro_batch_size, true), parallel.tensor,
       tp_rank, parallel.sequence_parallel);
-  dims = model::with_context_parallel(dims, cp, parallel.context, cp ? cp->rank() : 0);
+  dims = model::with_context_parallel(dims, parallel.context, cp_rank);
   dims.activation_dtype = uses_bf16(config.train) ? runtime::DType::bf16 : runtime::DType::f32;
   return dims;
 }
@@ -84,8 +83,7 @@ int64_t predict_peak(const Config& config, const StageSetup& setup) {
 
 }  // namespace
 
-StageSetup make_stage_setup(const Config& config, int64_t stage, int64_t tp_rank,
-                            parallel::Communicator* tp, parallel::Communicator* cp) {
+StageSetup make_stage_setup(const Config& config, int64_t stage, int64_t tp_rank, int64_t cp_rank) {
   const parallel::ParallelConfig& parallel = config.parallel;
   const std::vector<parallel::LayerRange> ranges =
       parallel::stage_layer_chunks(parallel, config.model.num_layers)[static_cast<size_t>(stage)];
@@ -100,7 +98,7 @@ StageSetup make_stage_setup(const Config& config, int64_t stage, int64_t tp_rank
   for (const parallel::LayerRange& range : ranges)
     for (int64_t i = 0; i < range.count; ++i) setup.shard.layers.push_back(range.first + i);
   setup.plan = recompute::resolve_plan(config.recompute, stage, ranges);
-  setup.dims = stage_dims(config, tp_rank, tp, cp);
+  setup.dims = stage_dims(config, tp_rank, cp_rank);
   setup.layer_flops = model::layer_forward_flops(setup.dims);
   setup.chunks = stage_chunks(config, setup, ranges);
   setup.model_flops_per_step = count_model_flops(config, setup);

@@ -9,7 +9,6 @@
 #include "model/flops.h"
 #include "model/gpt_params.h"
 #include "model/layer_stash.h"
-#include "parallel/core/communicator.h"
 #include "parallel/core/parallel_config.h"
 #include "parallel/pipeline/schedules.h"
 #include "recompute/executor.h"
@@ -43,11 +42,10 @@ struct StageSetup {
   int64_t predicted_activation_peak = 0;  // bytes of the activation category over the schedule
 };
 
-// The setup of tensor-parallel rank `tp_rank` of pipeline stage `stage`. `tp` and `cp`: the
-// tensor-parallel group and the context ring the layers communicate over (the cp rank is
-// cp's); null when only predicting (`trainer plan`: every cp rank has the same shapes).
+// The setup of tensor-parallel rank `tp_rank` and context-parallel rank `cp_rank` of pipeline
+// stage `stage`: values only, for any rank (every cp rank has the same shapes, so a prediction
+// may take rank 0). The groups the layers communicate over are the executors' (rank_state.h).
 StageSetup make_stage_setup(const Config& config, int64_t stage, int64_t tp_rank,
-                            parallel::Communicator* tp = nullptr,
-                            parallel::Communicator* cp = nullptr);
+                            int64_t cp_rank = 0);
 
 }  // namespace trainer

@@ -213,6 +213,7 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
     if (s.has_master_copy()) runtime::ops::convert(s.params.flat, s.master.flat);
   });
   const model::LayerDims& dims = state.setup.dims;
+  const model::LayerGroups where = layer_groups(groups);
   const model::LayerParams& weights = state.params.layers[0];
   const model::LayerParams& grads = state.grads.layers[0];
   const std::vector<Tensor> documents = timed_documents(config, dims, options, allocator);
@@ -285,13 +286,15 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
       Tensor out =
           Tensor::empty(allocator, hidden_shape, dims.activation_dtype, MemoryCategory::workspace);
       record(name + " forward", timed(input, [&] {
-               model::layer_forward(out, stash, input, weights, dims, entry, context, allocator);
+               model::layer_forward(out, stash, input, weights, dims, where, entry, context,
+                                    allocator);
              }));
       record(name + " rebuild", timed(input, [&] {
-               model::layer_rebuild(stash, weights, dims, entry, context, allocator);
+               model::layer_rebuild(stash, weights, dims, where, entry, context, allocator);
              }));
       record(name + " backward", timed(input, [&] {
-               model::layer_backward(stash, dout, weights, grads, dims, {}, context, allocator);
+               model::layer_backward(stash, dout, weights, grads, dims, where, {}, context,
+                                     allocator);
              }));
       if (entry.mode != model::RecomputeMode::none) continue;
       std::vector<model::LayerStash> stashes(static_cast<size_t>(step_stashes));
@@ -300,13 +303,14 @@ TimeProfile calibrate(const Config& config, runtime::Allocator& allocator,
         outs.push_back(Tensor::empty(allocator, hidden_shape, dims.activation_dtype,
                                      MemoryCategory::workspace));
         record(name + " forward in a step", timed(input, [&] {
-                 model::layer_forward(outs.back(), held, input, weights, dims, entry, context,
-                                      allocator);
+                 model::layer_forward(outs.back(), held, input, weights, dims, where, entry,
+                                      context, allocator);
                }));
       }
       for (auto held = stashes.rbegin(); held != stashes.rend(); ++held) {
         record(name + " backward in a step", timed(input, [&] {
-                 model::layer_backward(*held, dout, weights, grads, dims, {}, context, allocator);
+                 model::layer_backward(*held, dout, weights, grads, dims, where, {}, context,
+                                       allocator);
                }));
       }
     }

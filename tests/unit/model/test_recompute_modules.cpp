@@ -173,14 +173,14 @@ void expect_rebuild_restores(const LayerRecompute& entry,
 
   LayerStash kept, dropped;
   const Tensor kept_out = hidden(), dropped_out = hidden();
-  model::layer_forward(kept_out, kept, input, weights, dims, {}, context, m.allocator);
-  model::layer_forward(dropped_out, dropped, input, weights, dims, entry, context, m.allocator);
+  model::layer_forward(kept_out, kept, input, weights, dims, {}, {}, context, m.allocator);
+  model::layer_forward(dropped_out, dropped, input, weights, dims, {}, entry, context, m.allocator);
   EXPECT_TRUE(same_bytes(kept_out, dropped_out));
   const auto spec = model::layer_stash_spec(dims, entry);
   for (const auto& s : spec) EXPECT_EQ((dropped.*s.member).defined(), s.kept) << s.name;
 
   const int64_t before = m.allocator.stats()[MemoryCategory::activation].current;
-  model::layer_rebuild(dropped, weights, dims, entry, context, m.allocator);
+  model::layer_rebuild(dropped, weights, dims, {}, entry, context, m.allocator);
   EXPECT_EQ(m.allocator.stats()[MemoryCategory::activation].current - before,
             model::stash_dropped_bytes(spec));
   for (const auto& s : spec) EXPECT_TRUE(same_bytes(dropped.*s.member, kept.*s.member)) << s.name;
