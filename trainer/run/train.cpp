@@ -94,6 +94,7 @@ Trainer::Trainer(const RunPlan& plan, parallel::ProcessGroups& groups,
       predicted_comm_(plan.memory.comm_payload_bytes +
                       rank_metrics_payload_bytes(groups.world_size())),
       predicted_memory_(plan.memory),
+      recorder_(config_, groups, allocator, log),
       skipped_(config_.data.skip_batches),
       guard_(config_.train.guard),
       gate_(config_.targets),
@@ -104,7 +105,14 @@ Trainer::Trainer(const RunPlan& plan, parallel::ProcessGroups& groups,
   // on whatever allocator it is given (tests emulate a device on the host).
   create_output_dir();
   open_datasets();
-  prepare_sampling();
+  // The whole model on rank 0's host for a sample: gathered from the ranks, or copied from the
+  // device.
+  const bool host_copy = groups_.world_size() > 1 || on_device_;
+  samples_.emplace(config_, groups_.world_rank,
+                   host_copy
+                       ? std::optional<int64_t>(model::GptParams::count(whole_model_config()) *
+                                                static_cast<int64_t>(sizeof(float)))
+                       : std::nullopt);
   build_rank_state(state_, config_, groups_, allocator_, [this](RankState&) { init_weights(); });
   peak_ = mfu_peak();
   if (groups_.is_logging_rank()) {
@@ -436,6 +444,14 @@ ValidationLosses Trainer::evaluate_datasets() {
   return losses;
 }
 
+void Trainer::write_sample() {
+  std::unique_ptr<model::GptParams> gathered;
+  if (groups_.world_size() > 1) gathered = gather(host_params());  // collective
+  if (groups_.world_rank != 0) return;
+  record_event(samples_->write(gathered ? *gathered : host_params(),
+                               gathered ? whole_model_config() : config_.model, step_, log_));
+}
+
 model::GptConfig Trainer::whole_model_config() const {
   model::GptConfig padded = config_.model;
   padded.make_vocab_size_divisible_by *= config_.parallel.tensor;
@@ -521,11 +537,9 @@ TrainSummary Trainer::run_steps() {
   if (t.guard.action == GuardAction::rewind && !last_checkpoint_step_) save_checkpoint();
   const StopSignals signals;
   while (step_ < t.steps) {
-    begin_step_trace(step_ + 1);
-    const bool timeline = begin_memory_timeline(step_ + 1);
+    recorder_.begin_step(step_ + 1);
     StepMetrics m = train_step();
-    end_step_trace(m.step);
-    if (timeline) record_memory_timeline(m.step);
+    recorder_.end_step(m.step);
     if (m.rewind && !rewind(m)) {
       return stop_run(
           summary, StopReason::diverged,
@@ -573,7 +587,7 @@ TrainSummary Trainer::run_steps() {
   }
   if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();
   finish_checkpoints();
-  write_trace();  // a window cut short by the run's end
+  recorder_.write_trace(step_);  // a window cut short by the run's end
   summary.seconds = seconds_since(start);
   // Every step run counts, those a rewind ran again included.
   summary.tokens_per_s = static_cast<double>((steps_run_ - first_run) * t.global_batch_size *

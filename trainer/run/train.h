@@ -24,10 +24,11 @@
 #include "trainer/observe/event_ledger.h"
 #include "trainer/observe/metrics.h"
 #include "trainer/observe/mfu_peak.h"
-#include "trainer/observe/tensorboard.h"
 #include "trainer/planning/rank_memory.h"
 #include "trainer/planning/run_plan.h"
 #include "trainer/run/run_checks.h"
+#include "trainer/run/run_recorder.h"
+#include "trainer/run/sample_writer.h"
 #include "trainer/run/skipped_batches.h"
 #include "trainer/tokenizer/tokenizer.h"
 
@@ -174,18 +175,13 @@ class Trainer {
   // train.inject (a test hook): scales the loss sum and the gradients of the injected batch.
   void inject_fault(int64_t batch, double& loss_sum);
 
-  // ---- train.sample_interval (train_sample.cpp) ----
-  // On world rank 0: the dataset's tokenizer and the prompt's ids (ConfigError when they do not
-  // fit the model).
-  void prepare_sampling();
-  // The whole model gathered to world rank 0 (collective), a sample there, its text on the log
-  // and a "sample" event in the ledger.
+  // train.sample_interval: the whole model gathered to world rank 0 (collective), a sample
+  // there (samples_), its text on the log and a "sample" event in the ledger.
   void write_sample();
 
   // ---- Operating the run (train_operations.cpp; docs/operations.md) ----
-  // Opens metrics.jsonl and events.jsonl once (kept through the resumed step, else
-  // truncated) and writes the start event (and the resume event); and the TensorBoard event
-  // file with output.tensorboard.
+  // Opens the run files once (recorder_.open: kept through the resumed step, else truncated),
+  // with the start event and the resume event.
   void open_run_files();
   // On the logging rank, a line of the ledger (opening the run files first).
   void record_event(const Event& event);
@@ -206,17 +202,6 @@ class Trainer {
   // to stop when a target gate says so.
   std::optional<std::string> observe_step(const StepMetrics& metrics, bool first_of_process,
                                           double seconds_per_step);
-  // train.trace: recording on for the window's steps (begin), off after each (end), and the
-  // trace written to <output.dir>/trace_rank<R>.json after the window's last step, or by
-  // write_trace() when the run ends first (nothing when nothing was recorded).
-  void begin_step_trace(int64_t step);
-  void end_step_trace(int64_t step);
-  void write_trace();
-  // train.memory_timeline_step: recording the allocator from before `step` (when it is the
-  // one) until record_memory_timeline writes what it recorded, and the meta replay's
-  // prediction, to <output.dir>/memory_timeline_{measured,predicted}_rank<R>.*.
-  bool begin_memory_timeline(int64_t step);
-  void record_memory_timeline(int64_t step);
   // Checkpoint (when checkpoint.dir is set), message, end event; the summary to return.
   TrainSummary stop_run(TrainSummary summary, StopReason reason, const std::string& message);
   // Loads the state of the checkpoint `reader` reads (from `step_dir`, named in messages):
@@ -235,15 +220,11 @@ class Trainer {
   std::ostream& log_;
   std::unique_ptr<TrainingData> data_;
   RankState state_;  // setup, weights, gradients, optimizer, executors (build_rank_state)
-  int64_t predicted_comm_ = 0;                      // payload bytes per step, this rank
-  RankMemory predicted_memory_;                     // every category's peak over a step, this rank
-  std::unique_ptr<MetricsWriter> metrics_;          // logging rank, opened by open_run_files
-  std::unique_ptr<EventLedger> ledger_;             // logging rank, opened by open_run_files
-  std::unique_ptr<TensorBoardWriter> tensorboard_;  // logging rank, output.tensorboard
-  bool run_files_open_ = false;
-  bool trace_recorded_ = false;                  // slices recorded and not written yet
-  std::optional<int64_t> resumed_step_;          // the step resume() loaded, if any
-  std::optional<Event> resume_event_;            // written after the start event
+  int64_t predicted_comm_ = 0;           // payload bytes per step, this rank
+  RankMemory predicted_memory_;          // every category's peak over a step, this rank
+  RunRecorder recorder_;                 // the run files, the trace window, the memory timelines
+  std::optional<int64_t> resumed_step_;  // the step resume() loaded, if any
+  std::optional<Event> resume_event_;    // written after the start event
   std::optional<int64_t> last_checkpoint_step_;  // the last one this process wrote or read
   SkippedBatches skipped_;
   LossGuard guard_;
@@ -257,10 +238,9 @@ class Trainer {
   runtime::CpuAllocator host_allocator_;  // staging of batches, init, checkpoints, export
   model::GptParams host_params_;          // host copy of state_.params on a device
   std::vector<int32_t> sample_buffer_;
-  std::vector<int32_t> start_buffer_;  // a sample's document starts (DataConfig::document_starts)
-  std::unique_ptr<tokenizer::Tokenizer> sample_tokenizer_;  // world rank 0; none: no text
-  std::vector<int32_t> sample_prompt_ids_;                  // world rank 0
-  int64_t step_ = 0;                                        // completed optimizer steps
+  std::vector<int32_t> start_buffer_;    // a sample's document starts (DataConfig::document_starts)
+  std::optional<SampleWriter> samples_;  // the prompt and tokenizer, checked at construction
+  int64_t step_ = 0;                     // completed optimizer steps
   int64_t skipped_in_a_row_ = 0;
   PeakRate peak_;                 // the MFU denominator (mfu_peak, keep_peak_above)
   double predicted_step_ms_ = 0;  // the step-time model's (trainer/planning/step_time.h)
@@ -274,12 +254,6 @@ std::string describe_plan(const recompute::RecomputePlan& plan);
 // Rejects configurations this build cannot run (train.device cuda without the CUDA backend),
 // naming the field; `trainer train` calls it before it sets up a device.
 void check_supported(const Config& config);
-
-// train.sample_interval's host memory (ConfigError naming train.sample_interval, the model's
-// bytes and the host's, otherwise nothing): sampling holds `model_bytes` (the whole model in f32,
-// gathered onto world rank 0 or copied from its device) on a host of `host_bytes`, and is refused
-// where that is over half of it, rather than running out of memory mid-run.
-void check_sampling_fits(int64_t model_bytes, int64_t host_bytes);
 
 // The communicator of device tensors for a job of `world_size` ranks that use `distinct_gpus`
 // different GPUs in all: with parallel.backend auto, NCCL when train.device is cuda, there is

@@ -7,10 +7,7 @@
 #include <cstdio>
 #include <ostream>
 
-#include "runtime/memory_timeline.h"
-#include "runtime/trace.h"
 #include "trainer/checkpoint/format.h"
-#include "trainer/observe/memory_timeline_files.h"
 #include "trainer/run/train.h"
 #include "trainer/util/version.h"
 
@@ -44,21 +41,12 @@ int exit_code(StopReason reason) {
 }
 
 void Trainer::open_run_files() {
-  if (run_files_open_) return;
-  run_files_open_ = true;
-  if (!groups_.is_logging_rank()) return;
-  const std::string& dir = config_.output.dir;
-  metrics_ = std::make_unique<MetricsWriter>(dir + "/metrics.jsonl", resumed_step_);
-  ledger_ = std::make_unique<EventLedger>(dir + "/events.jsonl", resumed_step_);
-  if (config_.output.tensorboard)
-    tensorboard_ = std::make_unique<TensorBoardWriter>(dir + "/tensorboard", resumed_step_);
-  ledger_->write(start_event());
-  if (resume_event_) ledger_->write(*resume_event_);
+  recorder_.open(resumed_step_, start_event(), resume_event_);
 }
 
 void Trainer::record_event(const Event& event) {
   open_run_files();
-  if (ledger_) ledger_->write(event);
+  recorder_.record(event);
 }
 
 Event Trainer::start_event() const {
@@ -181,13 +169,8 @@ bool Trainer::rewind(const StepMetrics& m) {
                    .with("skipped_samples",
                          std::vector<int64_t>{window.first * G, (window.last + 1) * G - 1})
                    .with("rewinds", rewinds));
+  recorder_.rewind_to(to);  // the lines after `to` are run again: each step stays once
   if (groups_.is_logging_rank()) {
-    // The lines after `to` are run again: metrics.jsonl keeps each step once.
-    metrics_ = std::make_unique<MetricsWriter>(config_.output.dir + "/metrics.jsonl", to);
-    if (tensorboard_) {  // the old file closes first: its events after `to` go
-      tensorboard_.reset();
-      tensorboard_ = std::make_unique<TensorBoardWriter>(config_.output.dir + "/tensorboard", to);
-    }
     log_ << "rewind " << rewinds << "/" << guard.max_rewinds << ": back to step " << to << " from "
          << step_dir << ", skipping batches " << window.first << "-" << window.last << " (samples "
          << window.first * G << "-" << (window.last + 1) * G - 1 << ")\n";
@@ -218,8 +201,7 @@ std::optional<std::string> Trainer::observe_step(const StepMetrics& m, bool firs
                                                  double seconds_per_step) {
   const TrainConfig& t = config_.train;
   if (groups_.is_logging_rank()) {
-    metrics_->write(m);
-    if (tensorboard_) tensorboard_->write(m);
+    recorder_.write_metrics(m);
     if (step_ % t.log_interval == 0 || step_ == t.steps || first_of_process || m.val_loss) {
       log_step(m, seconds_per_step);
     }
@@ -246,65 +228,9 @@ std::optional<std::string> Trainer::observe_step(const StepMetrics& m, bool firs
   return stop;
 }
 
-void Trainer::begin_step_trace(int64_t step) {
-  const TraceConfig& trace = config_.train.trace;
-  if (trace.steps == 0 || step < trace.start_step || step >= trace.start_step + trace.steps) return;
-  runtime::trace::start();
-  trace_recorded_ = true;
-}
-
-void Trainer::end_step_trace(int64_t step) {
-  if (!runtime::trace::recording()) return;
-  runtime::trace::stop();
-  const TraceConfig& trace = config_.train.trace;
-  if (step >= trace.start_step + trace.steps - 1) write_trace();
-}
-
-void Trainer::write_trace() {
-  if (!trace_recorded_) return;
-  trace_recorded_ = false;
-  runtime::trace::stop();
-  const parallel::RankCoordinates& r = groups_.coordinates;
-  const std::string path =
-      config_.output.dir + "/trace_rank" + std::to_string(groups_.world_rank) + ".json";
-  runtime::trace::write_chrome_trace(path, groups_.world_rank, rank_label(groups_.world_rank, r),
-                                     runtime::trace::take());
-  if (groups_.is_logging_rank()) {
-    log_ << "trace: steps " << config_.train.trace.start_step << "-" << step_ << " written to "
-         << config_.output.dir << "/trace_rank*.json (scripts/trace_merge.py merges them)\n";
-  }
-}
-
-bool Trainer::begin_memory_timeline(int64_t step) {
-  if (config_.train.memory_timeline_step != step) return false;
-  runtime::memory_timeline::start(allocator_);
-  return true;
-}
-
-void Trainer::record_memory_timeline(int64_t step) {
-  const runtime::memory_timeline::Timeline measured = runtime::memory_timeline::stop();
-  runtime::memory_timeline::Timeline predicted;
-  predict_rank_memory(config_, groups_.world_rank, &predicted);
-  const int64_t rank = groups_.world_rank;
-  const std::string label = rank_label(rank, groups_.coordinates);
-  const std::string prefix = config_.output.dir + "/memory_timeline_";
-  write_memory_timeline(prefix + "measured",
-                        {.rank = rank, .label = label, .source = "measured", .step = step},
-                        measured);
-  write_memory_timeline(prefix + "predicted",
-                        {.rank = rank, .label = label, .source = "predicted", .step = std::nullopt},
-                        predicted);
-  if (groups_.is_logging_rank()) {
-    log_ << "memory timeline: step " << step << " written to " << prefix
-         << "{measured,predicted}_rank*.json and .trace.json ("
-         << (measured.events == predicted.events ? "equal to" : "DIFFERENT from")
-         << " the prediction on rank " << rank << ")\n";
-  }
-}
-
 TrainSummary Trainer::stop_run(TrainSummary summary, StopReason reason,
                                const std::string& message) {
-  write_trace();
+  recorder_.write_trace(step_);
   if (!config_.checkpoint.dir.empty()) save_checkpoint();
   finish_checkpoints();
   record_event(Event("end", step_)
