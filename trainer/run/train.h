@@ -12,11 +12,9 @@
 #include "parallel/core/process_groups.h"
 #include "parallel/pipeline/schedules.h"
 #include "recompute/executor.h"
-#include "recompute/memory_model.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/config.h"
 #include "trainer/data/gpt_sampler.h"
-#include "trainer/data/synthetic.h"
 #include "trainer/engine/optimizer.h"
 #include "trainer/engine/rank_state.h"
 #include "trainer/engine/stage_setup.h"
@@ -30,7 +28,6 @@
 #include "trainer/run/run_recorder.h"
 #include "trainer/run/sample_writer.h"
 #include "trainer/run/skipped_batches.h"
-#include "trainer/tokenizer/tokenizer.h"
 
 namespace trainer {
 
