@@ -27,7 +27,6 @@ class RunRecorder {
   // fresh run); then writes `start` and `resume` (when given) to the ledger.
   void open(std::optional<int64_t> resumed_step, const Event& start,
             const std::optional<Event>& resume);
-  bool is_open() const { return open_; }
   // A line of the ledger on the logging rank (the files open); nothing elsewhere.
   void record(const Event& event);
   // The step's metrics.jsonl line and TensorBoard scalars on the logging rank.
