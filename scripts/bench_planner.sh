@@ -15,17 +15,10 @@
 # Usage: scripts/bench_planner.sh [STEPS] [REPS]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-root=$(repo_root)
-steps=${1:-6}
-reps=${2:-3}
-trainer_and_corpus 400000
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run"
-/usr/bin/python3 - "$root" "$trainer" "$work" "$steps" "$reps" "$(mpirun_flags)" <<'PY'
-import json, statistics, subprocess, sys
-root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
-sys.path.insert(0, f"{root}/scripts")
-from rank_correlation import at_speed, calibrated_layer_ms, separated_pairs, spearman  # noqa: E402
-steps, reps, mpirun_flags = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
+corpus_benchmark 400000 "$@" <<'PY'
+import json, statistics, subprocess
+from bench_args import mpirun_flags, reps, root, steps, trainer, work
+from rank_correlation import at_speed, calibrated_layer_ms, separated_pairs, spearman
 config = f"{root}/configs/tiny.yaml"
 shape = ["model.num_layers=8", "model.hidden_size=128", "model.num_attention_heads=4",
          "model.seq_length=256", "model.hidden_dropout=0.1", "model.attention_dropout=0.1",
@@ -230,4 +223,3 @@ results["accuracy"]["pooled_spearman"] = rho
 results["accuracy"]["pooled_spearman_at_calibrated_speed"] = rho_at
 json.dump(results, open(f"{root}/bench/planner.json", "w"), indent=1)
 PY
-echo "load average $(cut -d' ' -f1-3 /proc/loadavg) after the run"

@@ -26,18 +26,11 @@
 #        rounds, default 3)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-root=$(repo_root)
-steps=${1:-6}
-rounds=${2:-3}
-trainer_and_corpus 400000
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
-  "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$root" "$trainer" "$work" "$steps" "$(mpirun_flags)" "$rounds" <<'PY'
-import json, os, re, shutil, statistics, subprocess, sys, time
-root, trainer, work = sys.argv[1], sys.argv[2], sys.argv[3]
-sys.path.insert(0, f"{root}/scripts")
-from rank_correlation import at_speed, calibrated_layer_ms, separated_pairs, spearman  # noqa: E402
-steps, mpirun_flags, rounds = int(sys.argv[4]), sys.argv[5].split(), int(sys.argv[6])
+corpus_benchmark 400000 "$@" <<'PY'
+import json, os, re, shutil, statistics, subprocess, time
+from bench_args import mpirun_flags, root, steps, trainer, work
+from bench_args import reps as rounds
+from rank_correlation import at_speed, calibrated_layer_ms, separated_pairs, spearman
 ROW = re.compile(r"^\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(\d+) \|\s+(on|-) \|"
                  r"\s+(\d+) \|\s+(on|-) \|\s+([0-9.]+ [KMG]?i?B) \|\s+([0-9.]+) \|\s+([0-9.]+) \|"
                  r"\s+([0-9.]+) \|\s+([0-9.]+) \| (\w+)$")

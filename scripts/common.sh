@@ -40,6 +40,21 @@ trainer_and_corpus() {
   "$trainer" prepare-data --synthetic --num-tokens "$1" --output-prefix "$work/data" >/dev/null
 }
 
+# corpus_benchmark NUM_TOKENS [STEPS] [REPEATS] <<'PY' ... PY: trainer_and_corpus NUM_TOKENS,
+# the machine line, then the Python program on stdin with scripts/ on its path; it reads the
+# run's root, trainer, work, steps (default 6), repeats (default 3) and mpirun flags from
+# bench_args.py. For the benchmarks that compare the trainer's predictions with its runs.
+corpus_benchmark() {
+  local tokens=$1 steps=${2:-6} repeats=${3:-3}
+  local root; root=$(repo_root)
+  trainer_and_corpus "$tokens" </dev/null
+  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
+    "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+  PYTHONPATH="$root/scripts" /usr/bin/python3 - "$root" "$trainer" "$work" "$steps" "$repeats" \
+    "$(mpirun_flags)"
+  echo "load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
 # mpirun with the flags this machine needs: root is allowed, ranks may exceed cores.
 mpirun_flags() {
   local flags=(--oversubscribe --bind-to none)

@@ -87,9 +87,7 @@ __global__ void __launch_bounds__(kThreads)
     const float m = mean[r], s = rstd[r];
     float dnorm_sum = 0.f, dnorm_xhat_sum = 0.f;
     for (int64_t c = first; c < C; c += kStep) {
-      load_pack<kWidth>(in + c, x);
-      load_pack<kWidth>(d_out + c, dy);
-      load_pack<kWidth>(weight + c, w);
+      load_dinp_packs<kWidth>(in, d_out, weight, c, x, dy, w);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) {
         const float dnorm = dy[k] * w[k];
@@ -101,9 +99,7 @@ __global__ void __launch_bounds__(kThreads)
     const float b = block_sum(dnorm_xhat_sum, shared) / static_cast<float>(C);
     T* d_in = dinp + r * C;
     for (int64_t c = first; c < C; c += kStep) {
-      load_pack<kWidth>(in + c, x);
-      load_pack<kWidth>(d_out + c, dy);
-      load_pack<kWidth>(weight + c, w);
+      load_dinp_packs<kWidth>(in, d_out, weight, c, x, dy, w);
       load_pack<kWidth>(d_in + c, dx);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) {

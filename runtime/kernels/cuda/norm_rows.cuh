@@ -1,7 +1,7 @@
-// Host-side helpers of the row normalizations (layernorm.cu, rmsnorm.cu): whether a row takes
-// packed accesses, the grid of one block per row, and the row chunks of the weight gradients'
-// partial sums, which depend on the row count only (so the sums' order is a function of the
-// shapes).
+// Helpers of the row normalizations (layernorm.cu, rmsnorm.cu): whether a row takes packed
+// accesses, the grid of one block per row, the row chunks of the weight gradients' partial sums,
+// which depend on the row count only (so the sums' order is a function of the shapes), and the
+// packs the input gradients' kernels read at a channel.
 #pragma once
 
 #include <algorithm>
@@ -34,6 +34,16 @@ inline int64_t chunk_rows_for(int64_t rows) {
 inline int64_t chunks_for(int64_t rows) {
   const int64_t chunk_rows = chunk_rows_for(rows);
   return (rows + chunk_rows - 1) / chunk_rows;
+}
+
+// The packs of channels [c, c + kWidth) that an input gradient reads: the row's input `in`, its
+// output gradient `d_out` and the weight.
+template <int kWidth, class T>
+__device__ __forceinline__ void load_dinp_packs(const T* in, const T* d_out, const T* weight,
+                                                int64_t c, float* x, float* dy, float* w) {
+  device::load_pack<kWidth>(in + c, x);
+  device::load_pack<kWidth>(d_out + c, dy);
+  device::load_pack<kWidth>(weight + c, w);
 }
 
 }  // namespace runtime::cuda::norm_rows

@@ -68,18 +68,14 @@ __global__ void __launch_bounds__(kThreads)
     const float s = rstd[r];
     float g_xhat_sum = 0.f;
     for (int64_t c = first; c < C; c += kStep) {
-      load_pack<kWidth>(in + c, x);
-      load_pack<kWidth>(d_out + c, dy);
-      load_pack<kWidth>(weight + c, w);
+      load_dinp_packs<kWidth>(in, d_out, weight, c, x, dy, w);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) g_xhat_sum += (dy[k] * w[k]) * (x[k] * s);
     }
     const float b = block_reduce(g_xhat_sum, partials, SumOp{}) / static_cast<float>(C);
     T* d_in = dinp + r * C;
     for (int64_t c = first; c < C; c += kStep) {
-      load_pack<kWidth>(in + c, x);
-      load_pack<kWidth>(d_out + c, dy);
-      load_pack<kWidth>(weight + c, w);
+      load_dinp_packs<kWidth>(in, d_out, weight, c, x, dy, w);
       load_pack<kWidth>(d_in + c, dx);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) dx[k] += (dy[k] * w[k] - (x[k] * s) * b) * s;
