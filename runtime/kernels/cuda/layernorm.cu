@@ -36,35 +36,24 @@ __global__ void __launch_bounds__(kThreads)
     layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
                              const T* bias, int64_t rows, int64_t C, float eps) {
   __shared__ float shared[kThreads];
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
-  constexpr int64_t kStep = int64_t{kThreads} * kWidth;
   float x[kWidth], w[kWidth], b[kWidth];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = inp + r * C;
-    float sum = 0.f;
-    for (int64_t c = first; c < C; c += kStep) {
-      load_pack<kWidth>(in + c, x);
-#pragma unroll
-      for (int k = 0; k < kWidth; ++k) sum += x[k];
-    }
+    const float sum = thread_row_sum<kWidth>(in, C, [](float v) { return v; });
     const float m = block_sum(sum, shared) / static_cast<float>(C);
-    float square_sum = 0.f;
-    for (int64_t c = first; c < C; c += kStep) {
-      load_pack<kWidth>(in + c, x);
-#pragma unroll
-      for (int k = 0; k < kWidth; ++k) square_sum += (x[k] - m) * (x[k] - m);
-    }
+    const float square_sum =
+        thread_row_sum<kWidth>(in, C, [m](float v) { return (v - m) * (v - m); });
     const float variance = block_sum(square_sum, shared) / static_cast<float>(C);
     const float s = 1.f / sqrtf(variance + eps);
     T* y = out + r * C;
-    for (int64_t c = first; c < C; c += kStep) {
+    for_thread_packs<kWidth>(C, [&](int64_t c) {
       load_pack<kWidth>(in + c, x);
       load_pack<kWidth>(weight + c, w);
       load_pack<kWidth>(bias + c, b);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) x[k] = (x[k] - m) * s * w[k] + b[k];
       store_pack<kWidth>(y + c, x);
-    }
+    });
     if (threadIdx.x == 0) {
       mean[r] = m;
       rstd[r] = s;
@@ -78,15 +67,13 @@ __global__ void __launch_bounds__(kThreads)
     layernorm_dinp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* mean,
                           const float* rstd, int64_t rows, int64_t C) {
   __shared__ float shared[kThreads];
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
-  constexpr int64_t kStep = int64_t{kThreads} * kWidth;
   float x[kWidth], dy[kWidth], w[kWidth], dx[kWidth];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = inp + r * C;
     const T* d_out = dout + r * C;
     const float m = mean[r], s = rstd[r];
     float dnorm_sum = 0.f, dnorm_xhat_sum = 0.f;
-    for (int64_t c = first; c < C; c += kStep) {
+    for_thread_packs<kWidth>(C, [&](int64_t c) {
       load_dinp_packs<kWidth>(in, d_out, weight, c, x, dy, w);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) {
@@ -94,11 +81,11 @@ __global__ void __launch_bounds__(kThreads)
         dnorm_sum += dnorm;
         dnorm_xhat_sum += dnorm * ((x[k] - m) * s);
       }
-    }
+    });
     const float a = block_sum(dnorm_sum, shared) / static_cast<float>(C);
     const float b = block_sum(dnorm_xhat_sum, shared) / static_cast<float>(C);
     T* d_in = dinp + r * C;
-    for (int64_t c = first; c < C; c += kStep) {
+    for_thread_packs<kWidth>(C, [&](int64_t c) {
       load_dinp_packs<kWidth>(in, d_out, weight, c, x, dy, w);
       load_pack<kWidth>(d_in + c, dx);
 #pragma unroll
@@ -107,7 +94,7 @@ __global__ void __launch_bounds__(kThreads)
         dx[k] += (dy[k] * w[k] - a - xhat * b) * s;
       }
       store_pack<kWidth>(d_in + c, dx);
-    }
+    });
   }
 }
 

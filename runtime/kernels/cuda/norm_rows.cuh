@@ -1,7 +1,7 @@
 // Helpers of the row normalizations (layernorm.cu, rmsnorm.cu): whether a row takes packed
 // accesses, the grid of one block per row, the row chunks of the weight gradients' partial sums,
-// which depend on the row count only (so the sums' order is a function of the shapes), and the
-// packs the input gradients' kernels read at a channel.
+// which depend on the row count only (so the sums' order is a function of the shapes), a
+// thread's part of a row statistic, and the packs the input gradients' kernels read at a channel.
 #pragma once
 
 #include <algorithm>
@@ -34,6 +34,27 @@ inline int64_t chunk_rows_for(int64_t rows) {
 inline int64_t chunks_for(int64_t rows) {
   const int64_t chunk_rows = chunk_rows_for(rows);
   return (rows + chunk_rows - 1) / chunk_rows;
+}
+
+// f(c) for the first channel c of each of this thread's packs of a row of C channels (Note
+// [Vector access]), in channel order: the loop over a row of every kernel here.
+template <int kWidth, class F>
+__device__ __forceinline__ void for_thread_packs(int64_t C, F&& f) {
+  constexpr int64_t kStep = int64_t{device::kThreads} * kWidth;
+  for (int64_t c = static_cast<int64_t>(threadIdx.x) * kWidth; c < C; c += kStep) f(c);
+}
+
+// This thread's sum of f(value) over its packs of `row`, in channel order: a row statistic's
+// part before the block's sum.
+template <int kWidth, class T, class F>
+__device__ __forceinline__ float thread_row_sum(const T* row, int64_t C, F f) {
+  float sum = 0.f, x[kWidth];
+  for_thread_packs<kWidth>(C, [&](int64_t c) {
+    device::load_pack<kWidth>(row + c, x);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) sum += f(x[k]);
+  });
+  return sum;
 }
 
 // The packs of channels [c, c + kWidth) that an input gradient reads: the row's input `in`, its

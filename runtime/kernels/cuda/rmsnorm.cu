@@ -28,27 +28,20 @@ __global__ void __launch_bounds__(kThreads)
     rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int64_t rows,
                            int64_t C, float eps) {
   __shared__ float partials[kThreads / kWarpThreads];
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
-  constexpr int64_t kStep = int64_t{kThreads} * kWidth;
   float x[kWidth], w[kWidth];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = inp + r * C;
-    float square_sum = 0.f;
-    for (int64_t c = first; c < C; c += kStep) {
-      load_pack<kWidth>(in + c, x);
-#pragma unroll
-      for (int k = 0; k < kWidth; ++k) square_sum += x[k] * x[k];
-    }
+    const float square_sum = thread_row_sum<kWidth>(in, C, [](float v) { return v * v; });
     const float mean_square = block_reduce(square_sum, partials, SumOp{}) / static_cast<float>(C);
     const float s = 1.f / sqrtf(mean_square + eps);
     T* y = out + r * C;
-    for (int64_t c = first; c < C; c += kStep) {
+    for_thread_packs<kWidth>(C, [&](int64_t c) {
       load_pack<kWidth>(in + c, x);
       load_pack<kWidth>(weight + c, w);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) x[k] = w[k] * normalized<T>(x[k], s);
       store_pack<kWidth>(y + c, x);
-    }
+    });
     if (threadIdx.x == 0) rstd[r] = s;
   }
 }
@@ -59,28 +52,26 @@ __global__ void __launch_bounds__(kThreads)
     rmsnorm_dinp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* rstd,
                         int64_t rows, int64_t C) {
   __shared__ float partials[kThreads / kWarpThreads];
-  const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
-  constexpr int64_t kStep = int64_t{kThreads} * kWidth;
   float x[kWidth], dy[kWidth], w[kWidth], dx[kWidth];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = inp + r * C;
     const T* d_out = dout + r * C;
     const float s = rstd[r];
     float g_xhat_sum = 0.f;
-    for (int64_t c = first; c < C; c += kStep) {
+    for_thread_packs<kWidth>(C, [&](int64_t c) {
       load_dinp_packs<kWidth>(in, d_out, weight, c, x, dy, w);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) g_xhat_sum += (dy[k] * w[k]) * (x[k] * s);
-    }
+    });
     const float b = block_reduce(g_xhat_sum, partials, SumOp{}) / static_cast<float>(C);
     T* d_in = dinp + r * C;
-    for (int64_t c = first; c < C; c += kStep) {
+    for_thread_packs<kWidth>(C, [&](int64_t c) {
       load_dinp_packs<kWidth>(in, d_out, weight, c, x, dy, w);
       load_pack<kWidth>(d_in + c, dx);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) dx[k] += (dy[k] * w[k] - (x[k] * s) * b) * s;
       store_pack<kWidth>(d_in + c, dx);
-    }
+    });
   }
 }
 
