@@ -43,3 +43,12 @@ check_stopped() {
   [ -f "$dir/ckpt/latest" ] || fail "no checkpoint after SIGTERM"
   grep -q "step_$(printf %08d "$stopped")" "$dir/ckpt/latest" || fail "latest is not step $stopped"
 }
+
+# check_metrics_steps FILE LAST: fails the test unless the rows of metrics.jsonl FILE are the
+# steps 1 to LAST, each once and in order (a stop keeps its step's row; a resume adds none twice).
+check_metrics_steps() {
+  local steps expected
+  steps=$(sed -n 's/^{"step": \([0-9]*\),.*/\1/p' "$1" | tr '\n' ' ')
+  expected=$(seq 1 "$2" | tr '\n' ' ')
+  [ "$steps" = "$expected" ] || fail "$1 has the steps [$steps], expected 1 to $2"
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# SIGTERM to mpirun (it forwards the signal to every rank): all ranks agree on
-# the step to stop after, write one checkpoint together, and say so (log and ledger).
+# SIGUSR1 to mpirun (Open MPI forwards it to every rank; a SIGTERM would abort the job): all
+# ranks agree on the step to stop after, write its metrics row and one checkpoint together, say
+# so (log and ledger) and exit 0, which mpirun returns; a resume adds the next step's row, none
+# twice.
 set -u
 trainer=$1 mpirun=$2
 source "$(dirname "$0")/../script_test_util.sh"
@@ -19,12 +21,16 @@ YAML
   > "$dir/log" 2> "$dir/err" &
 job=$!
 # Up to 120 s for step 5 (a loaded CI machine starts two ranks slowly); before the trainer's
-# signal handlers are installed a SIGTERM would simply end it.
+# signal handlers are installed a signal would simply end it.
 wait_for "^step .*5/100000" "$dir/log" 1200 0.1 ||
   { kill -KILL $job; fail "step 5 not reached within 120 s"; }
-kill -TERM $job
-timeout 60 tail --pid=$job -f /dev/null || fail "the job did not end within 60 s of SIGTERM"
+kill -USR1 $job
+timeout 60 tail --pid=$job -f /dev/null || fail "the job did not end within 60 s of SIGUSR1"
+wait $job
+code=$?
+[ $code -eq 0 ] || fail "mpirun exit code $code after SIGUSR1, expected the ranks' 0"
 check_stopped "$dir/log"
+check_metrics_steps "$dir/out/metrics.jsonl" "$stopped"
 grep -q "\"step\": $stopped, \"rank\": \"all\", \"event\": \"signal\"" "$dir/out/events.jsonl" ||
   fail "no signal line at step $stopped in events.jsonl"
 grep -q "\"event\": \"end\", \"reason\": \"signal\"" "$dir/out/events.jsonl" ||
@@ -33,5 +39,7 @@ grep -q "\"event\": \"end\", \"reason\": \"signal\"" "$dir/out/events.jsonl" ||
   --set train.steps=$((stopped + 1)) > "$dir/log2" 2>&1 ||
   { cat "$dir/log2"; fail "one process could not resume the dp2 checkpoint"; }
 grep -q "resume: step $stopped" "$dir/log2" || fail "resume did not start at step $stopped"
-echo "stopped after step $stopped on both ranks, checkpoint written and resumed by one process"
+check_metrics_steps "$dir/out/metrics.jsonl" $((stopped + 1))
+echo "stopped after step $stopped on both ranks, its metrics row and checkpoint written, and" \
+  "resumed by one process"
 echo "PASS"

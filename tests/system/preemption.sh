@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Preemption as a scheduler does it, on the real binary:
-#  1. SIGTERM mid-run: the step finishes, a checkpoint is written, exit 0;
-#     --resume auto then finishes the run.
+#  1. SIGTERM mid-run: the step finishes with its metrics row, a checkpoint is written, exit 0;
+#     --resume auto then finishes the run, every step's row once.
 #  2. kill -9 while checkpoints are being written every step: --resume auto
 #     still finds a complete checkpoint (the previous one at worst).
 set -u
@@ -24,13 +24,15 @@ wait $pid
 code=$?
 [ $code -eq 0 ] || { cat "$dir/log1"; fail "SIGTERM exit code $code, expected 0"; }
 check_stopped "$dir/log1"
-echo "SIGTERM: stopped after step $stopped with a checkpoint"
+check_metrics_steps "$dir/out/metrics.jsonl" "$stopped"
+echo "SIGTERM: stopped after step $stopped with a checkpoint and its metrics row"
 "$trainer" train --config "$dir/run.yaml" --resume --set train.steps=$((stopped + 3)) \
   > "$dir/log2" 2>&1 || { cat "$dir/log2"; fail "resume after SIGTERM failed"; }
 grep -q "resume: step $stopped" "$dir/log2" ||
   { cat "$dir/log2"; fail "did not resume at step $stopped"; }
 grep -q "^step .*$((stopped + 3))/$((stopped + 3))" "$dir/log2" || fail "resumed run did not finish"
-echo "resume: continued from step $stopped to $((stopped + 3))"
+check_metrics_steps "$dir/out/metrics.jsonl" $((stopped + 3))
+echo "resume: continued from step $stopped to $((stopped + 3)), every step's row once"
 
 # 2. kill -9 during per-step checkpoints
 rm -rf "$dir/ckpt"

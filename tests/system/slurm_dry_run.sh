@@ -15,13 +15,15 @@ trainer="$dir/trainer"
 printf '#!/bin/sh\nexit 0\n' > "$trainer"
 echo "train: {steps: 10}" > "$dir/run.yaml"
 # A fake launcher: records its arguments and NCCL_DEBUG, prints $FAKE_OUTPUT; with
-# FAKE_WAIT_FOR_TERM it runs until a SIGTERM (30 s at most), recording each one it gets.
+# FAKE_WAIT_FOR_SIGNAL it runs until a SIGUSR1 (30 s at most), recording each SIGUSR1 and
+# SIGTERM it gets; a SIGTERM ends it with exit 1, as it aborts a real mpirun's job.
 for launcher in srun mpirun; do
   cat > "$dir/bin/$launcher" <<'SH'
 #!/usr/bin/env bash
 echo "$(basename "$0") $* NCCL_DEBUG=$NCCL_DEBUG" >> "$FAKE_RECORD"
-if [ -n "${FAKE_WAIT_FOR_TERM:-}" ]; then
-  trap 'echo TERM >> "$FAKE_RECORD"; echo "stopped by a signal after step 3"; exit 0' TERM
+if [ -n "${FAKE_WAIT_FOR_SIGNAL:-}" ]; then
+  trap 'echo USR1 >> "$FAKE_RECORD"; echo "stopped by a signal after step 3"; exit 0' USR1
+  trap 'echo TERM >> "$FAKE_RECORD"; exit 1' TERM
   echo started >> "$FAKE_RECORD"
   for _ in $(seq 600); do sleep 0.05; done
   exit 1
@@ -76,18 +78,19 @@ for piece in "mpirun -np 16 --map-by ppr:8:node --bind-to none" "-x NCCL_SOCKET_
 done
 echo "mpirun launch: $line"
 
-# 4. SIGTERM to the batch shell under mpirun: forwarded once, the job exits 0 and requeues.
+# 4. SIGTERM to the batch shell under mpirun: forwarded once as SIGUSR1 (which mpirun forwards
+# to the ranks), the job exits 0 and requeues.
 touch "$dir/mpirun2"
-env "${job_env[@]}" FAKE_RECORD="$dir/mpirun2" LAUNCHER=mpirun FAKE_WAIT_FOR_TERM=1 \
+env "${job_env[@]}" FAKE_RECORD="$dir/mpirun2" LAUNCHER=mpirun FAKE_WAIT_FOR_SIGNAL=1 \
   bash "$sbatch_script" "$dir/run.yaml" > "$dir/mpirun2.out" 2>&1 &
 job=$!  # env execs bash: the batch shell itself
 wait_for started "$dir/mpirun2" 100 0.05 || fail "fake mpirun did not start"
 kill -TERM $job
 wait $job || fail "batch script exit $? after SIGTERM"
-[ "$(grep -c '^TERM$' "$dir/mpirun2")" = 1 ] ||
-  fail "SIGTERM not forwarded once: $(cat "$dir/mpirun2")"
+[ "$(grep -c '^USR1$' "$dir/mpirun2")" = 1 ] && ! grep -q '^TERM$' "$dir/mpirun2" ||
+  fail "SIGTERM not forwarded once as SIGUSR1: $(cat "$dir/mpirun2")"
 [ "$(tail -1 "$dir/mpirun2")" = "scontrol requeue 4242" ] || fail "no requeue after SIGTERM"
-echo "SIGTERM to the batch shell: forwarded to mpirun once, exit 0, requeued"
+echo "SIGTERM to the batch shell: forwarded to mpirun once as SIGUSR1, exit 0, requeued"
 
 # 5. Bad input: a missing config is named, nothing launched.
 env PATH="$dir/bin:$PATH" FAKE_RECORD="$dir/bad" TRAINER="$trainer" \

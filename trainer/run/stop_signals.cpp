@@ -25,11 +25,13 @@ StopSignals::StopSignals() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, &previous_term_);
   sigaction(SIGINT, &action, &previous_int_);
+  sigaction(SIGUSR1, &action, &previous_usr1_);
 }
 
 StopSignals::~StopSignals() {
   sigaction(SIGTERM, &previous_term_, nullptr);
   sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGUSR1, &previous_usr1_, nullptr);
 }
 
 StopSignals::Stop StopSignals::stop_after_step(parallel::Communicator& world,

@@ -1,6 +1,9 @@
-// SIGTERM / SIGINT as a scheduler's preemption notice: the first signal asks the
-// training loop to stop after the current step (every rank agrees on the step);
-// a second one exits at once. Installed for the lifetime of the object.
+// SIGTERM, SIGINT and SIGUSR1 as a scheduler's preemption notice: the first signal asks the
+// training loop to stop after the current step (every rank agrees on the step); a second one
+// exits at once. Installed for the lifetime of the object. SIGUSR1 is the notice that reaches
+// ranks under Open MPI's mpirun, which forwards it to every rank and exits with theirs, while a
+// SIGTERM to mpirun aborts the job: it gives the ranks about a second, then kills them and
+// exits 1 (docs/operations.md, "Preemption").
 #pragma once
 
 #include <csignal>
@@ -25,6 +28,7 @@ class StopSignals {
  private:
   struct sigaction previous_term_ {};
   struct sigaction previous_int_ {};
+  struct sigaction previous_usr1_ {};
 };
 
 }  // namespace trainer

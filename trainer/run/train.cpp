@@ -550,23 +550,12 @@ TrainSummary Trainer::run_steps() {
     if (m.rewind) continue;
     const bool last = step_ == t.steps;
     if (pending_save_ && pending_save_->poll(*groups_.world)) finish_checkpoints();
+    // Every step's evaluation, sample and metrics row come before any stop and checkpoint, so
+    // a planned stop keeps its step's row and a resume from the step's checkpoint never writes
+    // it again (Megatron's order: log, evaluate, then checkpoint and exit).
     const bool past_duration = t.exit_duration_minutes > 0 && !last &&
                                seconds_since(created_) >= 60.0 * t.exit_duration_minutes;
     const StopSignals::Stop asked = signals.stop_after_step(*groups_.world, past_duration);
-    if (asked == StopSignals::Stop::signal) {
-      record_event(Event("signal", step_));
-      return stop_run(summary, StopReason::signal, "stopped by a signal");
-    }
-    if (asked == StopSignals::Stop::duration) {
-      return stop_run(summary, StopReason::duration,
-                      TRAINER_STR("stopped by train.exit_duration_minutes "
-                                  << t.exit_duration_minutes << ": "
-                                  << format("%.1f", seconds_since(created_) / 60.0)
-                                  << " minutes since the trainer started"));
-    }
-    if (config_.checkpoint.interval > 0 && step_ % config_.checkpoint.interval == 0 && !last) {
-      save_checkpoint();
-    }
     if (data_->has_validation() && t.eval_interval > 0 && (step_ % t.eval_interval == 0 || last)) {
       const ValidationLosses losses = evaluate_datasets();
       m.val_loss = losses.overall;
@@ -581,8 +570,22 @@ TrainSummary Trainer::run_steps() {
     summary.last_loss = m.loss;
     const double seconds_per_step =
         seconds_since(start) / static_cast<double>(steps_run_ - first_run);
-    if (const auto stop = observe_step(m, first_of_process, seconds_per_step)) {
-      return stop_run(summary, StopReason::target_missed, *stop);
+    const std::optional<std::string> missed =
+        observe_step(m, first_of_process, seconds_per_step, asked != StopSignals::Stop::none);
+    if (asked == StopSignals::Stop::signal) {
+      record_event(Event("signal", step_));
+      return stop_run(summary, StopReason::signal, "stopped by a signal");
+    }
+    if (asked == StopSignals::Stop::duration) {
+      return stop_run(summary, StopReason::duration,
+                      TRAINER_STR("stopped by train.exit_duration_minutes "
+                                  << t.exit_duration_minutes << ": "
+                                  << format("%.1f", seconds_since(created_) / 60.0)
+                                  << " minutes since the trainer started"));
+    }
+    if (missed) return stop_run(summary, StopReason::target_missed, *missed);
+    if (config_.checkpoint.interval > 0 && step_ % config_.checkpoint.interval == 0 && !last) {
+      save_checkpoint();
     }
   }
   if (!config_.checkpoint.dir.empty() && step_ > first_step) save_checkpoint();

@@ -195,10 +195,11 @@ class Trainer {
   // The targets' misses at this step that were not missing before, agreed across ranks
   // (collective when targets are set).
   std::vector<TargetMiss> check_targets(const StepMetrics& metrics, bool first_of_process);
-  // After a step: metrics.jsonl, the stdout line, drift events, targets. Returns the reason
-  // to stop when a target gate says so.
+  // After a step, before any stop or checkpoint: metrics.jsonl, the stdout line (every
+  // log_interval steps, and on the first, the last, an evaluation's and a `stopping` step),
+  // drift events, targets. Returns the reason to stop when a target gate says so.
   std::optional<std::string> observe_step(const StepMetrics& metrics, bool first_of_process,
-                                          double seconds_per_step);
+                                          double seconds_per_step, bool stopping);
   // Checkpoint (when checkpoint.dir is set), message, end event; the summary to return.
   TrainSummary stop_run(TrainSummary summary, StopReason reason, const std::string& message);
   // Loads the state of the checkpoint `reader` reads (from `step_dir`, named in messages):

@@ -198,11 +198,12 @@ std::vector<TargetMiss> Trainer::check_targets(const StepMetrics& m, bool first_
 }
 
 std::optional<std::string> Trainer::observe_step(const StepMetrics& m, bool first_of_process,
-                                                 double seconds_per_step) {
+                                                 double seconds_per_step, bool stopping) {
   const TrainConfig& t = config_.train;
   if (groups_.is_logging_rank()) {
     recorder_.write_metrics(m);
-    if (step_ % t.log_interval == 0 || step_ == t.steps || first_of_process || m.val_loss) {
+    if (step_ % t.log_interval == 0 || step_ == t.steps || first_of_process || stopping ||
+        m.val_loss) {
       log_step(m, seconds_per_step);
     }
     for (const Event& event : drift_.observe(m, first_of_process)) record_event(event);

@@ -2,6 +2,7 @@
 // (rewind equals a run that never read the skipped window; a rewound run resumes as it
 // continues), target gates, and one ledger line per event kind a single process can trigger.
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "trainer/observe/event_ledger.h"
 #include "trainer/run/run_checks.h"
 #include "trainer/run/skipped_batches.h"
+#include "trainer/run/stop_signals.h"
 #include "trainer_test_util.h"
 
 namespace trainer {
@@ -330,9 +332,9 @@ TEST(RunFiles, KeepThroughStepDropsTheTail) {
                                       "{\"step\": 4}"}));
 }
 
-// train.exit_duration_minutes: past it, the run stops after the step with a checkpoint and
-// exit code 0, and a resume finishes it as one uninterrupted run would; never after the last
-// step (that run completes).
+// train.exit_duration_minutes: past it, the run stops after the step with its metrics row, a
+// checkpoint and exit code 0, and a resume finishes it as one uninterrupted run would, every
+// step's row once; never after the last step (that run completes).
 TEST(ExitDuration, StopsAfterTheStepWithACheckpointAndResumes) {
   CorpusDir dir;
   InProcessRun whole(dir.config("whole", {"train.steps=4"}));
@@ -353,14 +355,40 @@ TEST(ExitDuration, StopsAfterTheStepWithACheckpointAndResumes) {
   EXPECT_TRUE(contains(ends[0], "\"reason\": \"duration\"")) << ends[0];
   EXPECT_TRUE(contains(ends[0], "\"exit_code\": 0")) << ends[0];
 
-  InProcessRun resumed(dir.config("resumed", {"train.steps=4", ckpt}));
+  // The stop keeps its step's row; the resume into the same run directory appends the rest and
+  // never writes the stop step's row again.
+  EXPECT_EQ(steps_of(dir / "timed/metrics.jsonl"), (std::vector<int64_t>{1}));
+  InProcessRun resumed(dir.config("timed", {"train.steps=4", ckpt}));
   ASSERT_TRUE(resumed.trainer->resume("auto"));
   EXPECT_EQ(resumed.trainer->run().stop, StopReason::completed);
   EXPECT_TRUE(
       testing_support::same_bytes(whole.trainer->params().flat, resumed.trainer->params().flat));
+  const auto whole_lines = read_lines(dir / "whole/metrics.jsonl");
+  const auto lines = read_lines(dir / "timed/metrics.jsonl");
+  EXPECT_EQ(steps_of(dir / "timed/metrics.jsonl"), (std::vector<int64_t>{1, 2, 3, 4}));
+  ASSERT_EQ(lines.size(), whole_lines.size());
+  for (size_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(without_timing(lines[i]), without_timing(whole_lines[i])) << "line " << i;
 
   InProcessRun last(dir.config("last", {"train.steps=1", "train.exit_duration_minutes=1e-9"}));
   EXPECT_EQ(last.trainer->run().stop, StopReason::completed);
+}
+
+// SIGTERM, SIGINT and SIGUSR1 (what mpirun forwards to the ranks) each ask for a stop after the
+// step while the handlers are installed; the previous handlers come back after.
+TEST(StopSignals, TermIntAndUsr1AskForAStopAfterTheStep) {
+  parallel::ProcessGroups groups = parallel::ProcessGroups::single();
+  for (const int signal_number : {SIGTERM, SIGINT, SIGUSR1}) {
+    const StopSignals signals;
+    EXPECT_EQ(signals.stop_after_step(*groups.world, false), StopSignals::Stop::none);
+    EXPECT_EQ(signals.stop_after_step(*groups.world, true), StopSignals::Stop::duration);
+    ASSERT_EQ(std::raise(signal_number), 0);
+    EXPECT_EQ(signals.stop_after_step(*groups.world, true), StopSignals::Stop::signal)
+        << "signal " << signal_number;
+  }
+  struct sigaction now {};
+  sigaction(SIGUSR1, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
 }
 
 TEST(OperationsConfig, ErrorsNameTheField) {
