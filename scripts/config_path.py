@@ -141,7 +141,8 @@ best = {}
 
 
 def longest(name, seen):
-    """The longest chain from `name` (which holds the config) to a function of model/."""
+    """The longest chain from `name` (which holds the config) to a layer. Memoized without
+    `seen`, so a cycle can slip in: the caller asserts the chain visits no function twice."""
     if name in best:
         return best[name]
     chain = None

@@ -23,15 +23,11 @@ StopSignals::StopSignals() {
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, &previous_term_);
-  sigaction(SIGINT, &action, &previous_int_);
-  sigaction(SIGUSR1, &action, &previous_usr1_);
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &action, &previous_[i]);
 }
 
 StopSignals::~StopSignals() {
-  sigaction(SIGTERM, &previous_term_, nullptr);
-  sigaction(SIGINT, &previous_int_, nullptr);
-  sigaction(SIGUSR1, &previous_usr1_, nullptr);
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
 }
 
 StopSignals::Stop StopSignals::stop_after_step(parallel::Communicator& world,

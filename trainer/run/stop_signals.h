@@ -2,11 +2,12 @@
 // training loop to stop after the current step (every rank agrees on the step); a second one
 // exits at once. Installed for the lifetime of the object. SIGUSR1 is the notice that reaches
 // ranks under Open MPI's mpirun, which forwards it to every rank and exits with theirs, while a
-// SIGTERM to mpirun aborts the job: it gives the ranks about a second, then kills them and
-// exits 1 (docs/operations.md, "Preemption").
+// SIGTERM to mpirun aborts the job: it kills the ranks within seconds and exits 1
+// (docs/checkpoints.md, "SIGTERM, SIGINT and SIGUSR1").
 #pragma once
 
 #include <csignal>
+#include <iterator>
 
 #include "parallel/core/communicator.h"
 
@@ -26,9 +27,8 @@ class StopSignals {
   Stop stop_after_step(parallel::Communicator& world, bool past_duration) const;
 
  private:
-  struct sigaction previous_term_ {};
-  struct sigaction previous_int_ {};
-  struct sigaction previous_usr1_ {};
+  static constexpr int kSignals[] = {SIGTERM, SIGINT, SIGUSR1};
+  struct sigaction previous_[std::size(kSignals)]{};  // the handlers before, restored after
 };
 
 }  // namespace trainer

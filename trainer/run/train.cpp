@@ -552,7 +552,7 @@ TrainSummary Trainer::run_steps() {
     if (pending_save_ && pending_save_->poll(*groups_.world)) finish_checkpoints();
     // Every step's evaluation, sample and metrics row come before any stop and checkpoint, so
     // a planned stop keeps its step's row and a resume from the step's checkpoint never writes
-    // it again (Megatron's order: log, evaluate, then checkpoint and exit).
+    // it again (as Megatron's loop: the step's log and evaluation, then checkpoint and exit).
     const bool past_duration = t.exit_duration_minutes > 0 && !last &&
                                seconds_since(created_) >= 60.0 * t.exit_duration_minutes;
     const StopSignals::Stop asked = signals.stop_after_step(*groups_.world, past_duration);
